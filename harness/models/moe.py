@@ -1,0 +1,92 @@
+"""Router access for top-k MoE models (Mixtral, Qwen2-MoE in transformers 5).
+
+Shapes: L = number of MoE layers, B = batch rows, T = sequence length, E = experts,
+k = experts per token.
+
+Where the routing lives: every MoE layer `model.model.layers[i].mlp` holds a router
+`.gate` (`MixtralTopKRouter`) whose forward maps hidden states (B*T, H) to
+`(router_logits (B*T, E), top_k_weights (B*T, k), top_k_index (B*T, k))`; the experts
+`.mlp.experts` then mix exactly the experts in `top_k_index` with `top_k_weights`.
+So reading routing = `model(..., output_router_logits=True).router_logits` (a tuple of
+L tensors (B*T, E)), and replaying routing = a forward hook on each `.gate` that
+replaces the returned indices (this module's `replay_routing`).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+
+def routers(model: nn.Module) -> list[nn.Module]:
+    """The top-k router of every MoE layer, in layer order (empty for a dense model)."""
+    return [m for m in model.modules() if type(m).__name__.endswith("TopKRouter")]
+
+
+def stack_router_logits(router_logits: tuple[torch.Tensor, ...], batch_size: int) -> torch.Tensor:
+    """`outputs.router_logits` (L tensors (B*T, E)) -> (L, B, T, E)."""
+    stacked = torch.stack(router_logits)  # (L, B*T, E)
+    return stacked.view(stacked.shape[0], batch_size, -1, stacked.shape[-1])
+
+
+def routing_choices(logits: torch.Tensor, top_k: int) -> torch.Tensor:
+    """(L, B, T, E) router logits -> (L, B, T, k) chosen experts, as the router picks them
+    (top-k of softmax(logits) == top-k of logits, best first)."""
+    return logits.topk(top_k, dim=-1).indices
+
+
+@contextmanager
+def replay_routing(model: nn.Module, choices: torch.Tensor) -> Iterator[None]:
+    """Inside the block, every forward routes token (b, t) of layer l to experts
+    `choices[l, b, t]` (L, B, T, k) instead of the router's own top-k.
+
+    Routing replay (as in GSPO / R3): the mixing weights are still the CURRENT router's
+    softmax probabilities at the forced experts (renormalised over the k choices when
+    the router renormalises), so gradients keep reaching the router; only the discrete
+    choice is frozen. `output_router_logits` still reports the current, unforced logits.
+    Meant for full-sequence (training) forwards: the B*T of the forward must match.
+    """
+    gates = routers(model)
+    if choices.dim() != 4 or choices.shape[0] != len(gates):
+        raise ValueError(f"choices must be (L={len(gates)}, B, T, k), got {tuple(choices.shape)}")
+
+    def make_hook(forced: torch.Tensor):
+        def hook(module, args, output):
+            logits, weights, index = output
+            idx = forced.reshape(-1, forced.shape[-1]).to(device=logits.device, dtype=index.dtype)
+            if idx.shape != index.shape:
+                raise ValueError(f"replayed choices {tuple(idx.shape)} != router's (B*T, k) {tuple(index.shape)}")
+            probs = torch.softmax(logits.float(), dim=-1)  # (B*T, E)
+            w = probs.gather(-1, idx)  # (B*T, k)
+            if getattr(module, "norm_topk_prob", True):  # Mixtral always renormalises
+                w = w / w.sum(dim=-1, keepdim=True)
+            return logits, w.to(weights.dtype), idx
+
+        return hook
+
+    handles = [g.register_forward_hook(make_hook(choices[i])) for i, g in enumerate(gates)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextmanager
+def record_routing(model: nn.Module) -> Iterator[list[list[torch.Tensor]]]:
+    """Record the experts each router picks: yields `calls`, where `calls[l]` receives one
+    (N, k) index tensor per forward of layer l (N = B*T of that forward; during cached
+    generation: the prompt, then B per decoding step)."""
+    gates = routers(model)
+    calls: list[list[torch.Tensor]] = [[] for _ in gates]
+    handles = [
+        g.register_forward_hook(lambda m, a, out, rec=rec: rec.append(out[2].detach().clone()))
+        for g, rec in zip(gates, calls)
+    ]
+    try:
+        yield calls
+    finally:
+        for h in handles:
+            h.remove()

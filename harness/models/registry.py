@@ -1,0 +1,108 @@
+"""Model registry: build, save and load (model, tokenizer) pairs; render prompts.
+
+Names: "tiny-dense" and "tiny-moe" (fresh, seeded, character tokenizer),
+"smollm2-135m" (pretrained SmolLM2-135M-Instruct, see smollm2.py); any other string is
+read as a local HF folder. Models come back in eval mode; the trainer calls `.train()`.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from harness.models.smollm2 import smollm2_folder
+from harness.models.tiny import tiny_dense_config, tiny_moe_config
+from harness.models.tokenizer import char_tokenizer
+
+MODEL_NAMES = ("tiny-dense", "tiny-moe", "smollm2-135m")
+_TINY_CONFIGS = {"tiny-dense": tiny_dense_config, "tiny-moe": tiny_moe_config}
+
+
+def build_model(
+    name: str, *, seed: int, overrides: dict | None = None, dtype: torch.dtype = torch.float32
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """(model, tokenizer) for `name`.
+
+    tiny-*: freshly initialised from `seed` (same seed -> same weights; the global RNG
+    state is left untouched); `overrides` are config fields (e.g. {"num_hidden_layers": 2}).
+    smollm2-135m or a local folder: pretrained weights; `overrides` are passed to
+    `from_pretrained` (config fields or loading options such as attn_implementation).
+    """
+    if name in _TINY_CONFIGS:
+        config = _TINY_CONFIGS[name](**(overrides or {}))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        tokenizer = char_tokenizer(model_max_length=config.max_position_embeddings)
+        if config.vocab_size < len(tokenizer):
+            raise ValueError(f"vocab_size={config.vocab_size} < tokenizer size {len(tokenizer)}")
+        gen = model.generation_config
+        gen.pad_token_id, gen.bos_token_id, gen.eos_token_id = (
+            tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id)
+        return model.eval(), tokenizer
+    if name == "smollm2-135m":
+        return load_model(smollm2_folder(), dtype=dtype, **(overrides or {}))
+    if Path(name).is_dir():
+        return load_model(name, dtype=dtype, **(overrides or {}))
+    raise ValueError(f"unknown model {name!r}: expected one of {MODEL_NAMES} or an existing local HF folder")
+
+
+def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:
+    """Write model (safetensors) + tokenizer + generation config to `folder` atomically:
+    everything goes to a sibling temp folder that is then renamed into place (an old
+    `folder` is replaced)."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        tmp.chmod(0o755)
+        if folder.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old-", dir=folder.parent))
+            os.rename(folder, old / folder.name)
+            os.rename(tmp, folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def load_model(
+    folder: str | Path, dtype: torch.dtype = torch.float32, **kwargs
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """(model, tokenizer) from a local HF folder (nothing is downloaded); model in eval mode."""
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    return model.eval(), tokenizer
+
+
+def render_prompt(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    """Token ids of the prompt the model sees for task text `text` (ending with its cue).
+
+    With a chat template: one user message + generation prompt (for the character
+    tokenizer this is exactly `<bos>` + text). Without one: `<bos>` (if any) + text.
+    """
+    if tokenizer.chat_template:
+        msgs = [{"role": "user", "content": text}]
+        return list(tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False))
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    return bos + tokenizer.encode(text, add_special_tokens=False)
+
+
+def is_moe(model: PreTrainedModel) -> bool:
+    """True for a routed mixture-of-experts model (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek...)."""
+    c = model.config
+    n = getattr(c, "num_local_experts", None) or getattr(c, "num_experts", None) or getattr(c, "n_routed_experts", None)
+    return bool(n and n > 1)
+
+
+def param_count(model: torch.nn.Module, trainable_only: bool = False) -> int:
+    """Number of parameters (tied weights counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

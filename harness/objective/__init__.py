@@ -1,0 +1,39 @@
+"""The shared composable objective (OBJECTIVE.md): every RL algorithm is one loss with
+orthogonal knobs; a named algorithm (grpo, dapo, ...) is a preset of `ObjectiveConfig`.
+
+Pure functions on tensors and floats -- no model, no I/O. Rooms:
+config.py (knobs), presets.py (named algorithms), advantages.py (§1, GAE), ratios.py (§2),
+surrogates.py (§3), kl.py (§4), aggregation.py (§5), policy.py (the loss + §9 metrics),
+value.py (PPO critic), shaping.py (§6 DAPO), dpo.py (§8), passk.py (eval).
+
+Glossary for every docstring: N prompts, G group size, B = N*G sequences (groups contiguous),
+T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
+"""
+from harness.objective.advantages import gae_advantages, group_advantages
+from harness.objective.aggregation import aggregate
+from harness.objective.config import ObjectiveConfig
+from harness.objective.dpo import dpo_loss
+from harness.objective.kl import kl_penalty
+from harness.objective.passk import pass_at_k
+from harness.objective.policy import policy_loss
+from harness.objective.presets import PRESETS
+from harness.objective.ratios import importance_ratio
+from harness.objective.shaping import dynamic_sampling_keep, overlong_penalty
+from harness.objective.value import explained_variance, value_loss
+
+__all__ = [
+    "ObjectiveConfig",
+    "group_advantages",
+    "policy_loss",
+    "kl_penalty",
+    "dpo_loss",
+    "pass_at_k",
+    "PRESETS",
+    "gae_advantages",
+    "value_loss",
+    "explained_variance",
+    "overlong_penalty",
+    "dynamic_sampling_keep",
+    "aggregate",
+    "importance_ratio",
+]

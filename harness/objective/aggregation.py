@@ -1,0 +1,84 @@
+"""Aggregation -- the length normalisation (OBJECTIVE.md §5): loss l (B, T) -> scalar.
+
+Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
+
+    seq_mean_token_mean      (1/B) sum_i (1/|o_i|) sum_t M l      GRPO 2402.03300 Eq. 3, GSPO 2507.18071
+                                                                  (1/|o_i| = the length bias, Dr.GRPO 2503.20783)
+    token_mean               sum_{i,t} M l / sum_{i,t} M          DAPO 2503.14476 (token-level policy gradient loss)
+    seq_mean_token_sum_norm  (1/B) sum_i sum_t M l / C            Dr.GRPO (C = max generation length)
+    seq_mean_token_sum       (1/B) sum_i sum_t M l                RLOO 2402.14740 (response = one action)
+
+B and sum M are the denominators of the WHOLE optimizer mini-batch: pass them as
+num_seqs / num_tokens when the mini-batch is split into micro-batches, and the sum of the
+micro-batch losses equals the mini-batch loss, so accumulated gradients are identical.
+Defaults: this batch's own counts. B counts the sequences with at least one response token
+(a row whose mask was zeroed, e.g. by mask_truncated, is as if it had not been sampled).
+"""
+from __future__ import annotations
+
+import torch
+
+AGG_MODES = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "seq_mean_token_sum")
+
+
+def batch_denominators(mask: torch.Tensor) -> tuple[int, int]:
+    """(num_seqs, num_tokens) of a (B, T) mask: rows with >= 1 response token, response tokens.
+    Compute them on the whole mini-batch and pass them to every micro-batch's loss."""
+    m = mask > 0
+    return int((m.sum(-1) > 0).sum().item()), int(m.sum().item())
+
+
+def aggregate(
+    agg: str,
+    loss_tok: torch.Tensor,
+    mask: torch.Tensor,
+    norm_constant: float | None = None,
+    num_seqs: int | float | torch.Tensor | None = None,
+    num_tokens: int | float | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Scalar loss from the per-token loss (B, T) under `agg` (see the module docstring).
+
+    Padding never contributes (masked with where, so garbage there cannot leak as NaN).
+    A denominator of 0 (no response tokens at all) is treated as 1: the loss is then 0.
+    """
+    if loss_tok.shape != mask.shape or loss_tok.dim() != 2:
+        raise ValueError(f"loss {tuple(loss_tok.shape)} and mask {tuple(mask.shape)} must both be (B, T)")
+    m = mask > 0
+    ell = torch.where(m, loss_tok, torch.zeros_like(loss_tok))
+    own_seqs, own_tokens = batch_denominators(m)
+    n_seq = own_seqs if num_seqs is None else num_seqs
+    n_tok = own_tokens if num_tokens is None else num_tokens
+    n_seq = max(float(n_seq), 1.0)
+    n_tok = max(float(n_tok), 1.0)
+    if agg == "token_mean":
+        return ell.sum() / n_tok
+    if agg == "seq_mean_token_mean":
+        lengths = m.sum(-1).clamp(min=1).to(ell.dtype)  # |o_i|
+        return (ell.sum(-1) / lengths).sum() / n_seq
+    if agg == "seq_mean_token_sum_norm":
+        if norm_constant is None:
+            raise ValueError("agg='seq_mean_token_sum_norm' needs norm_constant (Dr.GRPO: the max generation length)")
+        return ell.sum() / (n_seq * float(norm_constant))
+    if agg == "seq_mean_token_sum":
+        return ell.sum() / n_seq
+    raise ValueError(f"unknown agg {agg!r}; allowed: {list(AGG_MODES)}")
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean of x over the response tokens (a float, for metrics); NaN when there are none."""
+    m = mask > 0
+    n = int(m.sum().item())
+    if n == 0:
+        return float("nan")
+    return float(torch.where(m, x.detach(), torch.zeros_like(x)).sum().item() / n)
+
+
+def seq_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean over non-empty sequences of each sequence's token mean (metrics of sequence ratios)."""
+    m = mask > 0
+    lengths = m.sum(-1)
+    has = lengths > 0
+    if not bool(has.any()):
+        return float("nan")
+    per_seq = torch.where(m, x.detach(), torch.zeros_like(x)).sum(-1)[has] / lengths[has].to(x.dtype)
+    return float(per_seq.mean().item())

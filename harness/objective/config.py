@@ -1,0 +1,200 @@
+"""`ObjectiveConfig`: every knob of the composable objective (OBJECTIVE.md §1-8), validated.
+
+The field names are the YAML keys under `objective:`. Defaults equal the `grpo` preset.
+`ObjectiveConfig.preset(name, **overrides)` starts from a named algorithm (presets.py);
+`ObjectiveConfig(algorithm=name, ...)` does the same (unset knobs take the preset's values).
+
+Validation at construction: an unknown knob raises naming it and listing the allowed knobs;
+an illegal value raises naming the knob and the allowed values (pydantic's message carries
+the knob as its location); combinations that would be silently ignored raise too.
+
+Papers: GRPO 2402.03300, Dr.GRPO 2503.20783, DAPO 2503.14476, GSPO 2507.18071,
+CISPO/MiniMax-M1 2506.13585, RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221,
+GPG 2504.02546, PPO 1707.06347, GAE 1506.02438, dual-clip PPO 1912.09729, DPO 2305.18290,
+IPO 2310.12036, k1/k2/k3: Schulman, "Approximating KL Divergence" (2020 blog).
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harness.objective.presets import PRESETS
+
+NonNeg = Annotated[float, Field(ge=0)]
+
+
+class ObjectiveConfig(BaseModel):
+    """The knobs of the one objective; a named algorithm is only a preset of them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    algorithm: str = Field(
+        "custom",
+        description="preset these knobs came from ('custom' if none); unset knobs take that preset's values",
+    )
+
+    # §1 advantage = (reward - baseline) / scale
+    baseline: Literal["group_mean", "leave_one_out", "batch_mean", "none", "critic"] = Field(
+        "group_mean",
+        description="b_i: group_mean (GRPO 2402.03300), leave_one_out (RLOO 2402.14740, unbiased), "
+        "batch_mean, none (REINFORCE), critic (PPO: value head + GAE 1506.02438, per-token)",
+    )
+    scale: Literal["group_std", "batch_std", "none"] = Field(
+        "group_std",
+        description="divide by: group_std (GRPO; over-weights easy/hard prompts = difficulty bias), "
+        "batch_std (Lite PPO 2508.08221, REINFORCE++ 2501.03262), none (Dr.GRPO 2503.20783 fix)",
+    )
+    std: Literal["sample", "population"] = Field(
+        "sample", description="std with N-1 (sample, torch.std default as in TRL/verl GRPO) or N (population)"
+    )
+    batch_std_of: Literal["reward", "centered"] = Field(
+        "reward",
+        description="batch_std of the raw rewards (Lite PPO, TRL scale_rewards=batch) or of reward-baseline "
+        "(REINFORCE++-baseline)",
+    )
+    adv_eps: NonNeg = Field(1e-6, description="added to the std OUTSIDE the sqrt: A = (r - b) / (std + adv_eps)")
+    gamma: float = Field(1.0, ge=0, le=1, description="GAE discount (critic baseline; 1.0 for LM PPO, TRL/OpenRLHF)")
+    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda (critic baseline; bias-variance trade-off, 1506.02438)")
+
+    # §2-3 ratio, surrogate, clipping
+    ratio: Literal["token", "sequence", "sequence_token", "none"] = Field(
+        "token",
+        description="importance ratio: token (PPO/GRPO), sequence (GSPO 2507.18071, length-normalised, "
+        "MoE-stable), sequence_token (GSPO-token), none (on-policy REINFORCE/GPG 2504.02546)",
+    )
+    clip: Literal["ppo", "cispo", "none"] = Field(
+        "ppo",
+        description="surrogate: ppo (clipped min, 1707.06347), cispo (clip the detached IS weight, never drop a "
+        "token, 2506.13585), none (rho*A)",
+    )
+    eps_low: NonNeg | None = Field(
+        0.2, description="lower clip distance: bound 1-eps_low; null = no lower bound (CISPO)"
+    )
+    eps_high: NonNeg = Field(
+        0.2, description="upper clip distance: bound 1+eps_high; > eps_low = clip-higher (DAPO 2503.14476, entropy)"
+    )
+    dual_clip: float | None = Field(
+        None, gt=1,
+        description="dual-clip PPO constant c > 1 (1912.09729): for A<0 the loss is capped at -c*A (ppo clip only)",
+    )
+
+    # §4 KL to the reference
+    kl_coef: NonNeg = Field(0.04, description="KL weight beta; 0 loads no reference model (GRPO 0.04, PPO 0.05)")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field(
+        "k3",
+        description="KL estimator (Schulman 'Approximating KL'): k1 log-ratio, k2 half squared, k3 unbiased >= 0 (GRPO)",
+    )
+    kl_placement: Literal["loss", "reward"] = Field(
+        "loss", description="loss: kl_coef*k added to the token loss (GRPO); reward: kl_coef*k1 off the reward (PPO)"
+    )
+    ref_update_every: int = Field(
+        0, ge=0, description="reset pi_ref <- pi_theta every N steps (iterative GRPO, 2402.03300 §4.2); 0 = never"
+    )
+
+    # §5 aggregation (length normalisation)
+    agg: Literal["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "seq_mean_token_sum"] = Field(
+        "seq_mean_token_mean",
+        description="seq_mean_token_mean (GRPO/GSPO; 1/|o_i| = length bias), token_mean (DAPO), "
+        "seq_mean_token_sum_norm (Dr.GRPO, /norm_constant), seq_mean_token_sum (RLOO)",
+    )
+    norm_constant: float | None = Field(
+        None, gt=0, description="C of seq_mean_token_sum_norm (Dr.GRPO: max generation length; run config fills it)"
+    )
+
+    # §6 batch-level knobs
+    dynamic_sampling: bool = Field(
+        False, description="drop groups with all-equal rewards and refill (DAPO; zero-gradient groups)"
+    )
+    overlong_buffer: int = Field(
+        0, ge=0, description="DAPO soft overlong punishment zone in tokens before max_new_tokens; 0 = off"
+    )
+    overlong_penalty: NonNeg = Field(
+        1.0, description="DAPO overlong penalty factor: reward -penalty at max_new_tokens, linear over the buffer"
+    )
+    mask_truncated: bool = Field(
+        False, description="truncated responses get no loss (DAPO's overlong filtering ablation)"
+    )
+    entropy_coef: float = Field(
+        0.0, description="entropy bonus: loss -= entropy_coef * H per token (negative minimises entropy)"
+    )
+    tis_cap: float | None = Field(
+        None, gt=0,
+        description="truncated IS weight min(pi_old_train/pi_rollout, cap) on the token loss (rollout/train "
+        "mismatch); null = off",
+    )
+    routing_replay: bool = Field(
+        False, description="MoE: replay the rollout's expert choice in the training forward (R3, 2510.11370)"
+    )
+
+    # PPO critic
+    vf_coef: NonNeg = Field(0.1, description="value-loss weight (critic baseline; TRL PPO 0.1)")
+    value_clip: float | None = Field(
+        0.2, gt=0, description="clip V to V_old +- value_clip in the value loss (PPO); null = unclipped"
+    )
+
+    # §8 DPO
+    dpo_beta: float = Field(0.1, gt=0, description="DPO beta (2305.18290) / IPO tau (2310.12036)")
+    dpo_loss_type: Literal["sigmoid", "ipo"] = Field(
+        "sigmoid", description="sigmoid: -log sigma(z) (DPO); ipo: (z/beta - 1/(2 beta))^2 (IPO, no overfitting)"
+    )
+
+    # ------------------------------------------------------------------ construction
+    @model_validator(mode="before")
+    @classmethod
+    def _known_knobs_and_preset(cls, data: Any) -> Any:
+        """Reject unknown knobs (listing the allowed ones); fill unset knobs from `algorithm`'s preset."""
+        if not isinstance(data, dict):
+            return data
+        unknown = sorted(str(k) for k in data if k not in cls.model_fields)
+        if unknown:
+            hints = {k: difflib.get_close_matches(k, cls.model_fields, n=1) for k in unknown}
+            hint = "; ".join(f"did you mean {v[0]!r} for {k!r}?" for k, v in hints.items() if v)
+            raise ValueError(
+                f"unknown objective knob(s) {unknown}{' (' + hint + ')' if hint else ''}; "
+                f"allowed knobs: {sorted(cls.model_fields)}"
+            )
+        algo = data.get("algorithm", "custom")
+        if algo != "custom":
+            if algo not in PRESETS:
+                raise ValueError(f"algorithm={algo!r} is not a preset; allowed: ['custom'] + {sorted(PRESETS)}")
+            data = {**PRESETS[algo], **data}
+        return data
+
+    @model_validator(mode="after")
+    def _combinations(self) -> "ObjectiveConfig":
+        if self.agg == "seq_mean_token_sum_norm" and self.norm_constant is None:
+            raise ValueError(
+                "norm_constant is required when agg='seq_mean_token_sum_norm' (Dr.GRPO: the max generation "
+                "length, e.g. norm_constant=max_new_tokens); allowed values: a float > 0"
+            )
+        if self.kl_placement == "reward" and self.kl_estimator != "k1":
+            raise ValueError(
+                f"kl_estimator={self.kl_estimator!r} with kl_placement='reward': the reward placement subtracts "
+                "kl_coef*k1 (OBJECTIVE.md §4); allowed kl_estimator there: ['k1']"
+            )
+        if self.baseline == "critic" and self.scale == "group_std":
+            raise ValueError(
+                "scale='group_std' with baseline='critic': critic advantages are per token, not per group; "
+                "allowed scale with the critic: ['batch_std', 'none']"
+            )
+        if self.dual_clip is not None and self.clip != "ppo":
+            raise ValueError(
+                f"dual_clip={self.dual_clip} needs clip='ppo' (got clip={self.clip!r}); allowed dual_clip here: [None]"
+            )
+        return self
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "ObjectiveConfig":
+        """The knobs of preset `name` with `overrides` applied one by one."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; valid presets: {sorted(PRESETS)}")
+        if "algorithm" in overrides:
+            raise ValueError("algorithm is set by the preset name; pass the knobs to override instead")
+        return cls(algorithm=name, **overrides)
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether a frozen reference policy must be loaded (kl_coef > 0, or the DPO loss)."""
+        return self.kl_coef > 0 or self.algorithm == "dpo"

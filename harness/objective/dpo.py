@@ -1,0 +1,61 @@
+"""Offline preference losses (OBJECTIVE.md §8): DPO (Rafailov et al. 2305.18290) and
+IPO (Azar et al. 2310.12036).
+
+Glossary: B preference pairs. Inputs are SEQUENCE log-prob sums (B,) of the chosen and the
+rejected response under the policy (with grad) and the frozen reference.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from harness.objective.config import ObjectiveConfig
+
+
+def dpo_loss(
+    cfg: "ObjectiveConfig",
+    pol_chosen: torch.Tensor,
+    pol_rejected: torch.Tensor,
+    ref_chosen: torch.Tensor,
+    ref_rejected: torch.Tensor,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """(loss, metrics), mean over the B pairs.
+
+        h = (pi_c - ref_c) - (pi_r - ref_r),  z = beta * h
+        sigmoid: -log sigma(z)                                   (DPO 2305.18290 Eq. 7)
+        ipo:     (z/beta - 1/(2 beta))^2 = (h - 1/(2 tau))^2      (IPO 2310.12036 empirical loss, tau = beta)
+    Metrics: rewards/chosen = mean beta(pi_c - ref_c), rewards/rejected = mean beta(pi_r - ref_r),
+    rewards/margin = mean of their difference, rewards/accuracy = share of pairs with
+    chosen reward > rejected reward, logps/chosen, logps/rejected (mean raw policy log-probs:
+    likelihood displacement shows only there), loss/dpo.
+    """
+    shapes = {n: tuple(t.shape) for n, t in
+              dict(pol_chosen=pol_chosen, pol_rejected=pol_rejected, ref_chosen=ref_chosen, ref_rejected=ref_rejected).items()}
+    if len(set(shapes.values())) != 1 or pol_chosen.dim() != 1:
+        raise ValueError(f"all four inputs must be (B,) sequence log-prob sums of the same B, got {shapes}")
+    beta = cfg.dpo_beta
+    chosen = pol_chosen - ref_chosen.detach()  # log pi/pi_ref of the chosen response
+    rejected = pol_rejected - ref_rejected.detach()
+    h = chosen - rejected
+    if cfg.dpo_loss_type == "sigmoid":
+        losses = -F.logsigmoid(beta * h)
+    elif cfg.dpo_loss_type == "ipo":
+        losses = (h - 1.0 / (2.0 * beta)) ** 2
+    else:  # pragma: no cover - the config's Literal forbids it
+        raise ValueError(f"unknown dpo_loss_type {cfg.dpo_loss_type!r}; allowed: ['sigmoid', 'ipo']")
+    loss = losses.mean()
+    with torch.no_grad():
+        r_c, r_r = beta * chosen, beta * rejected
+        metrics = {
+            "rewards/chosen": float(r_c.mean()),
+            "rewards/rejected": float(r_r.mean()),
+            "rewards/margin": float((r_c - r_r).mean()),
+            "rewards/accuracy": float((r_c > r_r).to(torch.float64).mean()),
+            "logps/chosen": float(pol_chosen.mean()),
+            "logps/rejected": float(pol_rejected.mean()),
+            "loss/dpo": float(loss),
+        }
+    return loss, metrics

@@ -1,0 +1,163 @@
+"""Named algorithms as knob values (OBJECTIVE.md §7). A preset is data, never a code path.
+
+`ObjectiveConfig.preset(name, **overrides)` starts from `PRESETS[name]` and applies the
+overrides one by one; knobs a preset does not list take the `ObjectiveConfig` defaults
+(which equal the grpo preset). Every preset lists every column of the §7 table explicitly
+(baseline, scale, ratio, clip, eps_low, eps_high, agg, kl_coef, kl_estimator, kl_placement),
+so no preset inherits GRPO's KL by accident.
+
+Wherever a paper and its reference code disagree, the comment of the preset says which one
+was picked and which knob reaches the other.
+
+Papers: PPO 1707.06347 (+ InstructGPT 2203.02155 for LM-PPO), GRPO 2402.03300,
+Dr.GRPO 2503.20783, DAPO 2503.14476, GSPO 2507.18071, CISPO / MiniMax-M1 2506.13585,
+RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221, GPG 2504.02546,
+DPO 2305.18290, IPO 2310.12036.
+"""
+from __future__ import annotations
+
+PRESETS: dict[str, dict] = {
+    # PPO (Schulman et al. 1707.06347) as used for LMs (InstructGPT 2203.02155; TRL PPOTrainer).
+    # Learned critic + GAE(gamma=1, lam=0.95), advantages whitened over the batch's response
+    # tokens, token-level clipped surrogate, clipped value loss, KL as a per-token k1 penalty in
+    # the reward. The paper's own (control) setting has no KL term and gamma=0.99; the LM values
+    # are TRL PPOConfig's defaults (kl_coef 0.05, cliprange 0.2, vf_coef 0.1, cliprange_value 0.2,
+    # gamma 1, lam 0.95) -- picked; `gamma`, `lam`, `kl_coef`, `vf_coef`, `value_clip` reach others.
+    "ppo": dict(
+        baseline="critic", scale="batch_std", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.05, kl_estimator="k1", kl_placement="reward",
+        gamma=1.0, lam=0.95, vf_coef=0.1, value_clip=0.2,
+    ),
+    # GRPO (DeepSeekMath, Shao et al. 2402.03300, Eq. 3): group-mean baseline divided by the
+    # group std, 1/|o_i| per response then mean over the group, k3 KL in the loss with beta=0.04,
+    # eps=0.2. The paper does not say which std; re-implementations (TRL, verl) use torch.std, the
+    # sample (N-1) std -- picked; `std: population` reaches the N form. There is no official code;
+    # recent TRL / verl defaults drifted to token-level aggregation and no KL -- the paper's
+    # seq_mean_token_mean and beta 0.04 are picked; `agg: token_mean`, `kl_coef: 0` reach those.
+    "grpo": dict(
+        baseline="group_mean", scale="group_std", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="seq_mean_token_mean",
+        kl_coef=0.04, kl_estimator="k3", kl_placement="loss",
+    ),
+    # Dr.GRPO (Liu et al. 2503.20783, "GRPO done right"): removes both biases -- no std division
+    # (difficulty bias) and a constant normaliser instead of 1/|o_i| (length bias); no KL (beta=0).
+    # The paper's objective sums the token terms of each response (then 1/G); its released code
+    # (understand-r1-zero on oat) also divides that sum by a constant, the generation budget --
+    # picked: seq_mean_token_sum_norm with norm_constant = max_new_tokens (the run config fills
+    # it; ObjectiveConfig requires it). The two differ by a constant step size only;
+    # `agg: seq_mean_token_sum` reaches the paper's unnormalised sum.
+    "dr_grpo": dict(
+        baseline="group_mean", scale="none", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="seq_mean_token_sum_norm",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # DAPO (Yu et al. 2503.14476): clip-higher eps 0.2/0.28, token-level loss over the batch,
+    # no KL, dynamic sampling (drop groups with accuracy 0 or 1, refill), soft overlong
+    # punishment. Paper and its code (verl recipe/dapo) agree on eps, token-mean, no KL and the
+    # penalty factor 1.0; both use L_max = 20480 with an overlong buffer L_cache = 4096 (20%).
+    # The buffer is in tokens here; 13 = round(0.2 * 64), 64 being the harness's default
+    # rollout.max_new_tokens -- set `overlong_buffer: 4096` at paper scale. The paper's rewards
+    # are +1/-1 (penalty 1.0 = half their range); with 0/1 task rewards the same factor is the
+    # full range -- `overlong_penalty` rescales it. Overlong FILTERING (masking truncated
+    # responses) is an ablation in the paper, not part of DAPO: mask_truncated=False;
+    # `mask_truncated: true` reaches it. Both filter dynamic-sampling groups on accuracy (verl
+    # `filter_groups.metric=acc`), so pass the task reward, not the shaped one, to
+    # `dynamic_sampling_keep`.
+    "dapo": dict(
+        baseline="group_mean", scale="group_std", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.28,
+        agg="token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        dynamic_sampling=True, overlong_buffer=13, overlong_penalty=1.0, mask_truncated=False,
+    ),
+    # GSPO (Zheng et al. 2507.18071): length-normalised sequence ratio
+    # s_i = (pi/pi_old)^(1/|o_i|), clipped at 3e-4/4e-4 (distances, as in the paper and verl's
+    # recipe clip_ratio_low/high), group-std advantage, no KL. The objective is a mean over
+    # sequences; with a ratio constant along the sequence seq_mean_token_mean gives exactly
+    # (1/B) sum_i l_i (verl's gspo recipe uses the same "seq-mean-token-mean").
+    "gspo": dict(
+        baseline="group_mean", scale="group_std", std="sample",
+        ratio="sequence", clip="ppo", eps_low=3e-4, eps_high=4e-4,
+        agg="seq_mean_token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # GSPO-token (2507.18071): s_{i,t} = sg(s_i) * pi(y_t)/sg(pi(y_t)); equals GSPO in
+    # value and gradient when advantages are per sequence, and admits per-token advantages.
+    "gspo_token": dict(
+        baseline="group_mean", scale="group_std", std="sample",
+        ratio="sequence_token", clip="ppo", eps_low=3e-4, eps_high=4e-4,
+        agg="seq_mean_token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # CISPO (MiniMax-M1, 2506.13585): REINFORCE with the detached, clipped IS weight
+    # sg(clip(r, 1-eps_low, 1+eps_high)) * A * log pi, normalised by the total token count; no KL.
+    # The paper sets no lower bound ("eps_low to a large value") and tunes only eps_high without
+    # publishing it (no public code). Picked eps_low=None and eps_high=4.0 (a distance, i.e. an
+    # absolute weight cap of 5.0, the value TRL documents for loss_type="cispo", where
+    # epsilon_high is an absolute cap). Any other cap: `eps_high`.
+    "cispo": dict(
+        baseline="group_mean", scale="group_std", std="sample",
+        ratio="token", clip="cispo", eps_low=None, eps_high=4.0,
+        agg="token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # RLOO (Ahmadian et al. 2402.14740): leave-one-out baseline, no std, the whole response is
+    # one action (REINFORCE on the summed log-prob: seq_mean_token_sum), sequence-level k1 KL
+    # subtracted from the reward. The paper is plain on-policy REINFORCE (no ratio, no clip); the
+    # reference implementation (TRL RLOOTrainer) wraps it in a PPO clip at 0.2 and uses
+    # kl_coef 0.05 -- picked (identical on-policy, where rho = 1). `clip: none, ratio: none`
+    # reaches the paper's pure REINFORCE.
+    "rloo": dict(
+        baseline="leave_one_out", scale="none", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="seq_mean_token_sum",
+        kl_coef=0.05, kl_estimator="k1", kl_placement="reward",
+    ),
+    # REINFORCE++-baseline (Hu et al. 2501.03262): group-mean baseline, then normalisation by the
+    # std of the CENTRED rewards over the whole batch (the paper's advantage and OpenRLHF
+    # `reinforce_baseline`) -- batch_std_of="centered" (Lite PPO's "reward" is the other form);
+    # token-level PPO clip 0.2, token_mean, k1 KL in the reward with OpenRLHF's default
+    # init_kl_coef 0.01. Paper and code apply the k1 penalty per token and use the return-to-go
+    # A_t = r - kl_coef * sum_{s>=t} k1_s, whitened over response tokens; here the penalty is
+    # summed over the whole response and subtracted from r_i (kl_in_reward, the RLOO/TRL form):
+    # token t additionally carries kl_coef * sum_{s<t} k1_s. No knob reaches the token-level form;
+    # it is token_rewards_with_kl + gae_advantages(values=0, gamma=1, lam=1) + whiten.
+    # `baseline: batch_mean` reaches the original (group-free) REINFORCE++.
+    "reinforce_pp": dict(
+        baseline="group_mean", scale="batch_std", batch_std_of="centered", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.01, kl_estimator="k1", kl_placement="reward",
+    ),
+    # Lite PPO (Liu et al. 2508.08221, "Tricks or Traps?"): group-level mean, batch-level std of
+    # the rewards (TRL's scale_rewards="batch"), token-level loss, vanilla PPO clip, no KL.
+    "lite_ppo": dict(
+        baseline="group_mean", scale="batch_std", batch_std_of="reward", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # GPG (Chu et al. 2504.02546): plain policy gradient -- no ratio, no clip, no KL, no
+    # reference model -- with the group-mean baseline and token-level normalisation. The paper's
+    # F_norm (1 or the group std) is 1 here (`scale: group_std` reaches the other); its
+    # "accurate gradient estimation" factor alpha = B/(B - M) (M = samples in zero-variance
+    # groups) is a per-batch rescale of the step that is NOT applied; `dynamic_sampling: true`
+    # removes those groups instead. eps_low/eps_high are unused (clip none).
+    "gpg": dict(
+        baseline="group_mean", scale="none", std="sample",
+        ratio="none", clip="none", eps_low=0.2, eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);
+    # `dpo_loss_type: ipo` gives IPO (Azar et al. 2310.12036). The reference model enters through
+    # dpo_beta, not kl_coef; the policy-gradient knobs are unused by dpo_loss.
+    "dpo": dict(
+        dpo_beta=0.1, dpo_loss_type="sigmoid",
+        kl_coef=0.0,
+    ),
+}

@@ -1,0 +1,20 @@
+"""Generation backends behind `rollout.backend=...`."""
+from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
+
+BACKENDS = ("hf", "vllm")
+
+
+def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
+    """rollout_cfg: the run config's `rollout` section."""
+    if rollout_cfg.backend == "hf":
+        from harness.rollout.hf import HFBackend
+
+        return HFBackend(model, tokenizer)
+    if rollout_cfg.backend == "vllm":
+        from harness.rollout.vllm_backend import VLLMBackend
+
+        return VLLMBackend(model, tokenizer, rollout_cfg)
+    raise ValueError(f"rollout.backend={rollout_cfg.backend!r} is unknown; allowed: {list(BACKENDS)}")
+
+
+__all__ = ["RolloutBackend", "RolloutBatch", "SamplingParams", "make_backend", "BACKENDS"]

@@ -1,0 +1,307 @@
+"""`rollout.backend=vllm`: a vLLM engine on the policy's weights, synced in place after every update.
+
+Lifecycle:
+- init: the policy (model + tokenizer) is written once with `save_pretrained` to a temp
+  folder and `vllm.LLM` is started on it (dtype from `rollout.dtype`, eager mode, small
+  `max_model_len`, prefix caching on). The engine runs IN-PROCESS
+  (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, set unless the user set it): the model lives in the
+  trainer's process, so a weight sync passes the trainer's tensors by reference.
+- generate: `TokensPrompt(prompt_token_ids=...)` (no re-tokenisation), one request per
+  prompt with `n=G`, per-request seeds derived from `SamplingParams.seed`.
+- sync_weights(model): `llm.collective_rpc("harness_reload_weights", ...)` (vLLM's in-place
+  layerwise reload + a CPU MoE fix, see vllm_worker.py), then `llm.reset_prefix_cache()`;
+  then, on the first `verify_first` syncs and every `verify_every`-th one, `verify_sync`.
+- verify_sync(model): log-probs of a fixed probe sequence in the engine
+  (`prompt_logprobs`) vs the trainer (`harness.train.logprobs.response_logprobs`); raises
+  `WeightSyncError` when max |dlogp| > tol.
+
+Sampler log-probs: vLLM returns, by default, log-probs of the RAW logits (before
+temperature / top-p). The engine is started with `logprobs_mode="processed_logprobs"`:
+log_softmax of the logits after temperature and top-p masking, i.e. the distribution the
+token was drawn from, exactly what the hf backend returns (its processed `scores`). With
+top_p=1 this equals the trainer's `log_softmax(logits / T)`.
+
+Process-global side effects of an in-process vLLM and how they are contained:
+- vLLM seeds the global torch / numpy / random RNGs at start: their states are restored.
+- vLLM's CPU worker replaces `torch.set_num_threads` by a no-op that only warns: the
+  original function is put back. Generation runs with `engine_threads` torch threads
+  (default: cpu_count - 1, at least 1, what vLLM's own CPU auto-binding gives its worker;
+  measured here, 2 threads on a loaded 2-core machine ran 5-7x slower than 1); the
+  trainer's thread count is restored afterwards.
+- vLLM's CPU OpenMP auto-binding would pin the process to cores: it is disabled
+  (`VLLM_CPU_OMP_THREADS_BIND=nobind`) unless the user set it.
+- On CPU, `gpu_memory_utilization` is the share of RAM vLLM may use, and the KV cache is
+  that share MINUS the resident memory of the whole (trainer) process at start.
+
+Out-of-process engine (`VLLM_ENABLE_V1_MULTIPROCESSING=1` set by the user) also works:
+weights then travel as a safetensors folder under /dev/shm (one write + one read per sync).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
+
+# Set before vLLM is imported (its env reads are cached once an engine has started).
+ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+WORKER_EXTENSION = "harness.rollout.vllm_worker.HarnessWorkerExtension"
+PROBE_TEXT = "Probe 12+34=46; 7*8=56. The quick brown fox jumps over the lazy dog."
+# max |dlogp| between engine and trainer on the probe. Measured on CPU: fp32 ~5e-7
+# (tiny-dense, tiny-moe) and ~1e-5 (SmolLM2-135M); bf16 ~0.05-0.2 (rounding of every weight).
+DEFAULT_TOL = {"float32": 1e-3, "bfloat16": 0.5}
+
+
+class WeightSyncError(RuntimeError):
+    """The engine's log-probs on the probe differ from the trainer's: weights not in use."""
+
+
+@contextlib.contextmanager
+def _preserved_process_state() -> Iterator[None]:
+    """Restore global RNG states and torch.set_num_threads/num_threads that vLLM changes."""
+    set_threads, n_threads = torch.set_num_threads, torch.get_num_threads()
+    py_state, np_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            torch.set_num_threads = set_threads
+            torch.set_num_threads(n_threads)
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+
+
+class VLLMBackend(RolloutBackend):
+    """vLLM rollouts from the policy's current weights.
+
+    rollout_cfg: the run config's `rollout` section (backend, temperature, top_p,
+        max_new_tokens, gpu_memory_utilization, dtype, router_noise); optional attributes
+        verify_first / verify_every / verify_tol are read when present.
+    verify_first, verify_every: `verify_sync` runs after syncs 1..verify_first and then
+        after every verify_every-th sync (0 = never after the first ones).
+    verify_tol: max |dlogp| allowed on the probe (default by dtype, DEFAULT_TOL).
+    probe_ids: token-id sequences the probe scores (every token after the first);
+        default: [bos] + the tokenised PROBE_TEXT, at most 64 tokens.
+    engine_threads: torch threads while vLLM generates (None: cpu_count - 1, >= 1).
+    max_model_len: prompt + response budget of a sequence (None: min(model max, 1024)).
+    seed: engine seed (sampling itself is seeded per request from SamplingParams.seed).
+    engine_kwargs: extra `vllm.LLM(...)` arguments (override the defaults here).
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer, rollout_cfg=None, *, verify_first: int | None = None,
+                 verify_every: int | None = None, verify_tol: float | None = None,
+                 probe_ids: Sequence[Sequence[int]] | None = None, engine_threads: int | None = None,
+                 max_model_len: int | None = None, max_num_seqs: int = 256, seed: int = 0, **engine_kwargs):
+        cfg = rollout_cfg
+        self.dtype = getattr(cfg, "dtype", "float32")
+        self.router_noise = float(getattr(cfg, "router_noise", 0.0) or 0.0)
+        self.verify_first = verify_first if verify_first is not None else getattr(cfg, "verify_first", 3)
+        self.verify_every = verify_every if verify_every is not None else getattr(cfg, "verify_every", 10)
+        self.verify_tol = (verify_tol if verify_tol is not None else getattr(cfg, "verify_tol", None)) \
+            or DEFAULT_TOL[self.dtype]
+        self.tokenizer = tokenizer
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.eos_id = tokenizer.eos_token_id
+        self.engine_threads = engine_threads or max(1, (os.cpu_count() or 2) - 1)
+        self.probe_ids = [list(p) for p in probe_ids] if probe_ids is not None else [self._default_probe(tokenizer)]
+        self.num_syncs = 0
+        self.last_sync_seconds = float("nan")
+        self.last_probe_delta = float("nan")
+        self.llm = None
+
+        for k, v in ENGINE_ENV.items():
+            os.environ.setdefault(k, v)
+        from vllm import LLM
+
+        self._folder = tempfile.mkdtemp(prefix="harness-vllm-")
+        self._shm = None
+        model.save_pretrained(self._folder)
+        tokenizer.save_pretrained(self._folder)
+        max_pos = getattr(model.config, "max_position_embeddings", None) or 1024
+        args = dict(model=self._folder, tokenizer=self._folder, dtype=self.dtype, seed=seed,
+                    max_model_len=max_model_len or min(max_pos, 1024), max_num_seqs=max_num_seqs,
+                    enforce_eager=True, enable_prefix_caching=True,
+                    gpu_memory_utilization=getattr(cfg, "gpu_memory_utilization", 0.3),
+                    logprobs_mode="processed_logprobs",  # the sampler's distribution, see module doc
+                    generation_config="vllm",  # ignore generation_config.json sampling defaults
+                    worker_extension_cls=WORKER_EXTENSION)
+        args.update(engine_kwargs)
+        try:
+            with _preserved_process_state():
+                self.llm = LLM(**args)
+        except BaseException:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            raise
+        from vllm.v1.engine.core_client import InprocClient
+
+        self.in_process = isinstance(self.llm.llm_engine.engine_core, InprocClient)
+        if self.router_noise > 0:
+            self.llm.collective_rpc("harness_set_router_noise", args=(self.router_noise, seed))
+
+    @staticmethod
+    def _default_probe(tokenizer) -> list[int]:
+        bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+        return (bos + tokenizer.encode(PROBE_TEXT, add_special_tokens=False))[:64]
+
+    @contextlib.contextmanager
+    def _engine_threads(self) -> Iterator[None]:
+        n = torch.get_num_threads()
+        torch.set_num_threads(self.engine_threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(n)
+
+    # ---- generation -------------------------------------------------------------------
+
+    def _request_params(self, group_size: int, params: SamplingParams, seed: int):
+        from vllm import SamplingParams as VSamplingParams
+
+        return VSamplingParams(n=group_size, temperature=params.temperature, top_p=params.top_p,
+                               max_tokens=params.max_new_tokens, logprobs=0,  # 0: the sampled token only
+                               seed=seed, stop_token_ids=[self.eos_id], detokenize=False)
+
+    def generate(self, prompts: list[list[int]], group_size: int, params: SamplingParams) -> RolloutBatch:
+        from vllm.inputs import TokensPrompt
+
+        gen = torch.Generator().manual_seed(params.seed)
+        # one seed per prompt; vLLM gives sample j of a request the seed (seed + j)
+        seeds = torch.randint(0, 2**31 - 1 - group_size, (len(prompts),), generator=gen).tolist()
+        requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
+        with self._engine_threads():
+            outs = self.llm.generate(requests, [self._request_params(group_size, params, s) for s in seeds],
+                                     use_tqdm=False)
+        rows, samples = [], []
+        for p, out in zip(prompts, outs):
+            comps = sorted(out.outputs, key=lambda c: c.index)
+            if len(comps) != group_size:
+                raise RuntimeError(f"vLLM returned {len(comps)} samples for a prompt, expected {group_size}")
+            for c in comps:
+                ids = list(c.token_ids)
+                logp = [lp[t].logprob for lp, t in zip(c.logprobs, ids)]
+                rows.append(list(p))
+                samples.append((ids, logp))
+        B, T = len(samples), max(len(ids) for ids, _ in samples)
+        response_ids = torch.full((B, T), self.pad_id, dtype=torch.long)  # (B, T)
+        mask = torch.zeros((B, T))
+        sampler_logp = torch.zeros((B, T))
+        truncated = torch.zeros(B, dtype=torch.bool)
+        for i, (ids, logp) in enumerate(samples):
+            n = len(ids)
+            response_ids[i, :n] = torch.tensor(ids, dtype=torch.long)
+            mask[i, :n] = 1.0  # EOS (the last token when generated) included
+            sampler_logp[i, :n] = torch.tensor(logp)
+            truncated[i] = n == 0 or ids[-1] != self.eos_id
+        texts = [self.tokenizer.decode(ids, skip_special_tokens=True) for ids, _ in samples]
+        return RolloutBatch(prompt_ids=rows, response_ids=response_ids, response_mask=mask,
+                            sampler_logp=sampler_logp, truncated=truncated, texts=texts)
+
+    # ---- weight sync ------------------------------------------------------------------
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Copy `model`'s current weights into the engine (in place), reset the prefix
+        cache, and verify on schedule (raises WeightSyncError on a mismatch)."""
+        t0 = time.perf_counter()
+        self.push_weights(model)
+        self.num_syncs += 1
+        self.last_sync_seconds = time.perf_counter() - t0
+        k = self.num_syncs
+        if k <= self.verify_first or (self.verify_every and k % self.verify_every == 0):
+            self.verify_sync(model)
+
+    @torch.no_grad()
+    def push_weights(self, model: torch.nn.Module) -> None:
+        """The sync itself, without the check: checkpoint-format state dict -> engine."""
+        from transformers.core_model_loading import revert_weight_conversion
+
+        # trainer names -> checkpoint names (e.g. transformers 5 fuses MoE experts into
+        # one (E, 2I, H) tensor; vLLM's loader expects the per-expert checkpoint keys)
+        state = revert_weight_conversion(model, model.state_dict())
+        if self.in_process:
+            self.llm.collective_rpc("harness_reload_weights", kwargs={"weights": list(state.items())})
+        else:
+            if self._shm is None:
+                base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+                self._shm = tempfile.mkdtemp(prefix="harness-vllm-sync-", dir=base)
+            model.save_pretrained(self._shm)
+            self.llm.collective_rpc("harness_reload_weights", kwargs={"folder": self._shm})
+        self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
+
+    def engine_probe_logprobs(self, probe_ids: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """Per sequence, log-probs (len-1,) of tokens 1.. under the engine (temperature 1)."""
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        sp = VSamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
+        with self._engine_threads():
+            outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(s)) for s in probe_ids], sp, use_tqdm=False)
+        return [torch.tensor([lp[t].logprob for lp, t in zip(o.prompt_logprobs[1:], s[1:])])
+                for s, o in zip(probe_ids, outs)]
+
+    @torch.no_grad()
+    def trainer_probe_logprobs(self, model: torch.nn.Module, probe_ids: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """Same as engine_probe_logprobs, computed by the trainer's code path."""
+        from harness.train.logprobs import response_logprobs
+
+        T = max(len(s) for s in probe_ids) - 1
+        resp = torch.full((len(probe_ids), T), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(probe_ids), T))
+        for i, s in enumerate(probe_ids):
+            resp[i, :len(s) - 1] = torch.tensor(s[1:], dtype=torch.long)
+            mask[i, :len(s) - 1] = 1.0
+        was_training = model.training
+        model.eval()
+        try:
+            logp, _, _ = response_logprobs(model, [list(s[:1]) for s in probe_ids], resp, mask, self.pad_id)
+        finally:
+            model.train(was_training)
+        return [logp[i, :len(s) - 1].float().cpu() for i, s in enumerate(probe_ids)]
+
+    def verify_sync(self, model: torch.nn.Module, probe_ids: Sequence[Sequence[int]] | None = None,
+                    tol: float | None = None) -> float:
+        """max |dlogp| between engine and trainer on the probe; raises WeightSyncError above
+        `tol` (default self.verify_tol). probe_ids: sequences (prompt + continuation) whose
+        every token after the first is scored; a single flat list is one sequence."""
+        seqs = self.probe_ids if probe_ids is None else probe_ids
+        if seqs and isinstance(seqs[0], int):
+            seqs = [seqs]
+        seqs = [list(s) for s in seqs]
+        if any(len(s) < 2 for s in seqs):
+            raise ValueError("each probe sequence needs at least 2 tokens")
+        tol = self.verify_tol if tol is None else tol
+        eng = self.engine_probe_logprobs(seqs)
+        ref = self.trainer_probe_logprobs(model, seqs)
+        delta = max(float((a - b).abs().max()) for a, b in zip(eng, ref))
+        self.last_probe_delta = delta
+        if not delta <= tol:  # also catches NaN
+            raise WeightSyncError(f"vLLM engine and trainer disagree on the probe: max |dlogp| = {delta:.3g} > "
+                                  f"tol {tol:g} (dtype {self.dtype}, after sync {self.num_syncs})")
+        return delta
+
+    # ---- teardown ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self.llm is not None:
+            with contextlib.suppress(Exception):
+                self.llm.llm_engine.engine_core.shutdown()
+            if self.in_process:
+                with contextlib.suppress(Exception):
+                    from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+                    cleanup_dist_env_and_memory()  # lets a later engine start in this process
+            self.llm = None
+        for d in (getattr(self, "_folder", None), getattr(self, "_shm", None)):
+            if d:
+                shutil.rmtree(d, ignore_errors=True)
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()

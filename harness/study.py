@@ -1,0 +1,97 @@
+"""Command-line entry points of the experiment layer (wired into harness/cli.py).
+
+    harness grid STUDY [--scale S] --list                  the cells: id + overrides
+    harness grid STUDY [--scale S] --write-configs DIR     DIR/<cell>.yaml (resolved configs) + cells.json
+    harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search (harness/tune.py)
+    harness summarize RESULTS_DIR --csv FILE              one row per cell (harness/summarize.py)
+    harness summarize RESULTS_DIR --figures DIR [--notebook analysis/<study>.py]
+
+STUDY is a name under experiments/ (`demo`) or a path to a study YAML.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+COMMANDS = ("grid", "tune", "summarize")
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("grid", help="expand and validate a study's grid")
+    p.add_argument("study", help="study name under experiments/ or a study YAML")
+    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="default: the study's `scale:`")
+    p.add_argument("--list", action="store_true", help="print the cells (default action)")
+    p.add_argument("--json", action="store_true", help="print the cells as JSON")
+    p.add_argument("--write-configs", metavar="DIR", help="write DIR/<cell>.yaml and DIR/cells.json")
+
+    p = sub.add_parser("tune", help="Optuna search over run-config knobs (sqlite storage under results/)")
+    p.add_argument("study", help="tune YAML or study YAML with a `tune:` section (name or path)")
+    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None)
+    p.add_argument("--trials", type=int, default=None, help="total trials wanted (default: tune.trials)")
+    p.add_argument("--jobs", type=int, default=1, help="trials in parallel (each a `harness train` subprocess)")
+    p.add_argument("--results", default="results", help="results root (default: results)")
+
+    p = sub.add_parser("summarize", help="summary table / figures of a study's results folder")
+    p.add_argument("study_dir", help="results/<study>/<scale> (holds cells.json), or a study name/YAML")
+    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="with a study name")
+    p.add_argument("--csv", help="write the summary table here")
+    p.add_argument("--figures", help="write figures into this folder (replaced atomically)")
+    p.add_argument("--notebook", help="analysis notebook (jupytext .py) to run instead of the generic figures")
+    p.add_argument("--no-mlflow", action="store_true", help="do not log the figures to MLflow")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.grid import StudyError
+
+    try:
+        if args.command == "grid":
+            return _grid(args)
+        if args.command == "tune":
+            from harness.tune import run_tune
+
+            run_tune(args.study, scale=args.scale, trials=args.trials, jobs=args.jobs, results=args.results)
+            return 0
+        if args.command == "summarize":
+            return _summarize(args)
+    except StudyError as err:
+        print(f"harness: {err}", file=sys.stderr)
+        return 2
+    raise ValueError(args.command)
+
+
+def _grid(args) -> int:
+    from harness.grid import atomic_write, cells_index, describe, load_study, write_configs
+
+    study = load_study(args.study, args.scale)
+    if args.write_configs:
+        out = Path(args.write_configs)
+        paths = write_configs(study, out)
+        atomic_write(out / "cells.json", json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n")
+        print(f"wrote {len(paths)} configs to {out}/", file=sys.stderr)
+    if args.json:
+        print(json.dumps([{"id": c.id, "overrides": c.overrides, "tags": c.tags} for c in study.cells],
+                         indent=1, default=str))
+    elif args.list or not args.write_configs:
+        print(describe(study))
+    return 0
+
+
+def _summarize(args) -> int:
+    from harness.summarize import make_figures, write_csv
+
+    d = Path(args.study_dir)
+    if not (d / "cells.json").exists():  # a study name: its default results folder
+        from harness.grid import load_study, study_dir
+
+        d = study_dir(load_study(args.study_dir, args.scale))
+    if not args.csv and not args.figures:
+        from harness.summarize import summary_table
+
+        print(summary_table(d).to_string(index=False))
+    if args.csv:
+        print(f"wrote {write_csv(d, args.csv)}")
+    if args.figures:
+        print(f"wrote {make_figures(d, args.figures, args.notebook, log_mlflow=not args.no_mlflow)}")
+    return 0

@@ -1,0 +1,86 @@
+"""MLflow logging through MlflowClient (no global active run).
+
+One run per training run directory: the run id is stored in DIR/mlflow_run_id, so a
+resumed run appends to the same MLflow run. Params = the resolved config flattened to
+dotted keys; tags = tracking.tags (the grid axes of a cell); metrics by step, one
+log_batch per step (a step is all-or-nothing in the store).
+"""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from harness.tracking.base import Tracker
+from harness.tracking.store import artifact_root, default_tracking_uri, ensure_store
+
+SENTINEL = "perf/step_seconds"  # logged every step: its history says which steps are in the store
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = str(v)[:6000]
+    return out
+
+
+class MlflowTracker(Tracker):
+    def __init__(self, run_dir: Path, experiment: str, config: dict, tags: dict[str, str],
+                 run_name: str | None = None, uri: str | None = None):
+        import mlflow
+        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.tracking import MlflowClient
+
+        self._Metric, self._Param, self._RunTag = Metric, Param, RunTag
+        self.uri = uri or default_tracking_uri()
+        ensure_store(self.uri)
+        mlflow.set_tracking_uri(self.uri)
+        self.client = MlflowClient(self.uri)
+        exp = self.client.get_experiment_by_name(experiment)
+        if exp is None:
+            try:
+                exp_id = self.client.create_experiment(experiment, artifact_location=artifact_root(self.uri))
+            except Exception:  # another process created it first
+                exp_id = self.client.get_experiment_by_name(experiment).experiment_id
+        else:
+            exp_id = exp.experiment_id
+        id_file = Path(run_dir) / "mlflow_run_id"
+        run_id = id_file.read_text().strip() if id_file.exists() else None
+        if run_id:
+            self.client.update_run(run_id, status="RUNNING")
+        else:
+            run = self.client.create_run(exp_id, run_name=run_name or Path(run_dir).name,
+                                         tags={**tags, "run_dir": str(Path(run_dir).resolve())})
+            run_id = run.info.run_id
+            params = [self._Param(k, v) for k, v in flatten(config).items()]
+            for i in range(0, len(params), 100):
+                self.client.log_batch(run_id, params=params[i:i + 100])
+            tmp = id_file.with_suffix(".tmp")
+            tmp.write_text(run_id)
+            tmp.replace(id_file)
+        self.run_id = run_id
+        self._last = max((m.step for m in self.client.get_metric_history(run_id, SENTINEL)), default=-1)
+
+    def last_step(self) -> int:
+        return self._last
+
+    def log_steps(self, records: list[dict]) -> None:
+        now = int(time.time() * 1000)
+        for rec in records:
+            step = int(rec["step"])
+            if step <= self._last:
+                continue  # already in the store (a resumed run re-flushing its checkpoint's records)
+            metrics = [self._Metric(k, float(v), now, step) for k, v in rec.items()
+                       if k != "step" and isinstance(v, (int, float)) and math.isfinite(float(v))]
+            self.client.log_batch(self.run_id, metrics=metrics)
+            self._last = step
+
+    def log_artifact(self, path: str, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, path, artifact_path)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status=status)

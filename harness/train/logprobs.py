@@ -1,0 +1,51 @@
+"""Per-token log-probs (and entropies) of sampled responses under a model.
+
+Shapes: B rows, P_i prompt length of row i, T padded response length, V vocabulary.
+The logits are divided by the sampling temperature, so that at the first inner step the
+trainer's log-probs equal the sampler's (the importance ratio starts at 1).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def pack(prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor, pad_id: int):
+    """Right-padded prompt+response sequences.
+
+    Returns input_ids (B, L), attention_mask (B, L), and index (B, T): the position whose
+    logits predict response token t of row i (= P_i - 1 + t).
+    """
+    B, T = response_ids.shape
+    lens = [len(p) for p in prompt_ids]
+    resp_lens = response_mask.sum(-1).long().tolist()
+    L = max(p + r for p, r in zip(lens, resp_lens))
+    L = max(L, max(lens) + 1)
+    ids = torch.full((B, L), pad_id, dtype=torch.long)
+    att = torch.zeros((B, L), dtype=torch.long)
+    for i, (p, n) in enumerate(zip(prompt_ids, resp_lens)):
+        ids[i, :len(p)] = torch.tensor(p, dtype=torch.long)
+        ids[i, len(p):len(p) + n] = response_ids[i, :n]
+        att[i, :len(p) + n] = 1
+    start = torch.tensor(lens).unsqueeze(1) - 1
+    index = (start + torch.arange(T).unsqueeze(0)).clamp(max=L - 1)
+    return ids, att, index
+
+
+def response_logprobs(model, prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor,
+                      pad_id: int, temperature: float = 1.0, with_entropy: bool = False, model_kwargs: dict | None = None):
+    """logp (B, T) of the response tokens, 0 on padding; entropy (B, T) of the full
+    next-token distribution if with_entropy else None. Gradients flow unless under no_grad."""
+    ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id)
+    ids, att, index = ids.to(model.device), att.to(model.device), index.to(model.device)
+    out = model(input_ids=ids, attention_mask=att, use_cache=False, **(model_kwargs or {}))
+    V = out.logits.shape[-1]
+    logits = out.logits.gather(1, index.unsqueeze(-1).expand(-1, -1, V)).float() / temperature  # (B, T, V)
+    logz = torch.logsumexp(logits, dim=-1)  # (B, T)
+    tok = response_ids.to(logits.device).unsqueeze(-1)
+    mask = response_mask.to(logits.device)
+    logp = (logits.gather(-1, tok).squeeze(-1) - logz) * mask
+    entropy = None
+    if with_entropy:
+        probs = torch.softmax(logits, dim=-1)
+        entropy = (logz - (probs * logits).sum(-1)) * mask  # H = log Z - E_p[logit]
+    return logp, entropy, out

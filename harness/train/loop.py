@@ -1,0 +1,246 @@
+"""The RL loop: `harness train CONFIG [key=value ...] --out DIR`.
+
+    for step: N prompts -> G rollouts each -> rewards (verifier + overlong shaping)
+              -> [old / ref log-probs] -> [KL in reward] -> advantages (objective §1)
+              -> K epochs x mini-batches x micro-batches of policy_loss -> optimizer steps
+              -> metrics; periodic eval (pass@k); checkpoint + flush every N steps
+
+Every algorithm is the same code path: the objective config decides the rest.
+See harness/train/rundir.py for the crash-safety contract (resume without lost or
+duplicated steps).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import resource
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from harness.config import ConfigError, RunConfig, dump_config
+from harness.objective import group_advantages
+from harness.objective.advantages import critic_advantages
+from harness.objective.kl import kl_in_reward, token_rewards_with_kl
+from harness.rollout import make_backend
+from harness.tasks import make_task
+from harness.tracking import MlflowTracker, NoOpTracker
+from harness.train.collect import collect, step_seed
+from harness.train.critic import ValueModel
+from harness.train.evaluate import evaluate
+from harness.train.logprobs import response_logprobs
+from harness.train.metrics import rollout_metrics
+from harness.train.policy_init import initial_policy
+from harness.train.rundir import RunDir, read_jsonl
+from harness.train.update import policy_update
+
+EVAL_SEED_OFFSET = 7_777
+
+
+def _peak_mem_mb() -> float:
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _check_same_config(run: RunDir, cfg: RunConfig) -> None:
+    if run.config_path.exists():
+        old = yaml.safe_load(run.config_path.read_text())
+        new = cfg.to_dict()
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if diff:
+            raise ConfigError(f"{run.root} already holds a run with a different config (sections {diff} differ); "
+                              "use another --out, or the same config to resume")
+
+
+@torch.no_grad()
+def _logprobs_no_grad(model, ep, pad_id, temperature, micro):
+    r = ep.rollout
+    outs = []
+    for s in range(0, len(r.prompt_ids), micro):
+        sl = slice(s, s + micro)
+        lp, _, _ = response_logprobs(model, r.prompt_ids[sl], r.response_ids[sl], r.response_mask[sl], pad_id, temperature)
+        outs.append(lp)
+    return torch.cat(outs)
+
+
+def train(cfg: RunConfig, out_dir: str | Path) -> dict:
+    """Run (or resume) one training run; returns the summary written to DIR/summary.json."""
+    run = RunDir(out_dir)
+    _check_same_config(run, cfg)
+    if run.summary_path.exists():
+        print(f"[harness] {run.root} is complete (summary.json exists); nothing to do")
+        return json.loads(run.summary_path.read_text())
+    run.config_path.write_text(dump_config(cfg))
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    torch.manual_seed(cfg.seed)
+    obj, tr = cfg.objective, cfg.train
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
+                     **cfg.task.options)
+    policy, tok, render = initial_policy(cfg, device)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    ref = copy.deepcopy(policy).eval().requires_grad_(False) if obj.kl_coef > 0 else None  # pi_ref = initial policy
+    ckpt = run.latest_checkpoint()
+    if ckpt is not None:
+        policy = type(policy).from_pretrained(ckpt, dtype=policy.dtype).to(device)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
+    critic = ValueModel(policy).to(device) if obj.baseline == "critic" else None  # PPO
+    critic_opt = torch.optim.AdamW(critic.parameters(), lr=tr.critic_lr, betas=tr.betas) if critic is not None else None
+
+    start, elapsed0 = 0, 0.0
+    if ckpt is not None:
+        state = run.load_state(ckpt)
+        optimizer.load_state_dict(state["optimizer"])
+        if critic is not None:
+            critic.load_state_dict(state["critic"])
+            critic_opt.load_state_dict(state["critic_optimizer"])
+        if ref is not None and state.get("ref") is not None:
+            ref.load_state_dict(state["ref"])
+        start, elapsed0 = state["step"] + 1, state["elapsed"]
+        run.truncate_after(state["step"])
+        print(f"[harness] resuming {run.root} at step {start} from {ckpt.name}")
+
+    tracker = (MlflowTracker(run.root, cfg.tracking.experiment, cfg.to_dict(), cfg.tracking.tags, cfg.tracking.run_name)
+               if cfg.tracking.mlflow else NoOpTracker())
+    if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
+        run.flush(state["pending_metrics"], state["pending_samples"])
+        tracker.log_steps(state["pending_metrics"])
+
+    backend = make_backend(cfg.rollout, policy, tok)
+    eval_problems = task.problems(cfg.eval.num_prompts, seed=cfg.seed + EVAL_SEED_OFFSET, split="eval")
+    single_pass = tr.inner_epochs == 1 and tr.mini_batches == 1 and not obj.tis_cap
+    pending_metrics, pending_samples = [], []
+    t_run = time.perf_counter()
+
+    def checkpoint(step: int) -> float:
+        nonlocal pending_metrics, pending_samples
+        t0 = time.perf_counter()
+        state = {"step": step, "optimizer": optimizer.state_dict(),
+                 "ref": ref.state_dict() if ref is not None and obj.ref_update_every else None,
+                 "critic": critic.state_dict() if critic is not None else None,
+                 "critic_optimizer": critic_opt.state_dict() if critic is not None else None,
+                 "elapsed": elapsed0 + time.perf_counter() - t_run,
+                 "pending_metrics": pending_metrics, "pending_samples": pending_samples}
+        run.save_checkpoint(step, policy, state)
+        run.flush(pending_metrics, pending_samples)
+        tracker.log_steps(pending_metrics)
+        pending_metrics, pending_samples = [], []
+        return time.perf_counter() - t0
+
+    last_ckpt_seconds = 0.0
+    try:
+        for step in range(start, tr.steps + 1):
+            t_step = time.perf_counter()
+            rec: dict = {"step": step}
+            is_last = step == tr.steps
+            if is_last or step == 0 or (cfg.eval.every and step % cfg.eval.every == 0):
+                t0 = time.perf_counter()
+                rec.update(evaluate(task, backend, render, eval_problems, cfg, step))
+                rec["perf/eval_seconds"] = time.perf_counter() - t0
+            if is_last:  # the final record holds the eval of the trained policy only
+                rec["perf/elapsed_seconds"] = elapsed0 + time.perf_counter() - t_run
+                pending_metrics.append(rec)
+                checkpoint(step)
+                break
+
+            t0 = time.perf_counter()
+            ep, coll = collect(task, backend, render, cfg, step)
+            t_rollout = time.perf_counter() - t0
+            r = ep.rollout
+            mask = r.response_mask.to(device)
+            if obj.mask_truncated:
+                mask = mask * (~r.truncated).float().unsqueeze(1).to(device)
+            micro = tr.micro_batch_size or len(r.prompt_ids)
+
+            t0 = time.perf_counter()
+            old_logp = None if single_pass else _logprobs_no_grad(policy, ep, pad_id, cfg.rollout.temperature, micro)
+            ref_logp = _logprobs_no_grad(ref, ep, pad_id, cfg.rollout.temperature, micro) if ref is not None else None
+            rewards = ep.rewards.to(device)
+            kl_reward = obj.kl_placement == "reward" and ref_logp is not None
+            cur = old_logp
+            if cur is None and kl_reward:
+                cur = _logprobs_no_grad(policy, ep, pad_id, cfg.rollout.temperature, micro)
+            extra = {}
+            if critic is not None:  # PPO: per-token rewards (KL inside), GAE on the critic's values
+                with torch.no_grad():
+                    old_values = torch.cat([critic(r.prompt_ids[s:s + micro], r.response_ids[s:s + micro], mask[s:s + micro], pad_id)
+                                            for s in range(0, len(r.prompt_ids), micro)])
+                tok_rewards = token_rewards_with_kl(obj, rewards, cur if cur is not None else r.sampler_logp.to(device),
+                                                    ref_logp, mask)
+                adv, returns = critic_advantages(obj, tok_rewards, old_values, mask)
+                extra = {"old_values": old_values, "returns": returns}
+            else:
+                if kl_reward:
+                    rewards = kl_in_reward(obj, rewards, cur, ref_logp, mask)
+                adv = group_advantages(obj, rewards, tr.group_size)
+            t_score = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            batch = {"prompt_ids": r.prompt_ids, "response_ids": r.response_ids.to(device), "mask": mask,
+                     "adv": adv, "old_logp": old_logp, "ref_logp": ref_logp, "rollout_logp": r.sampler_logp.to(device),
+                     **extra}
+            gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, 555))
+            upd = policy_update(policy, optimizer, batch, cfg, pad_id, gen, single_pass, critic, critic_opt)
+            backend.sync_weights(policy)
+            if ref is not None and obj.ref_update_every and (step + 1) % obj.ref_update_every == 0:
+                ref.load_state_dict(policy.state_dict())  # iterative GRPO: pi_ref <- pi_theta
+            t_update = time.perf_counter() - t0
+
+            n_tok = float(r.response_mask.sum())
+            rec.update(rollout_metrics(ep))
+            rec.update(coll)
+            rec.update(upd)
+            rec["adv/abs_mean"] = float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
+            rec.update({"perf/rollout_seconds": t_rollout, "perf/score_seconds": t_score,
+                        "perf/update_seconds": t_update, "perf/checkpoint_seconds": last_ckpt_seconds,
+                        "perf/rollout_tokens_per_s": n_tok / max(t_rollout, 1e-9),
+                        "perf/train_tokens_per_s": n_tok * tr.inner_epochs / max(t_update, 1e-9),
+                        "perf/step_seconds": time.perf_counter() - t_step, "perf/peak_mem_mb": _peak_mem_mb(),
+                        "perf/elapsed_seconds": elapsed0 + time.perf_counter() - t_run})
+            pending_metrics.append(rec)
+            pending_samples.extend(
+                {"step": step, "prompt": p.prompt, "difficulty": p.difficulty, "completion": r.texts[i * tr.group_size],
+                 "reward": float(ep.rewards[i * tr.group_size]), "correct": bool(ep.scores[i * tr.group_size].correct)}
+                for i, p in enumerate(ep.problems[:tr.samples_to_log]))
+            _print_step(rec)
+            last_ckpt_seconds = checkpoint(step) if (step + 1) % tr.checkpoint_every == 0 else 0.0
+    except BaseException:
+        tracker.finish("KILLED")
+        backend.close()
+        raise
+    backend.close()
+
+    summary = _summary(run, cfg, elapsed0 + time.perf_counter() - t_run)
+    run.write_summary(summary)
+    for name in ("config.yaml", "summary.json", "samples.jsonl"):
+        if (run.root / name).exists():
+            tracker.log_artifact(str(run.root / name))
+    tracker.finish("FINISHED")
+    return summary
+
+
+def _print_step(rec: dict) -> None:
+    keys = [("reward/mean", "reward"), ("reward/accuracy", "acc"), ("length/mean", "len"), ("clip/frac", "clip"),
+            ("entropy", "H"), ("eval/pass_at_1", "eval@1"), ("perf/step_seconds", "s")]
+    parts = [f"{short}={rec[k]:.3f}" for k, short in keys if k in rec]
+    print(f"[harness] step {rec['step']:4d} " + " ".join(parts), flush=True)
+
+
+def _summary(run: RunDir, cfg: RunConfig, elapsed: float) -> dict:
+    records = read_jsonl(run.metrics_path)
+    evals = [r for r in records if "eval/pass_at_1" in r]
+    first, last = (evals[0], evals[-1]) if evals else ({}, {})
+    return {
+        "algorithm": cfg.objective.algorithm,
+        "steps": cfg.train.steps,
+        "wall_seconds": elapsed,
+        "initial_eval": {k: v for k, v in first.items() if k.startswith("eval/")},
+        "final_eval": {k: v for k, v in last.items() if k.startswith("eval/")},
+        "tags": cfg.tracking.tags,
+        "mean_step_seconds": (sum(r.get("perf/step_seconds", 0.0) for r in records) / max(1, len(records) - 1)),
+    }

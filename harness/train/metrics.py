@@ -1,0 +1,69 @@
+"""Rollout-side metrics (OBJECTIVE.md §9) and the per-step accumulator of update metrics."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from harness.train.episode import Episode
+
+
+def _mean(x: torch.Tensor) -> float:
+    return float(x.float().mean()) if x.numel() else float("nan")
+
+
+def rollout_metrics(ep: Episode, prefix: str = "") -> dict[str, float]:
+    """reward/*, length/* (correct and incorrect separately), groups/* of one episode."""
+    r = ep.rewards
+    lengths = ep.rollout.lengths
+    correct = ep.correct
+    G = ep.group_size
+    groups_std = r.view(-1, G).std(dim=1, unbiased=False) if G > 1 else torch.zeros(len(ep.problems))
+    return {
+        f"{prefix}reward/mean": _mean(r),
+        f"{prefix}reward/std": float(r.std(unbiased=False)) if r.numel() else float("nan"),
+        f"{prefix}reward/accuracy": _mean(correct),
+        f"{prefix}reward/format": _mean(torch.tensor([s.format for s in ep.scores])),
+        f"{prefix}reward/overlong": _mean(ep.overlong),
+        f"{prefix}groups/std_mean": _mean(groups_std),
+        f"{prefix}length/mean": _mean(lengths),
+        f"{prefix}length/correct": _mean(lengths[correct]),
+        f"{prefix}length/incorrect": _mean(lengths[~correct]),
+        f"{prefix}length/truncated_frac": _mean(ep.rollout.truncated),
+    }
+
+
+class UpdateMetrics:
+    """Combines the metrics of micro-batches into one value per step.
+
+    loss/*: summed within a mini-batch (each micro-batch's loss is already normalised by the
+    mini-batch's denominators), then averaged over mini-batches; */max: max; everything else:
+    token-weighted mean.
+    """
+
+    def __init__(self):
+        self.sums: dict[str, float] = defaultdict(float)
+        self.weights: dict[str, float] = defaultdict(float)
+        self.maxes: dict[str, float] = {}
+        self.loss_sums: dict[str, float] = defaultdict(float)
+        self.minibatches = 0
+
+    def add(self, metrics: dict[str, float], tokens: float) -> None:
+        for k, v in metrics.items():
+            v = float(v)
+            if k.startswith("loss/"):
+                self.loss_sums[k] += v
+            elif k.endswith("/max"):
+                self.maxes[k] = max(self.maxes.get(k, v), v)
+            else:
+                self.sums[k] += v * tokens
+                self.weights[k] += tokens
+
+    def end_minibatch(self) -> None:
+        self.minibatches += 1
+
+    def result(self) -> dict[str, float]:
+        out = {k: self.sums[k] / self.weights[k] for k in self.sums if self.weights[k] > 0}
+        out.update(self.maxes)
+        out.update({k: v / max(self.minibatches, 1) for k, v in self.loss_sums.items()})
+        return out

@@ -1,0 +1,27 @@
+"""The policy a run starts from: the cached SFT warm start, or a fresh/pretrained model."""
+from __future__ import annotations
+
+import torch
+
+from harness.models import build_model, load_model, render_prompt
+from harness.train.warmstart import ensure_warm_start
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def initial_policy(cfg, device: torch.device):
+    """-> (model on device, tokenizer, render: Problem -> prompt token ids)."""
+    dtype = DTYPES[cfg.model.dtype]
+    if cfg.warm_start.enabled and cfg.model.name.startswith("tiny-"):
+        model, tok = load_model(ensure_warm_start(cfg), dtype=dtype)
+    else:
+        model, tok = build_model(cfg.model.name, seed=cfg.seed, overrides=cfg.model.overrides, dtype=dtype)
+    model.to(device)
+    cache: dict[str, list[int]] = {}
+
+    def render(problem) -> list[int]:
+        if problem.prompt not in cache:
+            cache[problem.prompt] = render_prompt(tok, problem.prompt)
+        return cache[problem.prompt]
+
+    return model, tok, render

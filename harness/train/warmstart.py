@@ -1,0 +1,117 @@
+"""SFT warm start: teach a freshly built tiny model the task's answer format.
+
+A random tiny model never answers correctly, so RL has no signal. A short SFT on the
+task's demonstrations brings it to a non-trivial, non-saturated accuracy; the checkpoint
+is cached under warm_start.cache_dir, keyed by model + task + SFT settings (not by the run
+seed or the difficulty mix), so every run and grid cell that shares them reuses it.
+The SFT itself always uses seed 0 and the task's default difficulty mix.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from harness.models import build_model, render_prompt, save_model
+from harness.tasks import make_task
+
+SFT_VERSION = 1  # bump when the SFT recipe changes, to invalidate caches
+
+
+def warm_start_key(cfg) -> dict:
+    return {"version": SFT_VERSION, "model": cfg.model.name, "overrides": cfg.model.overrides,
+            "task": cfg.task.name, "task_options": cfg.task.options, "steps": cfg.warm_start.steps,
+            "batch_size": cfg.warm_start.batch_size, "lr": cfg.warm_start.lr}
+
+
+def warm_start_folder(cfg) -> Path:
+    key = warm_start_key(cfg)
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
+    return Path(cfg.warm_start.cache_dir) / f"{cfg.model.name}-{cfg.task.name}-{digest}"
+
+
+def ensure_warm_start(cfg) -> Path:
+    """Folder of the cached SFT checkpoint, training it first if missing (process-safe)."""
+    folder = warm_start_folder(cfg)
+    if (folder / "warmstart.json").exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(folder) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "warmstart.json").exists():
+            sft(cfg, folder)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return folder
+
+
+def _batch(tok, task, problems, rng):
+    """Right-padded (ids, labels) with labels = -100 on the prompt and padding."""
+    seqs = []
+    for p in problems:
+        prompt = render_prompt(tok, p.prompt)
+        target = tok(task.demonstration(p, rng), add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        seqs.append((prompt, target))
+    L = max(len(a) + len(b) for a, b in seqs)
+    ids = torch.full((len(seqs), L), tok.pad_token_id, dtype=torch.long)
+    labels = torch.full((len(seqs), L), -100, dtype=torch.long)
+    att = torch.zeros((len(seqs), L), dtype=torch.long)
+    for i, (a, b) in enumerate(seqs):
+        ids[i, :len(a) + len(b)] = torch.tensor(a + b)
+        labels[i, len(a):len(a) + len(b)] = torch.tensor(b)
+        att[i, :len(a) + len(b)] = 1
+    return ids, att, labels
+
+
+def sft(cfg, folder: Path) -> None:
+    ws = cfg.warm_start
+    torch.manual_seed(0)
+    model, tok = build_model(cfg.model.name, seed=0, overrides=cfg.model.overrides)
+    task = make_task(cfg.task.name, **cfg.task.options)
+    opt = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.05, 1 - s / max(ws.steps, 1)))
+    rng = random.Random(0)
+    model.train()
+    t0, losses = time.perf_counter(), []
+    for step in range(ws.steps):
+        ids, att, labels = _batch(tok, task, task.problems(ws.batch_size, seed=10_000 + step, split="train"), rng)
+        loss = model(input_ids=ids, attention_mask=att, labels=labels, use_cache=False).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if step % 50 == 0 or step == ws.steps - 1:
+            print(f"[warm start] step {step:4d} loss {loss.item():.4f}", flush=True)
+    seconds = time.perf_counter() - t0
+    model.eval()
+    report = {"key": warm_start_key(cfg), "final_loss": sum(losses[-10:]) / max(1, len(losses[-10:])),
+              "seconds": seconds, **_accuracy(model, tok, task, cfg)}
+    save_model(model, tok, folder)
+    (folder / "warmstart.json").write_text(json.dumps(report, indent=2))
+    print(f"[warm start] saved {folder}: {json.dumps({k: v for k, v in report.items() if k != 'key'})}", flush=True)
+
+
+def _accuracy(model, tok, task, cfg, n_prompts: int = 128, n_samples: int = 4) -> dict:
+    """Sampled (temperature 1) accuracy on the eval split, overall and per difficulty."""
+    from harness.rollout.base import SamplingParams
+    from harness.rollout.hf import HFBackend
+
+    problems = task.problems(n_prompts, seed=4242, split="eval")
+    backend = HFBackend(model, tok)
+    out = backend.generate([render_prompt(tok, p.prompt) for p in problems], n_samples,
+                           SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=1.0, seed=0))
+    rows = [p for p in problems for _ in range(n_samples)]
+    correct = [task.score(p, t, bool(tr)).correct for p, t, tr in zip(rows, out.texts, out.truncated)]
+    per: dict[str, list[bool]] = {}
+    for p, c in zip(rows, correct):
+        per.setdefault(p.difficulty, []).append(c)
+    return {"accuracy": sum(correct) / len(correct),
+            "accuracy_by_difficulty": {k: sum(v) / len(v) for k, v in sorted(per.items())},
+            "truncated_frac": float(out.truncated.float().mean()),
+            "mean_length": float(out.lengths.mean())}

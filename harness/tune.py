@@ -1,0 +1,291 @@
+"""Optuna search over any knobs of a run config: `harness tune experiments/tune_demo.yaml`.
+
+A tune file is a study (harness/grid.py: `base`, `scale`, `scales`, `seeds`) with a `tune:`
+section; a study file with a `tune:` section works too (its grid is ignored: the search
+starts from the study's first cell, i.e. base + scale overrides + first seed).
+
+    tune:
+      metric: eval/pass_at_1        # an eval metric the trainer logs at eval steps
+      direction: maximize           # or minimize
+      trials: 4                     # total wanted; a rerun adds only the missing ones
+      sampler: {name: tpe, seed: 0} # tpe | random
+      pruner: {name: median, n_startup_trials: 2, n_warmup_steps: 0}   # median | none
+      space:                        # dotted run-config key -> distribution
+        train.lr: {type: float, low: 5.0e-5, high: 1.0e-3, log: true}
+        objective.eps_high: {type: float, low: 0.2, high: 0.4}
+        train.group_size: {type: int, low: 4, high: 8, step: 4}
+        objective.preset: {type: categorical, choices: [grpo, dapo]}
+
+Each trial is a `harness train` subprocess writing results/<name>/<scale>/trials/trial_NNNN/.
+Intermediate values for pruning come from its metrics.jsonl as it grows (the trainer flushes
+at every checkpoint, so set train.checkpoint_every to eval.every): each record holding the
+metric is reported at its step, and a pruned trial's process is interrupted. Storage is
+sqlite under results/<name>/<scale>/optuna.db (rerunning resumes the study). Every trial is
+an MLflow run of experiment `<name>/<scale>` (the trainer logs it), tagged with the trial
+number, its parameters (`param.<key>`) and, at the end, its Optuna state and value.
+Fixed grids belong to Snakemake (a GridSampler with 2 workers ran a duplicate trial here).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TUNE_KEYS = ("metric", "direction", "trials", "sampler", "pruner", "space", "timeout_s")
+DIST_KEYS = {"float": {"type", "low", "high", "log", "step"}, "int": {"type", "low", "high", "log", "step"},
+             "categorical": {"type", "choices"}}
+
+
+def parse_space(space: Any) -> dict[str, dict]:
+    from harness.grid import StudyError, check_key
+
+    if not isinstance(space, dict) or not space:
+        raise StudyError("tune.space: must map dotted run-config keys to {type: float|int|categorical, ...}")
+    for key, spec in space.items():
+        where = f"tune.space.{key}"
+        check_key(key, "tune.space")
+        if not isinstance(spec, dict) or spec.get("type") not in DIST_KEYS:
+            raise StudyError(f"{where}: needs type: float | int | categorical (got {spec!r})")
+        extra = set(spec) - DIST_KEYS[spec["type"]]
+        if extra:
+            raise StudyError(f"{where}: unknown field(s) {sorted(extra)}; allowed: {sorted(DIST_KEYS[spec['type']])}")
+        if spec["type"] == "categorical":
+            if not isinstance(spec.get("choices"), list) or not spec["choices"]:
+                raise StudyError(f"{where}.choices: must be a non-empty list")
+        else:
+            num = (int,) if spec["type"] == "int" else (int, float)
+            for f in ("low", "high"):
+                if not isinstance(spec.get(f), num) or isinstance(spec.get(f), bool):
+                    raise StudyError(f"{where}.{f}: must be a{'n int' if spec['type'] == 'int' else ' number'} (got {spec.get(f)!r})")
+            if spec["low"] >= spec["high"]:
+                raise StudyError(f"{where}: low={spec['low']} must be < high={spec['high']}")
+            if spec.get("log") and spec["low"] <= 0:
+                raise StudyError(f"{where}: log=true needs low > 0")
+    return space
+
+
+def suggest(trial, key: str, spec: dict) -> Any:
+    t = spec["type"]
+    if t == "float":
+        return trial.suggest_float(key, float(spec["low"]), float(spec["high"]), log=bool(spec.get("log", False)),
+                                   step=spec.get("step"))
+    if t == "int":
+        return trial.suggest_int(key, int(spec["low"]), int(spec["high"]), log=bool(spec.get("log", False)),
+                                 step=int(spec.get("step", 1)))
+    return trial.suggest_categorical(key, spec["choices"])
+
+
+class TuneSpec:
+    """A loaded, validated tune file: base cell data, search space and Optuna settings."""
+
+    def __init__(self, source: str, scale: str | None = None):
+        import copy
+
+        import yaml
+
+        from harness.grid import StudyError, expand, find_study, parse_study
+
+        path = find_study(source)
+        raw = yaml.safe_load(path.read_text()) or {}
+        tune = raw.get("tune")
+        if not isinstance(tune, dict):
+            raise StudyError(f"{path}: no `tune:` section (see harness/tune.py for its keys)")
+        unknown = sorted(set(tune) - set(TUNE_KEYS))
+        if unknown:
+            raise StudyError(f"tune: unknown key(s) {unknown}; allowed: {list(TUNE_KEYS)}")
+        study_raw = {k: v for k, v in raw.items() if k not in ("grid", "zip", "exclude")}
+        self.study = parse_study(study_raw, path=path, scale=scale)
+        cell = expand(self.study, validate=True)[0]
+        self.base = copy.deepcopy(cell.data)
+        self.name, self.scale = self.study.name, self.study.scale
+        self.metric = str(tune.get("metric", "eval/pass_at_1"))
+        self.direction = tune.get("direction", "maximize")
+        if self.direction not in ("maximize", "minimize"):
+            raise StudyError(f"tune.direction: {self.direction!r} is not maximize | minimize")
+        self.trials = tune.get("trials", 10)
+        if not isinstance(self.trials, int) or self.trials < 1:
+            raise StudyError(f"tune.trials: must be a positive integer (got {self.trials!r})")
+        self.sampler = dict(tune.get("sampler") or {"name": "tpe"})
+        self.pruner = dict(tune.get("pruner") or {"name": "median"})
+        if self.sampler.get("name", "tpe") not in ("tpe", "random"):
+            raise StudyError(f"tune.sampler.name: {self.sampler.get('name')!r} is not tpe | random")
+        if self.pruner.get("name", "median") not in ("median", "none"):
+            raise StudyError(f"tune.pruner.name: {self.pruner.get('name')!r} is not median | none")
+        self.timeout_s = tune.get("timeout_s")
+        self.space = parse_space(tune.get("space"))
+        # every corner of the space must be a valid run config before any trial runs
+        for key, spec in self.space.items():
+            values = spec["choices"] if spec["type"] == "categorical" else [spec["low"], spec["high"]]
+            for v in values:
+                self.trial_config({key: v}, trial_number=-1)
+
+    def trial_config(self, params: dict, trial_number: int):
+        import copy
+
+        from harness.config import ConfigError, build_config
+        from harness.grid import StudyError, apply_override
+
+        data = copy.deepcopy(self.base)
+        for k, v in params.items():
+            apply_override(data, k, v)
+        tags = {**data["tracking"]["tags"], "trial": str(trial_number), "tune": self.name,
+                **{f"param.{k}": str(v) for k, v in params.items()}}
+        tags.pop("cell", None)
+        tags.pop("variant", None)
+        data["tracking"] = {**data["tracking"], "run_name": f"trial_{trial_number:04d}", "tags": tags}
+        try:
+            return build_config(data)
+        except ConfigError as err:
+            raise StudyError(f"tune {self.name}: parameters {params}: {err}") from None
+
+
+def _study_dir(spec: TuneSpec, results: str) -> Path:
+    return Path(results) / spec.name / spec.scale
+
+
+def _make_sampler(spec: TuneSpec):
+    import optuna
+
+    seed = spec.sampler.get("seed")
+    if spec.sampler.get("name", "tpe") == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    kw = {k: v for k, v in spec.sampler.items() if k not in ("name", "seed")}
+    return optuna.samplers.TPESampler(seed=seed, **kw)
+
+
+def _make_pruner(spec: TuneSpec):
+    import optuna
+
+    if spec.pruner.get("name", "median") == "none":
+        return optuna.pruners.NopPruner()
+    kw = {k: v for k, v in spec.pruner.items() if k != "name"}
+    return optuna.pruners.MedianPruner(**kw)
+
+
+def _read_metric(path: Path, metric: str) -> list[tuple[int, float]]:
+    from harness.summarize import read_jsonl
+
+    return [(int(r["step"]), float(r[metric])) for r in read_jsonl(path)
+            if metric in r and r[metric] is not None and math.isfinite(float(r[metric]))]
+
+
+def _tag_mlflow(run_dir: Path, tags: dict[str, str], value: float | None, metric: str) -> None:
+    id_file = run_dir / "mlflow_run_id"
+    if not id_file.exists():
+        return
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking.store import default_tracking_uri
+
+    client = MlflowClient(default_tracking_uri())
+    run_id = id_file.read_text().strip()
+    for k, v in tags.items():
+        client.set_tag(run_id, k, v)
+    if value is not None:
+        client.set_tag(run_id, f"optuna.{metric}", str(value))
+
+
+def run_trial(trial, spec: TuneSpec, out: Path, poll_s: float = 2.0) -> float:
+    import optuna
+
+    from harness.config import dump_config
+    from harness.grid import atomic_write
+
+    params = {key: suggest(trial, key, s) for key, s in spec.space.items()}
+    cfg = spec.trial_config(params, trial.number)
+    run_dir = out / "trials" / f"trial_{trial.number:04d}"
+    cfg_path = out / "trials" / f"trial_{trial.number:04d}.yaml"
+    atomic_write(cfg_path, dump_config(cfg))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    threads = cfg.train.threads or 1
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    cmd = [sys.executable, "-m", "harness.cli", "train", str(cfg_path), "--out", str(run_dir)]
+    print(f"[tune] trial {trial.number}: {params}", flush=True)
+    with open(out / "trials" / f"trial_{trial.number:04d}.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        reported: set[int] = set()
+        pruned = False
+        while True:
+            done = proc.poll() is not None
+            for step, value in _read_metric(run_dir / "metrics.jsonl", spec.metric):
+                if step in reported:
+                    continue
+                reported.add(step)
+                trial.report(value, step)
+                if trial.should_prune():
+                    pruned = True
+                    break
+            if pruned or done:
+                break
+            time.sleep(poll_s)
+        if pruned and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # the trainer marks its MLflow run KILLED
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    series = _read_metric(run_dir / "metrics.jsonl", spec.metric)
+    if pruned:
+        _tag_mlflow(run_dir, {"optuna.state": "PRUNED"}, series[-1][1] if series else None, spec.metric)
+        print(f"[tune] trial {trial.number} pruned at step {max(reported) if reported else '?'}", flush=True)
+        raise optuna.TrialPruned()
+    if proc.returncode != 0 or not (run_dir / "summary.json").exists():
+        _tag_mlflow(run_dir, {"optuna.state": "FAIL"}, None, spec.metric)
+        raise RuntimeError(f"trial {trial.number}: `harness train` exited {proc.returncode}; "
+                           f"see {out / 'trials' / f'trial_{trial.number:04d}.log'}")
+    if not series:
+        raise RuntimeError(f"trial {trial.number}: no {spec.metric} in {run_dir / 'metrics.jsonl'}")
+    value = series[-1][1]  # the final eval (the trainer evaluates at the last step)
+    _tag_mlflow(run_dir, {"optuna.state": "COMPLETE"}, value, spec.metric)
+    print(f"[tune] trial {trial.number}: {spec.metric} = {value:.4f}", flush=True)
+    return value
+
+
+def run_tune(source: str, scale: str | None = None, trials: int | None = None, jobs: int = 1,
+             results: str = "results") -> dict:
+    import optuna
+    from optuna.storages import RDBStorage, RetryFailedTrialCallback
+
+    from harness.grid import atomic_write
+    from harness.tracking import default_tracking_uri, ensure_store
+
+    spec = TuneSpec(source, scale)
+    out = _study_dir(spec, results)
+    out.mkdir(parents=True, exist_ok=True)
+    ensure_store(default_tracking_uri())
+    # heartbeat: a trial whose process died (crash, kill) is marked FAIL and retried on the next run
+    storage = RDBStorage(f"sqlite:///{(out / 'optuna.db').resolve()}", heartbeat_interval=30, grace_period=90,
+                         failed_trial_callback=RetryFailedTrialCallback(max_retry=1))
+    study = optuna.create_study(study_name=f"{spec.name}-{spec.scale}", storage=storage, load_if_exists=True,
+                                direction=spec.direction, sampler=_make_sampler(spec), pruner=_make_pruner(spec))
+    wanted = trials or spec.trials
+    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    todo = max(0, wanted - len(finished))
+    print(f"[tune] {spec.name} ({spec.scale}): {len(finished)} trials done, running {todo} more; "
+          f"storage {out / 'optuna.db'}; MLflow experiment '{spec.study.experiment}'", flush=True)
+    if todo:
+        study.optimize(lambda t: run_trial(t, spec, out), n_trials=todo, n_jobs=jobs, timeout=spec.timeout_s,
+                       catch=(RuntimeError,))
+    rows = [{"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
+             "last_step": max(t.intermediate_values) if t.intermediate_values else None} for t in study.trials]
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    best = {"metric": spec.metric, "direction": spec.direction, "trials": rows}
+    if complete:
+        best.update({"best_trial": study.best_trial.number, "best_value": study.best_value,
+                     "best_params": study.best_params})
+    atomic_write(out / "best.json", json.dumps(best, indent=2, default=str) + "\n", only_if_changed=False)
+    print("\n[tune] trials:")
+    for r in rows:
+        v = "" if r["value"] is None else f"{r['value']:.4f}"
+        print(f"  #{r['number']:<3} {r['state']:<9} {v:>8}  {r['params']}")
+    if complete:
+        print(f"[tune] best: trial {best['best_trial']} {spec.metric}={best['best_value']:.4f} {best['best_params']}")
+    print(f"[tune] wrote {out / 'best.json'}")
+    return best

@@ -1,0 +1,79 @@
+"""`snakemake -n` of every shipped study at the smoke scale lists exactly the expected jobs,
+and the SLURM profile dry-runs (the plugin needs no sbatch/sinfo for -n: no stubs used)."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from conftest import SHIPPED_STUDIES, clean_env, job_counts, snakemake_cmd
+
+# cells at the smoke scale (1 seed each) and warm starts (one per model x task x SFT settings)
+EXPECTED = {
+    "demo": {"warmstart": 1, "train": 3, "eval": 3},             # 3 presets
+    "length_bias": {"warmstart": 1, "train": 3, "eval": 3},      # 3 presets
+    "difficulty_bias": {"warmstart": 1, "train": 3, "eval": 3},  # 3 advantage scales
+    "moe_stability": {"warmstart": 1, "train": 10, "eval": 10},  # 5 arms x 2 router-noise levels
+}
+TAIL = {"summary": 1, "figures": 1, "all": 1}
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory):
+    """All dry runs at once (each parses the Snakefile, i.e. imports torch: run them in parallel)."""
+    jobs = {name: ["--config", f"study={name}", "scale=smoke"] for name in SHIPPED_STUDIES}
+    jobs["slurm:length_bias:gpu"] = ["--profile", "profiles/slurm", "--config", "study=length_bias", "scale=gpu"]
+    jobs["configfile:demo"] = ["--configfile", "experiments/demo.yaml", "--config", "scale=smoke"]
+    from conftest import REPO
+
+    procs = {}
+    for key, args in jobs.items():
+        wd = tmp_path_factory.mktemp(key.replace(":", "_"))
+        procs[key] = (wd, subprocess.Popen(snakemake_cmd(wd, "-n", "--quiet", "rules", *args), cwd=REPO,
+                                           env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    out = {}
+    for key, (wd, p) in procs.items():
+        text, _ = p.communicate(timeout=600)
+        out[key] = (p.returncode, text, wd)
+    return out
+
+
+@pytest.mark.parametrize("name", SHIPPED_STUDIES)
+def test_dry_run_job_table(dry_runs, name):
+    rc, text, wd = dry_runs[name]
+    assert rc == 0, text[-3000:]
+    want = {**EXPECTED[name], **TAIL}
+    want["total"] = sum(want.values())
+    assert job_counts(text) == want
+    # parse time wrote the cell configs and the index the summary reads
+    cfgs = sorted((wd / "results" / name / "smoke" / "configs").glob("*.yaml"))
+    assert len(cfgs) == EXPECTED[name]["train"]
+    assert (wd / "results" / name / "smoke" / "cells.json").exists()
+
+
+def test_configfile_form_equals_study_form(dry_runs):
+    rc, text, _ = dry_runs["configfile:demo"]
+    assert rc == 0, text[-3000:]
+    assert job_counts(text) == job_counts(dry_runs["demo"][1])
+
+
+def test_slurm_profile_dry_run(dry_runs):
+    rc, text, _ = dry_runs["slurm:length_bias:gpu"]
+    assert rc == 0, text[-3000:]
+    counts = job_counts(text)
+    assert counts["train"] == 15 and counts["eval"] == 15  # 3 presets x 5 seeds at the gpu scale
+    assert "warmstart" not in counts  # smollm2 is pretrained: warm_start.enabled is false at the gpu scale
+
+
+def test_slurm_profile_gpu_resources(tmp_path):
+    """The resources a train job would be submitted with (non-quiet dry run of one job)."""
+    from conftest import REPO
+
+    target = "results/demo/gpu/runs/preset=grpo__seed=1/summary.json"
+    p = subprocess.run(snakemake_cmd(tmp_path, "-n", "--profile", "profiles/slurm", "--config", "study=demo", "scale=gpu",
+                                     "--", target), cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    text = p.stdout + p.stderr
+    block = text[text.index("rule train:"):]
+    res = block[block.index("resources:"):].splitlines()[0]
+    for needle in ("gpu=1", "slurm_partition=gpu", "runtime=720", "mem_mb=32000", "cpus_per_task=8"):
+        assert needle in res, res
