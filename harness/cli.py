@@ -82,9 +82,16 @@ def main(argv: list[str] | None = None) -> int:
             atomic_write_text(Path(args.out), json.dumps({"folder": str(folder.resolve()), **report}, indent=2))
         print(folder)
     elif args.command == "train":
-        from harness.train.loop import train
+        if cfg.objective.algorithm == "dpo":  # offline preference loss: its own trainer (harness/train/dpo.py)
+            from harness.train.dpo import train_dpo as train
+        else:
+            from harness.train.loop import train
 
-        summary = train(cfg, args.out)
+        try:
+            summary = train(cfg, args.out)
+        except ConfigError as err:  # e.g. a bad dpo.pairs file, or --out holding a run with another config
+            print(f"harness: {err}", file=sys.stderr)
+            return 2
         fe = summary.get("final_eval", {})
         ie = summary.get("initial_eval", {})
         print(f"[harness] done: eval pass@1 {ie.get('eval/pass_at_1', float('nan')):.3f} -> "

@@ -1,9 +1,11 @@
 """Run configuration: the one documented place for every option of a training run.
 
 A run config is YAML whose keys are the fields below (sections `model`, `task`,
-`warm_start`, `rollout`, `train`, `eval`, `tracking`, `objective`). The `objective`
+`warm_start`, `rollout`, `train`, `eval`, `tracking`, `objective`, `dpo`). The `objective`
 section holds the knobs of `harness.objective.ObjectiveConfig`; `objective.preset`
 starts from a named algorithm and the other keys override it one by one.
+`objective.preset=dpo` runs the offline DPO trainer (harness/train/dpo.py, section `dpo`)
+instead of the RL loop.
 
 `load_config(path, overrides)` applies dotted CLI overrides (`objective.eps_high=0.28`),
 validates everything before any model is loaded, and raises `ConfigError` whose message
@@ -32,6 +34,7 @@ class ModelSection(_Section):
     name: str = Field("tiny-dense", description="tiny-dense | tiny-moe | smollm2-135m | a local Hugging Face folder")
     overrides: dict[str, Any] = Field(default_factory=dict, description="config overrides for tiny-* models (e.g. num_hidden_layers)")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="training precision of the policy")
+    prompt_suffix: str = Field("", description="appended to every task prompt (an answer-format instruction for chat models)")
 
 
 class TaskSection(_Section):
@@ -98,6 +101,24 @@ class TrackingSection(_Section):
     tags: dict[str, str] = Field(default_factory=dict, description="MLflow tags, e.g. the grid axes of a cell")
 
 
+class DpoSection(_Section):
+    """Offline preference training, used only with objective.preset=dpo (harness/train/dpo.py).
+    The optimizer settings come from `train` (lr, betas, weight_decay, grad_clip,
+    checkpoint_every, threads); train.steps, prompts_per_step and group_size are unused."""
+
+    pairs: str = Field("generate", min_length=1, description="'generate': sample the warm-started policy on train-split "
+                       "prompts, correct answer = chosen, wrong = rejected, once (saved to DIR/pairs.jsonl); or the path "
+                       "of a JSONL file with one {prompt, chosen, rejected, difficulty} object per line")
+    num_prompts: int = Field(128, ge=1, description="pairs=generate: train-split prompts to sample (those with no correct "
+                             "or no wrong answer give no pair)")
+    samples_per_prompt: int = Field(8, ge=2, description="pairs=generate: samples per prompt, to find one correct and "
+                                    "one wrong answer")
+    batch_size: int = Field(16, ge=1, description="preference pairs per optimizer step")
+    epochs: int = Field(2, ge=1, description="passes over the pairs, reshuffled each epoch; steps = epochs * "
+                        "ceil(pairs / batch_size)")
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps (None = all epochs)")
+
+
 class RunConfig(_Section):
     seed: int = 0
     model: ModelSection = Field(default_factory=ModelSection)
@@ -108,6 +129,7 @@ class RunConfig(_Section):
     eval: EvalSection = Field(default_factory=EvalSection)
     tracking: TrackingSection = Field(default_factory=TrackingSection)
     objective: ObjectiveConfig = Field(default_factory=lambda: ObjectiveConfig.preset("grpo"))
+    dpo: DpoSection = Field(default_factory=DpoSection)
 
     @model_validator(mode="before")
     @classmethod
@@ -140,8 +162,6 @@ class RunConfig(_Section):
         mb = rows // t.mini_batches
         if t.micro_batch_size is not None and mb % t.micro_batch_size:
             raise ValueError(f"train.micro_batch_size={t.micro_batch_size} must divide the mini-batch size {mb}")
-        if o.algorithm == "dpo":
-            raise ValueError("objective.preset=dpo is an offline preference loss: use the DPO trainer, not the RL loop")
         if o.overlong_buffer and o.overlong_buffer >= self.rollout.max_new_tokens:
             raise ValueError(f"objective.overlong_buffer={o.overlong_buffer} must be < rollout.max_new_tokens={self.rollout.max_new_tokens}")
         if self.task.name not in _task_names():

@@ -92,6 +92,10 @@ def _summarize(args) -> int:
         print(summary_table(d).to_string(index=False))
     if args.csv:
         print(f"wrote {write_csv(d, args.csv)}")
+        if not args.no_mlflow:
+            from harness.summarize import log_cell_evals
+
+            print(f"attached eval.json to {log_cell_evals(d)} MLflow runs")
     if args.figures:
         print(f"wrote {make_figures(d, args.figures, args.notebook, log_mlflow=not args.no_mlflow)}")
     return 0

@@ -286,8 +286,25 @@ def log_study_artifacts(study_dir: Path, paths: list[Path]) -> str | None:
         os.replace(tmp, id_file)
     for p in paths:
         if p.is_dir():
-            client.log_artifacts(run_id, str(p), p.name)
+            client.log_artifacts(run_id, str(p), "figures")
         elif p.exists():
             client.log_artifact(run_id, str(p))
     client.set_terminated(run_id)
     return run_id
+
+
+def log_cell_evals(study_dir: str | os.PathLike) -> int:
+    """Attach each cell's eval.json (the held-out pass@k of `harness eval`) to the cell's MLflow run."""
+    _, cells = load_index(study_dir)
+    todo = [(Path(c["run_dir"]) / "mlflow_run_id", Path(c["run_dir"]) / "eval.json") for c in cells]
+    todo = [(i, e) for i, e in todo if i.exists() and e.exists()]
+    if not todo:
+        return 0
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking.store import default_tracking_uri
+
+    client = MlflowClient(default_tracking_uri())
+    for id_file, ev in todo:
+        client.log_artifact(id_file.read_text().strip(), str(ev))
+    return len(todo)

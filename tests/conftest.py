@@ -1,14 +1,20 @@
-"""Shared fixtures: offline Hugging Face, one small cached warm start for the whole session."""
+"""Shared fixtures: offline Hugging Face, the repo root as cwd, the shared warm-start cache."""
 import os
 
-import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Tests run from the repo root (relative paths such as experiments/runs/smoke.yaml and the
+# shared warm-start cache results/warmstart resolve against it).
+os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pytest  # noqa: E402
+
 
 @pytest.fixture(scope="session")
-def warm_cache(tmp_path_factory):
-    """A warm-start cache dir shared by the tests (a short SFT, built once per session)."""
-    return str(tmp_path_factory.mktemp("warmstart"))
+def warm_cache():
+    """The warm-start cache the tests share (the default one: entries are keyed by model, task
+    and SFT settings, so sharing with `make demo` and the smoke runs is safe)."""
+    return "results/warmstart"

@@ -6,14 +6,12 @@ read as a local HF folder. Models come back in eval mode; the trainer calls `.tr
 """
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from harness.models.atomic import atomic_folder
 from harness.models.smollm2 import smollm2_folder
 from harness.models.tiny import tiny_dense_config, tiny_moe_config
 from harness.models.tokenizer import char_tokenizer
@@ -52,25 +50,12 @@ def build_model(
 
 
 def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:
-    """Write model (safetensors) + tokenizer + generation config to `folder` atomically:
-    everything goes to a sibling temp folder that is then renamed into place (an old
-    `folder` is replaced)."""
+    """Write model (safetensors) + tokenizer + generation config to `folder` atomically
+    (a sibling temp folder renamed into place; an existing `folder` is replaced)."""
     folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
-    try:
+    with atomic_folder(folder) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        tmp.chmod(0o755)
-        if folder.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old-", dir=folder.parent))
-            os.rename(folder, old / folder.name)
-            os.rename(tmp, folder)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 
@@ -99,8 +84,8 @@ def render_prompt(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
 def is_moe(model: PreTrainedModel) -> bool:
     """True for a routed mixture-of-experts model (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek...)."""
     c = model.config
-    n = getattr(c, "num_local_experts", None) or getattr(c, "num_experts", None) or getattr(c, "n_routed_experts", None)
-    return bool(n and n > 1)
+    n = [getattr(c, k, None) for k in ("num_local_experts", "num_experts", "n_routed_experts")]
+    return any(isinstance(v, int) and v > 1 for v in n)
 
 
 def param_count(model: torch.nn.Module, trainable_only: bool = False) -> int:

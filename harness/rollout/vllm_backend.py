@@ -60,6 +60,33 @@ PROBE_TEXT = "Probe 12+34=46; 7*8=56. The quick brown fox jumps over the lazy do
 DEFAULT_TOL = {"float32": 1e-3, "bfloat16": 0.5}
 
 
+def kv_cache_bytes(config, dtype: str, max_model_len: int, max_num_seqs: int, memory_share: float) -> int | None:
+    """CPU only: a KV cache sized to what generation can use, `max_num_seqs` sequences of
+    `max_model_len` tokens, capped at vLLM's own CPU budget (memory_share x RAM - this
+    process's resident memory). None (vLLM profiles and decides) on GPU or for configs
+    without the usual attention fields.
+
+    Why not vLLM's default on CPU: it allocates the whole budget (5 GiB for a 1M-parameter
+    model here) and runs a warm-up forward to measure memory; an explicit size skips both
+    (engine start ~2x less CPU time, close ~2x less)."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return None
+    layers, heads = getattr(config, "num_hidden_layers", None), getattr(config, "num_attention_heads", None)
+    hidden = getattr(config, "hidden_size", None)
+    if not (layers and heads and hidden):
+        return None
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    per_token = 2 * layers * kv_heads * head_dim * (4 if dtype == "float32" else 2)  # K and V
+    need = per_token * max_model_len * max_num_seqs
+    import psutil
+
+    budget = int(memory_share * psutil.virtual_memory().total) - psutil.Process().memory_info().rss
+    return max(min(need, budget), per_token * max_model_len)  # at least one full sequence
+
+
 class WeightSyncError(RuntimeError):
     """The engine's log-probs on the probe differ from the trainer's: weights not in use."""
 
@@ -133,6 +160,10 @@ class VLLMBackend(RolloutBackend):
                     logprobs_mode="processed_logprobs",  # the sampler's distribution, see module doc
                     generation_config="vllm",  # ignore generation_config.json sampling defaults
                     worker_extension_cls=WORKER_EXTENSION)
+        if "kv_cache_memory_bytes" not in engine_kwargs:
+            kv = kv_cache_bytes(model.config, self.dtype, args["max_model_len"], max_num_seqs, args["gpu_memory_utilization"])
+            if kv is not None:
+                args["kv_cache_memory_bytes"] = kv
         args.update(engine_kwargs)
         try:
             with _preserved_process_state():
@@ -292,12 +323,7 @@ class VLLMBackend(RolloutBackend):
         if self.llm is not None:
             with contextlib.suppress(Exception):
                 self.llm.llm_engine.engine_core.shutdown()
-            if self.in_process:
-                with contextlib.suppress(Exception):
-                    from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
-
-                    cleanup_dist_env_and_memory()  # lets a later engine start in this process
-            self.llm = None
+            self.llm = None  # in-process, shutdown also tears down vLLM's distributed state
         for d in (getattr(self, "_folder", None), getattr(self, "_shm", None)):
             if d:
                 shutil.rmtree(d, ignore_errors=True)

@@ -7,12 +7,12 @@ from pathlib import Path
 import torch
 
 from harness.config import load_config
-from harness.models import load_model, render_prompt
+from harness.models import load_model
 from harness.rollout import make_backend
 from harness.tasks import make_task
 from harness.train.evaluate import evaluate
 from harness.train.loop import EVAL_SEED_OFFSET
-from harness.train.policy_init import DTYPES
+from harness.train.policy_init import DTYPES, make_render
 from harness.train.rundir import RunDir, atomic_write_text
 
 
@@ -33,7 +33,7 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
     problems = task.problems(cfg.eval.num_prompts, seed=cfg.seed + EVAL_SEED_OFFSET, split="eval")
     backend = make_backend(cfg.rollout, model, tok)
     try:
-        result = evaluate(task, backend, lambda p: render_prompt(tok, p.prompt), problems, cfg, step=10**6)
+        result = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix), problems, cfg, step=10**6)
     finally:
         backend.close()
     result = {"checkpoint": ckpt.name, "n_samples": cfg.eval.n_samples, "num_prompts": cfg.eval.num_prompts, **result}

@@ -17,11 +17,16 @@ def initial_policy(cfg, device: torch.device):
     else:
         model, tok = build_model(cfg.model.name, seed=cfg.seed, overrides=cfg.model.overrides, dtype=dtype)
     model.to(device)
+    return model, tok, make_render(tok, cfg.model.prompt_suffix)
+
+
+def make_render(tok, suffix: str = ""):
+    """Problem -> prompt token ids (the model's template around problem.prompt + suffix), memoised."""
     cache: dict[str, list[int]] = {}
 
     def render(problem) -> list[int]:
         if problem.prompt not in cache:
-            cache[problem.prompt] = render_prompt(tok, problem.prompt)
+            cache[problem.prompt] = render_prompt(tok, problem.prompt + suffix)
         return cache[problem.prompt]
 
-    return model, tok, render
+    return render

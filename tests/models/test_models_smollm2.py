@@ -25,7 +25,8 @@ def test_smollm2_folder_load_and_greedy_answer():
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()  # tied
     ids = render_prompt(tok, "What is 2 + 2?")
     text = tok.decode(ids)
-    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n")
+    assert text.startswith("<|im_start|>system\n")
+    assert text.endswith("<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n")
     x = torch.tensor([ids])  # (1, T)
     with torch.no_grad():
         out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=16, do_sample=False)
@@ -37,9 +38,10 @@ def test_smollm2_folder_load_and_greedy_answer():
 def test_fresh_conversion_races_and_keeps_chat_template(tmp_path):
     """Two processes converting into an empty cache at once both get the same, complete folder."""
     code = "from harness.models import smollm2_folder; print(smollm2_folder())"
-    env = {**os.environ, "HARNESS_MODEL_CACHE": str(tmp_path)}
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=600)[0].strip().splitlines()[-1] for p in procs]
+    env = {**os.environ, "HARNESS_MODEL_CACHE": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=1800)[0].strip().splitlines()[-1] for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert outs[0] == outs[1] == str(tmp_path / "smollm2-135m")
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == ["smollm2-135m"]

@@ -37,8 +37,11 @@ def test_save_load_gives_identical_logits(name, tmp_path):
     assert (folder / "model.safetensors").exists() and (folder / "tokenizer.json").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # temp folders cleaned up
     x = torch.tensor([render_prompt(tok, "12+30=?\nAnswer:")])  # (1, T)
+    assert (folder / "model.safetensors").stat().st_mode & 0o044  # readable by others (shared caches)
     for loaded, ltok in (load_model(folder), build_model(str(folder), seed=0)):
         assert ltok.encode("a b\n") == tok.encode("a b\n")
+        gen = loaded.generation_config
+        assert (gen.pad_token_id, gen.bos_token_id, gen.eos_token_id) == (0, 1, 2)
         with torch.no_grad():
             torch.testing.assert_close(loaded(x).logits, model(x).logits, rtol=0, atol=0)
     save_model(model, tok, folder)  # overwriting an existing checkpoint works

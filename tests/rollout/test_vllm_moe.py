@@ -19,7 +19,7 @@ CFG = types.SimpleNamespace(dtype="float32", gpu_memory_utilization=0.3, router_
 
 
 @pytest.fixture(scope="module")
-def setup():
+def setup(one_torch_thread):
     model, tok = build_model("tiny-moe", seed=0)
     backend = VLLMBackend(model, tok, CFG)
     prompts = [render_prompt(tok, f"Use {a} {a + 2} {a + 5} to make {3 * a}.\nAnswer:") for a in range(6)]

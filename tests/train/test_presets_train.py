@@ -9,9 +9,8 @@ from safetensors.torch import load_file
 from harness.train.loop import train
 from harness.train.warmstart import ensure_warm_start
 
-from .helpers import fast_config
 
-PRESETS = ["grpo", "dr_grpo", "dapo", "gspo", "gspo_token", "cispo", "rloo", "reinforce_pp", "lite_ppo", "gpg"]
+PRESETS = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "gspo_token", "cispo", "rloo", "reinforce_pp", "lite_ppo", "gpg"]
 
 
 def _weights(folder):
@@ -19,8 +18,8 @@ def _weights(folder):
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_one_step_changes_parameters_and_losses_are_finite(preset, warm_cache, tmp_path):
-    cfg = fast_config(warm_cache, f"objective.preset={preset}", "train.steps=1", "train.checkpoint_every=1")
+def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, tmp_path):
+    cfg = fast_config(f"objective.preset={preset}", "train.steps=1", "train.checkpoint_every=1")
     before = _weights(ensure_warm_start(cfg))
     train(cfg, tmp_path / "run")
     after = _weights(tmp_path / "run" / "checkpoints" / "step_000001")
@@ -34,8 +33,8 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, warm_cache, t
     assert "eval/pass_at_1" in records[-1] and "eval/pass_at_1" in step0
 
 
-def test_tiny_moe_trains(warm_cache, tmp_path):
-    cfg = fast_config(warm_cache, "model.name=tiny-moe", "train.steps=1", "train.checkpoint_every=1")
+def test_tiny_moe_trains(fast_config, tmp_path):
+    cfg = fast_config("model.name=tiny-moe", "train.steps=1", "train.checkpoint_every=1")
     train(cfg, tmp_path / "moe")
     rec = json.loads((tmp_path / "moe" / "metrics.jsonl").read_text().splitlines()[0])
     assert math.isfinite(rec["loss/policy"])

@@ -8,15 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from .helpers import FAST
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _cmd(out, warm_cache):
-    args = [a for a in FAST if not a.startswith("tracking.")]
-    return [sys.executable, "-m", "harness.cli", "train", "experiments/runs/smoke.yaml", *args,
-            f"warm_start.cache_dir={warm_cache}", "train.steps=6", "train.checkpoint_every=2",
+def _cmd(out, fast_overrides):
+    args = [a for a in fast_overrides if not a.startswith("tracking.")]
+    return [sys.executable, "-m", "harness.cli", "train", "experiments/runs/smoke.yaml", *args, "train.steps=6", "train.checkpoint_every=2",
             "tracking.experiment=resume-test", "--out", str(out)]
 
 
@@ -24,12 +22,12 @@ def _steps(run):
     return [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_kill_and_resume(tmp_path, warm_cache):
+def test_kill_and_resume(tmp_path, fast_overrides):
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db", "PYTHONUNBUFFERED": "1"}
-    subprocess.run(_cmd(tmp_path / "warm", warm_cache)[:-2] + ["train.steps=1", "--out", str(tmp_path / "warm")],
+    subprocess.run(_cmd(tmp_path / "warm", fast_overrides)[:-2] + ["train.steps=1", "--out", str(tmp_path / "warm")],
                    cwd=ROOT, env=env, check=True, capture_output=True)  # builds the warm start outside the timed part
     run = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(run, warm_cache), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(_cmd(run, fast_overrides), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while time.time() < deadline:
         metrics = run / "metrics.jsonl"
@@ -40,7 +38,7 @@ def test_kill_and_resume(tmp_path, warm_cache):
     proc.wait()
     assert _steps(run) == [0, 1, 2, 3], "the kill should land between checkpoints 3 and 5"
 
-    subprocess.run(_cmd(run, warm_cache), cwd=ROOT, env=env, check=True, capture_output=True)
+    subprocess.run(_cmd(run, fast_overrides), cwd=ROOT, env=env, check=True, capture_output=True)
     assert _steps(run) == list(range(7))
     assert (run / "summary.json").exists()
 
@@ -58,7 +56,7 @@ def test_kill_and_resume(tmp_path, warm_cache):
 
     # the same command uninterrupted gives the same numbers
     clean = tmp_path / "clean"
-    subprocess.run(_cmd(clean, warm_cache), cwd=ROOT, env=env, check=True, capture_output=True)
+    subprocess.run(_cmd(clean, fast_overrides), cwd=ROOT, env=env, check=True, capture_output=True)
     a = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     b = [json.loads(x) for x in (clean / "metrics.jsonl").read_text().splitlines()]
     for ra, rb in zip(a, b):

@@ -1,0 +1,276 @@
+"""Offline DPO: `harness train CONFIG objective.preset=dpo --out DIR`.
+
+    pairs (once): sample the warm-started policy on train prompts, correct = chosen,
+                  wrong = rejected (dpo_pairs.py); or read dpo.pairs (JSONL) -> DIR/pairs.jsonl
+    reference:    the frozen initial policy; its sequence log-probs of every pair are
+                  computed once up front (it never changes), so no second model is held
+    for step:     a batch of dpo.batch_size pairs (reshuffled each epoch)
+                  -> sequence log-prob sums of chosen and rejected under the policy
+                  -> dpo_loss (OBJECTIVE.md §8; DPO 2305.18290, IPO 2310.12036) -> AdamW step
+                  -> metrics; periodic eval (pass@k, the RL runs' evaluate()); checkpoint + flush
+
+Log-probs are taken at temperature 1 (the model's own distribution), not the rollout
+temperature: DPO's implicit reward is beta * log pi/pi_ref of the model itself.
+Besides the per-batch §8 metrics, every eval also scores ALL pairs under the current
+policy (eval/pairs/logps_chosen, eval/pairs/logps_rejected, eval/pairs/margin): one
+fixed set, so likelihood displacement (SCIENCE.md: chosen AND rejected log-probs fall
+while the margin grows) is read off a curve that batch sampling does not make noisy.
+
+Run directory, checkpoint/resume and MLflow follow the RL loop exactly (rundir.py: metrics
+since the last checkpoint are flushed only once it is on disk; a resumed run restarts at
+checkpoint step + 1 with the same batches, since batch order is a function of seed + step).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from harness.config import ConfigError, RunConfig, dump_config
+from harness.models import render_prompt
+from harness.objective import dpo_loss
+from harness.rollout import make_backend
+from harness.tasks import make_task
+from harness.tracking import MlflowTracker, NoOpTracker
+from harness.train.collect import step_seed
+from harness.train.dpo_pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
+from harness.train.evaluate import evaluate
+from harness.train.logprobs import response_logprobs
+from harness.train.loop import EVAL_SEED_OFFSET, _check_same_config, _peak_mem_mb, _summary
+from harness.train.policy_init import initial_policy
+from harness.train.rundir import RunDir, atomic_write_text
+
+
+@dataclass
+class EncodedPairs:
+    """Token ids of n pairs: rendered prompt, chosen + EOS, rejected + EOS."""
+
+    prompts: list[list[int]]
+    chosen: list[list[int]]
+    rejected: list[list[int]]
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+
+def encode_pairs(pairs: list[PreferencePair], tok) -> EncodedPairs:
+    def resp(text: str) -> list[int]:
+        return tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+
+    return EncodedPairs([render_prompt(tok, p.prompt) for p in pairs], [resp(p.chosen) for p in pairs],
+                        [resp(p.rejected) for p in pairs])
+
+
+def sequence_logps(model, enc: EncodedPairs, idx: list[int], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequence log-prob sums (B,) of the chosen and of the rejected responses of pairs `idx`,
+    in one forward over 2B rows (chosen rows first). Gradients flow unless under no_grad."""
+    B = len(idx)
+    responses = [enc.chosen[i] for i in idx] + [enc.rejected[i] for i in idx]
+    T = max(len(r) for r in responses)
+    ids = torch.full((2 * B, T), pad_id, dtype=torch.long)  # (2B, T)
+    mask = torch.zeros((2 * B, T))
+    for row, r in enumerate(responses):
+        ids[row, :len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[row, :len(r)] = 1.0
+    prompts = [enc.prompts[i] for i in idx] * 2
+    logp, _, _ = response_logprobs(model, prompts, ids, mask, pad_id, temperature=1.0)  # (2B, T), 0 on padding
+    seq = logp.sum(-1)  # (2B,)
+    return seq[:B], seq[B:]
+
+
+@torch.no_grad()
+def all_logps(model, enc: EncodedPairs, pad_id: int, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(chosen (n,), rejected (n,)) sequence log-probs of every pair, in eval mode."""
+    was_training = model.training
+    model.eval()
+    parts = [sequence_logps(model, enc, list(range(s, min(s + chunk, len(enc)))), pad_id)
+             for s in range(0, len(enc), chunk)]
+    model.train(was_training)
+    return torch.cat([c for c, _ in parts]).float(), torch.cat([r for _, r in parts]).float()
+
+
+def batch_indices(seed: int, step: int, n: int, batch_size: int) -> list[int]:
+    """Pairs of optimizer step `step`: epoch e = step // steps_per_epoch walks a permutation
+    seeded by (seed, e), so a resumed run sees exactly the batches of an uninterrupted one."""
+    per_epoch = math.ceil(n / batch_size)
+    epoch, b = divmod(step, per_epoch)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(step_seed(seed, epoch, PAIRS_SALT + 2))).tolist()
+    return perm[b * batch_size:(b + 1) * batch_size]
+
+
+def total_steps(cfg: RunConfig, n_pairs: int) -> int:
+    d = cfg.dpo
+    steps = d.epochs * math.ceil(n_pairs / d.batch_size)
+    return min(steps, d.max_steps) if d.max_steps else steps
+
+
+def _load_or_build_pairs(run: RunDir, cfg: RunConfig, task, backend, render) -> tuple[list[PreferencePair], dict]:
+    """DIR/pairs.jsonl if a previous attempt wrote it, else build or read them and write it
+    (the report first, pairs.jsonl last: its presence means both are complete)."""
+    path, report_path = run.root / "pairs.jsonl", run.root / "pairs_report.json"
+    if path.exists():
+        pairs = read_pairs(path)
+        report = json.loads(report_path.read_text()) if report_path.exists() else file_report(path, pairs)
+        return pairs, report
+    t0 = time.perf_counter()
+    if cfg.dpo.pairs == "generate":
+        pairs, report = build_pairs(task, backend, render, cfg)
+        if not pairs:
+            raise RuntimeError(f"no preference pairs: {json.dumps(report)}; the policy solves every prompt or none "
+                               "(raise dpo.num_prompts or dpo.samples_per_prompt, or change the task mix)")
+    else:
+        src = Path(cfg.dpo.pairs)
+        pairs = read_pairs(src)
+        report = file_report(src, pairs)
+    report["seconds"] = time.perf_counter() - t0
+    atomic_write_text(report_path, json.dumps(report, indent=2, sort_keys=True))
+    write_pairs(path, pairs)
+    return pairs, report
+
+
+def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
+    """Run (or resume) one DPO run; returns the summary written to DIR/summary.json."""
+    if cfg.objective.algorithm != "dpo":
+        raise ConfigError(f"the DPO trainer needs objective.preset=dpo (got {cfg.objective.algorithm!r})")
+    run = RunDir(out_dir)
+    _check_same_config(run, cfg)
+    if run.summary_path.exists():
+        print(f"[harness] {run.root} is complete (summary.json exists); nothing to do")
+        return json.loads(run.summary_path.read_text())
+    if cfg.dpo.pairs != "generate" and not (run.root / "pairs.jsonl").exists():
+        read_pairs(cfg.dpo.pairs)  # a bad file fails here, before any model is loaded
+    run.config_path.write_text(dump_config(cfg))
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    torch.manual_seed(cfg.seed)
+    tr, d = cfg.train, cfg.dpo
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
+                     **cfg.task.options)
+    policy, tok, render = initial_policy(cfg, device)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    backend = make_backend(cfg.rollout, policy, tok)
+    pairs, report = _load_or_build_pairs(run, cfg, task, backend, render)  # from the initial policy
+    enc = encode_pairs(pairs, tok)
+    ref_chosen, ref_rejected = all_logps(policy, enc, pad_id, d.batch_size)  # pi_ref = the initial policy, frozen
+    steps = total_steps(cfg, len(pairs))
+    print(f"[harness] dpo: {len(pairs)} pairs ({json.dumps({k: v for k, v in report.items() if k != 'pairs'})}); "
+          f"{steps} steps of {d.batch_size} pairs", flush=True)
+
+    ckpt = run.latest_checkpoint()
+    if ckpt is not None:  # weights loaded in place: the backend keeps sampling from `policy`
+        policy.load_state_dict(type(policy).from_pretrained(ckpt, dtype=policy.dtype).state_dict())
+        backend.sync_weights(policy)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
+    start, elapsed0 = 0, 0.0
+    if ckpt is not None:
+        state = run.load_state(ckpt)
+        optimizer.load_state_dict(state["optimizer"])
+        start, elapsed0 = state["step"] + 1, state["elapsed"]
+        run.truncate_after(state["step"])
+        print(f"[harness] resuming {run.root} at step {start} from {ckpt.name}")
+
+    tracker = (MlflowTracker(run.root, cfg.tracking.experiment, cfg.to_dict(), cfg.tracking.tags, cfg.tracking.run_name)
+               if cfg.tracking.mlflow else NoOpTracker())
+    if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
+        run.flush(state["pending_metrics"], [])
+        tracker.log_steps(state["pending_metrics"])
+
+    eval_problems = task.problems(cfg.eval.num_prompts, seed=cfg.seed + EVAL_SEED_OFFSET, split="eval")
+    pending_metrics: list[dict] = []
+    t_run = time.perf_counter()
+
+    def checkpoint(step: int) -> float:
+        nonlocal pending_metrics
+        t0 = time.perf_counter()
+        state = {"step": step, "optimizer": optimizer.state_dict(), "elapsed": elapsed0 + time.perf_counter() - t_run,
+                 "pending_metrics": pending_metrics, "pending_samples": []}
+        run.save_checkpoint(step, policy, state)
+        run.flush(pending_metrics, [])
+        tracker.log_steps(pending_metrics)
+        pending_metrics = []
+        return time.perf_counter() - t0
+
+    last_ckpt_seconds = 0.0
+    try:
+        for step in range(start, steps + 1):
+            t_step = time.perf_counter()
+            rec: dict = {"step": step}
+            is_last = step == steps
+            if step == 0:
+                rec.update({f"pairs/{'count' if k == 'pairs' else k}": float(v) for k, v in report.items()
+                            if isinstance(v, (int, float)) and k not in ("seconds", "samples_per_prompt")})
+            if is_last or step == 0 or (cfg.eval.every and step % cfg.eval.every == 0):
+                t0 = time.perf_counter()
+                backend.sync_weights(policy)
+                rec.update(evaluate(task, backend, render, eval_problems, cfg, step))
+                rec.update(_pair_metrics(policy, enc, ref_chosen, ref_rejected, cfg, pad_id))
+                rec["perf/eval_seconds"] = time.perf_counter() - t0
+            if is_last:  # the final record holds the eval of the trained policy only
+                rec["perf/elapsed_seconds"] = elapsed0 + time.perf_counter() - t_run
+                pending_metrics.append(rec)
+                checkpoint(step)
+                break
+
+            t0 = time.perf_counter()
+            idx = batch_indices(cfg.seed, step, len(enc), d.batch_size)
+            policy.train()
+            pol_chosen, pol_rejected = sequence_logps(policy, enc, idx, pad_id)  # (B,), (B,)
+            loss, metrics = dpo_loss(cfg.objective, pol_chosen, pol_rejected, ref_chosen[idx].to(device),
+                                     ref_rejected[idx].to(device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if tr.grad_clip:
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip))
+            else:
+                grad_norm = float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in policy.parameters()
+                                                 if p.grad is not None)))
+            optimizer.step()
+            t_update = time.perf_counter() - t0
+
+            n_tok = float(sum(len(enc.chosen[i]) + len(enc.rejected[i]) for i in idx))
+            rec.update(metrics)
+            rec.update({"loss/policy": float(loss.detach()), "grad/norm": grad_norm,
+                        "epoch": float(step // math.ceil(len(enc) / d.batch_size)),
+                        "perf/update_seconds": t_update, "perf/checkpoint_seconds": last_ckpt_seconds,
+                        "perf/train_tokens_per_s": n_tok / max(t_update, 1e-9),
+                        "perf/step_seconds": time.perf_counter() - t_step, "perf/peak_mem_mb": _peak_mem_mb(),
+                        "perf/elapsed_seconds": elapsed0 + time.perf_counter() - t_run})
+            pending_metrics.append(rec)
+            _print_step(rec)
+            last_ckpt_seconds = checkpoint(step) if (step + 1) % tr.checkpoint_every == 0 else 0.0
+    except BaseException:
+        tracker.finish("KILLED")
+        backend.close()
+        raise
+    backend.close()
+
+    summary = {**_summary(run, cfg, elapsed0 + time.perf_counter() - t_run), "steps": steps, "pairs": report}
+    run.write_summary(summary)
+    for name in ("config.yaml", "summary.json", "pairs_report.json", "pairs.jsonl"):
+        if (run.root / name).exists():
+            tracker.log_artifact(str(run.root / name))
+    tracker.finish("FINISHED")
+    return summary
+
+
+def _pair_metrics(policy, enc: EncodedPairs, ref_chosen, ref_rejected, cfg: RunConfig, pad_id: int) -> dict[str, float]:
+    """Mean log-probs of ALL chosen and rejected responses under the policy, and the mean DPO
+    margin beta*[(pi_c - ref_c) - (pi_r - ref_r)] over all pairs (one fixed set)."""
+    pc, pr = all_logps(policy, enc, pad_id, cfg.dpo.batch_size)
+    margin = cfg.objective.dpo_beta * ((pc - ref_chosen) - (pr - ref_rejected))
+    return {"eval/pairs/logps_chosen": float(pc.mean()), "eval/pairs/logps_rejected": float(pr.mean()),
+            "eval/pairs/margin": float(margin.mean())}
+
+
+def _print_step(rec: dict) -> None:
+    keys = [("loss/policy", "loss"), ("rewards/margin", "margin"), ("rewards/accuracy", "acc"),
+            ("logps/chosen", "logp_c"), ("logps/rejected", "logp_r"), ("eval/pass_at_1", "eval@1"),
+            ("perf/step_seconds", "s")]
+    parts = [f"{short}={rec[k]:.3f}" for k, short in keys if k in rec]
+    print(f"[harness] dpo step {rec['step']:4d} " + " ".join(parts), flush=True)

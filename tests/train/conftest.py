@@ -1,0 +1,26 @@
+"""Small, fast run configs for the engine tests."""
+import pytest
+
+from harness.config import load_config
+
+# The warm start is the smoke config's own (300 SFT steps, cached under results/warmstart and
+# shared with `make demo`); easy problems only, so that 8 prompts x 4 samples carry signal.
+FAST = [
+    "train.prompts_per_step=8", "train.group_size=4", "rollout.max_new_tokens=40",
+    "task.difficulty_mix={easy: 1}",
+    "eval.every=0", "eval.num_prompts=8", "eval.n_samples=4", "eval.ks=[1,4]",
+    "tracking.mlflow=false", "train.samples_to_log=2",
+]
+
+
+@pytest.fixture
+def fast_overrides():
+    return list(FAST)
+
+
+@pytest.fixture
+def fast_config(fast_overrides):
+    def make(*overrides: str):
+        return load_config("experiments/runs/smoke.yaml", [*fast_overrides, *overrides])
+
+    return make
