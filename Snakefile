@@ -22,7 +22,10 @@ retrains a finished cell; a killed run is resumed by rerunning the same command.
 
 MLflow: experiment `<study>/<scale>`, one run per cell (run name = cell id, one tag per
 axis). MLFLOW_TRACKING_URI selects a server; otherwise the embedded sqlite store
-results/mlflow.db, created once in `onstart` (see benchmarks/mlflow_concurrency.py).
+results/mlflow.db, created once in `onstart`; writers retry sqlite's "database is locked"
+(harness.tracking.store.retry_locked). `--config mlflow_server=1` starts a local
+`mlflow server` on 127.0.0.1 over the same store for the duration of the workflow instead
+(faster with many parallel local jobs); numbers in benchmarks/mlflow_concurrency.py.
 """
 import json
 import os
@@ -110,13 +113,40 @@ wildcard_constraints:
     ws="[^/]+",
 
 
+MLFLOW_SERVER = {}  # the local server started by onstart with --config mlflow_server=1
+
+
 onstart:
     from harness.tracking import default_tracking_uri, ensure_store
 
     uri = default_tracking_uri()
     ensure_store(uri)  # sqlite: schema + WAL once, before parallel writers; a server URI: nothing to do
+    if config.get("mlflow_server") and uri.startswith("sqlite:///"):
+        # many parallel local writers: one `mlflow server` on 127.0.0.1 over the same store; the jobs
+        # inherit MLFLOW_TRACKING_URI (local executor only: compute nodes cannot reach this host's 127.0.0.1)
+        from harness.study import start_mlflow_server
+
+        proc, uri = start_mlflow_server(default_tracking_uri(), Path(RESULTS) / "mlartifacts",
+                                        OUT / "logs" / "mlflow_server.log")
+        MLFLOW_SERVER["proc"] = proc
+        os.environ["MLFLOW_TRACKING_URI"] = uri
     print(f"[harness] study {STUDY.name} ({STUDY.scale}): {len(CELLS)} cells -> {OUT}; "
           f"MLflow {uri} experiment '{STUDY.experiment}'", file=sys.stderr)
+
+
+def _stop_server():
+    if MLFLOW_SERVER.get("proc") is not None:
+        from harness.study import stop_mlflow_server
+
+        stop_mlflow_server(MLFLOW_SERVER.pop("proc"))
+
+
+onsuccess:
+    _stop_server()
+
+
+onerror:
+    _stop_server()
 
 
 rule all:

@@ -22,12 +22,10 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 EXPERIMENT = "concurrency-bench"
@@ -73,51 +71,25 @@ def _writer(idx: int, uri: str, root: str, steps: int, n_metrics: int, flush_eve
         tracker.finish()
     except Exception as err:  # noqa: BLE001
         errors.append(f"finish: {type(err).__name__}: {err}")
-    out_q.put({"writer": idx, "run_id": tracker.run_id, "errors": errors, "create_seconds": t_created,
+    from harness.tracking import store
+
+    out_q.put({"writer": idx, "run_id": tracker.run_id, "errors": errors, "lock_retries": store.lock_retries,
+               "create_seconds": t_created,
                "log_seconds": time.perf_counter() - t0 - t_created, "seconds": time.perf_counter() - t0})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start_server(workdir: Path, workers: int = 1):
+    """The same local server the Snakefile starts with --config mlflow_server=1."""
+    from harness.study import start_mlflow_server
+
+    return start_mlflow_server(f"sqlite:///{workdir / 'server.db'}", workdir / "server-artifacts",
+                               workdir / "server.log", workers=workers)
 
 
-def start_server(workdir: Path, workers: int = 1) -> tuple[subprocess.Popen, str]:
-    """`mlflow server` on 127.0.0.1 with a sqlite backend; returns (process, uri) once healthy."""
-    port = _free_port()
-    db = workdir / "server.db"
-    log = open(workdir / "server.log", "w")
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{db}", "--artifacts-destination", str(workdir / "server-artifacts"),
-         "--workers", str(workers)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited: see {workdir / 'server.log'}")
-        try:
-            with urllib.request.urlopen(uri + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, uri
-        except OSError:
-            time.sleep(0.5)
-    proc.terminate()
-    raise RuntimeError("mlflow server did not become healthy in 180 s")
+def stop_server(proc) -> None:
+    from harness.study import stop_mlflow_server
 
-
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group; SIGKILL it if it lingers."""
-    try:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.wait(timeout=20)
-    except ProcessLookupError:
-        pass
+    stop_mlflow_server(proc)
 
 
 def count(uri: str, results: list[dict], steps: int, n_metrics: int) -> dict:
@@ -176,6 +148,7 @@ def bench(backend: str, writers: int, steps: int, n_metrics: int, flush_every: i
         errors = [e for r in results for e in r["errors"]]
         return {"backend": backend, "writers": writers, "steps": steps, "metrics_per_step": n_metrics,
                 "expected_points": writers * steps * n_metrics, **counts, "errors": len(errors),
+                "lock_retries": sum(r.get("lock_retries", 0) for r in results),
                 "error_examples": errors[:3], "wall_seconds": round(wall, 2),
                 "max_create_seconds": round(max(r.get("create_seconds", 0) for r in results), 2),
                 "max_log_seconds": round(max(r.get("log_seconds", 0) for r in results), 2),
@@ -206,10 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         res = bench(b, args.writers, args.steps, args.metrics, args.flush_every, args.server_workers, args.keep)
         print(json.dumps(res, indent=2), flush=True)
         out.append(res)
-    print("\nbackend  writers  expected  lost  duplicated  dup_runs  errors  wall_s  create_s  log_s  points/s")
+    print("\nbackend  writers  expected  lost  duplicated  dup_runs  errors  retries  wall_s  create_s  log_s  points/s")
     for r in out:
         print(f"{r['backend']:<8} {r['writers']:>7} {r['expected_points']:>9} {r['lost_points']:>5} "
-              f"{r['duplicated_points']:>11} {r['duplicated_runs']:>9} {r['errors']:>7} {r['wall_seconds']:>7} "
+              f"{r['duplicated_points']:>11} {r['duplicated_runs']:>9} {r['errors']:>7} {r['lock_retries']:>8} "
+              f"{r['wall_seconds']:>7} "
               f"{r['max_create_seconds']:>9} {r['max_log_seconds']:>6} "
               f"{r['points_per_second']:>9}")
     if args.json:

@@ -61,18 +61,14 @@ DEFAULT_TOL = {"float32": 1e-3, "bfloat16": 0.5}
 
 
 def kv_cache_bytes(config, dtype: str, max_model_len: int, max_num_seqs: int, memory_share: float) -> int | None:
-    """CPU only: a KV cache sized to what generation can use, `max_num_seqs` sequences of
+    """A CPU KV cache sized to what generation can use, `max_num_seqs` sequences of
     `max_model_len` tokens, capped at vLLM's own CPU budget (memory_share x RAM - this
-    process's resident memory). None (vLLM profiles and decides) on GPU or for configs
+    process's resident memory), at least one sequence. None (vLLM decides) for configs
     without the usual attention fields.
 
     Why not vLLM's default on CPU: it allocates the whole budget (5 GiB for a 1M-parameter
     model here) and runs a warm-up forward to measure memory; an explicit size skips both
     (engine start ~2x less CPU time, close ~2x less)."""
-    from vllm.platforms import current_platform
-
-    if not current_platform.is_cpu():
-        return None
     layers, heads = getattr(config, "num_hidden_layers", None), getattr(config, "num_attention_heads", None)
     hidden = getattr(config, "hidden_size", None)
     if not (layers and heads and hidden):
@@ -160,10 +156,17 @@ class VLLMBackend(RolloutBackend):
                     logprobs_mode="processed_logprobs",  # the sampler's distribution, see module doc
                     generation_config="vllm",  # ignore generation_config.json sampling defaults
                     worker_extension_cls=WORKER_EXTENSION)
-        if "kv_cache_memory_bytes" not in engine_kwargs:
-            kv = kv_cache_bytes(model.config, self.dtype, args["max_model_len"], max_num_seqs, args["gpu_memory_utilization"])
-            if kv is not None:
-                args["kv_cache_memory_bytes"] = kv
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            # vLLM 0.32 CPU bug: a seeded request whose prompt is split by chunked prefill
+            # crashes the engine ("CPU Generator does not use offset", when it rewinds the
+            # request's generator). Whole-prompt scheduling avoids the split.
+            args["enable_chunked_prefill"] = False
+            args["kv_cache_memory_bytes"] = kv_cache_bytes(model.config, self.dtype, args["max_model_len"],
+                                                           max_num_seqs, args["gpu_memory_utilization"])
+            if args["kv_cache_memory_bytes"] is None:
+                del args["kv_cache_memory_bytes"]
         args.update(engine_kwargs)
         try:
             with _preserved_process_state():

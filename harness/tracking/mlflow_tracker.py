@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from harness.tracking.base import Tracker
-from harness.tracking.store import artifact_root, default_tracking_uri, ensure_store
+from harness.tracking.store import artifact_root, default_tracking_uri, ensure_store, retry_locked
 
-SENTINEL = "perf/step_seconds"  # logged every step: its history says which steps are in the store
+SENTINEL = "perf/elapsed_seconds"  # in every record (train steps and the final eval): its history says which steps are in the store
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, str]:
@@ -40,30 +40,32 @@ class MlflowTracker(Tracker):
         ensure_store(self.uri)
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
-        exp = self.client.get_experiment_by_name(experiment)
+        exp = retry_locked(self.client.get_experiment_by_name, experiment)
         if exp is None:
             try:
-                exp_id = self.client.create_experiment(experiment, artifact_location=artifact_root(self.uri))
+                exp_id = retry_locked(self.client.create_experiment, experiment,
+                                      artifact_location=artifact_root(self.uri))
             except Exception:  # another process created it first
-                exp_id = self.client.get_experiment_by_name(experiment).experiment_id
+                exp_id = retry_locked(self.client.get_experiment_by_name, experiment).experiment_id
         else:
             exp_id = exp.experiment_id
         id_file = Path(run_dir) / "mlflow_run_id"
         run_id = id_file.read_text().strip() if id_file.exists() else None
         if run_id:
-            self.client.update_run(run_id, status="RUNNING")
+            retry_locked(self.client.update_run, run_id, status="RUNNING")
         else:
-            run = self.client.create_run(exp_id, run_name=run_name or Path(run_dir).name,
-                                         tags={**tags, "run_dir": str(Path(run_dir).resolve())})
+            run = retry_locked(self.client.create_run, exp_id, run_name=run_name or Path(run_dir).name,
+                               tags={**tags, "run_dir": str(Path(run_dir).resolve())})
             run_id = run.info.run_id
-            params = [self._Param(k, v) for k, v in flatten(config).items()]
-            for i in range(0, len(params), 100):
-                self.client.log_batch(run_id, params=params[i:i + 100])
-            tmp = id_file.with_suffix(".tmp")
+            tmp = id_file.with_suffix(".tmp")  # right away: a crash from here on resumes this run, never a new one
             tmp.write_text(run_id)
             tmp.replace(id_file)
+        # on resume too (a crash may have come before them); re-logging an identical param is allowed
+        params = [self._Param(k, v) for k, v in flatten(config).items()]
+        for i in range(0, len(params), 100):
+            retry_locked(self.client.log_batch, run_id, params=params[i:i + 100])
         self.run_id = run_id
-        self._last = max((m.step for m in self.client.get_metric_history(run_id, SENTINEL)), default=-1)
+        self._last = max((m.step for m in retry_locked(self.client.get_metric_history, run_id, SENTINEL)), default=-1)
 
     def last_step(self) -> int:
         return self._last
@@ -76,11 +78,11 @@ class MlflowTracker(Tracker):
                 continue  # already in the store (a resumed run re-flushing its checkpoint's records)
             metrics = [self._Metric(k, float(v), now, step) for k, v in rec.items()
                        if k != "step" and isinstance(v, (int, float)) and math.isfinite(float(v))]
-            self.client.log_batch(self.run_id, metrics=metrics)
+            retry_locked(self.client.log_batch, self.run_id, metrics=metrics)
             self._last = step
 
     def log_artifact(self, path: str, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self.run_id, path, artifact_path)
+        retry_locked(self.client.log_artifact, self.run_id, path, artifact_path)
 
     def finish(self, status: str = "FINISHED") -> None:
-        self.client.set_terminated(self.run_id, status=status)
+        retry_locked(self.client.set_terminated, self.run_id, status=status)

@@ -31,7 +31,6 @@ from pathlib import Path
 import torch
 
 from harness.config import ConfigError, RunConfig, dump_config
-from harness.models import render_prompt
 from harness.objective import dpo_loss
 from harness.rollout import make_backend
 from harness.tasks import make_task
@@ -57,11 +56,13 @@ class EncodedPairs:
         return len(self.prompts)
 
 
-def encode_pairs(pairs: list[PreferencePair], tok) -> EncodedPairs:
+def encode_pairs(pairs: list[PreferencePair], tok, render) -> EncodedPairs:
+    """render: anything with a .prompt -> prompt ids, the policy's own (policy_init.make_render:
+    template + model.prompt_suffix), so pairs are scored on the prompts the policy samples from."""
     def resp(text: str) -> list[int]:
         return tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
 
-    return EncodedPairs([render_prompt(tok, p.prompt) for p in pairs], [resp(p.chosen) for p in pairs],
+    return EncodedPairs([render(p) for p in pairs], [resp(p.chosen) for p in pairs],
                         [resp(p.rejected) for p in pairs])
 
 
@@ -156,7 +157,7 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     backend = make_backend(cfg.rollout, policy, tok)
     pairs, report = _load_or_build_pairs(run, cfg, task, backend, render)  # from the initial policy
-    enc = encode_pairs(pairs, tok)
+    enc = encode_pairs(pairs, tok, render)
     ref_chosen, ref_rejected = all_logps(policy, enc, pad_id, d.batch_size)  # pi_ref = the initial policy, frozen
     steps = total_steps(cfg, len(pairs))
     print(f"[harness] dpo: {len(pairs)} pairs ({json.dumps({k: v for k, v in report.items() if k != 'pairs'})}); "
@@ -190,7 +191,7 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
         t0 = time.perf_counter()
         state = {"step": step, "optimizer": optimizer.state_dict(), "elapsed": elapsed0 + time.perf_counter() - t_run,
                  "pending_metrics": pending_metrics, "pending_samples": []}
-        run.save_checkpoint(step, policy, state)
+        run.save_checkpoint(step, policy, state, tok)
         run.flush(pending_metrics, [])
         tracker.log_steps(pending_metrics)
         pending_metrics = []

@@ -68,6 +68,8 @@ def _logprobs_no_grad(model, ep, pad_id, temperature, micro):
 
 def train(cfg: RunConfig, out_dir: str | Path) -> dict:
     """Run (or resume) one training run; returns the summary written to DIR/summary.json."""
+    if cfg.objective.algorithm == "dpo":
+        raise ConfigError("objective.preset=dpo is an offline preference loss: harness.train.dpo.train_dpo runs it")
     run = RunDir(out_dir)
     _check_same_config(run, cfg)
     if run.summary_path.exists():
@@ -126,7 +128,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
                  "critic_optimizer": critic_opt.state_dict() if critic is not None else None,
                  "elapsed": elapsed0 + time.perf_counter() - t_run,
                  "pending_metrics": pending_metrics, "pending_samples": pending_samples}
-        run.save_checkpoint(step, policy, state)
+        run.save_checkpoint(step, policy, state, tok)
         run.flush(pending_metrics, pending_samples)
         tracker.log_steps(pending_metrics)
         pending_metrics, pending_samples = [], []

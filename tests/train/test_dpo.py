@@ -16,10 +16,10 @@ from harness.train.dpo import train_dpo
 from harness.train.dpo_pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
 from harness.train.warmstart import ensure_warm_start
 
-CONFIG = "experiments/runs/dpo.yaml"
+CONFIG = "experiments/runs/dpo.yaml"  # its warm start is the smoke config's (shared cache, tests/conftest.py)
 FAST = [
-    "warm_start.steps=150", "rollout.max_new_tokens=40", "train.lr=2e-4", "train.checkpoint_every=2",
-    "dpo.num_prompts=32", "dpo.samples_per_prompt=8", "dpo.batch_size=4", "dpo.epochs=10", "dpo.max_steps=4",
+    "rollout.max_new_tokens=40", "train.lr=2e-4", "train.checkpoint_every=2",
+    "dpo.num_prompts=16", "dpo.samples_per_prompt=8", "dpo.batch_size=4", "dpo.epochs=10", "dpo.max_steps=4",
     "eval.every=2", "eval.num_prompts=8", "eval.n_samples=4", "eval.ks=[1,4]", "tracking.mlflow=false",
 ]
 
