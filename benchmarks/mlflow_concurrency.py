@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,11 +30,15 @@ EXPERIMENT = "concurrency-bench"
 
 
 def _writer(idx: int, uri: str, root: str, steps: int, n_metrics: int, flush_every: int,
-            barrier, out_q) -> None:
+            barrier, out_q, no_retry: bool = False) -> None:
     import mlflow  # noqa: F401  (imported before the clock starts)
     from mlflow.tracking import MlflowClient  # noqa: F401
 
+    import harness.tracking.mlflow_tracker as mt
     from harness.tracking import MlflowTracker
+
+    if no_retry:  # the tracker without its sqlite-lock retry (the A/B of retry_locked)
+        mt.retry_locked = lambda fn, *a, **kw: fn(*a, **kw)
 
     run_dir = Path(root) / f"run_{idx:02d}"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -120,7 +122,7 @@ def count(uri: str, results: list[dict], steps: int, n_metrics: int) -> dict:
 
 
 def bench(backend: str, writers: int, steps: int, n_metrics: int, flush_every: int, server_workers: int,
-          keep: bool) -> dict:
+          keep: bool, no_retry: bool = False) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix=f"mlflow-bench-{backend}-"))
     server = None
     try:
@@ -134,7 +136,7 @@ def bench(backend: str, writers: int, steps: int, n_metrics: int, flush_every: i
         q = ctx.Queue()
         barrier = ctx.Barrier(writers + 1)
         procs = [ctx.Process(target=_writer, args=(i, uri, str(workdir / "runs"), steps, n_metrics, flush_every,
-                                                  barrier, q)) for i in range(writers)]
+                                                  barrier, q, no_retry)) for i in range(writers)]
         for p in procs:
             p.start()
         barrier.wait()  # every writer has imported mlflow
@@ -146,7 +148,7 @@ def bench(backend: str, writers: int, steps: int, n_metrics: int, flush_every: i
         wall = wall_all
         counts = count(uri, results, steps, n_metrics)
         errors = [e for r in results for e in r["errors"]]
-        return {"backend": backend, "writers": writers, "steps": steps, "metrics_per_step": n_metrics,
+        return {"backend": backend + ("(no retry)" if no_retry else ""), "writers": writers, "steps": steps, "metrics_per_step": n_metrics,
                 "expected_points": writers * steps * n_metrics, **counts, "errors": len(errors),
                 "lock_retries": sum(r.get("lock_retries", 0) for r in results),
                 "error_examples": errors[:3], "wall_seconds": round(wall, 2),
@@ -170,13 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flush-every", type=int, default=5, help="steps per log_steps call (the trainer's checkpoint_every)")
     ap.add_argument("--server-workers", type=int, default=1)
     ap.add_argument("--keep", action="store_true", help="keep the temporary stores")
+    ap.add_argument("--no-retry", action="store_true", help="disable the tracker's sqlite-lock retry (A/B)")
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args(argv)
     backends = ["sqlite", "server"] if args.backend == "both" else [args.backend]
     out = []
     for b in backends:
         print(f"[bench] {b}: {args.writers} writers x {args.steps} steps x {args.metrics} metrics", flush=True)
-        res = bench(b, args.writers, args.steps, args.metrics, args.flush_every, args.server_workers, args.keep)
+        res = bench(b, args.writers, args.steps, args.metrics, args.flush_every, args.server_workers, args.keep,
+                    args.no_retry)
         print(json.dumps(res, indent=2), flush=True)
         out.append(res)
     print("\nbackend  writers  expected  lost  duplicated  dup_runs  errors  retries  wall_s  create_s  log_s  points/s")

@@ -31,6 +31,11 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
         assert key in step0 and math.isfinite(step0[key]), (preset, key, step0.get(key))
     assert step0["adv/abs_mean"] > 0, f"{preset}: no learning signal in the test batch"
     assert "eval/pass_at_1" in records[-1] and "eval/pass_at_1" in step0
+    if preset == "grpo":  # the final checkpoint loads on its own for `harness eval RUN_DIR`
+        from harness.train.final_eval import eval_run
+
+        result = eval_run(tmp_path / "run", n_samples=2, num_prompts=4)
+        assert 0.0 <= result["eval/pass_at_1"] <= 1.0 and (tmp_path / "run" / "eval.json").exists()
 
 
 def test_tiny_moe_trains(fast_config, tmp_path):
