@@ -144,13 +144,17 @@ def t_interval(values: list[float]) -> tuple[float, float]:
     return m, float(t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
 
 
-def curves(cells: list[dict], key: str) -> dict[str, dict]:
+def curves(cells: list[dict], key: str, relative: bool = False) -> dict[str, dict]:
     """variant -> {steps, mean, half, n}: a metric vs step, mean and 95% CI over the variant's seeds
-    (only steps that every seed has)."""
+    (only steps that every seed has). relative: each seed's curve minus its first value (a paired
+    change, which removes per-seed offsets such as a seed-dependent eval set)."""
     by_variant: dict[str, list[dict[int, float]]] = {}
     for c in cells:
         series = {int(r["step"]): float(r[key]) for r in read_jsonl(Path(c["run_dir"]) / "metrics.jsonl")
                   if key in r and r[key] is not None and math.isfinite(float(r[key]))}
+        if series and relative:
+            first = series[min(series)]
+            series = {st: v - first for st, v in series.items()}
         if series:
             by_variant.setdefault(c.get("variant") or "all", []).append(series)
     out = {}
@@ -189,13 +193,21 @@ def generic_figures(study_dir: str | os.PathLike, out_dir: str | os.PathLike) ->
     n_seeds = len(study.get("seeds", [])) or "?"
     paths = []
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     _plot(ax, curves(cells, "eval/pass_at_1"))
     ax.set_xlabel("training step (policy iterations)")
     ax.set_ylabel("held-out pass@1 (fraction of prompts, unbiased estimator)")
-    ax.set_title(f"{name}: eval pass@1 vs step by {axes}\nmean over {n_seeds} seed(s), shaded = 95% t-interval", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.set_title("pass@1", fontsize=10)
+    _plot(ax2, curves(cells, "eval/pass_at_1", relative=True))
+    ax2.axhline(0, color="k", lw=0.8)
+    ax2.set_xlabel("training step (policy iterations)")
+    ax2.set_ylabel("pass@1 minus the same seed's step-0 pass@1")
+    ax2.set_title("change since step 0 (paired per seed)", fontsize=10)
+    for a in (ax, ax2):
+        a.grid(alpha=0.3)
+    ax2.legend(fontsize=7)
+    fig.suptitle(f"{name}: held-out pass@1 vs training step by {axes}; "
+                 f"mean over {n_seeds} seed(s), shaded = 95% t-interval", fontsize=11)
     fig.tight_layout()
     paths.append(out_dir / "eval_pass_at_1.png")
     fig.savefig(paths[-1], dpi=120)

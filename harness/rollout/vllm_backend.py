@@ -260,7 +260,8 @@ class VLLMBackend(RolloutBackend):
         # one (E, 2I, H) tensor; vLLM's loader expects the per-expert checkpoint keys)
         state = revert_weight_conversion(model, model.state_dict())
         if self.in_process:
-            self.llm.collective_rpc("harness_reload_weights", kwargs={"weights": list(state.items())})
+            with self._engine_threads():  # the reload re-packs weights with torch ops, in this process
+                self.llm.collective_rpc("harness_reload_weights", kwargs={"weights": list(state.items())})
         else:
             if self._shm is None:
                 base = "/dev/shm" if os.path.isdir("/dev/shm") else None
