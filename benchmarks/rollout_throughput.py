@@ -57,7 +57,7 @@ def _timed_generate(backend, prompts, G, tokens, seed=0):
     return batch, dt, float(batch.response_mask.sum())
 
 
-def bench(name: str, backends: list[str], dtype: str) -> dict:
+def bench(name: str, backends: list[str], dtype: str, max_num_seqs: int = 256) -> dict:
     from harness.models import build_model
     from harness.rollout.hf import HFBackend
     from harness.train.logprobs import response_logprobs
@@ -76,7 +76,7 @@ def bench(name: str, backends: list[str], dtype: str) -> dict:
 
         cfg = types.SimpleNamespace(dtype=dtype, gpu_memory_utilization=0.3, router_noise=0.0)
         t0 = time.perf_counter()
-        be = VLLMBackend(model, tok, cfg, verify_first=0, verify_every=0)
+        be = VLLMBackend(model, tok, cfg, verify_first=0, verify_every=0, max_num_seqs=max_num_seqs)
         res["vllm_start_seconds"] = time.perf_counter() - t0
         try:
             res["probe_delta_start"] = be.verify_sync(model, tol=float("inf"))
@@ -111,13 +111,14 @@ def main() -> None:
     ap.add_argument("--models", default="tiny-dense,smollm2-135m", help=f"comma list of {list(CASES)}")
     ap.add_argument("--backends", default="hf,vllm")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="vLLM engine dtype")
+    ap.add_argument("--max-num-seqs", type=int, default=256, help="vLLM: sequences decoded together")
     ap.add_argument("--threads", type=int, default=None, help="torch threads for the hf side (default: torch's)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"[bench] cpu_count={os.cpu_count()} loadavg={os.getloadavg()}", flush=True)
     for name in args.models.split(","):
-        res = bench(name, args.backends.split(","), args.dtype)
+        res = bench(name, args.backends.split(","), args.dtype, args.max_num_seqs)
         res["loadavg_after"] = os.getloadavg()
         print(json.dumps(res, indent=1), flush=True)
 

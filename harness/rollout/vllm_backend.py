@@ -30,11 +30,20 @@ Process-global side effects of an in-process vLLM and how they are contained:
   trainer's thread count is restored afterwards.
 - vLLM's CPU OpenMP auto-binding would pin the process to cores: it is disabled
   (`VLLM_CPU_OMP_THREADS_BIND=nobind`) unless the user set it.
-- On CPU, `gpu_memory_utilization` is the share of RAM vLLM may use, and the KV cache is
-  that share MINUS the resident memory of the whole (trainer) process at start.
+- On CPU the KV cache is sized explicitly (`kv_cache_bytes`: max_num_seqs full sequences,
+  capped at vLLM's budget = gpu_memory_utilization x RAM - resident memory of this process),
+  not vLLM's default (the whole budget plus a warm-up forward).
+
+vLLM 0.32 CPU quirks handled here (each one measured, each one covered by a test):
+- in-place reload leaves MoE expert weights unpacked -> re-pack (vllm_worker.py);
+- a tied lm_head keeps a packed copy refreshed only by "lm_head.weight" -> always sent;
+- seeded requests crash when chunked prefill splits a prompt -> chunked prefill off.
+
+rollout.router_noise > 0 (MoE): N(0, sigma^2) noise on every router's logits in the engine
+only (forward hooks on vLLM's gates), a controlled rollout/train mismatch.
 
 Out-of-process engine (`VLLM_ENABLE_V1_MULTIPROCESSING=1` set by the user) also works:
-weights then travel as a safetensors folder under /dev/shm (one write + one read per sync).
+weights then travel as a safetensors file under /dev/shm (one write + one read per sync).
 """
 from __future__ import annotations
 
@@ -55,9 +64,13 @@ from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
 ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 WORKER_EXTENSION = "harness.rollout.vllm_worker.HarnessWorkerExtension"
 PROBE_TEXT = "Probe 12+34=46; 7*8=56. The quick brown fox jumps over the lazy dog."
-# max |dlogp| between engine and trainer on the probe. Measured on CPU: fp32 ~5e-7
-# (tiny-dense, tiny-moe) and ~1e-5 (SmolLM2-135M); bf16 ~0.05-0.2 (rounding of every weight).
-DEFAULT_TOL = {"float32": 1e-3, "bfloat16": 0.5}
+# Default max |dlogp| allowed between engine and (fp32) trainer on the probe. Measured on
+# CPU, right after a sync: fp32 5e-7 (tiny-dense, tiny-moe), 3-4e-5 (SmolLM2-135M), while ONE
+# unsynced Adam step (lr 1e-4) moves it by 0.06 (tiny-dense) and 0.45 (SmolLM2): fp32 catches
+# a single missed sync. A bf16 engine differs from the fp32 trainer by rounding alone by
+# 0.004-0.012 (tiny) and 0.15-0.42 (SmolLM2), so in bf16 the check only catches gross failures
+# (a broken reload, many missed steps); pass verify_tol to tighten it for a given model.
+DEFAULT_TOL = {"float32": 1e-3, "bfloat16": 1.0}
 
 
 def kv_cache_bytes(config, dtype: str, max_model_len: int, max_num_seqs: int, memory_share: float) -> int | None:
@@ -81,6 +94,23 @@ def kv_cache_bytes(config, dtype: str, max_model_len: int, max_num_seqs: int, me
 
     budget = int(memory_share * psutil.virtual_memory().total) - psutil.Process().memory_info().rss
     return max(min(need, budget), per_token * max_model_len)  # at least one full sequence
+
+
+def checkpoint_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The trainer's weights under checkpoint names, as vLLM's loader expects them.
+
+    - transformers 5 fuses MoE experts into (E, 2I, H) tensors: `revert_weight_conversion`
+      (what save_pretrained uses) gives back the per-expert checkpoint keys.
+    - tied embeddings: vLLM's CPU lm_head GEMM keeps its own packed copy of the embedding
+      matrix, refreshed by the reload only when "lm_head.weight" is in the stream
+      (measured: without it the probe is off by ~0.5-0.9), so the key is always sent.
+    """
+    from transformers.core_model_loading import revert_weight_conversion
+
+    state = revert_weight_conversion(model, model.state_dict())
+    if "lm_head.weight" not in state and getattr(model.config, "tie_word_embeddings", False):
+        state["lm_head.weight"] = model.get_input_embeddings().weight
+    return state
 
 
 class WeightSyncError(RuntimeError):
@@ -254,19 +284,22 @@ class VLLMBackend(RolloutBackend):
     @torch.no_grad()
     def push_weights(self, model: torch.nn.Module) -> None:
         """The sync itself, without the check: checkpoint-format state dict -> engine."""
-        from transformers.core_model_loading import revert_weight_conversion
-
-        # trainer names -> checkpoint names (e.g. transformers 5 fuses MoE experts into
-        # one (E, 2I, H) tensor; vLLM's loader expects the per-expert checkpoint keys)
-        state = revert_weight_conversion(model, model.state_dict())
+        state = checkpoint_state(model)
         if self.in_process:
             with self._engine_threads():  # the reload re-packs weights with torch ops, in this process
                 self.llm.collective_rpc("harness_reload_weights", kwargs={"weights": list(state.items())})
         else:
+            from safetensors.torch import save_file
+
             if self._shm is None:
                 base = "/dev/shm" if os.path.isdir("/dev/shm") else None
                 self._shm = tempfile.mkdtemp(prefix="harness-vllm-sync-", dir=base)
-            model.save_pretrained(self._shm)
+            seen, flat = set(), {}
+            for k, v in state.items():  # safetensors refuses tensors that share storage (ties)
+                v = v.detach().to("cpu").contiguous()
+                flat[k] = v.clone() if v.untyped_storage().data_ptr() in seen else v
+                seen.add(v.untyped_storage().data_ptr())
+            save_file(flat, os.path.join(self._shm, "model.safetensors"))
             self.llm.collective_rpc("harness_reload_weights", kwargs={"folder": self._shm})
         self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from conftest import SHIPPED_STUDIES, clean_env, job_counts, snakemake_cmd
+from study_helpers import SHIPPED_STUDIES, clean_env, job_counts, snakemake_cmd
 
 # cells at the smoke scale (1 seed each) and warm starts (one per model x task x SFT settings)
 EXPECTED = {
@@ -24,7 +24,7 @@ def dry_runs(tmp_path_factory):
     # not quiet: the job blocks show the resources each sbatch call would get
     jobs["slurm:length_bias:gpu"] = ["--profile", "profiles/slurm", "--config", "study=length_bias", "scale=gpu"]
     jobs["configfile:demo"] = ["--quiet", "rules", "--configfile", "experiments/demo.yaml", "--config", "scale=smoke"]
-    from conftest import REPO
+    from study_helpers import REPO
 
     procs = {}
     for key, args in jobs.items():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, clean_env, run, snakemake_cmd
+from study_helpers import REPO, clean_env, run, snakemake_cmd
 
 pytestmark = pytest.mark.slow
 
