@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-all mlflow-ui clean-venv
+.PHONY: venv demo test test-all mlflow-ui clean-venv bench bench-venv
 
 venv: $(STAMP)
 
@@ -37,6 +37,25 @@ test: venv
 # Includes the slow end-to-end tests (marked `slow`).
 test-all: venv
 	$(VPY) -m pytest -q -m "slow or not slow" $(PYTEST_ARGS)
+
+# Benchmark: GRPO step-time breakdown (ours, hf + vllm) and the same workload in TRL (harness/bench/,
+# benchmarks/README.md). TRL is benchmark-only: requirements-bench.txt, installed once against the
+# runtime pins (the install fails if it would change any package already in the venv).
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_ARGS ?=
+
+bench-venv: $(BENCH_STAMP)
+
+$(BENCH_STAMP): $(STAMP) requirements-bench.txt requirements.txt
+	$(VPY) -m pip freeze > $(VENV)/.freeze-before-bench
+	$(VPY) -m pip install -q -c requirements.txt -r requirements-bench.txt
+	@if $(VPY) -m pip freeze | diff $(VENV)/.freeze-before-bench - | grep '^<'; then \
+		echo "requirements-bench.txt changed the packages above; fix its pins"; exit 1; fi
+	$(VPY) -W ignore -c "import transformers, trl, datasets; print('bench ok: trl', trl.__version__, 'transformers', transformers.__version__)"
+	@touch $@
+
+bench: $(BENCH_STAMP)
+	$(VENV)/bin/harness bench $(BENCH_ARGS)
 
 mlflow-ui: venv
 	$(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///results/mlflow.db

@@ -7,6 +7,8 @@
     harness grid STUDY [--scale S] --list | --write-configs DIR   expand a study's grid (harness/study.py)
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
+    harness bench [--models M,..] [--backends hf,vllm] [--steps S] [--threads T] [--trl|--no-trl]
+                                                         GRPO step-time breakdown, ours vs TRL (harness/bench/)
 """
 from __future__ import annotations
 
@@ -46,12 +48,17 @@ def main(argv: list[str] | None = None) -> int:
 
     _study_cli.add_commands(sub)
     # --- end experiment layer ---
+    from harness.bench import cli as _bench_cli
+
+    _bench_cli.add_command(sub)
 
     args = parser.parse_args(argv)
     # --- experiment layer ---
     if args.command in _study_cli.COMMANDS:
         return _study_cli.run(args)
     # --- end experiment layer ---
+    if args.command == "bench":
+        return _bench_cli.run(args)
     if args.command == "eval":
         import json
 

@@ -77,6 +77,9 @@ class TrainSection(_Section):
     checkpoint_every: int = Field(5, ge=1, description="checkpoint (and flush metrics) every N steps")
     samples_to_log: int = Field(8, ge=0, description="completions written to samples.jsonl per step")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None = torch default)")
+    grad_share_every: int = Field(0, ge=0, description="every N steps, measure the gradient-norm share of the extreme "
+                                  "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
+                                  "harness/train/group_stats.py); 0 = off")
 
 
 class EvalSection(_Section):
@@ -85,6 +88,8 @@ class EvalSection(_Section):
     n_samples: int = Field(8, ge=1, description="samples per prompt for pass@k")
     ks: list[int] = Field(default_factory=lambda: [1, 8])
     temperature: float = Field(1.0, gt=0)
+    seed: int = Field(0, description="seed of the held-out prompt set: the same prompts for every run seed and "
+                      "every cell, so runs are compared (and paired across seeds) on one set")
 
     @model_validator(mode="after")
     def _ks_fit(self) -> "EvalSection":
@@ -166,7 +171,23 @@ class RunConfig(_Section):
             raise ValueError(f"objective.overlong_buffer={o.overlong_buffer} must be < rollout.max_new_tokens={self.rollout.max_new_tokens}")
         if self.task.name not in _task_names():
             raise ValueError(f"task.name={self.task.name!r} is unknown; allowed: {sorted(_task_names())}")
+        self._moe_knobs()
         return self
+
+    def _moe_knobs(self) -> None:
+        """Routing replay needs the rollout's expert choices (recorded by the hf backend only)
+        and, like router noise, an MoE model; checked before any model loads."""
+        o, r = self.objective, self.rollout
+        if o.routing_replay and r.backend == "vllm":
+            raise ValueError("objective.routing_replay=true is impossible with rollout.backend=vllm (the vLLM engine "
+                             "does not return its expert choices); use rollout.backend=hf or routing_replay=false")
+        moe = _declared_moe(self.model.name)
+        if moe is False and o.routing_replay:
+            raise ValueError(f"objective.routing_replay=true needs an MoE model; model.name={self.model.name!r} is dense "
+                             "(use tiny-moe or an MoE folder)")
+        if moe is False and r.router_noise > 0:
+            raise ValueError(f"rollout.router_noise={r.router_noise} needs an MoE model; model.name={self.model.name!r} "
+                             "is dense (use tiny-moe or an MoE folder, or router_noise=0)")
 
     @field_validator("model")
     @classmethod
@@ -180,6 +201,21 @@ class RunConfig(_Section):
     def to_dict(self) -> dict:
         """The resolved config (every knob explicit), loadable again by load_config."""
         return self.model_dump(mode="json")
+
+
+def _declared_moe(name: str) -> bool | None:
+    """Whether model.name is a routed MoE, from its name or its folder's config.json (None: unknown)."""
+    if name in ("tiny-moe",):
+        return True
+    if name in ("tiny-dense", "smollm2-135m"):
+        return False
+    config = Path(name) / "config.json"
+    if config.is_file():
+        import json
+
+        c = json.loads(config.read_text())
+        return any(isinstance(c.get(k), int) and c[k] > 1 for k in ("num_local_experts", "num_experts", "n_routed_experts"))
+    return None
 
 
 def _task_names() -> set[str]:

@@ -9,7 +9,8 @@ Where the routing lives: every MoE layer `model.model.layers[i].mlp` holds a rou
 `.mlp.experts` then mix exactly the experts in `top_k_index` with `top_k_weights`.
 So reading routing = `model(..., output_router_logits=True).router_logits` (a tuple of
 L tensors (B*T, E)), and replaying routing = a forward hook on each `.gate` that
-replaces the returned indices (this module's `replay_routing`).
+replaces the returned indices (this module's `replay_routing`). `noisy_routing` perturbs the
+router logits the same way (rollout-only noise, `rollout.router_noise`).
 """
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ def replay_routing(model: nn.Module, choices: torch.Tensor) -> Iterator[None]:
     the router renormalises), so gradients keep reaching the router; only the discrete
     choice is frozen. `output_router_logits` still reports the current, unforced logits.
     Meant for full-sequence (training) forwards: the B*T of the forward must match.
+    A token whose choices hold a negative id (no recorded routing there, e.g. padding)
+    keeps the router's own choice. The hooks run before any other forward hook of the
+    router, so a `record_routing` active around the block records the forced choices.
     """
     gates = routers(model)
     if choices.dim() != 4 or choices.shape[0] != len(gates):
@@ -58,15 +62,17 @@ def replay_routing(model: nn.Module, choices: torch.Tensor) -> Iterator[None]:
             idx = forced.reshape(-1, forced.shape[-1]).to(device=logits.device, dtype=index.dtype)
             if idx.shape != index.shape:
                 raise ValueError(f"replayed choices {tuple(idx.shape)} != router's (B*T, k) {tuple(index.shape)}")
+            own = (idx < 0).any(dim=-1, keepdim=True)  # (B*T, 1): no recorded choice -> router's own
+            idx = torch.where(own, index, idx)
             probs = torch.softmax(logits.float(), dim=-1)  # (B*T, E)
             w = probs.gather(-1, idx)  # (B*T, k)
             if getattr(module, "norm_topk_prob", True):  # Mixtral always renormalises
                 w = w / w.sum(dim=-1, keepdim=True)
-            return logits, w.to(weights.dtype), idx
+            return logits, torch.where(own, weights, w.to(weights.dtype)), idx
 
         return hook
 
-    handles = [g.register_forward_hook(make_hook(choices[i])) for i, g in enumerate(gates)]
+    handles = [g.register_forward_hook(make_hook(choices[i]), prepend=True) for i, g in enumerate(gates)]
     try:
         yield
     finally:
@@ -87,6 +93,39 @@ def record_routing(model: nn.Module) -> Iterator[list[list[torch.Tensor]]]:
     ]
     try:
         yield calls
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextmanager
+def noisy_routing(model: nn.Module, sigma: float, seed: int) -> Iterator[None]:
+    """Inside the block, every router picks its top-k experts from `logits + eps`,
+    eps ~ N(0, sigma^2) drawn per token and expert from a generator seeded with `seed`
+    (a controlled rollout/train routing mismatch: `rollout.router_noise`).
+
+    The mixing weights become the (renormalised, as the router does) softmax of the noisy
+    logits at the chosen experts, and the noisy logits are returned in place of the clean
+    ones. Like `replay_routing`, the hooks run before other router hooks, so a
+    `record_routing` around the block records the noisy choices.
+    """
+    gates = routers(model)
+    if sigma <= 0 or not gates:
+        yield
+        return
+    gen = torch.Generator(device=gates[0].weight.device).manual_seed(seed)
+
+    def hook(module, args, output):
+        logits, weights, index = output
+        noisy = logits.float() + sigma * torch.randn(logits.shape, generator=gen, device=logits.device)  # (N, E)
+        top, idx = torch.softmax(noisy, dim=-1).topk(index.shape[-1], dim=-1)  # (N, k)
+        if getattr(module, "norm_topk_prob", True):
+            top = top / top.sum(dim=-1, keepdim=True)
+        return noisy.to(logits.dtype), top.to(weights.dtype), idx.to(index.dtype)
+
+    handles = [g.register_forward_hook(hook, prepend=True) for g in gates]
+    try:
+        yield
     finally:
         for h in handles:
             h.remove()

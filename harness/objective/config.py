@@ -139,6 +139,10 @@ class ObjectiveConfig(BaseModel):
     dpo_loss_type: Literal["sigmoid", "ipo"] = Field(
         "sigmoid", description="sigmoid: -log sigma(z) (DPO); ipo: (z/beta - 1/(2 beta))^2 (IPO, no overfitting)"
     )
+    dpo_sft_coef: NonNeg = Field(
+        0.0, description="RPO (Pang et al. 2404.19733): + alpha * NLL of the chosen response per token; "
+        "counters likelihood displacement; 0 = plain DPO/IPO"
+    )
 
     # ------------------------------------------------------------------ construction
     @model_validator(mode="before")

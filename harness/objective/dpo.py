@@ -21,12 +21,15 @@ def dpo_loss(
     pol_rejected: torch.Tensor,
     ref_chosen: torch.Tensor,
     ref_rejected: torch.Tensor,
+    chosen_lengths: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss, metrics), mean over the B pairs.
 
         h = (pi_c - ref_c) - (pi_r - ref_r),  z = beta * h
         sigmoid: -log sigma(z)                                   (DPO 2305.18290 Eq. 7)
         ipo:     (z/beta - 1/(2 beta))^2 = (h - 1/(2 tau))^2      (IPO 2310.12036 empirical loss, tau = beta)
+        + dpo_sft_coef * (-pi_c / |y_c|)                          (RPO 2404.19733 Eq. 3: NLL of the chosen
+                                                                   response per token; needs chosen_lengths (B,))
     Metrics: rewards/chosen = mean beta(pi_c - ref_c), rewards/rejected = mean beta(pi_r - ref_r),
     rewards/margin = mean of their difference, rewards/accuracy = share of pairs with
     chosen reward > rejected reward, logps/chosen, logps/rejected (mean raw policy log-probs:
@@ -47,6 +50,12 @@ def dpo_loss(
     else:  # pragma: no cover - the config's Literal forbids it
         raise ValueError(f"unknown dpo_loss_type {cfg.dpo_loss_type!r}; allowed: ['sigmoid', 'ipo']")
     loss = losses.mean()
+    nll = None
+    if cfg.dpo_sft_coef > 0:
+        if chosen_lengths is None or tuple(chosen_lengths.shape) != tuple(pol_chosen.shape):
+            raise ValueError("dpo_sft_coef > 0 needs chosen_lengths (B,): the token count of each chosen response")
+        nll = (-pol_chosen / chosen_lengths.to(pol_chosen.dtype)).mean()  # RPO: -log pi(y_c|x) / |y_c|
+        loss = loss + cfg.dpo_sft_coef * nll
     with torch.no_grad():
         r_c, r_r = beta * chosen, beta * rejected
         metrics = {
@@ -56,6 +65,8 @@ def dpo_loss(
             "rewards/accuracy": float((r_c > r_r).to(torch.float64).mean()),
             "logps/chosen": float(pol_chosen.mean()),
             "logps/rejected": float(pol_rejected.mean()),
-            "loss/dpo": float(loss),
+            "loss/dpo": float(losses.mean()),
         }
+        if nll is not None:
+            metrics["loss/sft"] = float(nll)
     return loss, metrics

@@ -9,7 +9,7 @@ def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
     if rollout_cfg.backend == "hf":
         from harness.rollout.hf import HFBackend
 
-        return HFBackend(model, tokenizer)
+        return HFBackend(model, tokenizer, dtype=rollout_cfg.dtype, router_noise=rollout_cfg.router_noise)
     if rollout_cfg.backend == "vllm":
         from harness.rollout.vllm_backend import VLLMBackend
 

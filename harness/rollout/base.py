@@ -30,7 +30,10 @@ class RolloutBatch:
         distribution (after temperature), 0 on padding.
     truncated: (B,) bool, True when generation hit max_new_tokens without EOS.
     texts: B decoded responses (special tokens stripped).
-    extras: backend-specific tensors (e.g. "router_choices" for MoE routing replay).
+    extras: per-row tensors (first dim B) a backend adds. "routing": (B, S, L, k) long, the
+        experts each of the L MoE layers chose for every token during generation, in the
+        training forward's layout (prompt at positions [0, P_i), response token t at P_i + t;
+        see harness.rollout.hf.assemble_routing), -1 where nothing was routed (hf backend, MoE).
     """
 
     prompt_ids: list[list[int]]

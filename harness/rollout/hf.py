@@ -1,14 +1,30 @@
 """`rollout.backend=hf`: transformers `generate` on the training module itself.
 
-The policy is shared with the trainer, so weight sync is a no-op. Sampler log-probs come
-from the processed scores (after temperature / top-p), i.e. the distribution the tokens
-were actually drawn from.
+Sampler log-probs come from the processed scores (after temperature / top-p), i.e. the
+distribution the tokens were actually drawn from.
+
+Rollout/train mismatch knobs (SCIENCE.md (c)):
+- `rollout.dtype` different from the policy's dtype (bfloat16 rollout, float32 training):
+  generation runs on a copy of the policy in that dtype, kept here and refreshed by
+  `sync_weights` after every update. Otherwise the policy module itself generates and
+  weight sync is a no-op.
+- `rollout.router_noise` = sigma > 0 (MoE only): N(0, sigma^2) noise on every router's
+  logits during generation (harness.models.moe.noisy_routing), seeded from the rollout
+  seed. Evaluation generates through the same backend, so it sees the same engine.
+On an MoE model the expert choices made during generation are recorded and returned as
+`extras["routing"]` (see `assemble_routing`), for routing replay and router metrics.
 """
 from __future__ import annotations
 
+import copy
+from contextlib import ExitStack
+
 import torch
 
+from harness.models.moe import noisy_routing, record_routing, routers
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,13 +38,64 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
     return ids, att
 
 
+def assemble_routing(calls: list[list[torch.Tensor]], prompt_lens: torch.Tensor, resp_lens: torch.Tensor,
+                     prompt_width: int, resp_width: int) -> torch.Tensor:
+    """Expert choices recorded during one cached `generate` -> per-row routing in the
+    layout of the TRAINING forward (harness.train.logprobs.pack: prompt at positions
+    [0, P_i), response token t at P_i + t, right padding).
+
+    calls: per MoE layer (L), the router's (N, k) indices of each forward of generate:
+        the left-padded prefill (b * prompt_width rows), then one (b, k) per decoding step;
+        decoding step c (c >= 1) feeds response token c - 1.
+    prompt_lens, resp_lens: (b,) P_i and response tokens n_i (EOS included).
+    Returns (b, prompt_width + resp_width, L, k) long; -1 where nothing was routed
+    (padding, positions >= P_i + n_i, and the last response token when no forward ran on it).
+    """
+    b = len(prompt_lens)
+    k = calls[0][0].shape[-1]
+    for layer in calls:
+        if layer[0].shape[0] != b * prompt_width or any(x.shape[0] != b for x in layer[1:]):
+            raise ValueError(f"unexpected routing record: prefill {tuple(layer[0].shape)}, decode "
+                             f"{sorted({tuple(x.shape) for x in layer[1:]})} for b={b}, prompt width {prompt_width}")
+    # (b, W, L, k) in the left-padded generation layout, W = prompt_width + decoding steps
+    seq = torch.stack([torch.cat([layer[0].view(b, prompt_width, k), *(x.view(b, 1, k) for x in layer[1:])], dim=1)
+                       for layer in calls], dim=2)
+    W, S = seq.shape[1], prompt_width + resp_width
+    pos = torch.arange(S).unsqueeze(0)  # (1, S) position in the training layout
+    src = pos + (prompt_width - prompt_lens).unsqueeze(1)  # (b, S) same token in the generation layout
+    valid = (src < W) & (pos < (prompt_lens + resp_lens).unsqueeze(1))
+    out = seq.gather(1, src.clamp(max=W - 1)[:, :, None, None].expand(-1, -1, seq.shape[2], k))
+    return torch.where(valid[:, :, None, None], out.long(), torch.full_like(out, -1, dtype=torch.long))
+
+
 class HFBackend(RolloutBackend):
-    def __init__(self, model, tokenizer, max_batch: int = 256):
+    """dtype: None or "float32" | "bfloat16" (the rollout engine's precision); router_noise:
+    std of the noise on router logits during generation (MoE only)."""
+
+    def __init__(self, model, tokenizer, max_batch: int = 256, dtype: str | None = None, router_noise: float = 0.0):
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch = max_batch
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_id = tokenizer.eos_token_id
+        self.moe = bool(routers(model))
+        if router_noise > 0 and not self.moe:
+            raise ValueError(f"rollout.router_noise={router_noise} needs an MoE model (this one has no routers)")
+        self.router_noise = float(router_noise)
+        if dtype is not None and dtype not in DTYPES:
+            raise ValueError(f"rollout.dtype={dtype!r} is unknown; allowed: {list(DTYPES)}")
+        # a separate engine copy only when its precision differs from the policy's
+        self.engine = model
+        if dtype is not None and DTYPES[dtype] != model.dtype:
+            self.engine = copy.deepcopy(model).to(DTYPES[dtype]).eval().requires_grad_(False)
+
+    @torch.no_grad()
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Copy the policy's weights into the engine copy (cast to its dtype); no-op when shared."""
+        if self.engine is model:
+            return
+        for dst, src in zip(self.engine.parameters(), model.parameters(), strict=True):
+            dst.copy_(src)
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], group_size: int, params: SamplingParams) -> RolloutBatch:
@@ -43,20 +110,30 @@ class HFBackend(RolloutBackend):
         logp = torch.cat([pad(p[2], 0.0) for p in parts])
         truncated = torch.cat([p[3] for p in parts])
         texts = [self.tokenizer.decode(r[m.bool()].tolist(), skip_special_tokens=True) for r, m in zip(ids, mask)]
+        extras = {}
+        if self.moe:  # (B, S, L, k), S = widest prompt + response of all chunks, -1 padded
+            S = max(p[4].shape[1] for p in parts)
+            extras["routing"] = torch.cat([torch.nn.functional.pad(p[4], (0, 0, 0, 0, 0, S - p[4].shape[1]), value=-1)
+                                           for p in parts])
         return RolloutBatch(prompt_ids=rows, response_ids=ids, response_mask=mask, sampler_logp=logp,
-                            truncated=truncated, texts=texts)
+                            truncated=truncated, texts=texts, extras=extras)
 
     def _generate_chunk(self, rows: list[list[int]], params: SamplingParams, seed: int):
         input_ids, attention = left_pad(rows, self.pad_id)
         torch.manual_seed(seed)
-        was_training = self.model.training
-        self.model.eval()
-        out = self.model.generate(
-            input_ids=input_ids, attention_mask=attention, do_sample=True,
-            temperature=params.temperature, top_p=params.top_p, top_k=0,
-            max_new_tokens=params.max_new_tokens, pad_token_id=self.pad_id, eos_token_id=self.eos_id,
-            output_scores=True, return_dict_in_generate=True)
-        self.model.train(was_training)
+        model = self.engine
+        was_training = model.training
+        model.eval()
+        with ExitStack() as hooks:
+            if self.router_noise > 0:  # entered first: the recorder sees the noisy choices
+                hooks.enter_context(noisy_routing(model, self.router_noise, seed))
+            calls = hooks.enter_context(record_routing(model)) if self.moe else None
+            out = model.generate(
+                input_ids=input_ids, attention_mask=attention, do_sample=True,
+                temperature=params.temperature, top_p=params.top_p, top_k=0,
+                max_new_tokens=params.max_new_tokens, pad_token_id=self.pad_id, eos_token_id=self.eos_id,
+                output_scores=True, return_dict_in_generate=True)
+        model.train(was_training)
         resp = out.sequences[:, input_ids.shape[1]:]  # (b, T)
         scores = torch.stack(out.scores, dim=1).float()  # (b, T, V) processed logits
         logp = torch.log_softmax(scores, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
@@ -67,4 +144,7 @@ class HFBackend(RolloutBackend):
         truncated = ~is_eos.any(-1)
         logp = torch.where(mask.bool(), logp, torch.zeros_like(logp))
         resp = torch.where(mask.bool(), resp, torch.full_like(resp, self.pad_id))
-        return resp, mask, logp, truncated
+        routing = None
+        if calls is not None:
+            routing = assemble_routing(calls, attention.sum(-1), mask.sum(-1).long(), input_ids.shape[1], resp.shape[1])
+        return resp, mask, logp, truncated, routing

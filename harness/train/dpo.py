@@ -182,7 +182,7 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
         run.flush(state["pending_metrics"], [])
         tracker.log_steps(state["pending_metrics"])
 
-    eval_problems = task.problems(cfg.eval.num_prompts, seed=cfg.seed + EVAL_SEED_OFFSET, split="eval")
+    eval_problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
     pending_metrics: list[dict] = []
     t_run = time.perf_counter()
 
@@ -222,8 +222,9 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
             idx = batch_indices(cfg.seed, step, len(enc), d.batch_size)
             policy.train()
             pol_chosen, pol_rejected = sequence_logps(policy, enc, idx, pad_id)  # (B,), (B,)
+            chosen_len = torch.tensor([len(enc.chosen[i]) for i in idx], dtype=torch.float32, device=device)
             loss, metrics = dpo_loss(cfg.objective, pol_chosen, pol_rejected, ref_chosen[idx].to(device),
-                                     ref_rejected[idx].to(device))
+                                     ref_rejected[idx].to(device), chosen_lengths=chosen_len)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if tr.grad_clip:

@@ -12,6 +12,18 @@ from harness.rollout.base import RolloutBatch
 from harness.tasks.base import Problem, RewardBreakdown
 
 
+def _cat_padded(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Concatenate per-row extras along rows, padding every other dim to the widest part
+    (with -1 for integer tensors, e.g. the -1 = "not routed" of extras["routing"], else 0)."""
+    shape = [max(t.shape[d] for t in tensors) for d in range(1, tensors[0].dim())]
+    out = []
+    for t in tensors:
+        pad = [x for d in reversed(range(1, t.dim())) for x in (0, shape[d - 1] - t.shape[d])]
+        fill = 0 if t.is_floating_point() or t.dtype == torch.bool else -1
+        out.append(torch.nn.functional.pad(t, pad, value=fill) if any(pad) else t)
+    return torch.cat(out)
+
+
 @dataclass
 class Episode:
     problems: list[Problem]          # N
@@ -60,7 +72,7 @@ class Episode:
             sampler_logp=torch.cat([pad(p.rollout.sampler_logp, 0.0) for p in parts]),
             truncated=torch.cat([p.rollout.truncated for p in parts]),
             texts=[x for p in parts for x in p.rollout.texts],
-            extras={k: torch.cat([p.rollout.extras[k] for p in parts]) for k in parts[0].rollout.extras})
+            extras={k: _cat_padded([p.rollout.extras[k] for p in parts]) for k in parts[0].rollout.extras})
         return Episode([x for p in parts for x in p.problems], rb, [x for p in parts for x in p.scores],
                        torch.cat([p.rewards for p in parts]), torch.cat([p.overlong for p in parts]),
                        parts[0].group_size)

@@ -30,7 +30,7 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
     model.to("cuda" if torch.cuda.is_available() else "cpu")
     task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
                      **cfg.task.options)
-    problems = task.problems(cfg.eval.num_prompts, seed=cfg.seed + EVAL_SEED_OFFSET, split="eval")
+    problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
     backend = make_backend(cfg.rollout, model, tok)
     try:
         result = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix), problems, cfg, step=10**6)

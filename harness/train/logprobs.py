@@ -6,7 +6,11 @@ trainer's log-probs equal the sampler's (the importance ratio starts at 1).
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
+
+from harness.models.moe import replay_routing
 
 
 def pack(prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor, pad_id: int):
@@ -31,13 +35,27 @@ def pack(prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask:
     return ids, att, index
 
 
+def replay_choices(routing: torch.Tensor, width: int) -> torch.Tensor:
+    """Rollout routing (B, S, L, k) in pack's layout (RolloutBatch.extras["routing"]) ->
+    the (L, B, width, k) choices `replay_routing` forces on a packed forward of `width`
+    positions (-1, i.e. the router's own choice, where the rollout routed nothing)."""
+    if routing.shape[1] < width:
+        routing = torch.nn.functional.pad(routing, (0, 0, 0, 0, 0, width - routing.shape[1]), value=-1)
+    return routing[:, :width].permute(2, 0, 1, 3).long()
+
+
 def response_logprobs(model, prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor,
-                      pad_id: int, temperature: float = 1.0, with_entropy: bool = False, model_kwargs: dict | None = None):
+                      pad_id: int, temperature: float = 1.0, with_entropy: bool = False, model_kwargs: dict | None = None,
+                      routing: torch.Tensor | None = None):
     """logp (B, T) of the response tokens, 0 on padding; entropy (B, T) of the full
-    next-token distribution if with_entropy else None. Gradients flow unless under no_grad."""
+    next-token distribution if with_entropy else None. Gradients flow unless under no_grad.
+    routing: (B, S, L, k) expert choices to replay (MoE routing replay, R3 2510.11370), or None
+    for the model's own routing."""
     ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id)
     ids, att, index = ids.to(model.device), att.to(model.device), index.to(model.device)
-    out = model(input_ids=ids, attention_mask=att, use_cache=False, **(model_kwargs or {}))
+    replay = replay_routing(model, replay_choices(routing, ids.shape[1])) if routing is not None else nullcontext()
+    with replay:
+        out = model(input_ids=ids, attention_mask=att, use_cache=False, **(model_kwargs or {}))
     V = out.logits.shape[-1]
     logits = out.logits.gather(1, index.unsqueeze(-1).expand(-1, -1, V)).float() / temperature  # (B, T, V)
     logz = torch.logsumexp(logits, dim=-1)  # (B, T)

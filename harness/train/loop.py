@@ -15,12 +15,14 @@ import copy
 import json
 import resource
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 import yaml
 
 from harness.config import ConfigError, RunConfig, dump_config
+from harness.models.moe import routers
 from harness.objective import group_advantages
 from harness.objective.advantages import critic_advantages
 from harness.objective.kl import kl_in_reward, token_rewards_with_kl
@@ -30,9 +32,12 @@ from harness.tracking import MlflowTracker, NoOpTracker
 from harness.train.collect import collect, step_seed
 from harness.train.critic import ValueModel
 from harness.train.evaluate import evaluate
+from harness.train.group_stats import extreme_grad_share, group_records
 from harness.train.logprobs import response_logprobs
 from harness.train.metrics import rollout_metrics
+from harness.train.mismatch import MismatchStats, router_old_new
 from harness.train.policy_init import initial_policy
+from harness.train.routing import capture_routing
 from harness.train.rundir import RunDir, read_jsonl
 from harness.train.update import policy_update
 
@@ -56,12 +61,24 @@ def _check_same_config(run: RunDir, cfg: RunConfig) -> None:
 
 
 @torch.no_grad()
-def _logprobs_no_grad(model, ep, pad_id, temperature, micro):
+def _logprobs_no_grad(model, ep, pad_id, temperature, micro, routing=None, mismatch=None, loss_mask=None):
+    """(B, T) log-probs of the episode's responses under `model`. routing: (B, S, L, k) rollout
+    expert choices to replay (MoE), or None. mismatch: a MismatchStats fed with these log-probs
+    (as the old policy's) against the sampler's on `loss_mask`, and with the routing used."""
     r = ep.rollout
+    capture = mismatch is not None and bool(routers(model))
     outs = []
     for s in range(0, len(r.prompt_ids), micro):
         sl = slice(s, s + micro)
-        lp, _, _ = response_logprobs(model, r.prompt_ids[sl], r.response_ids[sl], r.response_mask[sl], pad_id, temperature)
+        with capture_routing(model) if capture else nullcontext() as calls:
+            lp, _, _ = response_logprobs(model, r.prompt_ids[sl], r.response_ids[sl], r.response_mask[sl], pad_id,
+                                         temperature, routing=routing[sl] if routing is not None else None)
+        if mismatch is not None:
+            mismatch.add_logprobs(lp, r.sampler_logp[sl].to(lp.device), loss_mask[sl])
+            if capture:
+                rr = r.extras.get("routing")
+                mismatch.add_routing(list(range(s, s + lp.shape[0])), r.prompt_ids[sl], r.response_mask[sl], calls,
+                                     rr[sl] if rr is not None else None)
         outs.append(lp)
     return torch.cat(outs)
 
@@ -113,8 +130,12 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
         run.flush(state["pending_metrics"], state["pending_samples"])
         tracker.log_steps(state["pending_metrics"])
 
+    moe = bool(routers(policy))
+    if obj.routing_replay and not moe:
+        raise ConfigError(f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} "
+                          "has no routers")
     backend = make_backend(cfg.rollout, policy, tok)
-    eval_problems = task.problems(cfg.eval.num_prompts, seed=cfg.seed + EVAL_SEED_OFFSET, split="eval")
+    eval_problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
     single_pass = tr.inner_epochs == 1 and tr.mini_batches == 1 and not obj.tis_cap
     pending_metrics, pending_samples = [], []
     t_run = time.perf_counter()
@@ -160,13 +181,20 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
             micro = tr.micro_batch_size or len(r.prompt_ids)
 
             t0 = time.perf_counter()
-            old_logp = None if single_pass else _logprobs_no_grad(policy, ep, pad_id, cfg.rollout.temperature, micro)
+            # routing replay (R3): every forward of the policy uses the rollout's expert choices
+            routing = r.extras.get("routing") if obj.routing_replay else None
+            if obj.routing_replay and routing is None:
+                raise ConfigError(f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} "
+                                  "returned no routing to replay")
+            mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
+            old_logp = None if single_pass else _logprobs_no_grad(policy, ep, pad_id, cfg.rollout.temperature, micro,
+                                                                  routing, mismatch, mask)
             ref_logp = _logprobs_no_grad(ref, ep, pad_id, cfg.rollout.temperature, micro) if ref is not None else None
             rewards = ep.rewards.to(device)
             kl_reward = obj.kl_placement == "reward" and ref_logp is not None
             cur = old_logp
             if cur is None and kl_reward:
-                cur = _logprobs_no_grad(policy, ep, pad_id, cfg.rollout.temperature, micro)
+                cur = _logprobs_no_grad(policy, ep, pad_id, cfg.rollout.temperature, micro, routing)
             extra = {}
             if critic is not None:  # PPO: per-token rewards (KL inside), GAE on the critic's values
                 with torch.no_grad():
@@ -185,9 +213,15 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
             t0 = time.perf_counter()
             batch = {"prompt_ids": r.prompt_ids, "response_ids": r.response_ids.to(device), "mask": mask,
                      "adv": adv, "old_logp": old_logp, "ref_logp": ref_logp, "rollout_logp": r.sampler_logp.to(device),
-                     **extra}
+                     "routing": r.extras.get("routing"), **extra}
+            # per-group stats -> groups.jsonl (+ grad-norm share of extreme groups): harness/train/group_stats.py
+            rec.update(group_records(ep, adv, mask, step))
+            if tr.grad_share_every and step % tr.grad_share_every == 0:
+                rec.update(extreme_grad_share(policy, batch, ep, cfg, pad_id))
             gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, 555))
-            upd = policy_update(policy, optimizer, batch, cfg, pad_id, gen, single_pass, critic, critic_opt)
+            upd = policy_update(policy, optimizer, batch, cfg, pad_id, gen, single_pass, critic, critic_opt, mismatch)
+            if moe:  # router/disagree_old_new: the updated policy's routing on the same batch
+                router_old_new(policy, batch, mismatch, pad_id, cfg.rollout.temperature, obj.routing_replay)
             backend.sync_weights(policy)
             if ref is not None and obj.ref_update_every and (step + 1) % obj.ref_update_every == 0:
                 ref.load_state_dict(policy.state_dict())  # iterative GRPO: pi_ref <- pi_theta
@@ -197,6 +231,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
             rec.update(rollout_metrics(ep))
             rec.update(coll)
             rec.update(upd)
+            rec.update(mismatch.result())
             rec["adv/abs_mean"] = float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
             rec.update({"perf/rollout_seconds": t_rollout, "perf/score_seconds": t_score,
                         "perf/update_seconds": t_update, "perf/checkpoint_seconds": last_ckpt_seconds,

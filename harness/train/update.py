@@ -6,12 +6,17 @@ micro-batches reproduces the mini-batch gradient exactly.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 
 from harness.objective import policy_loss, value_loss
 from harness.objective.aggregation import batch_denominators
+from harness.models.moe import routers
 from harness.train.logprobs import response_logprobs
 from harness.train.metrics import UpdateMetrics
+from harness.train.mismatch import MismatchStats
+from harness.train.routing import capture_routing
 
 
 def _rows(batch: dict, idx: list[int]) -> dict:
@@ -27,12 +32,19 @@ def _rows(batch: dict, idx: list[int]) -> dict:
 
 
 def policy_update(model, optimizer, batch: dict, cfg, pad_id: int, generator: torch.Generator,
-                  on_policy_single_pass: bool, critic=None, critic_optimizer=None) -> dict[str, float]:
+                  on_policy_single_pass: bool, critic=None, critic_optimizer=None,
+                  mismatch: MismatchStats | None = None) -> dict[str, float]:
     """batch: prompt_ids (B lists), response_ids (B,T), mask (B,T), adv (B,) or (B,T),
     old_logp (B,T) or None when on_policy_single_pass, ref_logp (B,T) or None, rollout_logp (B,T);
-    with a critic (PPO) also old_values (B,T) and returns (B,T).
+    with a critic (PPO) also old_values (B,T) and returns (B,T); optionally routing (B,S,L,k),
+    the rollout's expert choices, replayed in every forward when objective.routing_replay.
+    mismatch: when given with on_policy_single_pass, every forward here is the old policy's:
+    its log-probs (and, on an MoE, its routing) feed the rollout/train mismatch metrics.
     Returns step metrics (clip/*, ratio/*, kl/*, entropy, loss/*, value/*, grad/norm)."""
     obj, tr = cfg.objective, cfg.train
+    observe = mismatch is not None and on_policy_single_pass
+    capture = observe and bool(routers(model))
+    replay = obj.routing_replay and batch.get("routing") is not None
     B = batch["response_ids"].shape[0]
     mb_size = B // tr.mini_batches
     micro = tr.micro_batch_size or mb_size
@@ -50,8 +62,15 @@ def policy_update(model, optimizer, batch: dict, cfg, pad_id: int, generator: to
                 critic_optimizer.zero_grad(set_to_none=True)
             for s in range(0, mb_size, micro):
                 part = _rows(mb, list(range(s, min(s + micro, mb_size))))
-                logp, entropy, _ = response_logprobs(model, part["prompt_ids"], part["response_ids"], part["mask"],
-                                                     pad_id, cfg.rollout.temperature, with_entropy=True)
+                with capture_routing(model) if capture else nullcontext() as calls:
+                    logp, entropy, _ = response_logprobs(model, part["prompt_ids"], part["response_ids"], part["mask"],
+                                                         pad_id, cfg.rollout.temperature, with_entropy=True,
+                                                         routing=part["routing"] if replay else None)
+                if observe:  # single pass: logp is the old policy's
+                    mismatch.add_logprobs(logp, part["rollout_logp"], part["mask"])
+                    if capture:
+                        mismatch.add_routing(mb_idx[s:s + micro], part["prompt_ids"], part["mask"], calls,
+                                             part.get("routing"))
                 old = logp.detach() if on_policy_single_pass else part["old_logp"]
                 loss, metrics = policy_loss(
                     obj, logp, old, part["adv"], part["mask"], ref_logp=part["ref_logp"],

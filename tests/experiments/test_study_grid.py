@@ -36,7 +36,8 @@ def test_ids_are_stable_across_loads():
 
 def test_zip_varies_keys_together_with_arm_label():
     raw = {"zip": [{"arm": ["grpo", "gspo"], "objective.preset": ["grpo", "gspo"], "train.mini_batches": [2, 4]}],
-           "grid": {"rollout.router_noise": [0.0, 0.5]}, "seeds": [3]}
+           "grid": {"rollout.router_noise": [0.0, 0.5]}, "seeds": [3],
+           "base": {**BASE, "model": {"name": "tiny-moe"}}}  # router noise is refused on a dense model
     study, cs = cells(raw)
     assert [c.id for c in cs] == ["arm=grpo__router_noise=0.0__seed=3", "arm=grpo__router_noise=0.5__seed=3",
                                   "arm=gspo__router_noise=0.0__seed=3", "arm=gspo__router_noise=0.5__seed=3"]

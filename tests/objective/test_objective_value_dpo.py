@@ -75,6 +75,26 @@ def test_ipo_by_hand():
     assert loss.item() == pytest.approx(20.0, abs=1e-12)
 
 
+def test_rpo_sft_term_by_hand():
+    """RPO (2404.19733): DPO + alpha * mean(-pi_c / |y_c|)."""
+    cfg = ObjectiveConfig.preset("dpo", dpo_sft_coef=0.5)
+    pc = PC.clone().requires_grad_()
+    lengths = T([5.0, 3.0])
+    loss, m = dpo_loss(cfg, pc, PR, RC, RR, chosen_lengths=lengths)
+    dpo_only = (math.log1p(math.exp(-0.3)) + math.log1p(math.exp(0.1))) / 2
+    # pi_c = [-10, -5], |y_c| = [5, 3] -> NLL per token [2, 5/3] -> mean 11/6; alpha 0.5 -> + 11/12
+    assert m["loss/sft"] == pytest.approx(11 / 6, abs=1e-12)
+    assert m["loss/dpo"] == pytest.approx(dpo_only, abs=1e-12)
+    assert loss.item() == pytest.approx(dpo_only + 11 / 12, abs=1e-12)
+    # the SFT term adds -alpha / (B |y_c|) to d loss / d pi_c
+    (g,) = torch.autograd.grad(loss, pc)
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    expected = [-0.1 * sig(-0.3) / 2 - 0.5 / (2 * 5), -0.1 * sig(0.1) / 2 - 0.5 / (2 * 3)]
+    torch.testing.assert_close(g, T(expected), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="chosen_lengths"):
+        dpo_loss(cfg, PC, PR, RC, RR)
+
+
 def test_dpo_shapes():
     with pytest.raises(ValueError, match="same B"):
         dpo_loss(ObjectiveConfig.preset("dpo"), PC, PR[:1], RC, RR)

@@ -75,7 +75,10 @@ def test_dpo_steps_move_the_policy_and_grow_the_margin(dpo_run):
                     "logps/chosen", "logps/rejected", "perf/step_seconds", "perf/elapsed_seconds"):
             assert key in r and math.isfinite(r[key]), (r["step"], key, r.get(key))
     assert abs(train_recs[0]["rewards/margin"]) < 1e-4  # step 0: policy == reference
-    assert train_recs[0]["loss/policy"] == pytest.approx(math.log(2), abs=1e-4)
+    assert train_recs[0]["loss/dpo"] == pytest.approx(math.log(2), abs=1e-4)  # -log sigma(0)
+    coef = cfg.objective.dpo_sft_coef  # dpo.yaml adds RPO's NLL term on the chosen answer
+    for r in train_recs:
+        assert r["loss/policy"] == pytest.approx(r["loss/dpo"] + coef * r.get("loss/sft", 0.0), abs=1e-5)
     assert train_recs[-1]["rewards/margin"] > 0.05
     # the margin over ALL pairs, at the periodic evals (steps 0, 2) and the end (4), grows
     margins = [r["eval/pairs/margin"] for r in records if "eval/pairs/margin" in r]

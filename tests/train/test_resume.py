@@ -63,3 +63,8 @@ def test_kill_and_resume(tmp_path, fast_overrides):
         for key in ("reward/mean", "loss/policy", "eval/pass_at_1"):
             if key in ra:
                 assert abs(ra[key] - rb[key]) < 1e-6, (ra["step"], key, ra[key], rb[key])
+    # groups.jsonl (one record per prompt group and step) takes the same crash-safe path
+    ga = [json.loads(x) for x in (run / "groups.jsonl").read_text().splitlines()]
+    gb = [json.loads(x) for x in (clean / "groups.jsonl").read_text().splitlines()]
+    assert [(g["step"], g["group"]) for g in ga] == [(s, i) for s in range(6) for i in range(8)]
+    assert [(g["step"], g["group"], g["k"]) for g in ga] == [(g["step"], g["group"], g["k"]) for g in gb]

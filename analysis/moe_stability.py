@@ -1,0 +1,230 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     name: python3
+# ---
+
+# %% [markdown]
+# # (c) MoE stability: token vs sequence importance ratios, routing replay, TIS
+#
+# **What the papers showed** (GSPO, arXiv 2507.18071; R3 routing replay, arXiv 2510.11370;
+# SCIENCE.md (c)). In a mixture-of-experts model the rollout engine and the training engine
+# route tokens differently (precision, kernels), and the routing shifts after every update:
+# per-token importance ratios spike, clipping fires erratically and training can collapse.
+# GSPO's length-normalised sequence ratio averages the jitter out (it clips far MORE tokens
+# than GRPO, with ε 3e-4 / 4e-4 against 0.2, and still trains better); routing replay (R3)
+# reuses the rollout's expert choices in the training forward and removes the mismatch at
+# its source (R3 reports a train–inference KL of 1.5e-3 for an MoE vs 6.4e-4 for a dense
+# model); truncated importance sampling (TIS) caps the rollout-vs-train weights. About 10%
+# of the experts change per update in a 30B-A3B MoE.
+#
+# **Arms** (the `arm` axis): `grpo` (token ratio, clip 0.2), `grpo_r3` (+ routing replay),
+# `gspo` (sequence ratio), `cispo` (clipped, detached token IS weight), `grpo_tis`
+# (+ TIS, cap 2). One panel row per `rollout.router_noise` value: Gaussian noise on the
+# router logits at rollout only, a controlled knob for the mismatch strength.
+#
+# **Regime at tiny scale.** A tiny top-k MoE on arithmetic, 4 mini-batches per rollout (the
+# later ones off-policy: without off-policy steps GSPO equals GRPO), bf16 rollout vs fp32
+# training (the gpu scale adds vLLM vs transformers). A model this small may not be unstable
+# at all; collapse, if it does not happen, is reported as not happening. What should show
+# even here: router noise raises the rollout/train mismatch and router disagreement, and
+# routing replay brings the rollout-vs-train router disagreement to (about) zero. The smoke
+# scale (2 steps, 1 seed) only checks the wiring.
+#
+# **Reading the figures.** Each line is the mean over seeds with a shaded 95% t-interval
+# (one seed: the line alone, "n=1 seed"); every seed is used. Metrics a run did not log are
+# left out with a note (printed and in the panel).
+
+# %%
+import matplotlib.pyplot as plt
+
+from harness import figures as F
+
+F.setup()
+data = F.StudyData.from_env("moe_stability")
+NOISE = "rollout.router_noise"
+noises = data.values(NOISE)
+ROWS = {nz: data.by("arm", cells=[c for c in data.cells if c["axes"].get(NOISE) == nz]) for nz in noises}
+arms = data.values("arm")
+for a in arms:
+    data.color(str(a))  # one colour per arm, in the study's order, in every figure
+print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {arms}, router noise {noises}, "
+      f"{F.seeds_label(data.n_seeds)}")
+OPTIONAL = ["mismatch/k3_kl", "mismatch/max_abs_dp", "mismatch/ratio_gt2_frac",
+            "router/disagree_rollout_train", "router/disagree_old_new", "clip/frac", "grad/norm_max", "entropy"]
+for key in OPTIONAL:
+    if not data.has_metric(key):
+        print(f"note: no run logged '{key}': its panels are left empty")
+
+
+FRACTIONS = {"reward/mean", "eval/pass_at_1", "mismatch/ratio_gt2_frac", "router/disagree_rollout_train",
+             "router/disagree_old_new"}  # y from 0
+
+
+def grid(cols, what, width=5.0, height=3.3):
+    """A figure with one row per router-noise value and one column per (key, ylabel, title, logy)."""
+    fig, axs = plt.subplots(len(noises), len(cols), figsize=(width * len(cols), height * len(noises) + 0.8),
+                            layout="constrained", squeeze=False)
+    for i, nz in enumerate(noises):
+        for j, (key, ylabel, title, logy) in enumerate(cols):
+            F.panel(axs[i][j], data, ROWS[nz], key, ylabel, f"{title} — router noise σ = {nz}", logy=logy,
+                    fraction=key in FRACTIONS)
+        F.legend(list(axs[i]), fontsize=6.5)
+    fig.suptitle(data.title(what))
+    return fig, axs
+
+
+# %% [markdown]
+# ## Reward and held-out pass@1
+
+# %%
+fig, _ = grid([("reward/mean", "mean reward of the training rollouts", "train reward", False),
+               ("eval/pass_at_1", "held-out pass@1 (fraction of prompts, unbiased)", "held-out pass@1", False)],
+              "training reward and held-out pass@1 per arm, one row per rollout router noise")
+F.save(fig, data, "reward_eval")
+
+# %% [markdown]
+# ## Clip fraction (log scale)
+# Share of tokens (sequences, for GSPO's sequence ratio) whose ratio was clipped, over the
+# step's mini-batches. GSPO is expected to clip far more than GRPO. Steps with no clipped
+# token cannot be drawn on a log axis and are left out.
+
+# %%
+fig, _ = grid([("clip/frac", "clipped fraction (log scale)", "clip fraction", True)],
+              "clip fraction per arm (log scale), one row per rollout router noise", width=7.5)
+F.save(fig, data, "clip_fraction")
+
+# %% [markdown]
+# ## Rollout vs training mismatch
+# Between the sampler's log-probs and the training engine's for the same tokens at the same
+# weights: k3 KL per token, the largest |Δp| of a sampled token, and the share of tokens whose
+# ratio p_train / p_rollout is above 2 or below 1/2.
+
+# %%
+fig, _ = grid([("mismatch/k3_kl", "k3 KL per token (log scale)", "rollout–train KL", True),
+               ("mismatch/max_abs_dp", "max |p_train − p_rollout|", "largest probability gap", False),
+               ("mismatch/ratio_gt2_frac", "share of tokens, ratio > 2 or < 1/2", "extreme ratios", False)],
+              "rollout vs training-engine mismatch per arm, one row per rollout router noise")
+F.save(fig, data, "mismatch")
+
+# %% [markdown]
+# ## Router disagreement
+# Rollout vs train: the share of the rollout's expert choices (layer, token, slot) that the
+# training forward does not make (routing replay: ~0 by construction). Old vs new: the
+# share of the old policy's choices that change after the step's update.
+
+# %%
+fig, _ = grid([("router/disagree_rollout_train", "share of expert choices that differ", "router: rollout vs train", False),
+               ("router/disagree_old_new", "share of expert choices that change", "router: before vs after the update",
+                False)],
+              "router disagreement per arm, one row per rollout router noise")
+F.save(fig, data, "router_disagreement")
+
+# %% [markdown]
+# ## Gradient-norm spikes and entropy
+# Left: every seed's largest pre-clip gradient norm over the step's mini-batches, drawn
+# separately (a spike in one seed is not averaged away). Right: the policy's mean per-token
+# entropy on the rollout tokens.
+
+# %%
+fig, axs = plt.subplots(len(noises), 2, figsize=(11, 3.3 * len(noises) + 0.8), layout="constrained", squeeze=False)
+for i, nz in enumerate(noises):
+    ax = axs[i][0]
+    positive = any(v > 0 for c in data.cells if c["axes"].get(NOISE) == nz
+                   for s in F.seed_series(data, [c], "grad/norm_max") for v in s.values())
+    if positive:
+        for arm, cells in ROWS[nz].items():
+            F.plot_seeds(ax, data, cells, "grad/norm_max", arm, data.color(arm))
+        ax.set_yscale("log")
+        ax.set_xlabel(F.X_STEP)
+        ax.set_ylabel("max gradient norm in the step (pre-clip, log)")
+        F.integer_steps(ax)
+    else:
+        F.note(ax, "'grad/norm_max' is 0 at every step (no advantage, no gradient)"
+               if data.has_metric("grad/norm_max") else "'grad/norm_max' not logged by these runs")
+    ax.set_title(f"gradient norm, every seed — router noise σ = {nz}")
+    F.panel(axs[i][1], data, ROWS[nz], "entropy", "entropy (nats per token)", f"policy entropy — router noise σ = {nz}")
+    F.legend(axs[i][0], fontsize=6.5)
+    F.legend(axs[i][1], fontsize=6.5)
+fig.suptitle(f"{data.name} ({data.scale}): gradient-norm spikes (each seed) and entropy (mean over seeds, "
+             f"95% t-interval) per arm\n{F.seeds_label(data.n_seeds)} per arm")
+F.save(fig, data, "grad_norm_entropy")
+
+# %% [markdown]
+# ## Numbers: per arm and router noise, with 95% t-intervals over seeds
+# Reward: each seed's mean over the last quarter of its steps. pass@1: the final checkpoint
+# (`eval.json`). Clip fraction, k3 KL and router disagreement: each seed's mean over all its
+# steps. Largest gradient norm: each seed's maximum over its steps.
+
+
+# %%
+def mean_over_steps(cells, key):
+    return F.tail_of(F.seed_series(data, cells, key), frac=1.0)
+
+
+def max_over_steps(cells, key):
+    return F.final([max(s.values()) for s in F.seed_series(data, cells, key)])
+
+
+rows = []
+for nz in noises:
+    for arm, cells in ROWS[nz].items():
+        rows.append([arm, nz, F.tail_mean(data, cells, "reward/mean").fmt(),
+                     F.eval_json_value(data, cells, "eval/pass_at_1").fmt(),
+                     mean_over_steps(cells, "clip/frac").fmt(), mean_over_steps(cells, "mismatch/k3_kl").fmt(),
+                     mean_over_steps(cells, "router/disagree_rollout_train").fmt(),
+                     mean_over_steps(cells, "router/disagree_old_new").fmt(),
+                     max_over_steps(cells, "grad/norm_max").fmt()])
+table = F.markdown_table(["arm", "router noise", "train reward (last quarter)", "final pass@1", "clip frac",
+                          "k3 KL rollout–train", "router disagree rollout–train", "router change old→new",
+                          "max grad norm"], rows)
+lines = [f"# {data.name} ({data.scale}): MoE stability", "",
+         f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per cell; ± = 95% t-interval half-width; "
+         "n/a = not logged.", "", table, "", "Comparisons (paired by seed):", ""]
+
+
+def paired_final(a_cells, b_cells, key):
+    by_seed = {c.get("seed"): c for c in b_cells}
+    out = []
+    for c in a_cells:
+        if c.get("seed") in by_seed:
+            a, b = F.eval_json_value(data, [c], key), F.eval_json_value(data, [by_seed[c.get("seed")]], key)
+            if a.n and b.n:
+                out.append(a.mean - b.mean)
+    return F.final(out)
+
+
+for nz in noises:
+    row = ROWS[nz]
+    if "grpo" not in row:
+        continue
+    for arm in [a for a in row if a != "grpo"]:
+        lines.append("- " + F.verdict(paired_final(row[arm], row["grpo"], "eval/pass_at_1"),
+                                      f"σ = {nz}: final pass@1, {arm} − grpo"))
+    if "gspo" in row:
+        lines.append("- " + F.verdict(F.tail_of(F.paired_series(data, row["gspo"], row["grpo"], "clip/frac"), 1.0),
+                                      f"σ = {nz}: clip fraction, gspo − grpo (paper: GSPO clips more)"))
+    if "grpo_r3" in row:
+        for key, what in (("mismatch/k3_kl", "rollout–train k3 KL"),
+                          ("router/disagree_rollout_train", "router disagreement rollout–train")):
+            if data.has_metric(key):
+                lines.append("- " + F.verdict(F.tail_of(F.paired_series(data, row["grpo_r3"], row["grpo"], key), 1.0),
+                                              f"σ = {nz}: {what}, grpo_r3 − grpo (R3: lower)"))
+if len(noises) > 1 and data.has_metric("mismatch/k3_kl"):
+    lo, hi = noises[0], noises[-1]
+    for arm in ROWS[hi]:
+        if arm in ROWS[lo]:
+            d = F.tail_of(F.paired_series(data, ROWS[hi][arm], ROWS[lo][arm], "mismatch/k3_kl"), 1.0)
+            lines.append("- " + F.verdict(d, f"{arm}: rollout–train k3 KL, router noise {hi} − {lo} (expected higher)"))
+lines += F.no_signal_lines(data, {f"{arm} (σ = {nz})": cells for nz in noises for arm, cells in ROWS[nz].items()})
+missing = [k for k in OPTIONAL if not data.has_metric(k)]
+if missing:
+    lines += ["", "Not logged by these runs (panels left empty): " + ", ".join(missing) + "."]
+if data.scale == "smoke":
+    lines += ["", "Smoke scale: 2 steps and 1 seed check the wiring only; no effect can be read from it."]
+F.write_summary(data, "\n".join(lines))

@@ -1,0 +1,191 @@
+"""The benchmark's GRPO workload through TRL's GRPOTrainer (CPU, transformers generate, no vLLM).
+
+    .venv/bin/python benchmarks/trl_grpo.py CONFIG_JSON OUT_JSON
+
+CONFIG_JSON is a resolved harness run config (what `harness bench` writes for our trainer);
+the same workload is rebuilt for TRL:
+- model: the run's initial policy (harness.train.policy_init), saved as an HF folder that
+  TRL loads by path (policy and reference);
+- prompts: per step the N train-split problems our trainer draws at that step (same task,
+  seed and step_seed), rendered through the same chat template (checked token for token),
+  in order (shuffle_dataset=False);
+- N*G rows per optimizer step: per_device_train_batch_size = micro-batch, gradient
+  accumulation = steps_per_generation = rows / micro-batch, num_generations = G;
+  max_completion_length = T, temperature, top_p, top_k = 0;
+- objective: loss_type from objective.agg (seq_mean_token_mean -> grpo, token_mean -> dapo,
+  seq_mean_token_sum_norm -> dr_grpo), scale_rewards from objective.scale, epsilon /
+  epsilon_high from eps_low / eps_high, beta = kl_coef (k3 in the loss, as TRL computes it);
+  knobs TRL has no equivalent for raise an error;
+- optimizer: AdamW (adamw_torch) with the run's lr, betas, weight decay, grad clip; constant
+  lr, no warm-up; no checkpoints (save_strategy="no"), logging every step, report_to="none";
+- reward: the task's verifier (task.score(problem, completion, truncated).total), as ours.
+
+Timings per optimizer step (same keys as our trainer's, harness/bench/figures.py), taken by a
+GRPOTrainer subclass and a callback: rollout_s = `_generate`, score_s = the rest of
+`_generate_and_score_completions` (rewards, reference log-probs, advantages), update_s = the
+rest of the step (forward/backward, clip, optimizer), log_s = `log`. TRL is a
+benchmark-only dependency (requirements-bench.txt); the harness package never imports it.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+AGG_TO_LOSS = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_token_sum_norm": "dr_grpo"}
+SCALE_TO_TRL = {"group_std": "group", "batch_std": "batch", "none": "none"}
+
+
+def trl_args(cfg, out_dir: str) -> dict:
+    """GRPOConfig keyword arguments matching run config `cfg` (a RunConfig); raises ValueError
+    naming the objective knob that TRL cannot reproduce."""
+    obj, tr, ro = cfg.objective, cfg.train, cfg.rollout
+    unsupported = {
+        "objective.baseline": (obj.baseline, "group_mean"), "objective.clip": (obj.clip, "ppo"),
+        "objective.std": (obj.std, "sample"), "objective.dynamic_sampling": (obj.dynamic_sampling, False),
+        "objective.overlong_buffer": (obj.overlong_buffer, 0), "objective.tis_cap": (obj.tis_cap, None),
+        "objective.entropy_coef": (obj.entropy_coef, 0.0), "train.mini_batches": (tr.mini_batches, 1),
+    }
+    for key, (value, wanted) in unsupported.items():
+        if value != wanted:
+            raise ValueError(f"{key}={value!r} has no TRL GRPOTrainer equivalent here (need {wanted!r})")
+    if obj.agg not in AGG_TO_LOSS:
+        raise ValueError(f"objective.agg={obj.agg!r} has no TRL loss_type here; allowed: {sorted(AGG_TO_LOSS)}")
+    if obj.ratio not in ("token", "sequence"):
+        raise ValueError(f"objective.ratio={obj.ratio!r}: TRL has importance_sampling_level token | sequence")
+    if obj.kl_coef and (obj.kl_estimator != "k3" or obj.kl_placement != "loss"):
+        raise ValueError(f"objective.kl_estimator={obj.kl_estimator!r} / kl_placement={obj.kl_placement!r}: "
+                         "TRL's beta is the k3 estimator in the loss")
+    rows = tr.prompts_per_step * tr.group_size
+    micro = tr.micro_batch_size or rows
+    accum = rows // micro
+    return dict(
+        output_dir=out_dir, use_cpu=True, use_vllm=False, seed=cfg.seed, bf16=False, fp16=False,
+        model_init_kwargs={"dtype": cfg.model.dtype},
+        per_device_train_batch_size=micro, gradient_accumulation_steps=accum, steps_per_generation=accum,
+        num_generations=tr.group_size, max_completion_length=ro.max_new_tokens,
+        temperature=ro.temperature, top_p=ro.top_p, top_k=0,
+        learning_rate=tr.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=tr.weight_decay,
+        adam_beta1=tr.betas[0], adam_beta2=tr.betas[1], max_grad_norm=tr.grad_clip or 0.0, optim="adamw_torch",
+        beta=obj.kl_coef, epsilon=obj.eps_low, epsilon_high=obj.eps_high, loss_type=AGG_TO_LOSS[obj.agg],
+        scale_rewards=SCALE_TO_TRL[obj.scale], importance_sampling_level=obj.ratio,
+        num_iterations=tr.inner_epochs, mask_truncated_completions=obj.mask_truncated,
+        max_steps=tr.steps, logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True,
+        shuffle_dataset=False, dataloader_num_workers=0, log_completions=False, remove_unused_columns=False,
+    )
+
+
+def run_trl(cfg_dict: dict) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from harness.config import build_config
+    from harness.models import save_model
+    from harness.tasks import make_task
+    from harness.train.collect import step_seed
+    from harness.train.policy_init import initial_policy
+
+    cfg = build_config(cfg_dict)
+    tr, T = cfg.train, cfg.rollout.max_new_tokens
+    if tr.threads:
+        torch.set_num_threads(tr.threads)
+    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
+                     **cfg.task.options)
+    problems = [p for step in range(tr.steps)
+                for p in task.problems(tr.prompts_per_step, seed=step_seed(cfg.seed, step, 0), split="train")]
+    by_uid = {p.uid: p for p in problems}
+    suffix = cfg.model.prompt_suffix
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": p.prompt + suffix}], "uid": p.uid}
+                              for p in problems])
+
+    work = tempfile.mkdtemp(prefix="trl-grpo-")
+    model, tok, render = initial_policy(cfg, torch.device("cpu"))
+    folder = str(save_model(model, tok, Path(work) / "policy"))
+    del model
+    tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    trl_ids = tok.apply_chat_template([[{"role": "user", "content": problems[0].prompt + suffix}]],
+                                      add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"][0]
+    if list(trl_ids) != render(problems[0]):
+        raise RuntimeError(f"TRL's prompt tokens differ from ours: {list(trl_ids)[:20]} vs {render(problems[0])[:20]}")
+    eos_ids = {tok.eos_token_id}
+
+    recs: dict[int, dict] = defaultdict(lambda: defaultdict(float))
+    cur = {"step": 0, "t0": 0.0}
+
+    def verifier_reward(prompts, completions, completion_ids, uid, **_):
+        """The task's verifier: reward = task.score(problem, text, truncated).total per completion."""
+        out = []
+        for completion, ids, u in zip(completions, completion_ids, uid, strict=True):
+            text = completion[0]["content"] if isinstance(completion, list) else completion
+            truncated = len(ids) >= T and ids[-1] not in eos_ids
+            out.append(task.score(by_uid[u], text, truncated).total)
+        recs[cur["step"]]["tokens"] += sum(len(ids) for ids in completion_ids)
+        return out
+
+    class TimedGRPOTrainer(GRPOTrainer):
+        def _generate(self, prompts):
+            t0 = time.perf_counter()
+            out = super()._generate(prompts)
+            recs[cur["step"]]["rollout_s"] += time.perf_counter() - t0
+            return out
+
+        def _generate_and_score_completions(self, inputs):
+            t0 = time.perf_counter()
+            out = super()._generate_and_score_completions(inputs)
+            recs[cur["step"]]["gen_score_s"] += time.perf_counter() - t0
+            return out
+
+        def log(self, logs, start_time=None):
+            t0 = time.perf_counter()
+            super().log(logs, start_time)  # merges TRL's step metrics into `logs`
+            recs[cur["step"]]["log_s"] += time.perf_counter() - t0
+            if logs.get("reward") is not None:
+                recs[cur["step"]]["reward"] = logs["reward"]
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            cur["step"], cur["t0"] = state.global_step, time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            recs[cur["step"]]["inner_s"] += time.perf_counter() - cur["t0"]
+
+    t0 = time.perf_counter()
+    trainer = TimedGRPOTrainer(model=folder, reward_funcs=verifier_reward, args=GRPOConfig(**trl_args(cfg, work)),
+                               train_dataset=data, processing_class=tok, callbacks=[StepTimer()])
+    setup = time.perf_counter() - t0
+    trainer.train()
+    per_step = []
+    for step in sorted(recs):
+        r = recs[step]
+        update = r["inner_s"] - r["gen_score_s"]
+        per_step.append({"step": step, "rollout_s": r["rollout_s"], "score_s": r["gen_score_s"] - r["rollout_s"],
+                         "update_s": update, "log_s": r["log_s"], "eval_s": 0.0, "ckpt_s": None,
+                         "step_s": r["inner_s"] + r["log_s"], "tokens": r["tokens"], "reward": r.get("reward")})
+    import trl
+
+    return {"per_step": per_step, "setup_s": setup, "trl_version": trl.__version__,
+            "trl_args": {k: v for k, v in trl_args(cfg, work).items() if k != "output_dir"}}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        print("trl is not installed: `make bench` (or .venv/bin/pip install -c requirements.txt "
+              "-r requirements-bench.txt)", file=sys.stderr)
+        return 3
+    res = run_trl(json.loads(Path(argv[0]).read_text()))
+    Path(argv[1]).write_text(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

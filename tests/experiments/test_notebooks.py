@@ -1,0 +1,162 @@
+"""The analysis notebooks (analysis/<study>.py) run end to end on FABRICATED study folders.
+
+TEST FIXTURES: the metrics.jsonl / groups.jsonl / eval.json / cells.json written here are
+made up (no training): deterministic numbers with the keys and layout the trainer writes,
+so that each notebook's every figure and its summary can be produced in seconds. They
+are not results. The per-group advantage sums come from the real objective
+(harness.objective.group_advantages), so the notebook's closed forms are checked against it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+import torch
+
+from harness.objective import ObjectiveConfig, group_advantages
+from harness.summarize import make_figures
+from study_helpers import REPO
+
+EXPECTED = {
+    "length_bias": ["lengths_train", "lengths_eval", "truncation_entropy", "incorrect_length_gap"],
+    "difficulty_bias": ["abs_adv_vs_p", "grad_share_extreme", "group_std_hist", "accuracy_by_difficulty",
+                        "zero_variance"],
+    "moe_stability": ["reward_eval", "clip_fraction", "mismatch", "router_disagreement", "grad_norm_entropy"],
+}
+STEPS = 6  # train steps 0..5; the final record (step 6) holds the eval of the trained policy
+
+
+def _write_study(d, name, cells, seeds):
+    for c in cells:
+        c["run_dir"] = f"results/{name}/fixture/runs/{c['id']}"  # relative, as the Snakefile writes it
+    (d / "cells.json").write_text(json.dumps(cells))
+    (d / "study.json").write_text(json.dumps({"name": name, "scale": "fixture", "experiment": f"{name}/fixture",
+                                              "axes": [k for k in cells[0]["axes"]], "seeds": seeds}))
+
+
+def _run(d, cid, metrics, config, eval_json=None, groups=None):
+    run = d / "runs" / cid
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
+    (run / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
+    if eval_json is not None:
+        (run / "eval.json").write_text(json.dumps(eval_json))
+    if groups is not None:
+        (run / "groups.jsonl").write_text("".join(json.dumps(g) + "\n" for g in groups))
+
+
+def _eval(step, base, rng):
+    return {"eval/pass_at_1": base + 0.02 * step + rng.uniform(0, 0.02), "eval/length/correct": 20 + rng.uniform(0, 2),
+            "eval/length/incorrect": 40 + step + rng.uniform(0, 3), "eval/length/truncated_frac": 0.3,
+            "eval/pass_at_1/easy": 0.8, "eval/pass_at_1/medium": 0.5, "eval/pass_at_1/hard": base}
+
+
+def fixture_length_bias(d):
+    cells = []
+    for a, (arm, drift) in enumerate((("grpo", 3.0), ("dr_grpo", 0.0), ("dapo", 1.0))):
+        for seed in (1, 2):
+            rng = random.Random(seed * 31 + a)
+            cid = f"preset={arm}__seed={seed}"
+            recs = []
+            for st in range(STEPS + 1):
+                r = {"step": st}
+                if st % 3 == 0 or st == STEPS:
+                    r.update(_eval(st, 0.2, rng))
+                if st < STEPS:
+                    r.update({"reward/accuracy": 0.2 + 0.03 * st + 0.01 * a, "length/correct": 25 + rng.uniform(-1, 1),
+                              "length/incorrect": 50 + drift * st + rng.uniform(-2, 2),
+                              "length/truncated_frac": 0.4 - 0.02 * st, "entropy": 0.8 - 0.05 * st})
+                    if st == 2 and seed == 2:
+                        r["length/correct"] = float("nan")  # a step with no correct answer
+                recs.append(r)
+            _run(d, cid, recs, {"objective": {"preset": arm}}, _eval(STEPS, 0.25, rng))
+            cells.append({"id": cid, "variant": f"preset={arm}", "axes": {"objective.preset": arm, "seed": seed},
+                          "seed": seed})
+    _write_study(d, "length_bias", cells, [1, 2])
+
+
+def fixture_difficulty_bias(d):
+    G, N = 8, 6
+    cells = []
+    for a, scale in enumerate(("group_std", "none", "batch_std")):
+        obj_cfg = {"baseline": "group_mean", "scale": scale, "std": "population", "batch_std_of": "reward"}
+        obj = ObjectiveConfig.preset("grpo", scale=scale, std="population", kl_coef=0.0)
+        for seed in (1, 2):
+            rng = random.Random(seed * 7 + a)
+            cid = f"scale={scale}__seed={seed}"
+            recs, groups = [], []
+            for st in range(STEPS + 1):
+                r = {"step": st}
+                if st % 3 == 0 or st == STEPS:
+                    r.update(_eval(st, 0.1, rng))
+                if st < STEPS:
+                    ks = [rng.choice([0, 1, 2, 4, 6, 7, 8]) for _ in range(N)]
+                    rewards = torch.tensor([1.0 if j < k else 0.0 for k in ks for j in range(G)])
+                    adv = group_advantages(obj, rewards, G).view(N, G)
+                    for i, k in enumerate(ks):
+                        p = k / G
+                        groups.append({"step": st, "group": i, "difficulty": ("easy", "medium", "hard")[i % 3], "G": G,
+                                       "k": k, "p": p, "reward_mean": p, "reward_std": math.sqrt(p * (1 - p)),
+                                       "abs_adv_sum": float(adv[i].abs().sum())})
+                    r.update({"reward/accuracy": sum(ks) / (N * G), "groups/zero_var_frac": sum(k in (0, G) for k in ks) / N,
+                              "adv/share_extreme": rng.uniform(0.2, 0.5)})
+                    if st % 2 == 0:
+                        r["grad/share_extreme"] = rng.uniform(0.3, 0.6) if scale == "group_std" else rng.uniform(0.1, 0.4)
+                recs.append(r)
+            _run(d, cid, recs, {"objective": obj_cfg}, _eval(STEPS, 0.15, rng), groups)
+            cells.append({"id": cid, "variant": f"scale={scale}", "axes": {"objective.scale": scale, "seed": seed},
+                          "seed": seed})
+    _write_study(d, "difficulty_bias", cells, [1, 2])
+
+
+def fixture_moe_stability(d):
+    """One seed (the n=1 path); the router/* metrics are NOT logged (the 'absent' path)."""
+    cells = []
+    for noise in (0.0, 0.5):
+        for a, arm in enumerate(("grpo", "grpo_r3", "gspo")):
+            rng = random.Random(int(noise * 10) + a)
+            cid = f"arm={arm}__router_noise={noise}__seed=1"
+            recs = []
+            for st in range(STEPS + 1):
+                r = {"step": st}
+                if st % 3 == 0 or st == STEPS:
+                    r["eval/pass_at_1"] = 0.3 + 0.02 * st
+                if st < STEPS:
+                    r.update({"reward/mean": 0.3 + 0.03 * st, "clip/frac": (0.1 if arm == "gspo" else 1e-3) * (1 + st),
+                              "mismatch/k3_kl": 1e-3 * (1 + noise) * rng.uniform(0.5, 1.5),
+                              "mismatch/max_abs_dp": 0.2 + noise * 0.3, "mismatch/ratio_gt2_frac": 0.01 * (1 + noise),
+                              "grad/norm_max": 1.0 + (8.0 if st == 3 and arm == "grpo" else 0.0), "entropy": 0.5})
+                    if st == 0:
+                        r["clip/frac"] = 0.0  # not drawable on the log axis
+                recs.append(r)
+            _run(d, cid, recs, {"objective": {"preset": arm}}, {"eval/pass_at_1": 0.4})
+            cells.append({"id": cid, "variant": f"arm={arm}__router_noise={noise}", "seed": 1,
+                          "axes": {"arm": arm, "objective.preset": arm, "rollout.router_noise": noise, "seed": 1}})
+    _write_study(d, "moe_stability", cells, [1])
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
+    d = tmp_path / "results" / name / "fixture"
+    d.mkdir(parents=True)
+    globals()[f"fixture_{name}"](d)
+    monkeypatch.chdir(tmp_path)  # cells.json's run_dir is relative to here, as after a Snakemake run
+    out = make_figures(d, d / "figures", notebook=str(REPO / "analysis" / f"{name}.py"), log_mlflow=False)
+    pngs = sorted(p.stem for p in out.glob("*.png"))
+    assert pngs == sorted(EXPECTED[name])
+    assert all(p.stat().st_size > 10_000 for p in out.glob("*.png"))  # not blank canvases
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith(f"# {name} (fixture)")
+    if name == "length_bias":  # grpo's fabricated incorrect answers grow 3 tokens/step faster than dr_grpo's
+        assert "train, last quarter, grpo − dr_grpo" in summary and "APPEARS" in summary
+    if name == "difficulty_bias":  # the notebook's closed forms agree with the objective's advantages
+        rows = [line for line in summary.splitlines() if line.startswith("| group_std") or line.startswith("| none")
+                or line.startswith("| batch_std")]
+        assert len(rows) == 3
+        errs = [float(r.rstrip(" |").split("|")[-1].split()[0]) for r in rows]
+        assert max(errs) < 1e-5, rows
+    if name == "moe_stability":
+        assert "router/disagree_rollout_train" in summary.split("Not logged by these runs")[1]
+        assert "n=1 seed" in summary

@@ -1,0 +1,52 @@
+"""`harness bench`: the table's columns and JSON on a 1-step tiny-dense hf case (no TRL), the
+warm-up exclusion of the figures, and clear errors on bad options. Figures only: no timing is asserted."""
+import json
+import sys
+
+from harness.bench.figures import summarize_steps
+from harness.bench.report import COLUMNS
+from harness.cli import main
+
+HEADER = [h for h, _, _ in COLUMNS]
+
+
+def _step(step, seconds, tokens=10.0, ckpt=None):
+    return {"step": step, "rollout_s": seconds, "score_s": 0.0, "update_s": seconds, "log_s": 0.0, "eval_s": 0.0,
+            "ckpt_s": ckpt, "step_s": 2 * seconds, "tokens": tokens}
+
+
+def test_bench_one_step_table_and_json(tmp_path, capsys):
+    rc = main(["bench", "--models", "tiny-dense", "--backends", "hf", "--steps", "1", "--no-trl", "--threads", "1",
+               "--prompts", "2", "--group-size", "2", "--max-new-tokens", "8", "--out-dir", str(tmp_path), "--in-process"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    lines = [ln for ln in out.splitlines() if ln.startswith("|")]
+    assert [c.strip() for c in lines[0].strip("|").split("|")] == HEADER
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]]
+    assert len(rows) == 1 and rows[0][:5] == ["ours", "tiny-dense", "hf", "2x2x8", "1"]
+    assert all(cell != "" for cell in rows[0])
+    (path,) = tmp_path.glob("*.json")
+    report = json.loads(path.read_text())
+    (row,) = report["rows"]
+    assert "error" not in row, row.get("error")
+    assert row["warmup_only"] is True and row["measured_steps"] == 1
+    assert 0 < row["tokens_per_step"] <= 2 * 2 * 8  # 2 prompts x G 2 x at most 8 tokens (EOS may end one early)
+    assert [s["step"] for s in row["per_step"]] == [0]
+    assert report["ratios"] == [] and report["meta"]["run_trl"] is False
+    assert "trl" not in sys.modules  # TRL stays a benchmark-only dependency
+
+
+def test_summarize_excludes_warmup_step():
+    fig = summarize_steps([_step(0, 10.0, ckpt=5.0), _step(1, 1.0, ckpt=0.5), _step(2, 3.0)])
+    assert fig["step0_s"] == 20.0 and fig["measured_steps"] == 2 and not fig["warmup_only"]
+    assert fig["rollout_s"] == 2.0 and fig["step_s"] == 4.0
+    assert fig["ckpt_s"] == 0.5  # step 2's checkpoint was not measured: not counted as 0
+    assert fig["tok_s"] == 20.0 / 8.0 and fig["rollout_tok_s"] == 20.0 / 4.0
+
+
+def test_bench_bad_option_names_the_flag(capsys):
+    assert main(["bench", "--models", "gpt-9", "--no-trl"]) == 2
+    err = capsys.readouterr().err
+    assert "--models" in err and "tiny-dense" in err
+    assert main(["bench", "--backends", "hf,sglang", "--no-trl"]) == 2
+    assert "--backends" in capsys.readouterr().err
