@@ -30,17 +30,16 @@ from pathlib import Path
 
 import torch
 
-from harness.config import ConfigError, RunConfig, dump_config
+from harness.config import ConfigError, RunConfig
 from harness.objective import dpo_loss
 from harness.rollout import make_backend
-from harness.tasks import make_task
 from harness.tracking import MlflowTracker, NoOpTracker
 from harness.train.collect import step_seed
 from harness.train.dpo_pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
 from harness.train.evaluate import evaluate
 from harness.train.logprobs import response_logprobs
-from harness.train.loop import EVAL_SEED_OFFSET, _check_same_config, _peak_mem_mb, _summary
-from harness.train.policy_init import initial_policy
+from harness.train.loop import EVAL_SEED_OFFSET, _peak_mem_mb, _summary
+from harness.train.run_setup import open_run, start_run
 from harness.train.rundir import RunDir, atomic_write_text
 
 
@@ -137,24 +136,14 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
     """Run (or resume) one DPO run; returns the summary written to DIR/summary.json."""
     if cfg.objective.algorithm != "dpo":
         raise ConfigError(f"the DPO trainer needs objective.preset=dpo (got {cfg.objective.algorithm!r})")
-    run = RunDir(out_dir)
-    _check_same_config(run, cfg)
-    if run.summary_path.exists():
-        print(f"[harness] {run.root} is complete (summary.json exists); nothing to do")
-        return json.loads(run.summary_path.read_text())
+    run, done = open_run(cfg, out_dir)
+    if done is not None:
+        return done
     if cfg.dpo.pairs != "generate" and not (run.root / "pairs.jsonl").exists():
         read_pairs(cfg.dpo.pairs)  # a bad file fails here, before any model is loaded
-    run.config_path.write_text(dump_config(cfg))
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    torch.manual_seed(cfg.seed)
     tr, d = cfg.train, cfg.dpo
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
-                     **cfg.task.options)
-    policy, tok, render = initial_policy(cfg, device)
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    su = start_run(run, cfg)
+    device, task, policy, tok, render, pad_id = su.device, su.task, su.policy, su.tok, su.render, su.pad_id
     backend = make_backend(cfg.rollout, policy, tok)
     pairs, report = _load_or_build_pairs(run, cfg, task, backend, render)  # from the initial policy
     enc = encode_pairs(pairs, tok, render)

@@ -12,22 +12,19 @@ duplicated steps).
 from __future__ import annotations
 
 import copy
-import json
 import resource
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
-import yaml
 
-from harness.config import ConfigError, RunConfig, dump_config
+from harness.config import ConfigError, RunConfig
 from harness.models.moe import routers
 from harness.objective import group_advantages
 from harness.objective.advantages import critic_advantages
 from harness.objective.kl import kl_in_reward, token_rewards_with_kl
 from harness.rollout import make_backend
-from harness.tasks import make_task
 from harness.tracking import MlflowTracker, NoOpTracker
 from harness.train.collect import collect, step_seed
 from harness.train.critic import ValueModel
@@ -36,9 +33,9 @@ from harness.train.group_stats import extreme_grad_share, group_records
 from harness.train.logprobs import response_logprobs
 from harness.train.metrics import rollout_metrics
 from harness.train.mismatch import MismatchStats, router_old_new
-from harness.train.policy_init import initial_policy
 from harness.train.routing import capture_routing
 from harness.train.rundir import RunDir, read_jsonl
+from harness.train.run_setup import open_run, start_run
 from harness.train.update import policy_update
 
 EVAL_SEED_OFFSET = 7_777
@@ -48,16 +45,6 @@ def _peak_mem_mb() -> float:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-
-
-def _check_same_config(run: RunDir, cfg: RunConfig) -> None:
-    if run.config_path.exists():
-        old = yaml.safe_load(run.config_path.read_text())
-        new = cfg.to_dict()
-        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        if diff:
-            raise ConfigError(f"{run.root} already holds a run with a different config (sections {diff} differ); "
-                              "use another --out, or the same config to resume")
 
 
 @torch.no_grad()
@@ -87,22 +74,12 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
     """Run (or resume) one training run; returns the summary written to DIR/summary.json."""
     if cfg.objective.algorithm == "dpo":
         raise ConfigError("objective.preset=dpo is an offline preference loss: harness.train.dpo.train_dpo runs it")
-    run = RunDir(out_dir)
-    _check_same_config(run, cfg)
-    if run.summary_path.exists():
-        print(f"[harness] {run.root} is complete (summary.json exists); nothing to do")
-        return json.loads(run.summary_path.read_text())
-    run.config_path.write_text(dump_config(cfg))
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    torch.manual_seed(cfg.seed)
+    run, done = open_run(cfg, out_dir)
+    if done is not None:
+        return done
     obj, tr = cfg.objective, cfg.train
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
-                     **cfg.task.options)
-    policy, tok, render = initial_policy(cfg, device)
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    su = start_run(run, cfg)
+    device, task, policy, tok, render, pad_id = su.device, su.task, su.policy, su.tok, su.render, su.pad_id
     ref = copy.deepcopy(policy).eval().requires_grad_(False) if obj.kl_coef > 0 else None  # pi_ref = initial policy
     ckpt = run.latest_checkpoint()
     if ckpt is not None:

@@ -1,0 +1,60 @@
+"""What every trainer (RL loop, DPO) does before its first step: open the run directory
+(refusing a different config, returning the summary of a finished run) and build the task,
+the initial policy and its prompt renderer."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import yaml
+
+from harness.config import ConfigError, RunConfig, dump_config
+from harness.tasks import make_task
+from harness.train.policy_init import initial_policy
+from harness.train.rundir import RunDir
+
+
+def check_same_config(run: RunDir, cfg: RunConfig) -> None:
+    if run.config_path.exists():
+        old = yaml.safe_load(run.config_path.read_text())
+        new = cfg.to_dict()
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if diff:
+            raise ConfigError(f"{run.root} already holds a run with a different config (sections {diff} differ); "
+                              "use another --out, or the same config to resume")
+
+
+def open_run(cfg: RunConfig, out_dir: str | Path) -> tuple[RunDir, dict | None]:
+    """(run dir, its summary if the run is already complete, else None)."""
+    run = RunDir(out_dir)
+    check_same_config(run, cfg)
+    if run.summary_path.exists():
+        print(f"[harness] {run.root} is complete (summary.json exists); nothing to do")
+        return run, json.loads(run.summary_path.read_text())
+    return run, None
+
+
+@dataclass
+class Setup:
+    device: torch.device
+    task: object
+    policy: torch.nn.Module
+    tok: object
+    render: object       # Problem -> prompt token ids
+    pad_id: int
+
+
+def start_run(run: RunDir, cfg: RunConfig) -> Setup:
+    """Write the resolved config, set threads and seed, build the task and the initial policy."""
+    run.config_path.write_text(dump_config(cfg))
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    torch.manual_seed(cfg.seed)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
+                     **cfg.task.options)
+    policy, tok, render = initial_policy(cfg, device)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    return Setup(device, task, policy, tok, render, pad_id)
