@@ -81,21 +81,27 @@ def replay_routing(model: nn.Module, choices: torch.Tensor) -> Iterator[None]:
 
 
 @contextmanager
-def record_routing(model: nn.Module) -> Iterator[list[list[torch.Tensor]]]:
-    """Record the experts each router picks: yields `calls`, where `calls[l]` receives one
-    (N, k) index tensor per forward of layer l (N = B*T of that forward; during cached
-    generation: the prompt, then B per decoding step)."""
+def router_hooks(model: nn.Module, record) -> Iterator[list[list]]:
+    """Yields `calls`, where `calls[l]` receives `record(output)` for every forward of the
+    router of MoE layer l (output = (router_logits (N, E), top_k_weights, top_k_index (N, k)))."""
     gates = routers(model)
-    calls: list[list[torch.Tensor]] = [[] for _ in gates]
-    handles = [
-        g.register_forward_hook(lambda m, a, out, rec=rec: rec.append(out[2].detach().clone()))
-        for g, rec in zip(gates, calls)
-    ]
+    calls: list[list] = [[] for _ in gates]
+    handles = [g.register_forward_hook(lambda m, a, out, rec=rec: rec.append(record(out)))
+               for g, rec in zip(gates, calls)]
     try:
         yield calls
     finally:
         for h in handles:
             h.remove()
+
+
+@contextmanager
+def record_routing(model: nn.Module) -> Iterator[list[list[torch.Tensor]]]:
+    """Record the experts each router picks: yields `calls`, where `calls[l]` receives one
+    (N, k) index tensor per forward of layer l (N = B*T of that forward; during cached
+    generation: the prompt, then B per decoding step)."""
+    with router_hooks(model, lambda out: out[2].detach().clone()) as calls:
+        yield calls
 
 
 @contextmanager

@@ -36,7 +36,7 @@ from harness.rollout import make_backend
 from harness.tracking import MlflowTracker, NoOpTracker
 from harness.train.collect import step_seed
 from harness.train.dpo_pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
-from harness.train.evaluate import evaluate
+from harness.train.evaluate import evaluate, is_eval_step
 from harness.train.logprobs import response_logprobs
 from harness.train.loop import EVAL_SEED_OFFSET, _peak_mem_mb, _summary
 from harness.train.run_setup import open_run, start_run
@@ -195,7 +195,7 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
             if step == 0:
                 rec.update({f"pairs/{'count' if k == 'pairs' else k}": float(v) for k, v in report.items()
                             if isinstance(v, (int, float)) and k not in ("seconds", "samples_per_prompt")})
-            if is_last or step == 0 or (cfg.eval.every and step % cfg.eval.every == 0):
+            if is_eval_step(cfg, step, is_last):
                 t0 = time.perf_counter()
                 backend.sync_weights(policy)
                 rec.update(evaluate(task, backend, render, eval_problems, cfg, step))

@@ -19,6 +19,11 @@ from harness.train.collect import score, step_seed
 from harness.train.metrics import rollout_metrics
 
 
+def is_eval_step(cfg, step: int, is_last: bool) -> bool:
+    """Eval at step 0, every `eval.every` steps, and on the final record."""
+    return is_last or step == 0 or bool(cfg.eval.every and step % cfg.eval.every == 0)
+
+
 def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem], cfg, step: int) -> dict[str, float]:
     ev = cfg.eval
     params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=ev.temperature,

@@ -28,7 +28,7 @@ from harness.rollout import make_backend
 from harness.tracking import MlflowTracker, NoOpTracker
 from harness.train.collect import collect, step_seed
 from harness.train.critic import ValueModel
-from harness.train.evaluate import evaluate
+from harness.train.evaluate import evaluate, is_eval_step
 from harness.train.group_stats import extreme_grad_share, group_records
 from harness.train.logprobs import response_logprobs
 from harness.train.metrics import rollout_metrics
@@ -138,7 +138,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
             t_step = time.perf_counter()
             rec: dict = {"step": step}
             is_last = step == tr.steps
-            if is_last or step == 0 or (cfg.eval.every and step % cfg.eval.every == 0):
+            if is_eval_step(cfg, step, is_last):
                 t0 = time.perf_counter()
                 rec.update(evaluate(task, backend, render, eval_problems, cfg, step))
                 rec["perf/eval_seconds"] = time.perf_counter() - t0

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from harness.models.moe import routers
+from harness.models.moe import router_hooks
 
 
 @contextmanager
@@ -19,22 +19,12 @@ def capture_routing(model: nn.Module) -> Iterator[list[list[tuple[torch.Tensor, 
     """Yields `calls`: calls[l] gets one (own, used) pair of (N, k) index tensors per
     forward of layer l. own = the router's own top-k (of its unforced logits), used = the
     experts the layer actually mixed (the replayed ones under replay_routing)."""
-    gates = routers(model)
-    calls: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in gates]
+    def own_and_used(out):
+        logits, _, index = out
+        return logits.detach().float().topk(index.shape[-1], dim=-1).indices, index.detach()
 
-    def make_hook(rec):
-        def hook(module, args, out):
-            logits, _, index = out
-            rec.append((logits.detach().float().topk(index.shape[-1], dim=-1).indices, index.detach()))
-
-        return hook
-
-    handles = [g.register_forward_hook(make_hook(rec)) for g, rec in zip(gates, calls)]
-    try:
+    with router_hooks(model, own_and_used) as calls:
         yield calls
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def by_row(per_layer: list[torch.Tensor], rows: int) -> torch.Tensor:
