@@ -3,7 +3,7 @@
     harness train CONFIG [dotted.key=value ...] --out DIR   train (or resume) one run
     harness config CONFIG [dotted.key=value ...]            print the resolved, validated config
     harness warmstart CONFIG [dotted.key=value ...]         build (or find) the cached SFT warm start
-    harness eval RUN_DIR [--n-samples N]                     pass@k of a finished run -> RUN_DIR/eval.json
+    harness eval RUN_DIR [--n-samples N] [--vs-initial]      pass@k of a finished run -> RUN_DIR/eval.json
     harness grid STUDY [--scale S] --list | --write-configs DIR   expand a study's grid (harness/study.py)
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("run_dir")
     p_eval.add_argument("--n-samples", type=int, default=None, help="samples per prompt (default: the run's eval.n_samples)")
     p_eval.add_argument("--num-prompts", type=int, default=None)
+    p_eval.add_argument("--vs-initial", action="store_true", help="also eval the starting policy on the same prompts "
+                        "and seed: paired rise of pass@k with a bootstrap 95%% interval over prompts")
 
     # --- experiment layer: grid / tune / summarize (harness/study.py) ---
     from harness import study as _study_cli
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
         from harness.train.final_eval import eval_run
 
-        print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts), indent=2))
+        print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts, args.vs_initial), indent=2))
         return 0
     try:
         cfg = load_config(args.config, args.overrides)
@@ -101,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         fe = summary.get("final_eval", {})
         ie = summary.get("initial_eval", {})
+        rise = summary.get("paired_rise") or {}
+        ci = (f" (paired rise {rise['delta_pass_at_1']:+.3f}, 95% CI [{rise['ci95'][0]:+.3f}, {rise['ci95'][1]:+.3f}] "
+              f"over {rise['prompts']} prompts)" if rise else "")
         print(f"[harness] done: eval pass@1 {ie.get('eval/pass_at_1', float('nan')):.3f} -> "
-              f"{fe.get('eval/pass_at_1', float('nan')):.3f} in {summary.get('wall_seconds', 0):.0f} s; run dir {args.out}")
+              f"{fe.get('eval/pass_at_1', float('nan')):.3f}{ci} in {summary.get('wall_seconds', 0):.0f} s; "
+              f"run dir {args.out}")
     return 0
 
 

@@ -121,7 +121,22 @@ class DpoSection(_Section):
     batch_size: int = Field(16, ge=1, description="preference pairs per optimizer step")
     epochs: int = Field(2, ge=1, description="passes over the pairs, reshuffled each epoch; steps = epochs * "
                         "ceil(pairs / batch_size)")
-    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps (None = all epochs)")
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps in all (None = all "
+                                  "epochs of all rounds)")
+    pairs_per_prompt: int = Field(1, ge=1, description="pairs=generate: up to this many (correct, wrong) pairs per "
+                                  "prompt, each sample used once (<= samples_per_prompt // 2)")
+    rounds: int = Field(1, ge=1, description="iterative DPO/RPO (2404.19733): round r rebuilds the pairs from the "
+                        "policy at its start on fresh prompts, with that policy as the reference; pairs=generate only")
+
+    @model_validator(mode="after")
+    def _pairs_knobs(self) -> "DpoSection":
+        if self.pairs_per_prompt > self.samples_per_prompt // 2:
+            raise ValueError(f"dpo.pairs_per_prompt={self.pairs_per_prompt} cannot exceed dpo.samples_per_prompt // 2 "
+                             f"= {self.samples_per_prompt // 2} (a pair uses one correct and one wrong sample)")
+        if self.rounds > 1 and self.pairs != "generate":
+            raise ValueError(f"dpo.rounds={self.rounds} needs dpo.pairs=generate (each round samples new pairs from "
+                             f"the current policy); a pairs file ({self.pairs!r}) allows rounds=1 only")
+        return self
 
 
 class RunConfig(_Section):

@@ -33,6 +33,7 @@ def bench_config(model: str, backend: str, *, steps: int, threads: int | None, p
         raise ValueError(f"--backends: {backend!r} is unknown; allowed: {list(BACKENDS)}")
     overrides = [f"model.name={model}", f"rollout.backend={backend}", "warm_start.enabled=false",
                  "tracking.mlflow=false", f"train.steps={steps}", f"train.checkpoint_every={checkpoint_every}",
+                 "train.mini_batches=1", "train.inner_epochs=1",  # one optimizer step per rollout batch, as TRL's default
                  "eval.every=0", "eval.num_prompts=2", "eval.n_samples=1", "eval.ks=[1]"]
     if threads:
         overrides.append(f"train.threads={threads}")

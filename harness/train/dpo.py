@@ -1,24 +1,29 @@
-"""Offline DPO: `harness train CONFIG objective.preset=dpo --out DIR`.
+"""DPO, offline or iterative: `harness train CONFIG objective.preset=dpo --out DIR`.
 
-    pairs (once): sample the warm-started policy on train prompts, correct = chosen,
-                  wrong = rejected (dpo_pairs.py); or read dpo.pairs (JSONL) -> DIR/pairs.jsonl
-    reference:    the frozen initial policy; its sequence log-probs of every pair are
-                  computed once up front (it never changes), so no second model is held
-    for step:     a batch of dpo.batch_size pairs (reshuffled each epoch)
-                  -> sequence log-prob sums of chosen and rejected under the policy
-                  -> dpo_loss (OBJECTIVE.md §8; DPO 2305.18290, IPO 2310.12036) -> AdamW step
+    for round r in 0..dpo.rounds-1 (one round = offline DPO; more = iterative RPO, 2404.19733):
+      pairs:      sample the policy at the start of round r on fresh train prompts, correct =
+                  chosen, wrong = rejected, up to dpo.pairs_per_prompt per prompt (dpo_pairs.py);
+                  or (one round only) read dpo.pairs (JSONL) -> DIR/pairs[.round{r}].jsonl
+      reference:  the policy at the start of round r, frozen; its sequence log-probs of every
+                  pair are computed once and saved (DIR/pairs_ref[.round{r}].pt), so no second
+                  model is held and a resumed run uses exactly the same reference
+      for step:   dpo.epochs passes over the round's pairs in batches of dpo.batch_size
+                  (reshuffled each epoch) -> sequence log-prob sums of chosen and rejected
+                  -> dpo_loss (OBJECTIVE.md §8; DPO 2305.18290, IPO 2310.12036, RPO's NLL term
+                  with objective.dpo_sft_coef) -> AdamW step (one optimizer across rounds)
                   -> metrics; periodic eval (pass@k, the RL runs' evaluate()); checkpoint + flush
 
 Log-probs are taken at temperature 1 (the model's own distribution), not the rollout
 temperature: DPO's implicit reward is beta * log pi/pi_ref of the model itself.
 Besides the per-batch §8 metrics, every eval also scores ALL pairs under the current
 policy (eval/pairs/logps_chosen, eval/pairs/logps_rejected, eval/pairs/margin): one
-fixed set, so likelihood displacement (SCIENCE.md: chosen AND rejected log-probs fall
+fixed set per round, so likelihood displacement (SCIENCE.md: chosen AND rejected log-probs fall
 while the margin grows) is read off a curve that batch sampling does not make noisy.
 
 Run directory, checkpoint/resume and MLflow follow the RL loop exactly (rundir.py: metrics
 since the last checkpoint are flushed only once it is on disk; a resumed run restarts at
-checkpoint step + 1 with the same batches, since batch order is a function of seed + step).
+checkpoint step + 1 with the same batches, since batch order is a function of seed + round +
+step). Every round ends with a checkpoint, so the next round's pairs always come from a saved policy.
 """
 from __future__ import annotations
 
@@ -102,34 +107,66 @@ def batch_indices(seed: int, step: int, n: int, batch_size: int) -> list[int]:
     return perm[b * batch_size:(b + 1) * batch_size]
 
 
-def total_steps(cfg: RunConfig, n_pairs: int) -> int:
+def round_steps(cfg: RunConfig, n_pairs: int, done: int) -> int:
+    """Optimizer steps of a round of n_pairs pairs, `done` steps having run in earlier rounds
+    (dpo.max_steps caps the total over all rounds)."""
     d = cfg.dpo
     steps = d.epochs * math.ceil(n_pairs / d.batch_size)
-    return min(steps, d.max_steps) if d.max_steps else steps
+    return max(0, min(steps, d.max_steps - done)) if d.max_steps else steps
 
 
-def _load_or_build_pairs(run: RunDir, cfg: RunConfig, task, backend, render) -> tuple[list[PreferencePair], dict]:
-    """DIR/pairs.jsonl if a previous attempt wrote it, else build or read them and write it
-    (the report first, pairs.jsonl last: its presence means both are complete)."""
-    path, report_path = run.root / "pairs.jsonl", run.root / "pairs_report.json"
+@dataclass
+class Round:
+    """The pairs of one round, encoded, with their frozen reference log-probs (n,) each."""
+
+    index: int
+    pairs: list[PreferencePair]
+    report: dict
+    enc: EncodedPairs
+    ref_chosen: torch.Tensor
+    ref_rejected: torch.Tensor
+
+
+def _round_files(run: RunDir, r: int) -> tuple[Path, Path, Path]:
+    """(pairs, report, reference log-probs) of round r; round 0 keeps the one-round names."""
+    tag = "" if r == 0 else f".round{r}"
+    return (run.root / f"pairs{tag}.jsonl", run.root / f"pairs_report{tag}.json", run.root / f"pairs_ref{tag}.pt")
+
+
+def _load_or_build_round(run: RunDir, cfg: RunConfig, r: int, task, backend, policy, tok, render, pad_id) -> Round:
+    """Round r's pairs and reference log-probs from DIR if an earlier attempt wrote them, else
+    built from `policy` (the policy at the start of round r) and written (report, then
+    reference, then pairs.jsonl last: its presence means all three are complete)."""
+    path, report_path, ref_path = _round_files(run, r)
     if path.exists():
         pairs = read_pairs(path)
         report = json.loads(report_path.read_text()) if report_path.exists() else file_report(path, pairs)
-        return pairs, report
-    t0 = time.perf_counter()
-    if cfg.dpo.pairs == "generate":
-        pairs, report = build_pairs(task, backend, render, cfg)
-        if not pairs:
-            raise RuntimeError(f"no preference pairs: {json.dumps(report)}; the policy solves every prompt or none "
-                               "(raise dpo.num_prompts or dpo.samples_per_prompt, or change the task mix)")
     else:
-        src = Path(cfg.dpo.pairs)
-        pairs = read_pairs(src)
-        report = file_report(src, pairs)
-    report["seconds"] = time.perf_counter() - t0
-    atomic_write_text(report_path, json.dumps(report, indent=2, sort_keys=True))
-    write_pairs(path, pairs)
-    return pairs, report
+        t0 = time.perf_counter()
+        if cfg.dpo.pairs == "generate":
+            backend.sync_weights(policy)
+            pairs, report = build_pairs(task, backend, render, cfg, r)
+            if not pairs:
+                raise RuntimeError(f"no preference pairs in round {r}: {json.dumps(report)}; the policy solves every "
+                                   "prompt or none (raise dpo.num_prompts or dpo.samples_per_prompt, or change the task mix)")
+        else:
+            src = Path(cfg.dpo.pairs)
+            pairs = read_pairs(src)
+            report = file_report(src, pairs)
+        report["seconds"] = time.perf_counter() - t0
+    enc = encode_pairs(pairs, tok, render)
+    if ref_path.exists():
+        ref = torch.load(ref_path)
+        ref_chosen, ref_rejected = ref["chosen"], ref["rejected"]
+    else:  # pi_ref of round r = the policy at its start, frozen (computed once: no second model is held)
+        ref_chosen, ref_rejected = all_logps(policy, enc, pad_id, cfg.dpo.batch_size)
+    if not path.exists():
+        atomic_write_text(report_path, json.dumps(report, indent=2, sort_keys=True))
+        tmp = ref_path.with_name(f".{ref_path.name}.tmp")
+        torch.save({"chosen": ref_chosen, "rejected": ref_rejected}, tmp)
+        tmp.replace(ref_path)
+        write_pairs(path, pairs)
+    return Round(r, pairs, report, enc, ref_chosen, ref_rejected)
 
 
 def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
@@ -145,12 +182,14 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
     su = start_run(run, cfg)
     device, task, policy, tok, render, pad_id = su.device, su.task, su.policy, su.tok, su.render, su.pad_id
     backend = make_backend(cfg.rollout, policy, tok)
-    pairs, report = _load_or_build_pairs(run, cfg, task, backend, render)  # from the initial policy
-    enc = encode_pairs(pairs, tok, render)
-    ref_chosen, ref_rejected = all_logps(policy, enc, pad_id, d.batch_size)  # pi_ref = the initial policy, frozen
-    steps = total_steps(cfg, len(pairs))
-    print(f"[harness] dpo: {len(pairs)} pairs ({json.dumps({k: v for k, v in report.items() if k != 'pairs'})}); "
-          f"{steps} steps of {d.batch_size} pairs", flush=True)
+
+    def load_round(r: int) -> Round:
+        rd = _load_or_build_round(run, cfg, r, task, backend, policy, tok, render, pad_id)
+        info = {k: v for k, v in rd.report.items() if k != "pairs_by_difficulty"}
+        print(f"[harness] dpo round {r}: {len(rd.pairs)} pairs ({json.dumps(info)})", flush=True)
+        return rd
+
+    rounds = [load_round(0)]  # from the initial policy, before any checkpoint is loaded
 
     ckpt = run.latest_checkpoint()
     if ckpt is not None:  # weights loaded in place: the backend keeps sampling from `policy`
@@ -186,64 +225,82 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
         pending_metrics = []
         return time.perf_counter() - t0
 
-    last_ckpt_seconds = 0.0
+    def eval_metrics(rd: Round, step: int) -> dict:
+        t0 = time.perf_counter()
+        backend.sync_weights(policy)
+        out = evaluate(task, backend, render, eval_problems, cfg, step, save_to=run.root)
+        out.update(_pair_metrics(policy, rd.enc, rd.ref_chosen, rd.ref_rejected, cfg, pad_id))
+        out["perf/eval_seconds"] = time.perf_counter() - t0
+        return out
+
+    last_ckpt_seconds, offset, rd = 0.0, 0, rounds[0]
     try:
-        for step in range(start, steps + 1):
-            t_step = time.perf_counter()
-            rec: dict = {"step": step}
-            is_last = step == steps
-            if step == 0:
-                rec.update({f"pairs/{'count' if k == 'pairs' else k}": float(v) for k, v in report.items()
-                            if isinstance(v, (int, float)) and k not in ("seconds", "samples_per_prompt")})
-            if is_eval_step(cfg, step, is_last):
+        for r in range(d.rounds):
+            if r > 0:
+                if d.max_steps and offset >= d.max_steps:
+                    break
+                rd = load_round(r)  # built from the policy at the start of round r (steps < offset done)
+                rounds.append(rd)
+            n_steps = round_steps(cfg, len(rd.pairs), offset)
+            seed = cfg.seed if r == 0 else step_seed(cfg.seed, r, PAIRS_SALT + 3)
+            for local in range(n_steps):
+                step = offset + local
+                if step < start:
+                    continue
+                t_step = time.perf_counter()
+                rec: dict = {"step": step}
+                if local == 0:
+                    rec.update({f"pairs/{'count' if k == 'pairs' else k}": float(v) for k, v in rd.report.items()
+                                if isinstance(v, (int, float)) and k not in ("seconds", "samples_per_prompt")})
+                if is_eval_step(cfg, step, False):
+                    rec.update(eval_metrics(rd, step))
                 t0 = time.perf_counter()
-                backend.sync_weights(policy)
-                rec.update(evaluate(task, backend, render, eval_problems, cfg, step))
-                rec.update(_pair_metrics(policy, enc, ref_chosen, ref_rejected, cfg, pad_id))
-                rec["perf/eval_seconds"] = time.perf_counter() - t0
-            if is_last:  # the final record holds the eval of the trained policy only
-                rec["perf/elapsed_seconds"] = elapsed0 + time.perf_counter() - t_run
+                idx = batch_indices(seed, local, len(rd.enc), d.batch_size)
+                policy.train()
+                pol_chosen, pol_rejected = sequence_logps(policy, rd.enc, idx, pad_id)  # (B,), (B,)
+                chosen_len = torch.tensor([len(rd.enc.chosen[i]) for i in idx], dtype=torch.float32, device=device)
+                loss, metrics = dpo_loss(cfg.objective, pol_chosen, pol_rejected, rd.ref_chosen[idx].to(device),
+                                         rd.ref_rejected[idx].to(device), chosen_lengths=chosen_len)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if tr.grad_clip:
+                    grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip))
+                else:
+                    grad_norm = float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in policy.parameters()
+                                                     if p.grad is not None)))
+                optimizer.step()
+                t_update = time.perf_counter() - t0
+
+                n_tok = float(sum(len(rd.enc.chosen[i]) + len(rd.enc.rejected[i]) for i in idx))
+                rec.update(metrics)
+                rec.update({"loss/policy": float(loss.detach()), "grad/norm": grad_norm,
+                            "epoch": float(local // math.ceil(len(rd.enc) / d.batch_size)), "dpo/round": float(r),
+                            "perf/update_seconds": t_update, "perf/checkpoint_seconds": last_ckpt_seconds,
+                            "perf/train_tokens_per_s": n_tok / max(t_update, 1e-9),
+                            "perf/step_seconds": time.perf_counter() - t_step, "perf/peak_mem_mb": _peak_mem_mb(),
+                            "perf/elapsed_seconds": elapsed0 + time.perf_counter() - t_run})
                 pending_metrics.append(rec)
-                checkpoint(step)
-                break
-
-            t0 = time.perf_counter()
-            idx = batch_indices(cfg.seed, step, len(enc), d.batch_size)
-            policy.train()
-            pol_chosen, pol_rejected = sequence_logps(policy, enc, idx, pad_id)  # (B,), (B,)
-            chosen_len = torch.tensor([len(enc.chosen[i]) for i in idx], dtype=torch.float32, device=device)
-            loss, metrics = dpo_loss(cfg.objective, pol_chosen, pol_rejected, ref_chosen[idx].to(device),
-                                     ref_rejected[idx].to(device), chosen_lengths=chosen_len)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if tr.grad_clip:
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip))
-            else:
-                grad_norm = float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in policy.parameters()
-                                                 if p.grad is not None)))
-            optimizer.step()
-            t_update = time.perf_counter() - t0
-
-            n_tok = float(sum(len(enc.chosen[i]) + len(enc.rejected[i]) for i in idx))
-            rec.update(metrics)
-            rec.update({"loss/policy": float(loss.detach()), "grad/norm": grad_norm,
-                        "epoch": float(step // math.ceil(len(enc) / d.batch_size)),
-                        "perf/update_seconds": t_update, "perf/checkpoint_seconds": last_ckpt_seconds,
-                        "perf/train_tokens_per_s": n_tok / max(t_update, 1e-9),
-                        "perf/step_seconds": time.perf_counter() - t_step, "perf/peak_mem_mb": _peak_mem_mb(),
-                        "perf/elapsed_seconds": elapsed0 + time.perf_counter() - t_run})
+                _print_step(rec)
+                round_end = local == n_steps - 1  # a checkpoint at every round's end: the next round's pairs
+                last_ckpt_seconds = (checkpoint(step) if (step + 1) % tr.checkpoint_every == 0 or round_end
+                                     else 0.0)  # are always built from a checkpointed policy
+            offset += n_steps
+        if offset >= start:  # the final record holds the eval of the trained policy only
+            rec = {"step": offset, **eval_metrics(rd, offset)}
+            rec["perf/elapsed_seconds"] = elapsed0 + time.perf_counter() - t_run
             pending_metrics.append(rec)
-            _print_step(rec)
-            last_ckpt_seconds = checkpoint(step) if (step + 1) % tr.checkpoint_every == 0 else 0.0
+            checkpoint(offset)
     except BaseException:
         tracker.finish("KILLED")
         backend.close()
         raise
     backend.close()
 
-    summary = {**_summary(run, cfg, elapsed0 + time.perf_counter() - t_run), "steps": steps, "pairs": report}
+    reports = [x.report for x in rounds]
+    summary = {**_summary(run, cfg, elapsed0 + time.perf_counter() - t_run), "steps": offset, "pairs": reports[0],
+               "rounds": reports}
     run.write_summary(summary)
-    for name in ("config.yaml", "summary.json", "pairs_report.json", "pairs.jsonl"):
+    for name in ["config.yaml", "summary.json"] + [f.name for x in rounds for f in _round_files(run, x.index)[:2]]:
         if (run.root / name).exists():
             tracker.log_artifact(str(run.root / name))
     tracker.finish("FINISHED")

@@ -8,8 +8,10 @@ object per line with exactly these four string fields (other fields are ignored)
 
 Generated pairs (`dpo.pairs: generate`): sample G = dpo.samples_per_prompt completions for
 each of dpo.num_prompts train-split prompts and score them with the task's verifier; the
-first correct sample is chosen, the first wrong one rejected. A prompt with no correct or
-no wrong answer gives no pair. A truncated sample is never used: both completions are
+k-th correct sample is paired with the k-th wrong one, for k < dpo.pairs_per_prompt (each
+sample is used at most once). A prompt with no correct or no wrong answer gives no pair.
+With dpo.rounds > 1 (iterative RPO), round r draws its own prompts and samples from the
+policy at the start of round r. A truncated sample is never used: both completions are
 scored as text + EOS, which for a truncated sample is not what the policy produced.
 The file written is itself a valid `dpo.pairs` input for another run.
 """
@@ -42,40 +44,44 @@ class PreferencePair:
     difficulty: str
 
 
-def build_pairs(task: Task, backend: RolloutBackend, render, cfg) -> tuple[list[PreferencePair], dict]:
-    """Pairs from the policy behind `backend` on train-split prompts; -> (pairs, report of the counts).
-    render: Problem -> prompt token ids."""
+def build_pairs(task: Task, backend: RolloutBackend, render, cfg, round_: int = 0) -> tuple[list[PreferencePair], dict]:
+    """Pairs from the policy behind `backend` on the train-split prompts of round `round_`;
+    -> (pairs, report of the counts). render: Problem -> prompt token ids."""
     d = cfg.dpo
     G = d.samples_per_prompt
-    problems = task.problems(d.num_prompts, seed=step_seed(cfg.seed, 0, PAIRS_SALT), split="train")
+    problems = task.problems(d.num_prompts, seed=step_seed(cfg.seed, round_, PAIRS_SALT), split="train")
     params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                            top_p=cfg.rollout.top_p, seed=step_seed(cfg.seed, 0, PAIRS_SALT + 1))
+                            top_p=cfg.rollout.top_p, seed=step_seed(cfg.seed, round_, PAIRS_SALT + 1))
     rollout = backend.generate([render(p) for p in problems], G, params)  # B = N*G rows, groups contiguous
     ep = score(task, problems, rollout, G, cfg.objective, cfg.rollout.max_new_tokens)
     pairs: list[PreferencePair] = []
-    skipped = Counter()
+    counts = Counter()  # prompts by outcome
     for i, p in enumerate(problems):
         rows = range(i * G, (i + 1) * G)
         correct = [j for j in rows if ep.scores[j].correct]
         wrong = [j for j in rows if not ep.scores[j].correct]
         usable_wrong = [j for j in wrong if not bool(rollout.truncated[j])]
         if not correct:
-            skipped["no_correct"] += 1
+            counts["no_correct"] += 1
         elif not wrong:
-            skipped["no_wrong"] += 1
+            counts["no_wrong"] += 1
         elif not usable_wrong:
-            skipped["only_truncated_wrong"] += 1
+            counts["only_truncated_wrong"] += 1
         else:
-            pairs.append(PreferencePair(p.prompt, rollout.texts[correct[0]], rollout.texts[usable_wrong[0]], p.difficulty))
+            counts["with_pairs"] += 1
+            for c, w in list(zip(correct, usable_wrong))[:d.pairs_per_prompt]:
+                pairs.append(PreferencePair(p.prompt, rollout.texts[c], rollout.texts[w], p.difficulty))
     report = {
         "source": "generate",
+        "round": round_,
         "prompts": len(problems),
         "samples_per_prompt": G,
         "sample_accuracy": float(ep.correct.float().mean()),
         "pairs": len(pairs),
-        "skipped_no_correct": skipped["no_correct"],
-        "skipped_no_wrong": skipped["no_wrong"],
-        "skipped_only_truncated_wrong": skipped["only_truncated_wrong"],
+        "prompts_with_pairs": counts["with_pairs"],
+        "skipped_no_correct": counts["no_correct"],
+        "skipped_no_wrong": counts["no_wrong"],
+        "skipped_only_truncated_wrong": counts["only_truncated_wrong"],
         "pairs_by_difficulty": dict(sorted(Counter(x.difficulty for x in pairs).items())),
     }
     return pairs, report

@@ -8,7 +8,9 @@ samples, redrawn samples alone move pass@1 by about +-0.02 at p ~ 0.1).
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from pathlib import Path
 
 import torch
 
@@ -17,6 +19,10 @@ from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Problem, Task
 from harness.train.collect import score, step_seed
 from harness.train.metrics import rollout_metrics
+from harness.train.paired import paired_bootstrap
+from harness.train.rundir import atomic_write_text
+
+EVAL_PROMPTS = "eval_prompts"  # DIR/eval_prompts/step_N.json: per-prompt pass@1 of every eval
 
 
 def is_eval_step(cfg, step: int, is_last: bool) -> bool:
@@ -24,7 +30,12 @@ def is_eval_step(cfg, step: int, is_last: bool) -> bool:
     return is_last or step == 0 or bool(cfg.eval.every and step % cfg.eval.every == 0)
 
 
-def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem], cfg, step: int) -> dict[str, float]:
+def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem], cfg, step: int,
+             per_prompt: dict | None = None, save_to: Path | None = None) -> dict[str, float]:
+    """pass@k (overall, per bucket) and lengths on `problems`; if `per_prompt` is a dict, it
+    receives "pass_at_k" -> (P,) per-prompt estimates, for paired comparisons (paired.py);
+    with `save_to` (a run dir), the per-prompt pass@1 goes to DIR/eval_prompts/step_N.json."""
+    per_prompt = {} if per_prompt is None else per_prompt
     ev = cfg.eval
     params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=ev.temperature,
                             top_p=cfg.rollout.top_p, seed=step_seed(cfg.eval.seed, 0, 10_000))  # same draws at every eval
@@ -36,12 +47,34 @@ def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem
     for i, p in enumerate(problems):
         buckets[p.difficulty].append(i)
     for k in ev.ks:
-        per_prompt = torch.tensor([pass_at_k(ev.n_samples, c, k) for c in correct])
-        out[f"eval/pass_at_{k}"] = float(per_prompt.mean())
+        scores = torch.tensor([pass_at_k(ev.n_samples, c, k) for c in correct])  # (P,)
+        per_prompt[f"pass_at_{k}"] = scores
+        out[f"eval/pass_at_{k}"] = float(scores.mean())
         for name, idx in sorted(buckets.items()):
-            out[f"eval/pass_at_{k}/{name}"] = float(per_prompt[idx].mean())
+            out[f"eval/pass_at_{k}/{name}"] = float(scores[idx].mean())
     rm = rollout_metrics(ep, prefix="eval/")
     for key in ("eval/length/mean", "eval/length/correct", "eval/length/incorrect", "eval/length/truncated_frac",
                 "eval/reward/mean"):
         out[key] = rm[key]
+    if save_to is not None and "pass_at_1" in per_prompt:
+        folder = Path(save_to) / EVAL_PROMPTS
+        folder.mkdir(exist_ok=True)  # rewritten identically if a resumed run repeats this eval
+        atomic_write_text(folder / f"step_{step:06d}.json",
+                          json.dumps({"step": step, "pass_at_1": per_prompt["pass_at_1"].tolist()}))
     return out
+
+
+def paired_rise(run_root: Path) -> dict | None:
+    """The paired rise of pass@1 from the first eval of a run to its last (same prompts, same
+    sampling seed), with a bootstrap 95% interval over prompts (paired.py); None if fewer than
+    two evals were saved."""
+    files = sorted((Path(run_root) / EVAL_PROMPTS).glob("step_*.json"))
+    if len(files) < 2:
+        return None
+    first, last = (json.loads(f.read_text()) for f in (files[0], files[-1]))
+    a, b = torch.tensor(first["pass_at_1"]), torch.tensor(last["pass_at_1"])
+    if a.shape != b.shape:
+        return None
+    cmp = paired_bootstrap(a, b)
+    return {"from_step": first["step"], "to_step": last["step"], "prompts": int(a.numel()),
+            "delta_pass_at_1": cmp["delta"], "ci95": [cmp["lo"], cmp["hi"]], "p_le_0": cmp["p_le_0"]}

@@ -1,4 +1,7 @@
-"""`harness eval RUN_DIR`: pass@k of a finished run's final checkpoint on the held-out set."""
+"""`harness eval RUN_DIR`: pass@k of a finished run's final checkpoint on the held-out set;
+with --vs-initial, also of the policy the run started from (warm start or base model) on the
+same prompts and sampling seed, and the paired rise of pass@k with a bootstrap 95% interval
+(paired.py) -> RUN_DIR/eval.json."""
 from __future__ import annotations
 
 import json
@@ -12,11 +15,13 @@ from harness.rollout import make_backend
 from harness.tasks import make_task
 from harness.train.evaluate import evaluate
 from harness.train.loop import EVAL_SEED_OFFSET
-from harness.train.policy_init import DTYPES, make_render
+from harness.train.paired import paired_bootstrap
+from harness.train.policy_init import DTYPES, initial_policy, make_render
 from harness.train.rundir import RunDir, atomic_write_text
 
 
-def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None) -> dict:
+def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None,
+             vs_initial: bool = False) -> dict:
     run = RunDir(run_dir)
     ckpt = run.latest_checkpoint()
     if ckpt is None or not run.config_path.exists():
@@ -26,16 +31,35 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
     if n_samples:
         overrides.append(f"eval.ks={[k for k in (1, 2, 4, 8, 16, 32, 64) if k <= n_samples]}")
     cfg = load_config(run.config_path, overrides)
-    model, tok = load_model(ckpt, dtype=DTYPES[cfg.model.dtype])
-    model.to("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
     task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
                      **cfg.task.options)
     problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
-    backend = make_backend(cfg.rollout, model, tok)
-    try:
-        result = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix), problems, cfg, step=10**6)
-    finally:
-        backend.close()
-    result = {"checkpoint": ckpt.name, "n_samples": cfg.eval.n_samples, "num_prompts": cfg.eval.num_prompts, **result}
+
+    def measure(model, tok) -> tuple[dict, dict]:
+        backend = make_backend(cfg.rollout, model, tok)
+        per_prompt: dict = {}
+        try:
+            out = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix), problems, cfg, step=10**6,
+                           per_prompt=per_prompt)
+        finally:
+            backend.close()
+        return out, per_prompt
+
+    model, tok = load_model(ckpt, dtype=DTYPES[cfg.model.dtype])
+    final, final_pp = measure(model.to(device), tok)
+    result = {"checkpoint": ckpt.name, "n_samples": cfg.eval.n_samples, "num_prompts": cfg.eval.num_prompts, **final}
+    if vs_initial:
+        del model
+        init_model, init_tok, _ = initial_policy(cfg, device)
+        initial, initial_pp = measure(init_model, init_tok)
+        result["initial"] = initial
+        for key, scores in final_pp.items():
+            cmp = paired_bootstrap(initial_pp[key], scores)
+            result[f"delta/{key}"] = cmp["delta"]
+            result[f"delta/{key}/ci95"] = [cmp["lo"], cmp["hi"]]
+            result[f"delta/{key}/p_le_0"] = cmp["p_le_0"]
     atomic_write_text(run.root / "eval.json", json.dumps(result, indent=2, sort_keys=True))
     return result

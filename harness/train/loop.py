@@ -28,7 +28,7 @@ from harness.rollout import make_backend
 from harness.tracking import MlflowTracker, NoOpTracker
 from harness.train.collect import collect, step_seed
 from harness.train.critic import ValueModel
-from harness.train.evaluate import evaluate, is_eval_step
+from harness.train.evaluate import evaluate, is_eval_step, paired_rise
 from harness.train.group_stats import extreme_grad_share, group_records
 from harness.train.logprobs import response_logprobs
 from harness.train.metrics import rollout_metrics
@@ -140,7 +140,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
             is_last = step == tr.steps
             if is_eval_step(cfg, step, is_last):
                 t0 = time.perf_counter()
-                rec.update(evaluate(task, backend, render, eval_problems, cfg, step))
+                rec.update(evaluate(task, backend, render, eval_problems, cfg, step, save_to=run.root))
                 rec["perf/eval_seconds"] = time.perf_counter() - t0
             if is_last:  # the final record holds the eval of the trained policy only
                 rec["perf/elapsed_seconds"] = elapsed0 + time.perf_counter() - t_run
@@ -257,4 +257,5 @@ def _summary(run: RunDir, cfg: RunConfig, elapsed: float) -> dict:
         "final_eval": {k: v for k, v in last.items() if k.startswith("eval/")},
         "tags": cfg.tracking.tags,
         "mean_step_seconds": (sum(r.get("perf/step_seconds", 0.0) for r in records) / max(1, len(records) - 1)),
+        "paired_rise": paired_rise(run.root),  # first -> last eval, bootstrap 95% interval over prompts
     }

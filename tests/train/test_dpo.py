@@ -20,6 +20,7 @@ CONFIG = "experiments/runs/dpo.yaml"  # its warm start is the smoke config's (sh
 FAST = [
     "rollout.max_new_tokens=40", "train.lr=2e-4", "train.checkpoint_every=2",
     "dpo.num_prompts=16", "dpo.samples_per_prompt=8", "dpo.batch_size=4", "dpo.epochs=10", "dpo.max_steps=4",
+    "dpo.rounds=1",  # offline DPO (iterative rounds: test_dpo_rounds.py)
     "eval.every=2", "eval.num_prompts=8", "eval.n_samples=4", "eval.ks=[1,4]", "tracking.mlflow=false",
 ]
 
@@ -47,8 +48,8 @@ def test_generated_pairs_are_correct_vs_wrong(dpo_run):
     run, cfg = dpo_run
     report = json.loads((run / "pairs_report.json").read_text())
     pairs = read_pairs(run / "pairs.jsonl")  # the saved file is itself a valid dpo.pairs input
-    assert report["pairs"] == len(pairs) >= 1
-    assert (report["pairs"] + report["skipped_no_correct"] + report["skipped_no_wrong"]
+    assert report["pairs"] == len(pairs) >= report["prompts_with_pairs"] >= 1
+    assert (report["prompts_with_pairs"] + report["skipped_no_correct"] + report["skipped_no_wrong"]
             + report["skipped_only_truncated_wrong"]) == cfg.dpo.num_prompts
     task = make_task(cfg.task.name)
     prompts = {p.prompt: p for p in task.problems(cfg.dpo.num_prompts, seed=step_seed(cfg.seed, 0, PAIRS_SALT))}
@@ -175,7 +176,7 @@ def test_reader_round_trip_blank_lines_and_missing_file(tmp_path):
 
 def test_cli_rejects_a_bad_pairs_file_before_loading_a_model(tmp_path, capsys):
     path = _write(tmp_path, GOOD, {**GOOD, "chosen": 7})
-    code = main(["train", CONFIG, f"dpo.pairs={path}", "tracking.mlflow=false", "--out", str(tmp_path / "run")])
+    code = main(["train", CONFIG, f"dpo.pairs={path}", "dpo.rounds=1", "tracking.mlflow=false", "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 2 and "line 2" in err and "'chosen'" in err, err
     assert not (tmp_path / "run" / "config.yaml").exists()
