@@ -13,6 +13,7 @@ names the offending dotted key and what is allowed.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -182,6 +183,11 @@ class RunConfig(_Section):
         mb = rows // t.mini_batches
         if t.micro_batch_size is not None and mb % t.micro_batch_size:
             raise ValueError(f"train.micro_batch_size={t.micro_batch_size} must divide the mini-batch size {mb}")
+        if o.ratio == "none" and (t.mini_batches > 1 or t.inner_epochs > 1):
+            warnings.warn(f"objective.ratio=none (e.g. gpg) with train.mini_batches={t.mini_batches}, "
+                          f"inner_epochs={t.inner_epochs}: every optimizer step after the first of a batch uses "
+                          "stale samples with no importance correction; set both to 1 for on-policy REINFORCE",
+                          stacklevel=2)
         if o.overlong_buffer and o.overlong_buffer >= self.rollout.max_new_tokens:
             raise ValueError(f"objective.overlong_buffer={o.overlong_buffer} must be < rollout.max_new_tokens={self.rollout.max_new_tokens}")
         if self.task.name not in _task_names():

@@ -86,6 +86,7 @@ def cell_row(cell: dict) -> dict:
     fin_loop = _eval_metrics(summary.get("final_eval", {}))
     fin = _eval_metrics(final_eval) or fin_loop
     k, pk = _pass_k(fin)
+    rise = summary.get("paired_rise") or {}
     row = {"cell": cell["id"], "variant": cell.get("variant", ""), **{k_: _scalar(v) for k_, v in cell["axes"].items()}}
     row.update({
         "status": "complete" if summary else "missing",
@@ -94,6 +95,10 @@ def cell_row(cell: dict) -> dict:
         "final_pass_at_1": fin.get("eval/pass_at_1"),
         "final_pass_at_k": pk, "k": k,
         "final_pass_at_1_in_loop": fin_loop.get("eval/pass_at_1"),
+        # in-loop first -> last eval on the same prompts and seed, bootstrap 95% CI over prompts
+        "paired_rise_pass_at_1": rise.get("delta_pass_at_1"),
+        "paired_rise_ci95_lo": rise.get("ci95", [None, None])[0],
+        "paired_rise_ci95_hi": rise.get("ci95", [None, None])[1],
         "train_accuracy_last": train[-1].get("reward/accuracy") if train else None,
         "wall_seconds": summary.get("wall_seconds"),
     })

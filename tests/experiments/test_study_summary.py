@@ -29,7 +29,8 @@ def study_dir(tmp_path):
             (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
             (run / "summary.json").write_text(json.dumps({
                 "steps": 5, "wall_seconds": 12.5, "initial_eval": {"eval/pass_at_1": 0.01 * seed},
-                "final_eval": {"eval/pass_at_1": 0.6 + 0.01 * seed}}))
+                "final_eval": {"eval/pass_at_1": 0.6 + 0.01 * seed},
+                "paired_rise": {"delta_pass_at_1": 0.05 * seed, "ci95": [0.01 * seed, 0.1 * seed]}}))
             (run / "eval.json").write_text(json.dumps({"eval/pass_at_1": 0.55, "eval/pass_at_8": 0.9,
                                                        "eval/pass_at_1/easy": 0.8, "eval/pass_at_1/hard": 0.2}))
             cells.append({"id": cid, "variant": f"preset={arm}", "axes": {"objective.preset": arm, "seed": seed},
@@ -49,6 +50,7 @@ def test_summary_table_one_row_per_cell(study_dir):
     assert row.final_pass_at_k == pytest.approx(0.9) and row.k == 8
     assert row.mean_length_incorrect == pytest.approx(32) and row.mean_length_correct == pytest.approx(17)
     assert row.final_pass_at_1_hard == pytest.approx(0.2) and row.wall_seconds == pytest.approx(12.5)
+    assert (row.paired_rise_pass_at_1, row.paired_rise_ci95_lo, row.paired_rise_ci95_hi) == pytest.approx((0.1, 0.02, 0.2))
     out = write_csv(study_dir, study_dir / "summary.csv")
     assert out.read_text().splitlines()[0].startswith("cell,variant,objective.preset,seed")
 

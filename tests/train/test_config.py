@@ -70,3 +70,16 @@ def test_resolved_config_round_trips(tmp_path):
     path.write_text(dump_config(cfg))
     again = load_config(path)
     assert again == cfg
+
+
+def test_off_policy_updates_without_a_ratio_warn():
+    """GPG (ratio none) with several optimizer steps per batch updates on stale samples with no
+    importance correction: allowed, but said; on-policy (1 mini-batch, 1 epoch) is silent."""
+    with pytest.warns(UserWarning, match=r"objective.ratio=none .*mini_batches=4"):
+        load_config(SMOKE, ["objective.preset=gpg", "train.mini_batches=4"])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_config(SMOKE, ["objective.preset=gpg", "train.mini_batches=1", "train.inner_epochs=1"])
+        load_config(SMOKE, ["objective.preset=grpo", "train.mini_batches=4"])
