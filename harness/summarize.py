@@ -171,11 +171,15 @@ def curves(cells: list[dict], key: str, relative: bool = False) -> dict[str, dic
 
 
 def _plot(ax, data: dict[str, dict], label_suffix: str = "", style: str = "-") -> None:
+    import matplotlib
+
+    many = len(data) > 10  # past 10 series the default cycle repeats: 20 colours, and a marker per ten
     for i, (variant, d) in enumerate(sorted(data.items())):
-        color = f"C{i % 10}"
+        color = matplotlib.colormaps["tab20"](i % 20) if many else f"C{i % 10}"
+        marker = "osD^v"[(i // 10) % 5] if many else "o"
         lo = [m - h for m, h in zip(d["mean"], d["half"])]
         hi = [m + h for m, h in zip(d["mean"], d["half"])]
-        ax.plot(d["steps"], d["mean"], style, color=color, marker="o" if len(d["steps"]) < 30 else None, ms=3,
+        ax.plot(d["steps"], d["mean"], style, color=color, marker=marker if len(d["steps"]) < 30 else None, ms=3,
                 label=f"{variant}{label_suffix} (n={d['n']})")
         if d["n"] > 1:
             ax.fill_between(d["steps"], lo, hi, color=color, alpha=0.2, lw=0)
