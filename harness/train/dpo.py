@@ -120,7 +120,6 @@ class Round:
     """The pairs of one round, encoded, with their frozen reference log-probs (n,) each."""
 
     index: int
-    pairs: list[PreferencePair]
     report: dict
     enc: EncodedPairs
     ref_chosen: torch.Tensor
@@ -166,7 +165,7 @@ def _load_or_build_round(run: RunDir, cfg: RunConfig, r: int, task, backend, pol
         torch.save({"chosen": ref_chosen, "rejected": ref_rejected}, tmp)
         tmp.replace(ref_path)
         write_pairs(path, pairs)
-    return Round(r, pairs, report, enc, ref_chosen, ref_rejected)
+    return Round(r, report, enc, ref_chosen, ref_rejected)
 
 
 def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
@@ -186,7 +185,7 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
     def load_round(r: int) -> Round:
         rd = _load_or_build_round(run, cfg, r, task, backend, policy, tok, render, pad_id)
         info = {k: v for k, v in rd.report.items() if k != "pairs_by_difficulty"}
-        print(f"[harness] dpo round {r}: {len(rd.pairs)} pairs ({json.dumps(info)})", flush=True)
+        print(f"[harness] dpo round {r}: {len(rd.enc)} pairs ({json.dumps(info)})", flush=True)
         return rd
 
     rounds = [load_round(0)]  # from the initial policy, before any checkpoint is loaded
@@ -241,7 +240,7 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
                     break
                 rd = load_round(r)  # built from the policy at the start of round r (steps < offset done)
                 rounds.append(rd)
-            n_steps = round_steps(cfg, len(rd.pairs), offset)
+            n_steps = round_steps(cfg, len(rd.enc), offset)
             seed = cfg.seed if r == 0 else step_seed(cfg.seed, r, PAIRS_SALT + 3)
             for local in range(n_steps):
                 step = offset + local

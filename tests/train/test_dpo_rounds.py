@@ -2,6 +2,7 @@
 round r's pairs come from the policy at its start on fresh prompts, that policy is round r's
 reference, every round ends with a checkpoint, a kill inside round 1 resumes exactly."""
 import json
+import math
 
 import pytest
 import torch
@@ -39,7 +40,8 @@ def rounds_run(warm_cache, tmp_path_factory):
 
 
 def _round0_steps(run) -> int:
-    return int(json.loads((run / "summary.json").read_text())["rounds"][0]["pairs"] / 4 + 0.999)
+    """Optimizer steps of round 0: one epoch of its pairs in batches of 4 (FAST)."""
+    return math.ceil(json.loads((run / "summary.json").read_text())["rounds"][0]["pairs"] / 4)
 
 
 def test_two_rounds_have_their_own_pairs_steps_and_checkpoints(rounds_run):
