@@ -73,6 +73,11 @@ class TrainSection(_Section):
     inner_epochs: int = Field(1, ge=1, description="K passes over each rollout batch")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per epoch (>1 makes later steps off-policy)")
     micro_batch_size: int | None = Field(None, ge=1, description="rows per forward/backward; None = whole mini-batch")
+    old_logp: Literal["recompute", "rollout", "auto"] = Field(
+        "recompute", description="pi_old's log-probs for the ratio when mini_batches/inner_epochs > 1: 'recompute' "
+        "them with a no-grad forward of the policy; 'rollout' reuses the sampler's (exact only for an hf rollout in "
+        "the policy's dtype, top_p 1, no router noise, no TIS; saves one forward per step); 'auto' = rollout where "
+        "that is exact, else recompute")
     grad_clip: float | None = Field(1.0, gt=0)
     max_refill_rounds: int = Field(4, ge=0, description="dynamic sampling: extra sampling rounds to refill dropped groups")
     checkpoint_every: int = Field(5, ge=1, description="checkpoint (and flush metrics) every N steps")
@@ -188,12 +193,36 @@ class RunConfig(_Section):
                           f"inner_epochs={t.inner_epochs}: every optimizer step after the first of a batch uses "
                           "stale samples with no importance correction; set both to 1 for on-policy REINFORCE",
                           stacklevel=2)
+        if t.old_logp == "rollout" and (why := self.rollout_logp_inexact()):
+            raise ValueError(f"train.old_logp='rollout' needs the sampler's log-probs to be the policy's, but {why}; "
+                             "use train.old_logp=recompute (or auto)")
         if o.overlong_buffer and o.overlong_buffer >= self.rollout.max_new_tokens:
             raise ValueError(f"objective.overlong_buffer={o.overlong_buffer} must be < rollout.max_new_tokens={self.rollout.max_new_tokens}")
         if self.task.name not in _task_names():
             raise ValueError(f"task.name={self.task.name!r} is unknown; allowed: {sorted(_task_names())}")
         self._moe_knobs()
         return self
+
+    def rollout_logp_inexact(self) -> str | None:
+        """Why the sampler's log-probs may differ from the policy's own (None: they are the same
+        weights, dtype and distribution, so train.old_logp=rollout/auto may reuse them as pi_old)."""
+        r = self.rollout
+        if r.backend != "hf":
+            return f"rollout.backend={r.backend!r} (another engine's kernels: its log-probs are not the policy's)"
+        if r.dtype != self.model.dtype:
+            return f"rollout.dtype={r.dtype!r} differs from model.dtype={self.model.dtype!r}"
+        if r.top_p < 1.0:
+            return f"rollout.top_p={r.top_p} (the sampler's log-probs are of the truncated distribution)"
+        if r.router_noise:
+            return f"rollout.router_noise={r.router_noise} (the sampler routed differently)"
+        if self.objective.tis_cap:
+            return f"objective.tis_cap={self.objective.tis_cap} (TIS corrects pi_old / pi_rollout, which this makes 1)"
+        return None
+
+    def reuses_rollout_logp(self) -> bool:
+        """Whether the loop takes pi_old's log-probs from the sampler (train.old_logp)."""
+        mode = self.train.old_logp
+        return mode == "rollout" or (mode == "auto" and self.rollout_logp_inexact() is None)
 
     def _moe_knobs(self) -> None:
         """Routing replay needs the rollout's expert choices (recorded by the hf backend only)

@@ -34,6 +34,7 @@ def bench_config(model: str, backend: str, *, steps: int, threads: int | None, p
     overrides = [f"model.name={model}", f"rollout.backend={backend}", "warm_start.enabled=false",
                  "tracking.mlflow=false", f"train.steps={steps}", f"train.checkpoint_every={checkpoint_every}",
                  "train.mini_batches=1", "train.inner_epochs=1",  # one optimizer step per rollout batch, as TRL's default
+                 "rollout.temperature=1.0",  # TRL's default (smoke.yaml samples hotter)
                  "eval.every=0", "eval.num_prompts=2", "eval.n_samples=1", "eval.ks=[1]"]
     if threads:
         overrides.append(f"train.threads={threads}")

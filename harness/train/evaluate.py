@@ -57,11 +57,15 @@ def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem
                 "eval/reward/mean"):
         out[key] = rm[key]
     if save_to is not None and "pass_at_1" in per_prompt:
-        folder = Path(save_to) / EVAL_PROMPTS
-        folder.mkdir(exist_ok=True)  # rewritten identically if a resumed run repeats this eval
-        atomic_write_text(folder / f"step_{step:06d}.json",
-                          json.dumps({"step": step, "pass_at_1": per_prompt["pass_at_1"].tolist()}))
+        save_prompt_scores(save_to, step, per_prompt["pass_at_1"].tolist())
     return out
+
+
+def save_prompt_scores(run_root: Path, step: int, pass_at_1: list[float]) -> None:
+    """DIR/eval_prompts/step_N.json: the per-prompt pass@1 of the eval at `step`."""
+    folder = Path(run_root) / EVAL_PROMPTS
+    folder.mkdir(exist_ok=True)  # rewritten identically if a resumed run repeats this eval
+    atomic_write_text(folder / f"step_{step:06d}.json", json.dumps({"step": step, "pass_at_1": pass_at_1}))
 
 
 def paired_rise(run_root: Path) -> dict | None:

@@ -54,7 +54,7 @@ def test_unknown_task_and_model_names():
 
 def test_minibatch_must_divide_batch():
     with pytest.raises(ConfigError, match="train.mini_batches"):
-        load_config(SMOKE, ["train.mini_batches=3"])
+        load_config(SMOKE, ["train.mini_batches=5"])  # 96 x 8 = 768 rows
 
 
 def test_preset_then_override_and_dr_grpo_constant():

@@ -12,7 +12,7 @@ from harness.rollout.hf import HFBackend
 from harness.train.logprobs import response_logprobs
 from harness.train.loop import train
 # tiny MoE from scratch, 4 prompts x 4 samples, one step, a minimal eval: about a second per run
-TINY = ["model.name=tiny-moe", "warm_start.enabled=false", "task.difficulty_mix={easy: 1}", "tracking.mlflow=false",
+TINY = ["model.name=tiny-moe", "warm_start.enabled=false", "train.old_logp=recompute", "task.difficulty_mix={easy: 1}", "tracking.mlflow=false",
         "train.steps=1", "train.checkpoint_every=1", "train.threads=1", "train.prompts_per_step=4",
         "train.group_size=4", "train.samples_to_log=0", "rollout.max_new_tokens=16",
         "eval.every=0", "eval.num_prompts=1", "eval.n_samples=1", "eval.ks=[1]"]
