@@ -11,7 +11,7 @@
                   (reshuffled each epoch) -> sequence log-prob sums of chosen and rejected
                   -> dpo_loss (OBJECTIVE.md §8; DPO 2305.18290, IPO 2310.12036, RPO's NLL term
                   with objective.dpo_sft_coef) -> AdamW step (one optimizer across rounds)
-                  -> metrics; periodic eval (pass@k, the RL runs' evaluate()); checkpoint + flush
+                  -> metrics; periodic eval (pass@k, the RL runs' eval_at()); checkpoint + flush
 
 Log-probs are taken at temperature 1 (the model's own distribution), not the rollout
 temperature: DPO's implicit reward is beta * log pi/pi_ref of the model itself.
@@ -41,7 +41,8 @@ from harness.rollout import make_backend
 from harness.tracking import MlflowTracker, NoOpTracker
 from harness.train.collect import step_seed
 from harness.train.dpo_pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
-from harness.train.evaluate import evaluate, is_eval_step
+from harness.train.eval_cache import eval_at
+from harness.train.evaluate import is_eval_step
 from harness.train.logprobs import response_logprobs
 from harness.train.loop import EVAL_SEED_OFFSET, _peak_mem_mb, _summary
 from harness.train.run_setup import open_run, start_run
@@ -227,7 +228,7 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
     def eval_metrics(rd: Round, step: int) -> dict:
         t0 = time.perf_counter()
         backend.sync_weights(policy)
-        out = evaluate(task, backend, render, eval_problems, cfg, step, save_to=run.root)
+        out = eval_at(task, backend, render, eval_problems, cfg, step, run.root)  # step 0: the warm start's, cached
         out.update(_pair_metrics(policy, rd.enc, rd.ref_chosen, rd.ref_rejected, cfg, pad_id))
         out["perf/eval_seconds"] = time.perf_counter() - t0
         return out

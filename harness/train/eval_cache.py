@@ -4,7 +4,7 @@ Every run that starts from the same warm start and evaluates with the same setti
 the same samples at step 0 (common random numbers: evaluate.py), so its step-0 eval is a
 property of the warm start, not of the run. It is computed once and stored in
 WARM_START/eval_cache/<key>.json (metrics + per-prompt pass@1); later runs (other seeds,
-presets, knobs) load it. The key holds everything that can change those samples or their
+presets, knobs, the DPO trainer) load it. `eval_at` is the eval both trainers call. The key holds everything that can change those samples or their
 scoring: the eval section (less `every`), the rollout section, the task, the prompt suffix,
 the model dtype and torch's thread count (CPU matmuls may round differently across thread
 counts, which can flip a near-tie sample).
@@ -17,7 +17,9 @@ from pathlib import Path
 
 import torch
 
+from harness.train.evaluate import evaluate, save_prompt_scores
 from harness.train.rundir import atomic_write_text
+from harness.train.warmstart import warm_start_folder
 
 CACHE_DIR = "eval_cache"
 
@@ -42,3 +44,21 @@ def load_eval(path: Path) -> tuple[dict, list[float]] | None:
 def save_eval(path: Path, metrics: dict, pass_at_1: list[float]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({"metrics": metrics, "pass_at_1": pass_at_1}))
+
+
+def eval_at(task, backend, render, problems, cfg, step: int, run_root: Path) -> dict[str, float]:
+    """evaluate() at `step`, per-prompt pass@1 saved to the run dir; at step 0 of a run from a
+    warm start (the policy is the warm start) the eval comes from the cache, or is cached."""
+    if step != 0 or not cfg.warm_start.enabled:
+        return evaluate(task, backend, render, problems, cfg, step, save_to=run_root)
+    path = eval_cache_path(cfg, warm_start_folder(cfg))
+    cached = load_eval(path)
+    if cached is not None:
+        metrics, pass_at_1 = cached
+        save_prompt_scores(run_root, 0, pass_at_1)
+        print(f"[harness] step-0 eval of the warm start: cached in {path}")
+        return metrics
+    per_prompt: dict = {}
+    metrics = evaluate(task, backend, render, problems, cfg, 0, per_prompt=per_prompt, save_to=run_root)
+    save_eval(path, metrics, per_prompt["pass_at_1"].tolist())
+    return metrics

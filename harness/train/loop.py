@@ -28,8 +28,8 @@ from harness.rollout import make_backend
 from harness.tracking import MlflowTracker, NoOpTracker
 from harness.train.collect import collect, step_seed
 from harness.train.critic import ValueModel
-from harness.train.eval_cache import eval_cache_path, load_eval, save_eval
-from harness.train.evaluate import evaluate, is_eval_step, paired_rise, save_prompt_scores
+from harness.train.eval_cache import eval_at
+from harness.train.evaluate import is_eval_step, paired_rise
 from harness.train.group_stats import extreme_grad_share, group_records
 from harness.train.logprobs import response_logprobs
 from harness.train.metrics import rollout_metrics
@@ -38,7 +38,6 @@ from harness.train.routing import capture_routing
 from harness.train.rundir import RunDir, read_jsonl
 from harness.train.run_setup import open_run, start_run
 from harness.train.update import policy_update
-from harness.train.warmstart import warm_start_folder
 
 EVAL_SEED_OFFSET = 7_777
 
@@ -70,22 +69,6 @@ def _logprobs_no_grad(model, ep, pad_id, temperature, micro, routing=None, misma
                                      rr[sl] if rr is not None else None)
         outs.append(lp)
     return torch.cat(outs)
-
-
-def _initial_eval(task, backend, render, problems, cfg, run) -> dict:
-    """The step-0 eval (policy = the cached warm start): loaded from the warm start's eval cache
-    when an identical eval was run before, else computed and cached."""
-    path = eval_cache_path(cfg, warm_start_folder(cfg))
-    cached = load_eval(path)
-    if cached is not None:
-        metrics, pass_at_1 = cached
-        save_prompt_scores(run.root, 0, pass_at_1)
-        print(f"[harness] step-0 eval of the warm start: cached in {path}")
-        return metrics
-    per_prompt: dict = {}
-    metrics = evaluate(task, backend, render, problems, cfg, 0, per_prompt=per_prompt, save_to=run.root)
-    save_eval(path, metrics, per_prompt["pass_at_1"].tolist())
-    return metrics
 
 
 def train(cfg: RunConfig, out_dir: str | Path) -> dict:
@@ -132,6 +115,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
     backend = make_backend(cfg.rollout, policy, tok)
     eval_problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
     single_pass = tr.inner_epochs == 1 and tr.mini_batches == 1 and not obj.tis_cap
+    old_from_rollout = cfg.reuses_rollout_logp()  # train.old_logp: the hf sampler's log-probs are pi_old's
     pending_metrics, pending_samples = [], []
     t_run = time.perf_counter()
 
@@ -158,10 +142,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
             is_last = step == tr.steps
             if is_eval_step(cfg, step, is_last):
                 t0 = time.perf_counter()
-                if step == 0 and cfg.warm_start.enabled:  # the warm start's own eval: computed once (eval_cache.py)
-                    rec.update(_initial_eval(task, backend, render, eval_problems, cfg, run))
-                else:
-                    rec.update(evaluate(task, backend, render, eval_problems, cfg, step, save_to=run.root))
+                rec.update(eval_at(task, backend, render, eval_problems, cfg, step, run.root))
                 rec["perf/eval_seconds"] = time.perf_counter() - t0
             if is_last:  # the final record holds the eval of the trained policy only
                 rec["perf/elapsed_seconds"] = elapsed0 + time.perf_counter() - t_run
@@ -187,7 +168,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
             mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
             if single_pass:
                 old_logp = None
-            elif cfg.reuses_rollout_logp():  # exact here (config check): the hf sampler's log-probs under pi_old
+            elif old_from_rollout:
                 old_logp = r.sampler_logp.to(device)
             else:
                 old_logp = _logprobs_no_grad(policy, ep, pad_id, cfg.rollout.temperature, micro, routing, mismatch, mask)

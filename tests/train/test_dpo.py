@@ -14,6 +14,7 @@ from harness.train import dpo as dpo_module
 from harness.train.collect import step_seed
 from harness.train.dpo import train_dpo
 from harness.train.dpo_pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
+from harness.train.eval_cache import eval_cache_path, load_eval
 from harness.train.warmstart import ensure_warm_start
 
 CONFIG = "experiments/runs/dpo.yaml"  # its warm start is the smoke config's (shared cache, tests/conftest.py)
@@ -91,6 +92,16 @@ def test_dpo_steps_move_the_policy_and_grow_the_margin(dpo_run):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["algorithm"] == "dpo" and summary["steps"] == 4 and summary["pairs"]["pairs"] >= 1
     assert "eval/pass_at_1" in summary["initial_eval"] and "eval/pass_at_1" in summary["final_eval"]
+
+
+def test_step0_eval_is_the_warm_starts_cached_eval(dpo_run):
+    """DPO's step-0 eval goes through the same warm-start eval cache as the RL loop's."""
+    run, cfg = dpo_run
+    cached = load_eval(eval_cache_path(cfg, ensure_warm_start(cfg)))
+    assert cached is not None
+    first = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    assert {k: v for k, v in first.items() if k in cached[0]} == cached[0]
+    assert json.loads((run / "eval_prompts" / "step_000000.json").read_text())["pass_at_1"] == cached[1]
 
 
 def test_resume_after_completed_run_is_a_noop(dpo_run, capsys):
