@@ -19,6 +19,8 @@ A study file (experiments/<name>.yaml) declares
     scales:                         # per-scale overrides of the base (dotted keys), plus `seeds` and
       smoke: {train.steps: 4}       #   `final_eval` ({n_samples: N} for `harness eval`)
       gpu: {model.name: smollm2-135m, rollout.backend: vllm}
+    probe: {batches: 12}            # optional: settings of the study's mechanism probe (`harness probe`),
+                                    #   also per scale
     tune: {...}                     # optional: an Optuna search (see harness/tune.py)
 
 A cell's run config = base <- scale overrides <- the cell's axis values <- seed <- tracking
@@ -44,8 +46,8 @@ from typing import Any
 import yaml
 
 SCALES = ("smoke", "cpu", "gpu")
-TOP_LEVEL_KEYS = ("name", "description", "base", "grid", "zip", "seeds", "exclude", "scale", "scales", "tune")
-SCALE_SPECIAL_KEYS = ("seeds", "final_eval")
+TOP_LEVEL_KEYS = ("name", "description", "base", "grid", "zip", "seeds", "exclude", "scale", "scales", "tune", "probe")
+SCALE_SPECIAL_KEYS = ("seeds", "final_eval", "probe")
 ARM = "arm"          # optional label key of a zip group
 SEED = "seed"
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
@@ -98,6 +100,7 @@ class Study:
     seeds: list[int]
     exclude: list[dict]
     final_eval: dict = field(default_factory=dict)
+    probe: dict = field(default_factory=dict)   # settings of `harness probe` (harness/probes/)
     cells: list[Cell] = field(default_factory=list)
 
     @property
@@ -366,13 +369,16 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
 
     final_eval = dict(raw.get("final_eval") or {})
     final_eval.update(scale_ov.pop("final_eval", None) or {})
+    probe = dict(raw.get("probe") or {})
+    probe.update(scale_ov.pop("probe", None) or {})
 
     exclude = raw.get("exclude") or []
     if not isinstance(exclude, list) or not all(isinstance(e, dict) and e for e in exclude):
         raise StudyError("exclude: must be a list of non-empty mappings {axis key: value}")
 
     return Study(name=name, path=path, scale=scale, raw=raw, base=base, scale_overrides=scale_ov,
-                 axes=axes, seeds=list(seeds), exclude=exclude, final_eval=final_eval)
+                 axes=axes, seeds=list(seeds), exclude=exclude, final_eval=final_eval,
+                 probe=probe)
 
 
 def expand(study: Study, validate: bool = True) -> list[Cell]:
