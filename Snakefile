@@ -13,6 +13,8 @@ DAG, per study and scale (everything under results/<study>/<scale>/):
                 output = runs/<cell>/summary.json only (written last by the trainer)
       -> eval   `harness eval runs/<cell>` -> runs/<cell>/eval.json (held-out pass@k of the final policy)
       -> summary  summary.csv, one row per cell
+      -> probe    `harness probe` -> probe.json, when the study file has a `probe:` section: the
+                  mechanism measured directly, one update per arm from the warm start (harness/probes/)
       -> figures  analysis/<study>.py when it exists, else the generic figures; logged to MLflow
 
 Cell configs (configs/<cell>.yaml), cells.json and study.json are written when this file is
@@ -107,6 +109,8 @@ TRAIN_THREADS = {cid: (c.config.train.threads or (8 if GPU else 1)) for cid, c i
 RUNTIME_MIN = {"smoke": 30, "cpu": 360, "gpu": 720}[STUDY.scale]
 NOTEBOOK = Path(workflow.basedir) / "analysis" / f"{STUDY.name}.py"
 N_EVAL = STUDY.final_eval.get("n_samples")
+PROBE = bool(STUDY.probe)  # the study file's `probe:` section (for this scale)
+STUDY_ARG = shlex.quote(str(STUDY.path or STUDY.name))
 
 wildcard_constraints:
     cell="|".join(sorted(CELLS, key=len, reverse=True)).replace(".", r"\.").replace("+", r"\+"),
@@ -226,11 +230,30 @@ rule summary:
         "{HARNESS} summarize {OUT} --csv {output} > {log} 2>&1"
 
 
+rule probe:
+    """The study's mechanism probe: one update per arm from the warm start, on the same batches,
+    measured on held-out prompts with common random numbers (harness/probes/)."""
+    input:
+        warmstart=sorted({OUT / "warmstart" / f"{n}.json" for n in WS_OF_CELL.values()}),
+    output:
+        OUT / "probe.json",
+    log:
+        OUT / "logs" / "probe.log",
+    threads: TRAIN_THREADS[STUDY.cells[0].id]  # the probe sets torch's threads from train.threads too
+    resources:
+        mem_mb=32000 if GPU else 4000,
+        runtime=RUNTIME_MIN,
+        gpu=1 if GPU else 0,
+    shell:
+        "OMP_NUM_THREADS={threads} {HARNESS} probe {STUDY_ARG} --scale {STUDY.scale} --out {output} > {log} 2>&1"
+
+
 rule figures:
     """analysis/<study>.py (jupytext percent notebook, run as a script) or the generic figures;
     written to a temp folder and renamed, then logged to the study's MLflow experiment."""
     input:
         csv=OUT / "summary.csv",
+        probe=[OUT / "probe.json"] if PROBE else [],
         notebook=[str(NOTEBOOK)] if NOTEBOOK.exists() else [],
     output:
         report(directory(OUT / "figures"), patterns=["{name}.png"], category="Figures"),

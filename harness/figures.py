@@ -11,9 +11,11 @@ Reads only the run-directory contract (cells.json, study.json, runs/<cell>/metri
 groups.jsonl, eval.json, config.yaml), like harness/summarize.py, whose t_interval and
 jsonl reader it reuses.
 
-Conventions of every figure: x = training step (policy iterations); a line is the mean
-over seeds with the shaded 95% t-interval; with one seed, the line alone and "n=1 seed"
-in the legend. At a step where some seeds have no value (no correct response that step,
+Conventions of every figure: x = training step (policy iterations); with up to
+SEED_LINES_MAX (3) seeds every seed is a thin line and their mean a bold one (a t-interval
+from 2-3 seeds is wider than the data and says little); with more seeds, the mean with the
+shaded 95% t-interval, clipped to the range the quantity can take (a fraction stays in
+[0, 1]); with one seed, the line alone and "n=1 seed" in the legend. At a step where some seeds have no value (no correct response that step,
 say) the mean and interval use the seeds that do.
 """
 from __future__ import annotations
@@ -143,6 +145,7 @@ class Curve:
     lo: list[float] = field(default_factory=list)
     hi: list[float] = field(default_factory=list)
     n: int = 0  # seeds with at least one value
+    series: list[dict[int, float]] = field(default_factory=list)  # each seed's {step: value}
 
     def __bool__(self) -> bool:
         return bool(self.steps)
@@ -164,7 +167,7 @@ def seed_series(data: StudyData, cells: list[dict], key: str, window: int = 1) -
 
 def combine(series: list[dict[int, float]]) -> Curve:
     """Mean and 95% t-interval over the series at each step (over the series that have the step)."""
-    cur = Curve(n=len(series))
+    cur = Curve(n=len(series), series=list(series))
     for st in sorted(set().union(*series)) if series else []:
         vals = [s[st] for s in series if st in s]
         m, h = t_interval(vals)
@@ -203,16 +206,32 @@ def seeds_label(n: int) -> str:
     return "n=1 seed" if n == 1 else f"n={n} seeds"
 
 
+SEED_LINES_MAX = 3  # up to this many seeds: each seed drawn thin, the mean bold, no t-band
+
+
 def plot_curve(ax, cur: Curve, label: str, color: str, style: str = "-", marker: str = "o", marker_below: int = 30,
-               band: bool = True, **kw) -> None:
-    """The mean line, and the shaded 95% interval when there are >= 2 seeds (and band); label gets
-    '(n=.. seed(s))'. Markers only on short curves (< marker_below steps)."""
+               band: bool = True, bounds: tuple[float, float] | None = None, **kw) -> None:
+    """The mean line; with band: each seed as a thin line when there are 2..SEED_LINES_MAX seeds,
+    else the shaded 95% interval, clipped to `bounds` (the range the quantity can take). label
+    gets '(n=.. seed(s))'. Markers only on short curves (< marker_below steps)."""
     if not cur:
         return
+    few = 1 < cur.n <= SEED_LINES_MAX
     ax.plot(cur.steps, cur.mean, style, color=color, marker=marker if len(cur.steps) < marker_below else None, ms=5,
-            mfc="none", mew=1.3, label=f"{label} ({seeds_label(cur.n)})", **kw)  # hollow: coinciding arms stay visible
-    if cur.n > 1 and band:
-        ax.fill_between(cur.steps, cur.lo, cur.hi, color=color, alpha=0.18, lw=0)
+            mfc="none", mew=1.3, lw=2.2 if few and band else 1.5,
+            label=f"{label} ({seeds_label(cur.n)}{', mean bold' if few and band else ''})", **kw)  # hollow markers
+    if not band or cur.n < 2:
+        return
+    if few:
+        for s in cur.series:
+            st = sorted(s)
+            ax.plot(st, [s[x] for x in st], style, color=color, lw=0.8, alpha=0.45)
+        return
+    lo, hi = cur.lo, cur.hi
+    if bounds is not None:
+        lo = [max(v, bounds[0]) for v in lo]
+        hi = [min(v, bounds[1]) for v in hi]
+    ax.fill_between(cur.steps, lo, hi, color=color, alpha=0.18, lw=0)
 
 
 def plot_seeds(ax, data: StudyData, cells: list[dict], key: str, label: str, color: str) -> bool:
@@ -346,7 +365,7 @@ def panel(ax, data: StudyData, groups: dict[str, list[dict]], key: str, ylabel: 
             ax.set_title(title)
             return False
     for lab, cur in curves.items():
-        plot_curve(ax, cur, lab, data.color(lab), marker=data.marker(lab))
+        plot_curve(ax, cur, lab, data.color(lab), marker=data.marker(lab), bounds=(0.0, 1.0) if fraction else None)
     if logy:
         ax.set_yscale("log")
     if fraction:

@@ -5,6 +5,7 @@
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search (harness/tune.py)
     harness summarize RESULTS_DIR --csv FILE              one row per cell (harness/summarize.py)
     harness summarize RESULTS_DIR --figures DIR [--notebook analysis/<study>.py]
+    harness probe STUDY [--scale S] [--out FILE]          the study's mechanism probe (harness/probes/)
 
 STUDY is a name under experiments/ (`demo`) or a path to a study YAML.
 """
@@ -20,7 +21,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-COMMANDS = ("grid", "tune", "summarize")
+COMMANDS = ("grid", "tune", "summarize", "probe")
 
 
 def add_commands(sub) -> None:
@@ -46,6 +47,12 @@ def add_commands(sub) -> None:
     p.add_argument("--notebook", help="analysis notebook (jupytext .py) to run instead of the generic figures")
     p.add_argument("--no-mlflow", action="store_true", help="do not log the figures to MLflow")
 
+    p = sub.add_parser("probe", help="measure a study's mechanism directly: one update per arm from the same "
+                       "policy and batches (harness/probes/)")
+    p.add_argument("study", help="study name under experiments/ or a study YAML")
+    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="default: the study's `scale:`")
+    p.add_argument("--out", help="JSON output (default: results/<study>/<scale>/probe.json)")
+
 
 def run(args: argparse.Namespace) -> int:
     from harness.grid import StudyError
@@ -60,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "summarize":
             return _summarize(args)
+        if args.command == "probe":
+            return _probe(args)
     except StudyError as err:
         print(f"harness: {err}", file=sys.stderr)
         return 2
@@ -80,6 +89,17 @@ def _grid(args) -> int:
                          indent=1, default=str))
     elif args.list or not args.write_configs:
         print(describe(study))
+    return 0
+
+
+def _probe(args) -> int:
+    from harness.grid import load_study, study_dir
+    from harness.probes import run_probe
+
+    study = load_study(args.study, args.scale)
+    out = Path(args.out) if args.out else study_dir(study) / "probe.json"
+    doc = run_probe(study, out)
+    print(f"[probe] {study.name} ({study.scale}): {doc['wall_seconds']:.0f} s -> {out}")
     return 0
 
 

@@ -64,6 +64,37 @@ def aggregate(
     raise ValueError(f"unknown agg {agg!r}; allowed: {list(AGG_MODES)}")
 
 
+def token_weights(
+    agg: str,
+    mask: torch.Tensor,
+    norm_constant: float | None = None,
+    num_seqs: int | float | None = None,
+    num_tokens: int | float | None = None,
+) -> torch.Tensor:
+    """(B, T) weight w_it with which `aggregate` sums the per-token losses: aggregate(agg, l, M)
+    = sum_{i,t} w_it l_it. It is what the aggregation makes of the per-token gradient:
+        seq_mean_token_mean      w_it = 1 / (B |o_i|)   (a long response's tokens weigh less)
+        token_mean               w_it = 1 / sum M
+        seq_mean_token_sum_norm  w_it = 1 / (B C)
+        seq_mean_token_sum       w_it = 1 / B
+    0 on padding. Denominators as in `aggregate` (the whole mini-batch's when given)."""
+    m = (mask > 0).to(torch.float64)
+    own_seqs, own_tokens = batch_denominators(mask)
+    n_seq = max(float(own_seqs if num_seqs is None else num_seqs), 1.0)
+    n_tok = max(float(own_tokens if num_tokens is None else num_tokens), 1.0)
+    if agg == "token_mean":
+        return m / n_tok
+    if agg == "seq_mean_token_mean":
+        return m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)
+    if agg == "seq_mean_token_sum_norm":
+        if norm_constant is None:
+            raise ValueError("agg='seq_mean_token_sum_norm' needs norm_constant (Dr.GRPO: the max generation length)")
+        return m / (n_seq * float(norm_constant))
+    if agg == "seq_mean_token_sum":
+        return m / n_seq
+    raise ValueError(f"unknown agg {agg!r}; allowed: {list(AGG_MODES)}")
+
+
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
     """Mean of x over the response tokens (a float, for metrics); NaN when there are none."""
     m = mask > 0

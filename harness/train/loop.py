@@ -32,7 +32,7 @@ from harness.train.eval_cache import eval_at
 from harness.train.evaluate import is_eval_step, paired_rise
 from harness.train.group_stats import extreme_grad_share, group_records
 from harness.train.logprobs import response_logprobs
-from harness.train.metrics import rollout_metrics
+from harness.train.metrics import eos_weight_shares, rollout_metrics
 from harness.train.mismatch import MismatchStats, router_old_new
 from harness.train.routing import capture_routing
 from harness.train.rundir import RunDir, read_jsonl
@@ -49,7 +49,7 @@ def _peak_mem_mb() -> float:
 
 
 @torch.no_grad()
-def _logprobs_no_grad(model, ep, pad_id, temperature, micro, routing=None, mismatch=None, loss_mask=None):
+def old_policy_logprobs(model, ep, pad_id, temperature, micro, routing=None, mismatch=None, loss_mask=None):
     """(B, T) log-probs of the episode's responses under `model`. routing: (B, S, L, k) rollout
     expert choices to replay (MoE), or None. mismatch: a MismatchStats fed with these log-probs
     (as the old policy's) against the sampler's on `loss_mask`, and with the routing used."""
@@ -171,13 +171,13 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
             elif old_from_rollout:
                 old_logp = r.sampler_logp.to(device)
             else:
-                old_logp = _logprobs_no_grad(policy, ep, pad_id, cfg.rollout.temperature, micro, routing, mismatch, mask)
-            ref_logp = _logprobs_no_grad(ref, ep, pad_id, cfg.rollout.temperature, micro) if ref is not None else None
+                old_logp = old_policy_logprobs(policy, ep, pad_id, cfg.rollout.temperature, micro, routing, mismatch, mask)
+            ref_logp = old_policy_logprobs(ref, ep, pad_id, cfg.rollout.temperature, micro) if ref is not None else None
             rewards = ep.rewards.to(device)
             kl_reward = obj.kl_placement == "reward" and ref_logp is not None
             cur = old_logp
             if cur is None and kl_reward:
-                cur = _logprobs_no_grad(policy, ep, pad_id, cfg.rollout.temperature, micro, routing)
+                cur = old_policy_logprobs(policy, ep, pad_id, cfg.rollout.temperature, micro, routing)
             extra = {}
             if critic is not None:  # PPO: per-token rewards (KL inside), GAE on the critic's values
                 with torch.no_grad():
@@ -199,6 +199,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
                      "routing": r.extras.get("routing"), **extra}
             # per-group stats -> groups.jsonl (+ grad-norm share of extreme groups): harness/train/group_stats.py
             rec.update(group_records(ep, adv, mask, step))
+            rec.update(eos_weight_shares(obj, adv, mask, r.truncated, ep.correct))  # agg/eos_share_*: length bias
             if tr.grad_share_every and step % tr.grad_share_every == 0:
                 rec.update(extreme_grad_share(policy, batch, ep, cfg, pad_id))
             gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, 555))

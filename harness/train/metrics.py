@@ -19,6 +19,7 @@ def rollout_metrics(ep: Episode, prefix: str = "") -> dict[str, float]:
     correct = ep.correct
     G = ep.group_size
     groups_std = r.view(-1, G).std(dim=1, unbiased=False) if G > 1 else torch.zeros(len(ep.problems))
+    len_std = lengths.float().view(-1, G).std(dim=1, unbiased=False) if G > 1 else torch.zeros(len(ep.problems))
     return {
         f"{prefix}reward/mean": _mean(r),
         f"{prefix}reward/std": float(r.std(unbiased=False)) if r.numel() else float("nan"),
@@ -30,6 +31,7 @@ def rollout_metrics(ep: Episode, prefix: str = "") -> dict[str, float]:
         f"{prefix}length/correct": _mean(lengths[correct]),
         f"{prefix}length/incorrect": _mean(lengths[~correct]),
         f"{prefix}length/truncated_frac": _mean(ep.rollout.truncated),
+        f"{prefix}length/group_std_mean": _mean(len_std),  # spread of lengths within a group (tokens)
     }
 
 
@@ -67,3 +69,32 @@ class UpdateMetrics:
         out.update(self.maxes)
         out.update({k: v / max(self.minibatches, 1) for k, v in self.loss_sums.items()})
         return out
+
+
+def eos_weight_shares(obj, adv: torch.Tensor, mask: torch.Tensor, truncated: torch.Tensor,
+                      correct: torch.Tensor) -> dict[str, float]:
+    """How much of the update's gradient weight the aggregation puts on the END token of correct
+    and of incorrect responses (the length-bias mechanism, Dr.GRPO arXiv 2503.20783 §3.1).
+
+    adv (B,) or (B, T); mask (B, T); truncated, correct (B,) bool. With w_it the aggregation's
+    token weight (objective.aggregation.token_weights) and |A_it| the advantage magnitude,
+        agg/eos_share_incorrect = sum_{i wrong, ended} |A_i| w_i,end / sum_{i,t} |A_it| w_it
+    (same for correct): a share in [0, 1], free of the global scale that Adam divides out.
+    Under token_mean every token weighs the same; under seq_mean_token_mean a long wrong
+    answer's end token weighs 1/|o_i| of it, so ending is discouraged less the longer it ran.
+    Truncated rows have no end token. NaN when no token carries an advantage."""
+    from harness.objective.aggregation import token_weights
+
+    m = (mask > 0).double().cpu()
+    w = token_weights(obj.agg, m, obj.norm_constant)
+    a = adv.detach().double().cpu().abs()
+    a = a.unsqueeze(1).expand_as(m) if a.dim() == 1 else a
+    total = float((a * w * m).sum())
+    last = (m.sum(-1).long() - 1).clamp(min=0)  # (B,) index of each row's last response token
+    ended = (~truncated.cpu()) & (m.sum(-1) > 0)
+    at_end = (a * w).gather(1, last.unsqueeze(1)).squeeze(1) * ended.double()  # (B,)
+    c = correct.cpu()
+    if total <= 0:
+        return {"agg/eos_share_correct": float("nan"), "agg/eos_share_incorrect": float("nan")}
+    return {"agg/eos_share_correct": float(at_end[c].sum()) / total,
+            "agg/eos_share_incorrect": float(at_end[~c].sum()) / total}

@@ -1,0 +1,182 @@
+"""The one-update probe: the mechanism of a comparison, isolated from training noise.
+
+A training curve compares arms after many steps, each on its own trajectory; the effect of
+one objective on one update is buried under the sampling noise of every step. The probe
+takes ONE policy (the study's warm start) and, for each of `batches` training batches it
+samples from that policy:
+
+    batch b (N prompts x G samples, from pi_0)             shared by every arm
+    for each arm a:  pi_0 --(one update: the arm's advantages, aggregation, clip;
+                            train.mini_batches Adam steps, a fresh optimizer)--> pi_{a,b}
+                     probe(pi_{a,b}) on held-out prompts, with the SAME sampling seed
+                     stats(a, b): what the arm's objective makes of the batch (mechanism)
+    probe(pi_0) once, with the same prompts and seed
+
+So every arm sees the same policy, batch and random numbers (common random numbers): the
+paired difference probe(pi_{a,b}) - probe(pi_{a',b}) carries only the arms' objectives,
+and its mean over batches has a t-interval (batches are independent draws).
+
+Shapes: N prompts, G group size, B = N*G rows, T response length.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from harness.config import RunConfig
+from harness.objective import group_advantages
+from harness.rollout import make_backend
+from harness.train.collect import collect, step_seed
+from harness.train.evaluate import evaluate
+from harness.train.policy_init import initial_policy
+from harness.tasks import make_task
+from harness.train.loop import EVAL_SEED_OFFSET, old_policy_logprobs
+from harness.train.update import policy_update
+
+PROBE_SEED_SALT = 31_337  # probe batches use steps 10_000 + b: never a training run's prompts/draws
+
+
+@dataclass
+class Arm:
+    label: str
+    cfg: RunConfig
+
+
+@dataclass
+class ProbeResult:
+    base: dict[str, float]                                   # probe(pi_0)
+    per_batch: list[dict[str, dict[str, float]]] = field(default_factory=list)  # [b][arm] -> metrics
+    batch: list[dict[str, float]] = field(default_factory=list)  # [b] -> batch_stats (arm-independent)
+    seconds: float = 0.0
+
+
+def t_interval(vals: list[float]) -> tuple[float, float]:
+    """Mean and 95% t half-width (Student t, n-1 dof); half-width nan for n < 2."""
+    from scipy import stats
+
+    vals = [v for v in vals if v is not None and math.isfinite(v)]
+    n = len(vals)
+    if n == 0:
+        return float("nan"), float("nan")
+    m = sum(vals) / n
+    if n < 2:
+        return m, float("nan")
+    sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (n - 1))
+    return m, float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+
+
+def batch_for_update(ep, adv, old_logp, cfg) -> dict:
+    """The dict policy_update takes (harness/train/update.py)."""
+    r = ep.rollout
+    mask = r.response_mask
+    if cfg.objective.mask_truncated:
+        mask = mask * (~r.truncated).float().unsqueeze(1)
+    return {"prompt_ids": r.prompt_ids, "response_ids": r.response_ids, "mask": mask, "adv": adv,
+            "old_logp": old_logp, "ref_logp": None, "rollout_logp": r.sampler_logp, "routing": r.extras.get("routing")}
+
+
+def one_update(policy, cfg: RunConfig, ep, pad_id: int, seed: int):
+    """pi_0 -> a copy updated once on `ep` under cfg's objective (train.mini_batches Adam steps,
+    fresh AdamW at train.lr). Returns (updated copy, advantages (B,), update metrics)."""
+    obj, tr = cfg.objective, cfg.train
+    model = copy.deepcopy(policy)
+    opt = torch.optim.AdamW(model.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
+    adv = group_advantages(obj, ep.rewards, tr.group_size)
+    single = tr.inner_epochs == 1 and tr.mini_batches == 1 and not obj.tis_cap
+    routing = ep.rollout.extras.get("routing") if obj.routing_replay else None
+    old = None if single else old_policy_logprobs(model, ep, pad_id, cfg.rollout.temperature,
+                                                  tr.micro_batch_size or len(ep.rollout.prompt_ids), routing)
+    batch = batch_for_update(ep, adv, old, cfg)
+    gen = torch.Generator().manual_seed(seed)
+    metrics = policy_update(model, opt, batch, cfg, pad_id, gen, single)
+    model.eval()
+    return model, adv, metrics
+
+
+def with_section(cfg: RunConfig, section: str, **values) -> RunConfig:
+    """A validated copy of cfg with keys of one section replaced."""
+    d = cfg.to_dict()
+    d[section].update(values)
+    return RunConfig.model_validate(d)
+
+
+def probe_config(cfg: RunConfig, prompts: int, samples: int) -> RunConfig:
+    """cfg with the eval section set to the probe's prompts x samples (ks: 1 and samples)."""
+    return with_section(cfg, "eval", num_prompts=prompts, n_samples=samples, ks=sorted({1, samples}))
+
+
+def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, probe_samples: int,
+                         stats: Callable | None = None, batch_stats: Callable | None = None,
+                         prompts_per_batch: int | None = None,
+                         log: Callable[[str], None] = print) -> ProbeResult:
+    """See the module docstring. arms share everything but the objective (the first arm's
+    model, task, rollout and train settings are used for sampling). stats(arm, ep, adv, cfg,
+    policy, pad_id) -> dict: mechanism numbers of that arm on the batch at pi_0; batch_stats(ep,
+    cfg, policy, pad_id) -> dict: numbers of the batch itself (the same for every arm).
+    Probe metrics are those of harness.train.evaluate.evaluate (pass@k overall and per
+    difficulty, length of correct / incorrect answers, truncation)."""
+    t0 = time.perf_counter()
+    if prompts_per_batch:
+        arms = [Arm(a.label, with_section(a.cfg, "train", prompts_per_step=prompts_per_batch)) for a in arms]
+    ref = arms[0].cfg
+    if ref.train.threads:
+        torch.set_num_threads(ref.train.threads)
+    torch.manual_seed(ref.seed)
+    device = torch.device("cpu")
+    task = make_task(ref.task.name, **({"difficulty_mix": ref.task.difficulty_mix} if ref.task.difficulty_mix else {}),
+                     **ref.task.options)
+    policy, tok, render = initial_policy(ref, device)
+    policy.eval()
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    pcfg = probe_config(ref, probe_prompts, probe_samples)
+    problems = task.problems(pcfg.eval.num_prompts, seed=pcfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
+    base_backend = make_backend(ref.rollout, policy, tok)
+    base = evaluate(task, base_backend, render, problems, pcfg, 0)
+    log(f"[probe] pi_0 on {probe_prompts} held-out prompts x {probe_samples}: pass@1 {base['eval/pass_at_1']:.3f}, "
+        f"length correct {base['eval/length/correct']:.2f} / incorrect {base['eval/length/incorrect']:.2f}")
+    res = ProbeResult(base=base)
+    for b in range(batches):
+        step = 10_000 + b
+        ep, _ = collect(task, base_backend, render, ref, step)
+        row: dict[str, dict[str, float]] = {}
+        res.batch.append(batch_stats(ep, ref, policy, pad_id) if batch_stats is not None else {})
+        for arm in arms:
+            model, adv, upd = one_update(policy, arm.cfg, ep, pad_id, step_seed(ref.seed, step, PROBE_SEED_SALT))
+            m = dict(evaluate(task, make_backend(arm.cfg.rollout, model, tok), render, problems,
+                              probe_config(arm.cfg, probe_prompts, probe_samples), 0))
+            m.update({k: v for k, v in upd.items() if isinstance(v, (int, float))})
+            if stats is not None:
+                m.update(stats(arm, ep, adv, arm.cfg, policy, pad_id))
+            row[arm.label] = m
+            del model
+        res.per_batch.append(row)
+        log(f"[probe] batch {b + 1}/{batches}: " + "  ".join(
+            f"{a}: len_incorrect {row[a]['eval/length/incorrect']:.2f} pass@1 {row[a]['eval/pass_at_1']:.3f}"
+            for a in row) + f"  ({time.perf_counter() - t0:.0f} s)")
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def paired(res: ProbeResult, key: str, a: str, b: str | None) -> dict:
+    """Mean over batches of key(arm a) - key(arm b) (b None: minus pi_0), with its 95% t-interval."""
+    vals = []
+    for row in res.per_batch:
+        va = row[a].get(key)
+        vb = res.base.get(key) if b is None else row[b].get(key)
+        if va is not None and vb is not None and math.isfinite(va) and math.isfinite(vb):
+            vals.append(va - vb)
+    m, h = t_interval(vals)
+    return {"key": key, "a": a, "b": b or "pi_0", "mean": m, "half": h, "n": len(vals),
+            "lo": m - h, "hi": m + h, "excludes_zero": bool(len(vals) > 1 and (m - h > 0 or m + h < 0))}
+
+
+def arm_mean(res: ProbeResult, key: str, a: str | None) -> dict:
+    """Mean over batches of key for arm a (None: of the batch stats), with its 95% t-interval."""
+    rows = res.batch if a is None else [row[a] for row in res.per_batch]
+    m, h = t_interval([r.get(key) for r in rows if r.get(key) is not None])
+    return {"key": key, "a": a or "batch", "mean": m, "half": h}
