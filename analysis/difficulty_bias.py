@@ -26,9 +26,14 @@
 # BATCH std instead (`scale: batch_std`), which keeps the no-std shape up to one constant
 # per step.
 #
-# **Regime at tiny scale.** The task mixes difficulty on purpose (arithmetic with 2 / 3 / 4
-# operands in equal shares) so that easy prompts (p > 0.8) and hard ones (p < 0.2) share
-# every batch. The closed forms are exact algebra and must match to rounding; what is an
+# **Regime** (experiments/difficulty_bias.yaml). The task mixes difficulty on purpose
+# (arithmetic with 2 / 3 / 4 operands in equal shares) and the smoke regime's warm start,
+# sampled at T = 1.4 with G = 16, puts groups across the whole range of p, so that easy
+# prompts (p > 0.8) and hard ones (p < 0.2) share every batch; the "Regime" section checks
+# this, and that the reference arm learns, on `group_std` alone before the arms are compared.
+# **The probe** (`harness probe difficulty_bias`, probe.json) measures the mechanism at one
+# policy and the same batches for every arm: Σ|A| against the closed forms, the gradient-norm
+# share of the extreme groups, and the change of held-out pass@1 per bucket after one update. The closed forms are exact algebra and must match to rounding; what is an
 # empirical question is whether the re-weighting changes (i) the share of the update's
 # gradient norm that comes from the extreme groups and (ii) accuracy per difficulty bucket.
 # At tiny scale (a char-level model, tens of steps) an accuracy difference may well not
@@ -56,6 +61,71 @@ data = F.StudyData.from_env("difficulty_bias")
 ARMS = data.by("objective.scale")  # group_std / none / batch_std -> cells (seeds)
 print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(ARMS)}, {F.seeds_label(data.n_seeds)}")
 P_LOW, P_HIGH = 0.2, 0.8  # as harness/train/group_stats.py
+REF = "group_std"
+PROBE = F.load_probe(data)
+
+# %% [markdown]
+# ## Regime: groups across the range of p, and a reference arm that learns
+# Left: the share of the reference arm's training groups at each p = k/G (all steps, all
+# seeds). Right: the paired rise of held-out pass@1 of every arm and seed.
+
+# %%
+regime = []
+if REF in ARMS:
+    ps = [g["p"] for c in ARMS[REF] for g in data.groups(c)]
+    n = max(len(ps), 1)
+    ext = sum(1 for p in ps if p < P_LOW or p > P_HIGH) / n
+    mid = sum(1 for p in ps if 0 < p < 1) / n
+    regime += [f"- training groups of the reference arm: {len(ps)}; with mixed rewards (0 < p < 1): {mid:.3f}; "
+               f"extreme (p < {P_LOW} or p > {P_HIGH}): {ext:.3f}; p = 0: {sum(1 for p in ps if p == 0) / n:.3f}; "
+               f"p = 1: {sum(1 for p in ps if p == 1) / n:.3f}"]
+    regime += F.rise_lines(data, REF, ARMS[REF])
+    fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
+    G = max((g["G"] for c in ARMS[REF] for g in data.groups(c)), default=1)
+    levels = [k / G for k in range(G + 1)]
+    axs[0].bar(levels, [sum(1 for p in ps if abs(p - lv) < 1e-9) / n for lv in levels], width=0.8 / G, color="0.4")
+    axs[0].axvspan(-0.05, P_LOW, color="tab:red", alpha=0.08, lw=0)
+    axs[0].axvspan(P_HIGH, 1.05, color="tab:red", alpha=0.08, lw=0, label="extreme groups")
+    axs[0].set_xlabel(f"p = k/G of a training group (G = {G})")
+    axs[0].set_ylabel("share of the reference arm's groups")
+    axs[0].set_title(f"{REF}: groups across the whole range of p")
+    axs[0].legend()
+    F.rise_panel(axs[1], data, ARMS)
+    fig.suptitle(data.title("regime: difficulty spread of the training groups, and does each arm learn"))
+    F.save(fig, data, "regime")
+print("\n".join(regime))
+
+# %% [markdown]
+# ## The probe: the same policy and batches under each advantage scale
+# Left: the gradient-norm share of the extreme groups at the batch, per arm. Right: the change
+# of held-out pass@1 per difficulty bucket after one update from that policy (same prompts,
+# same sampling seed), per arm; 95% t-intervals over the probe's batches.
+
+# %%
+if PROBE:
+    S = PROBE["summary"]
+    arms = PROBE["arms"]
+    st = {(e["key"], e["a"]): e for e in S["stats"]}
+    ch = {(e["key"], e["a"]): e for e in S["change"]}
+    fig, axs = plt.subplots(1, 2, figsize=(14, 4.3), layout="constrained")
+    F.probe_points(axs[0], [st[("grad/share_extreme", a)] for a in arms], arms, [data.color(a) for a in arms],
+                   "||g_extreme|| / (||g_extreme|| + ||g_rest||)", "gradient-norm share of extreme groups, one batch",
+                   zero=False)
+    buckets_p = ["easy", "medium", "hard"]
+    for j, a in enumerate(arms):
+        es = [ch[(f"eval/pass_at_1/{b}", a)] for b in buckets_p]
+        xs = [i + (j - (len(arms) - 1) / 2) * 0.2 for i in range(len(buckets_p))]
+        axs[1].errorbar(xs, [e["mean"] for e in es], yerr=[[e["half"] for e in es], [e["half"] for e in es]],
+                        fmt=data.marker(a), color=data.color(a), capsize=4, mfc="none", label=a)
+    axs[1].axhline(0, color="k", lw=0.8)
+    axs[1].set_xticks(range(len(buckets_p)), buckets_p)
+    axs[1].set_xlabel("difficulty bucket of the held-out prompts")
+    axs[1].set_ylabel("change of held-out pass@1 after one update")
+    axs[1].set_title("which prompts one update serves, per arm")
+    axs[1].legend()
+    fig.suptitle(data.title(f"difficulty-bias probe: {PROBE['settings']['batches']} batches, one update per arm "
+                            "from the same policy (paired)"))
+    F.save(fig, data, "probe")
 
 
 def objective_of(cells):
@@ -366,6 +436,7 @@ for arm, cells in ARMS.items():
 table = F.markdown_table(["arm", "grad-norm share extreme", "Σ|A| share extreme", "zero-var frac", "final pass@1"]
                          + [f"pass@1 {b}" for b in buckets] + ["max rel. error vs closed form"], rows)
 lines = [f"# {data.name} ({data.scale}): difficulty bias of the group std", "",
+         "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
          f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm; ± = 95% t-interval half-width.", "", table, "",
          "Closed forms (exact algebra, a check of the implementation, not an effect): the last column should be "
          "~1e-6 (adv_eps) for every arm.", "", "Effects (paired by seed):", ""]
@@ -388,6 +459,15 @@ if "group_std" in ARMS and "none" in ARMS:
 else:
     lines.append("- arms 'group_std' and 'none' are both needed for the paired comparison.")
 lines += F.no_signal_lines(data, ARMS)
+if PROBE:
+    S = PROBE["summary"]
+    lines += ["", f"## Probe: one update per arm ({PROBE['settings']['batches']} batches, "
+              f"{PROBE['settings']['probe_prompts']} held-out prompts x {PROBE['settings']['probe_samples']}, "
+              f"{PROBE['wall_seconds']:.0f} s)", ""]
+    for e in S["stats"]:
+        lines.append(f"- {e['key']} ({e['a']}, at the batch): {e['mean']:.4g} ± {e['half']:.2g}")
+    for e in S["stat_pairs"] + S["pairs"]:
+        lines.append("- " + F.probe_verdict(e, f"{e['key']}, {e['a']} − {e['b']}"))
 if data.scale == "smoke":
     lines += ["", "Smoke scale: 2 steps, 1 seed and G = 8 check the wiring only; no effect can be read from it."]
 F.write_summary(data, "\n".join(lines))

@@ -12,32 +12,32 @@
 # %% [markdown]
 # # (a) Length bias of GRPO's 1/|o_i| — response length of correct and incorrect answers
 #
-# **What the paper showed** (Dr.GRPO, Liu et al., arXiv 2503.20783, Fig. 6; SCIENCE.md (a)).
-# GRPO divides each response's token losses by its own length |o_i|. A wrong answer's
-# tokens are then penalised less the longer it is, and a right answer's tokens are rewarded
-# more the shorter it is. In the paper (Qwen2.5-1.5B, G = 8, lr 1e-6, beta = 0,
-# temperature 1, up to 3000 tokens) the length of INCORRECT responses kept growing under
-# GRPO, while Dr.GRPO (a constant normaliser, the generation budget, and no std division)
-# kept it lower at similar reward. DAPO's token-mean (one normaliser for the whole batch)
-# removes the per-response 1/|o_i| too.
+# **What the paper showed** (Dr.GRPO, Liu et al., arXiv 2503.20783, Fig. 6). GRPO divides
+# each response's token losses by its own length |o_i|. A wrong answer's tokens (its end token
+# included) are then pushed down less the longer it is, and a right answer's tokens are pushed
+# up more the shorter it is. In the paper the length of INCORRECT responses kept growing under
+# GRPO, while Dr.GRPO (a constant normaliser and no std division) kept it lower.
 #
-# **Arms** (`objective.preset`): `grpo` (seq_mean_token_mean + group std), `dr_grpo`
-# (sum / max_new_tokens, no std), `dapo` (token_mean, clip-higher, dynamic sampling,
-# overlong shaping). All with beta = 0.
+# **Arms** (`arm`): `grpo` (seq_mean_token_mean, group std), `grpo_token_mean` (token_mean,
+# group std: the 1/|o_i| alone removed), `dr_grpo` (sum / max_new_tokens, no std). DAPO is left
+# out on purpose: under Adam its token_mean and Dr.GRPO's sum / C differ only by a global
+# scale per mini-batch, which Adam divides out.
 #
-# **Regime at tiny scale.** If correctness does not depend on length, no aggregator drifts
-# length in expectation. The effect needs long failure modes and a high failure rate: the
-# study uses countdown, whose failures are long search traces that run to truncation
-# (truncated = reward 0). So expect a GAP in the length of incorrect responses between
-# grpo and dr_grpo, not runaway growth. The smoke scale (2 steps, 1 seed) only checks the
-# wiring; the cpu scale (60 steps, 3 seeds) is the smallest run that can show a gap.
+# **What the mechanism needs, and the regime** (experiments/length_bias.yaml): mixed-reward
+# groups (else A = 0), lengths that vary within a group, and a policy that controls its
+# stopping. The smoke regime (1000-step arithmetic warm start sampled at T = 1.4, 96 prompts x
+# 8, 4 mini-batches, lr 1e-4; beta = 0 here) has them; the "Regime" section checks it from the
+# reference arm alone. The effect can only be a gap in the length of wrong answers, not runaway
+# growth: arithmetic's right answers have a fixed length per problem.
 #
-# **Reading the figures.** Lengths are in tokens (the tiny models' tokens are characters).
-# Accuracy sits beside the lengths so that lengths are compared at matched accuracy. Every
-# seed of every arm is used; a line is the mean over seeds with a shaded 95% t-interval
-# (one seed: the line alone, "n=1 seed"). The summary at the end reports the incorrect-length
-# gap with its interval and says whether it appears; a gap that does not appear is reported
-# as not appearing.
+# **Two measurements.** (1) The probe (`harness probe length_bias`, probe.json): from the same
+# policy and the same batches, one update under each arm, then the length of right and wrong
+# answers on held-out prompts with the same sampling seed: the mechanism, with power.
+# (2) Training: 30 steps x 3 seeds per arm, lengths over steps; paired by seed.
+#
+# **Reading the figures.** Lengths are in tokens (characters for the tiny models). With 3
+# seeds each seed is a thin line and the mean a bold one. Probe points are means over batches
+# with 95% t-intervals.
 
 # %%
 import matplotlib.pyplot as plt
@@ -46,8 +46,74 @@ from harness import figures as F
 
 F.setup()
 data = F.StudyData.from_env("length_bias")
-ARMS = data.by("objective.preset")  # preset -> cells (its seeds)
+ARMS = data.by("arm") if "arm" in data.study.get("axes", []) else data.by("objective.preset")  # arm -> its seeds
+BASE = "grpo"
+PROBE = F.load_probe(data)
 print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(ARMS)}, {F.seeds_label(data.n_seeds)}")
+
+# %% [markdown]
+# ## Regime: does the reference arm have what the mechanism needs?
+# Checked on `grpo` alone, before the arms are compared: the share of training groups with
+# mixed rewards (1 - zero-variance share), the spread of response lengths within a group, the
+# truncation rate, and whether the arm learns (paired rise of held-out pass@1).
+
+# %%
+regime = []
+if BASE in ARMS:
+    ref = ARMS[BASE]
+    mixed = F.tail_of([{k: 1 - v for k, v in s.items()} for s in F.seed_series(data, ref, "groups/zero_var_frac")], 1.0)
+    regime += [f"- mixed-reward groups (share of training groups, all steps): {mixed.fmt()}",
+               f"- within-group spread of response length (population std, tokens, all steps): "
+               f"{F.tail_mean(data, ref, 'length/group_std_mean', 1.0).fmt()}",
+               f"- train length of correct / incorrect answers (tokens, all steps): "
+               f"{F.tail_mean(data, ref, 'length/correct', 1.0).fmt()} / {F.tail_mean(data, ref, 'length/incorrect', 1.0).fmt()}",
+               f"- truncated rollouts (share, all steps): {F.tail_mean(data, ref, 'length/truncated_frac', 1.0).fmt()}",
+               f"- end-token share of the gradient weight on wrong / right answers (all steps): "
+               f"{F.tail_mean(data, ref, 'agg/eos_share_incorrect', 1.0).fmt()} / "
+               f"{F.tail_mean(data, ref, 'agg/eos_share_correct', 1.0).fmt()}"]
+    regime += F.rise_lines(data, BASE, ref)
+print("\n".join(regime))
+
+# %%
+fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
+F.rise_panel(axs[0], data, ARMS)
+F.panel(axs[1], data, ARMS, "groups/zero_var_frac", "share of training groups with all-equal rewards",
+        "groups with no signal (all right or all wrong)", fraction=True)
+F.legend(list(axs))
+fig.suptitle(data.title("regime: every arm learns, and most groups carry a signal"))
+F.save(fig, data, "regime")
+
+# %% [markdown]
+# ## The probe: one update per arm from the same policy and batches
+# Left: the change of the mean length of WRONG answers on held-out prompts after one update,
+# relative to the policy before it (same prompts, same sampling seed). Middle: the same for RIGHT
+# answers. Right: where each aggregation puts the gradient weight of the end token (share of
+# the update's total weight on the end tokens of wrong / right answers, at the same batch).
+
+# %%
+if PROBE:
+    S = PROBE["summary"]
+    arms = PROBE["arms"]
+    colors = [data.color(a) for a in arms]
+    ch = {(e["key"], e["a"]): e for e in S["change"]}
+    st = {(e["key"], e["a"]): e for e in S["stats"]}
+    fig, axs = plt.subplots(1, 3, figsize=(16, 4.3), layout="constrained")
+    F.probe_points(axs[0], [ch[("eval/length/incorrect", a)] for a in arms], arms, colors,
+                   "change of mean length, wrong answers (tokens)", "after one update: WRONG answers")
+    F.probe_points(axs[1], [ch[("eval/length/correct", a)] for a in arms], arms, colors,
+                   "change of mean length, right answers (tokens)", "after one update: RIGHT answers")
+    xs = range(len(arms))
+    axs[2].bar([x - 0.18 for x in xs], [st[("agg/eos_share_incorrect", a)]["mean"] for a in arms], 0.36,
+               color=colors, alpha=0.5, label="end tokens of wrong answers")
+    axs[2].bar([x + 0.18 for x in xs], [st[("agg/eos_share_correct", a)]["mean"] for a in arms], 0.36,
+               color=colors, alpha=1.0, hatch="//", label="end tokens of right answers")
+    axs[2].set_xticks(list(xs), arms, rotation=12)
+    axs[2].set_ylabel("share of the update's gradient weight (0-1)")
+    axs[2].set_title("where the aggregation puts the end token's weight")
+    axs[2].legend()
+    fig.suptitle(data.title(f"length-bias probe: one update per aggregation, {PROBE['settings']['batches']} batches, "
+                            "paired (same policy, batch and sampling seed)"))
+    F.save(fig, data, "probe")
 
 # %% [markdown]
 # ## Training rollouts: length of correct and incorrect responses, accuracy beside them
@@ -61,7 +127,7 @@ F.panel(axs[1], data, ARMS, "length/incorrect", "mean length of incorrect respon
 F.panel(axs[2], data, ARMS, "reward/accuracy", "train accuracy (fraction of rollouts correct)",
         "train accuracy (compare lengths at matched accuracy)", fraction=True)
 F.legend(list(axs))
-fig.suptitle(data.title("response length by correctness on the training rollouts, grpo vs dr_grpo vs dapo"))
+fig.suptitle(data.title("response length by correctness on the training rollouts, per aggregation"))
 F.save(fig, data, "lengths_train")
 
 # %% [markdown]
@@ -76,7 +142,7 @@ F.panel(axs[1], data, ARMS, "eval/length/incorrect", "mean length of incorrect r
 F.panel(axs[2], data, ARMS, "eval/pass_at_1", "held-out pass@1 (fraction of prompts, unbiased)",
         "held-out pass@1 (compare lengths at matched accuracy)", fraction=True)
 F.legend(list(axs))
-fig.suptitle(data.title("response length by correctness on held-out prompts, grpo vs dr_grpo vs dapo"))
+fig.suptitle(data.title("response length by correctness on held-out prompts, per aggregation"))
 F.save(fig, data, "lengths_eval")
 
 # %% [markdown]
@@ -93,19 +159,16 @@ F.panel(axs[1], data, ARMS, "eval/length/truncated_frac", "fraction of responses
         "held-out eval: truncation rate", fraction=True)
 F.panel(axs[2], data, ARMS, "entropy", "policy entropy (nats per token)", "policy entropy on the rollout tokens")
 F.legend(list(axs))
-fig.suptitle(data.title("truncation rate and entropy, grpo vs dr_grpo vs dapo"))
+fig.suptitle(data.title("truncation rate and entropy, per aggregation"))
 F.save(fig, data, "truncation_entropy")
 
 # %% [markdown]
 # ## The gap: incorrect-response length of grpo minus the other arms, paired by seed
 # Cells with the same seed share the warm start, the training prompts of step 0 and the eval
 # set, so the per-seed difference removes those offsets (the held-out gap starts at 0). The
-# paper's effect is a positive gap (grpo's incorrect answers longer than dr_grpo's). DAPO's
-# dynamic sampling drops all-equal groups and samples more prompts, so its TRAINING rollouts
-# differ from the others' already at step 0.
+# paper's effect is a positive gap (grpo's incorrect answers longer than the others').
 
 # %%
-BASE = "grpo"
 others = [a for a in ARMS if a != BASE]
 fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
 drawn = False
@@ -113,7 +176,7 @@ for ax, key, where in ((axs[0], "length/incorrect", "train rollouts"),
                        (axs[1], "eval/length/incorrect", "held-out eval")):
     for arm in others if BASE in ARMS else []:
         cur = F.paired_difference(data, ARMS[BASE], ARMS[arm], key)
-        F.plot_curve(ax, cur, f"{BASE} − {arm}", data.color(arm), marker=data.marker(arm))
+        F.plot_curve(ax, cur, f"{BASE} − {arm}", data.color(arm), marker=data.marker(arm))  # seeds thin, mean bold
         drawn |= bool(cur)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel(F.X_STEP)
@@ -150,6 +213,7 @@ table = F.markdown_table(
      "zero-var groups (all steps)", "final eval pass@1", "final eval len correct", "final eval len incorrect"], rows)
 
 lines = [f"# {data.name} ({data.scale}): length of correct vs incorrect responses", "",
+         "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
          f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm. Train columns: mean over the last quarter "
          "of each seed's steps; eval columns: the final checkpoint (eval.json); ± = 95% t-interval half-width.", "",
          table, "", "Incorrect-response length gap (the paper's effect is grpo > dr_grpo):", ""]
@@ -159,12 +223,24 @@ if BASE in ARMS:
         lines.append("- " + F.verdict(gap_train, f"train, last quarter, {BASE} − {arm}", "tokens"))
         gap_eval = F.final([s[max(s)] for s in F.paired_series(data, ARMS[BASE], ARMS[arm], "eval/length/incorrect")])
         lines.append("- " + F.verdict(gap_eval, f"held-out eval at the last step, {BASE} − {arm}", "tokens"))
-    acc = F.tail_of(F.paired_series(data, ARMS[BASE], ARMS["dr_grpo"], "reward/accuracy")) if "dr_grpo" in ARMS else None
-    if acc is not None:
-        lines.append("- " + F.verdict(acc, f"train accuracy, last quarter, {BASE} − dr_grpo (matched accuracy?)"))
+        acc = F.tail_of(F.paired_series(data, ARMS[BASE], ARMS[arm], "reward/accuracy"))
+        lines.append("- " + F.verdict(acc, f"train accuracy, last quarter, {BASE} − {arm} (matched accuracy?)"))
 else:
     lines.append(f"- arm '{BASE}' is not in this study: no gap computed.")
 lines += F.no_signal_lines(data, ARMS)
+if PROBE:
+    S = PROBE["summary"]
+    lines += ["", f"## Probe: one update per arm ({PROBE['settings']['batches']} batches, "
+              f"{PROBE['settings']['probe_prompts']} held-out prompts x {PROBE['settings']['probe_samples']}, "
+              f"{PROBE['wall_seconds']:.0f} s)", "",
+              f"Before the update: pass@1 {S['base']['eval/pass_at_1']:.3f}, length of right / wrong answers "
+              f"{S['base']['eval/length/correct']:.2f} / {S['base']['eval/length/incorrect']:.2f} tokens.", ""]
+    for e in S["pairs"]:
+        if e["key"] in ("eval/length/incorrect", "eval/length/correct", "eval/pass_at_1"):
+            unit = "" if e["key"] == "eval/pass_at_1" else "tokens"
+            lines.append("- " + F.probe_verdict(e, f"{e['key']} after one update, {e['a']} − {e['b']}", unit))
+    for e in S["stats"]:
+        lines.append(f"- {e['key']} ({e['a']}, at the batch): {e['mean']:.4f} ± {e['half']:.2g}")
 if data.scale == "smoke":
     lines += ["", "Smoke scale: 2 steps and 1 seed check the wiring only; no effect can be read from it."]
 F.write_summary(data, "\n".join(lines))

@@ -49,7 +49,10 @@ F.setup()
 data = F.StudyData.from_env("moe_stability")
 NOISE = "rollout.router_noise"
 noises = data.values(NOISE)
-ROWS = {nz: data.by("arm", cells=[c for c in data.cells if c["axes"].get(NOISE) == nz]) for nz in noises}
+if not noises and data.cells:  # router noise fixed by the scale, not an axis: one row of panels
+    noises = [data.config(data.cells[0]).get("rollout", {}).get("router_noise")]
+ROWS = {nz: data.by("arm", cells=[c for c in data.cells if c["axes"].get(NOISE, nz) == nz]) for nz in noises}
+PROBE = F.load_probe(data)
 arms = data.values("arm")
 for a in arms:
     data.color(str(a))  # one colour per arm, in the study's order, in every figure
@@ -78,6 +81,84 @@ def grid(cols, what, width=5.0, height=3.3):
     fig.suptitle(data.title(what))
     return fig, axs
 
+
+# %% [markdown]
+# ## Regime: a real rollout/train mismatch, off-policy steps, and a reference arm that learns
+# From `grpo` alone: the rollout/train k3 KL and router disagreement it logged, the share of
+# tokens whose rollout/train ratio is beyond 2x, and the paired rise of held-out pass@1.
+
+# %%
+regime = []
+for nz in noises:
+    ref = ROWS[nz].get("grpo")
+    if not ref:
+        continue
+    cfg0 = data.config(ref[0])
+    regime += [f"- σ = {nz}: rollout dtype {cfg0.get('rollout', {}).get('dtype')}, training dtype "
+               f"{cfg0.get('model', {}).get('dtype')}, {cfg0.get('train', {}).get('mini_batches')} mini-batches per rollout",
+               f"- σ = {nz}: rollout–train k3 KL {F.tail_mean(data, ref, 'mismatch/k3_kl', 1.0).fmt()}, tokens with ratio "
+               f"beyond 2x {F.tail_mean(data, ref, 'mismatch/ratio_gt2_frac', 1.0).fmt()}, router disagreement "
+               f"rollout–train {F.tail_mean(data, ref, 'router/disagree_rollout_train', 1.0).fmt()}, old→new "
+               f"{F.tail_mean(data, ref, 'router/disagree_old_new', 1.0).fmt()} (all steps)"]
+    regime += F.rise_lines(data, f"grpo (σ = {nz})", ref)
+print("\n".join(regime))
+fig, ax = plt.subplots(figsize=(8, 4.3), layout="constrained")
+F.rise_panel(ax, data, {a: c for nz in noises for a, c in ROWS[nz].items()})
+fig.suptitle(data.title("does each arm learn? paired rise of held-out pass@1 per seed"))
+F.save(fig, data, "regime")
+
+# %% [markdown]
+# ## The probe: the same policy and batches at router noise 0, 0.5 and 1
+# Left: rollout vs training forward of the same policy, per noise level: k3 KL with the
+# trainer's own routing and with the rollout's routing replayed. Middle: the share of tokens
+# (GRPO, clip 0.2) and of sequences (GSPO, clip 3e-4/4e-4) whose rollout/train ratio is
+# outside the clip range. Right: change of held-out pass@1 after one off-policy update (4
+# mini-batches) per arm; 95% t-intervals over the probe's batches.
+
+# %%
+if PROBE:
+    LV = PROBE["summary"]["levels"]
+    levels = list(LV)
+    xs = [float(lv) for lv in levels]
+    fig, axs = plt.subplots(1, 3, figsize=(17, 4.3), layout="constrained")
+
+    def stat(lv, key):
+        return next((e for e in LV[lv]["stats"] if e["key"] == key), {"mean": float("nan"), "half": float("nan")})
+
+    for key, lab, c in (("mismatch/k3_kl", "trainer's own routing", "tab:red"),
+                        ("replay/mismatch/k3_kl", "rollout routing replayed (R3)", "tab:green")):
+        es = [stat(lv, key) for lv in levels]
+        axs[0].errorbar(xs, [e["mean"] for e in es], yerr=[e["half"] for e in es], fmt="o-", color=c, capsize=4,
+                        label=lab, mfc="none")
+    axs[0].set_yscale("log")
+    axs[0].set_xlabel("router-logit noise σ at rollout")
+    axs[0].set_ylabel("k3 KL(rollout || train) per token (nats, log)")
+    axs[0].set_title("rollout/train mismatch of the same policy")
+    axs[0].legend()
+    for key, lab, c in (("tok_ratio/clip_frac", "tokens outside [0.8, 1.2] (GRPO)", "tab:blue"),
+                        ("seq_ratio/clip_frac", "sequences outside [1-3e-4, 1+4e-4] (GSPO)", "tab:orange")):
+        es = [stat(lv, key) for lv in levels]
+        axs[1].errorbar(xs, [e["mean"] for e in es], yerr=[e["half"] for e in es], fmt="s-", color=c, capsize=4,
+                        label=lab, mfc="none")
+    axs[1].set_ylim(0, 1.02)
+    axs[1].set_xlabel("router-logit noise σ at rollout")
+    axs[1].set_ylabel("share clipped by the mismatch alone (0-1)")
+    axs[1].set_title("what the clip range removes before any update")
+    axs[1].legend()
+    pa = PROBE["arms"]
+    for j, a in enumerate(pa):
+        es = [next(e for e in LV[lv]["change"] if e["a"] == a) for lv in levels]
+        axs[2].errorbar([x + (j - (len(pa) - 1) / 2) * 0.03 for x in xs], [e["mean"] for e in es],
+                        yerr=[e["half"] for e in es], fmt=data.marker(a), color=data.color(a), capsize=3,
+                        label=a, mfc="none")
+    axs[2].axhline(0, color="k", lw=0.8)
+    axs[2].set_xlabel("router-logit noise σ at rollout")
+    axs[2].set_ylabel("change of held-out pass@1 after one update")
+    axs[2].set_title("one off-policy update per arm (4 mini-batches)")
+    axs[2].legend(fontsize=7)
+    fig.suptitle(data.title(f"MoE probe: {PROBE['settings']['batches']} batches per noise level, same policy and "
+                            "batches for every arm"))
+    F.save(fig, data, "probe")
 
 # %% [markdown]
 # ## Reward and held-out pass@1
@@ -184,6 +265,7 @@ table = F.markdown_table(["arm", "router noise", "train reward (last quarter)", 
                           "k3 KL rollout–train", "router disagree rollout–train", "router change old→new",
                           "max grad norm"], rows)
 lines = [f"# {data.name} ({data.scale}): MoE stability", "",
+         "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
          f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per cell; ± = 95% t-interval half-width; "
          "n/a = not logged.", "", table, "", "Comparisons (paired by seed):", ""]
 
@@ -222,6 +304,15 @@ if len(noises) > 1 and data.has_metric("mismatch/k3_kl"):
             d = F.tail_of(F.paired_series(data, ROWS[hi][arm], ROWS[lo][arm], "mismatch/k3_kl"), 1.0)
             lines.append("- " + F.verdict(d, f"{arm}: rollout–train k3 KL, router noise {hi} − {lo} (expected higher)"))
 lines += F.no_signal_lines(data, {f"{arm} (σ = {nz})": cells for nz in noises for arm, cells in ROWS[nz].items()})
+if PROBE:
+    lines += ["", f"## Probe ({PROBE['settings']['batches']} batches per noise level, "
+              f"{PROBE['settings']['probe_prompts']} held-out prompts x {PROBE['settings']['probe_samples']}, "
+              f"{PROBE['wall_seconds']:.0f} s)", ""]
+    for lv, d in PROBE["summary"]["levels"].items():
+        lines.append(f"- σ = {lv}: " + "; ".join(f"{e['key']} {e['mean']:.4g} ± {e['half']:.2g}" for e in d["stats"]))
+        lines.append(f"- σ = {lv}, one update: " + "; ".join(f"{e['a']} {e['key']} {e['mean']:.4g}" for e in d["update"]))
+        for e in d["pairs"]:
+            lines.append("- " + F.probe_verdict(e, f"σ = {lv}: pass@1 after one update, {e['a']} − {e['b']}"))
 missing = [k for k in OPTIONAL if not data.has_metric(k)]
 if missing:
     lines += ["", "Not logged by these runs (panels left empty): " + ", ".join(missing) + "."]

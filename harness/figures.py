@@ -432,3 +432,79 @@ def setup() -> None:
     plt.rcParams.update({"axes.grid": True, "grid.alpha": 0.3, "axes.titlesize": 10, "axes.labelsize": 9,
                          "legend.fontsize": 7, "xtick.labelsize": 8, "ytick.labelsize": 8,
                          "figure.titlesize": 11})
+
+
+# ---------------------------------------------------------------------- mechanism probe (probe.json)
+def load_probe(data: StudyData) -> dict | None:
+    """<study dir>/probe.json written by `harness probe` (harness/probes/), or None."""
+    path = data.dir / "probe.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def probe_points(ax, entries: list[dict], labels: list[str], colors: list[str], ylabel: str, title: str,
+                 zero: bool = True) -> None:
+    """One point per entry (mean over the probe's batches) with its 95% t-interval as an error
+    bar; entries: dicts with mean / half (harness.probes.engine.paired or arm_mean)."""
+    xs = list(range(len(entries)))
+    for x, e, c in zip(xs, entries, colors):
+        half = e.get("half")
+        ax.errorbar([x], [e["mean"]], yerr=[[half], [half]] if half is not None and math.isfinite(half) else None,
+                    fmt="o", color=c, capsize=5, ms=7, mfc="none", mew=1.6)
+    if zero:
+        ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(xs, labels, rotation=12)
+    ax.set_xlim(-0.6, len(xs) - 0.4)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+
+
+def probe_verdict(e: dict, effect: str, unit: str = "") -> str:
+    """One sentence on a paired probe difference (mean over batches, 95% t-interval)."""
+    u = f" {unit}" if unit else ""
+    rng = f"{e['mean']:+.3g}{u}, 95% CI [{e['lo']:+.3g}, {e['hi']:+.3g}] over {e['n']} batches"
+    if e.get("excludes_zero"):
+        return f"{effect}: {rng}: the interval excludes 0, the difference APPEARS (sign as shown)."
+    return f"{effect}: {rng}: the interval includes 0, the difference does NOT appear."
+
+
+# ---------------------------------------------------------------------- regime and learning
+def paired_rises(data: StudyData, cells: list[dict]) -> list[dict]:
+    """Per cell (seed): summary.json's paired_rise (first -> last in-loop eval, same prompts and
+    sampling seed, bootstrap 95% interval over prompts), with the cell's seed; cells without it
+    are skipped."""
+    out = []
+    for c in cells:
+        p = data.run_dir(c) / "summary.json"
+        rise = json.loads(p.read_text()).get("paired_rise") if p.exists() else None
+        if rise:
+            out.append({"seed": c.get("seed", c["axes"].get("seed")), **rise})
+    return out
+
+
+def rise_lines(data: StudyData, label: str, cells: list[dict]) -> list[str]:
+    """Markdown lines: the paired rise of held-out pass@1 of each seed of an arm, with its interval."""
+    lines = []
+    for r in paired_rises(data, cells):
+        lo, hi = r["ci95"]
+        verdict = "learns (interval above 0)" if lo > 0 else ("falls (interval below 0)" if hi < 0 else "interval includes 0")
+        lines.append(f"- {label}, seed {r['seed']}: held-out pass@1 rise {r['delta_pass_at_1']:+.3f} "
+                     f"[{lo:+.3f}, {hi:+.3f}] (steps {r['from_step']} -> {r['to_step']}, {r['prompts']} prompts): {verdict}")
+    return lines or [f"- {label}: no paired rise recorded (fewer than two evals)"]
+
+
+def rise_panel(ax, data: StudyData, groups: dict[str, list[dict]]) -> None:
+    """Paired rise of held-out pass@1 per arm and seed, each with its bootstrap 95% interval."""
+    x, labels = 0, []
+    for lab, cells in groups.items():
+        rs = paired_rises(data, cells)
+        for j, r in enumerate(rs):
+            xx = x + (j - (len(rs) - 1) / 2) * 0.15
+            ax.errorbar([xx], [r["delta_pass_at_1"]], yerr=[[r["delta_pass_at_1"] - r["ci95"][0]],
+                                                            [r["ci95"][1] - r["delta_pass_at_1"]]],
+                        fmt=data.marker(lab), color=data.color(lab), capsize=3, mfc="none")
+        labels.append(f"{lab}\n({len(rs)} seeds)")
+        x += 1
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylabel("paired rise of held-out pass@1\n(first -> last eval; bootstrap 95% CI)")
+    ax.set_title("does each arm learn? one point per seed")
