@@ -9,16 +9,51 @@ instead of the RL loop.
 
 `load_config(path, overrides)` applies dotted CLI overrides (`objective.eps_high=0.28`),
 validates everything before any model is loaded, and raises `ConfigError` whose message
-names the offending dotted key and what is allowed.
+names the file (and overrides), the offending dotted key, its value and what is allowed.
+The `harness` CLI prints that message as one paragraph and exits with status 2 (a traceback
+only with `harness --debug`).
+
+Reading. YAML is read strictly (`read_yaml`, shared with study files, harness/grid.py): a key
+given twice in one mapping, an empty file, bytes that are not UTF-8 and YAML syntax errors are
+errors naming the file and line; an override's value is parsed the same way. A boolean is
+never a number: `steps: true` or `lr: false` (anywhere an int or float is expected, including
+list, tuple and mapping values and the `objective` knobs) is an error, as is a non-finite
+float (`.nan`, `.inf`).
+
+Checked before any model loads (each once read late, after seconds of work): the task's
+`difficulty_mix` and `options` (the task is constructed); `train.betas` in [0, 1);
+`model.overrides` (keys must be fields of the model's config class or, for a folder and
+smollm2-135m, `from_pretrained` options; values are tried on that class, for tiny-* with a
+weightless build); a `model.name` folder must hold a Hugging Face model (config.json, weights,
+tokenizer); a group statistic (baseline group_mean / leave_one_out, scale group_std) needs
+`train.group_size >= 2`; a clip distance (`eps_low`, `eps_high`) of 0 with a clipping surrogate.
+
+Ignored knobs. A knob that the chosen trainer or objective would not read is an error when its
+value differs from its default (for objective knobs: from the preset's value), so a config
+never carries a setting that silently does nothing (`RunConfig._ignored_knobs` lists the
+rules): a changed `dpo:` section or `dpo_*` knob with an RL preset; RL objective knobs with
+`objective.preset=dpo`; value-model knobs (`train.critic_lr`, `objective.vf_coef`,
+`value_clip`, `gamma`, `lam`) without `baseline=critic`; `norm_constant` with an `agg` other
+than seq_mean_token_sum_norm; `train.max_refill_rounds` without dynamic sampling;
+`overlong_penalty` without an overlong buffer; clip bounds with `clip=none`; KL knobs with
+`kl_coef=0`. The RL-only `train` knobs (steps, prompts_per_step, group_size, ...) under
+`objective.preset=dpo` are a one-line warning instead: a shared RL base config (smoke.yaml)
+legitimately carries them. A resolved config (a run directory's config.yaml) has every knob
+at a default or a used value, so it loads again silently.
 """
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import json
+import types
+import typing
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from harness.objective import PRESETS, ObjectiveConfig
 
@@ -27,8 +62,21 @@ class ConfigError(ValueError):
     """A config key or value is wrong; the message names the dotted key."""
 
 
+class ConfigWarning(UserWarning):
+    """A config that runs, but likely not as meant (the CLI prints it as one line)."""
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    """Unknown keys are errors, floats must be finite, and a boolean is never read as a number."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name and bool_as_number(cls.model_fields[info.field_name].annotation, value):
+            raise ValueError("a boolean where a number is expected; write a number")
+        return value
 
 
 class ModelSection(_Section):
@@ -69,7 +117,8 @@ class TrainSection(_Section):
     lr: float = Field(1e-4, gt=0)
     critic_lr: float = Field(1e-3, gt=0, description="PPO value model learning rate (objective.baseline=critic)")
     weight_decay: float = Field(0.0, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = Field(
+        (0.9, 0.999), description="AdamW (beta1, beta2), each in [0, 1) (policy and critic optimizers)")
     inner_epochs: int = Field(1, ge=1, description="K passes over each rollout batch")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per epoch (>1 makes later steps off-policy)")
     micro_batch_size: int | None = Field(None, ge=1, description="rows per forward/backward; None = whole mini-batch")
@@ -165,6 +214,10 @@ class RunConfig(_Section):
         if not isinstance(data, dict) or not isinstance(data.get("objective", {}), dict):
             return data
         obj = dict(data.get("objective") or {})
+        for k, v in obj.items():
+            fld = ObjectiveConfig.model_fields.get(k)
+            if fld is not None and bool_as_number(fld.annotation, v):
+                raise ValueError(f"objective.{k}={v!r}: a boolean where a number is expected; write a number")
         preset = obj.pop("preset", None)
         if preset is not None:
             if preset not in PRESETS:
@@ -180,8 +233,22 @@ class RunConfig(_Section):
     @model_validator(mode="after")
     def _combinations(self) -> "RunConfig":
         o, t = self.objective, self.train
-        if o.baseline == "leave_one_out" and t.group_size < 2:
+        rl = o.algorithm != "dpo"  # the DPO trainer reads no group, clip or batch-shape knob
+        if rl and o.baseline == "leave_one_out" and t.group_size < 2:
             raise ValueError(f"train.group_size={t.group_size} is impossible with objective.baseline=leave_one_out (RLOO needs G >= 2)")
+        group_stats = ([f"objective.baseline={o.baseline!r}"] if o.baseline == "group_mean" else []) + (
+            ["objective.scale='group_std'"] if o.scale == "group_std" else [])
+        if rl and t.group_size < 2 and group_stats:
+            raise ValueError(f"train.group_size={t.group_size} is impossible with {' and '.join(group_stats)}: a group of "
+                             "one response is its own mean (advantage 0) and has no std; allowed: train.group_size >= 2, "
+                             "or objective.baseline batch_mean|none with objective.scale batch_std|none")
+        if rl and o.clip != "none":
+            for k in ("eps_low", "eps_high"):
+                v = getattr(o, k)
+                if v is not None and v == 0:
+                    raise ValueError(f"objective.{k}={v}: a clip distance of 0 pins the ratio's bound at 1, so every "
+                                     "token whose ratio moves past it gets no gradient; allowed: a value > 0"
+                                     f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none")
         rows = t.prompts_per_step * t.group_size
         if rows % t.mini_batches:
             raise ValueError(f"train.mini_batches={t.mini_batches} must divide prompts_per_step*group_size={rows}")
@@ -192,7 +259,7 @@ class RunConfig(_Section):
             warnings.warn(f"objective.ratio=none (e.g. gpg) with train.mini_batches={t.mini_batches}, "
                           f"inner_epochs={t.inner_epochs}: every optimizer step after the first of a batch uses "
                           "stale samples with no importance correction; set both to 1 for on-policy REINFORCE",
-                          stacklevel=2)
+                          ConfigWarning, stacklevel=2)
         if t.old_logp == "rollout" and (why := self.rollout_logp_inexact()):
             raise ValueError(f"train.old_logp='rollout' needs the sampler's log-probs to be the policy's, but {why}; "
                              "use train.old_logp=recompute (or auto)")
@@ -200,8 +267,92 @@ class RunConfig(_Section):
             raise ValueError(f"objective.overlong_buffer={o.overlong_buffer} must be < rollout.max_new_tokens={self.rollout.max_new_tokens}")
         if self.task.name not in _task_names():
             raise ValueError(f"task.name={self.task.name!r} is unknown; allowed: {sorted(_task_names())}")
+        self._task_knobs()
+        self._model_knobs()
         self._moe_knobs()
+        errors, notes = self._ignored_knobs()
+        if errors:
+            raise ValueError("; ".join(errors))
+        for note in notes:
+            warnings.warn(note, ConfigWarning, stacklevel=2)
         return self
+
+    def _task_knobs(self) -> None:
+        """Construct the task (cheap, no model) so that difficulty_mix and options fail here."""
+        from harness.tasks import make_task
+
+        t = self.task
+        if "difficulty_mix" in t.options:
+            raise ValueError("task.options.difficulty_mix: set the mix as task.difficulty_mix (its own key)")
+        try:
+            make_task(t.name, difficulty_mix=t.difficulty_mix)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"task.difficulty_mix={t.difficulty_mix!r}: {err}") from None
+        try:
+            make_task(t.name, difficulty_mix=t.difficulty_mix, **t.options)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"task.options={t.options!r}: {err}") from None
+
+    def _model_knobs(self) -> None:
+        """A model.name folder must hold a model; model.overrides keys and values must fit its config class."""
+        from harness.models import MODEL_NAMES
+
+        m = self.model
+        if m.name not in MODEL_NAMES:
+            problem = _not_a_model(Path(m.name))
+            if problem:
+                raise ValueError(f"model.name={m.name!r} is a folder but not a Hugging Face model: {problem}; "
+                                 f"allowed: one of {list(MODEL_NAMES)} or a saved model folder")
+        if m.overrides:
+            _check_model_overrides(m.name, m.overrides)
+
+    def _ignored_knobs(self) -> tuple[list[str], list[str]]:
+        """(errors, warnings): knobs set away from their default that the chosen trainer or objective
+        would not read. Objective knobs are compared with the preset's value, section fields with
+        their field default, so only what the user set counts."""
+        o, t = self.objective, self.train
+        errors: list[str] = []
+        notes: list[str] = []
+
+        def obj(keys) -> list[str]:
+            return [f"objective.{k}={getattr(o, k)!r}" for k in keys if getattr(o, k) != _objective_default(o.algorithm, k)]
+
+        def sect(name: str, section: BaseModel, keys) -> list[str]:
+            return [f"{name}.{k}={_show(getattr(section, k))}" for k in keys if getattr(section, k) != _field_default(type(section), k)]
+
+        if o.algorithm == "dpo":
+            bad = obj(k for k in ObjectiveConfig.model_fields if k not in DPO_OBJECTIVE_KNOBS + ("algorithm",))
+            if bad:
+                errors.append(f"objective.preset=dpo (the offline DPO trainer) ignores {', '.join(bad)}: its loss reads only "
+                              f"{', '.join('objective.' + k for k in DPO_OBJECTIVE_KNOBS)} (the reference enters through "
+                              "dpo_beta, not kl_coef); remove them or use an RL preset")
+            unused = sect("train", t, RL_TRAIN_KNOBS)
+            if unused:
+                notes.append(f"the DPO trainer (objective.preset=dpo) ignores {', '.join(unused)} (RL-loop knobs; its "
+                             "length is set by dpo.epochs, dpo.rounds and dpo.max_steps)")
+            return errors, notes
+        dpo = sect("dpo", self.dpo, DpoSection.model_fields) + obj(DPO_OBJECTIVE_KNOBS)
+        if dpo:
+            errors.append(f"{', '.join(dpo)} only apply with objective.preset=dpo (the offline DPO trainer); "
+                          f"objective.preset={o.algorithm} runs the RL loop, which ignores them: remove them")
+        if o.baseline != "critic":
+            critic = sect("train", t, ("critic_lr",)) + obj(("vf_coef", "value_clip", "gamma", "lam"))
+            if critic:
+                errors.append(f"{', '.join(critic)} configure the value model of objective.baseline=critic (ppo); "
+                              f"objective.baseline={o.baseline!r} trains none and ignores them")
+        if o.agg != "seq_mean_token_sum_norm" and o.norm_constant is not None:
+            errors.append(f"objective.norm_constant={o.norm_constant} is read only by objective.agg="
+                          f"'seq_mean_token_sum_norm' (Dr.GRPO); objective.agg={o.agg!r} ignores it")
+        if not o.dynamic_sampling and (refill := sect("train", t, ("max_refill_rounds",))):
+            errors.append(f"{refill[0]} refills the groups that objective.dynamic_sampling drops, and it is off "
+                          "(set objective.dynamic_sampling=true, or drop the knob)")
+        if not o.overlong_buffer and (pen := obj(("overlong_penalty",))):
+            errors.append(f"{pen[0]} scales the punishment inside objective.overlong_buffer, which is 0 (off)")
+        if o.clip == "none" and (bounds := obj(("eps_low", "eps_high", "dual_clip"))):
+            errors.append(f"{', '.join(bounds)} are clip bounds; objective.clip='none' clips nothing")
+        if o.kl_coef == 0 and (kl := obj(("kl_estimator", "kl_placement", "ref_update_every"))):
+            errors.append(f"{', '.join(kl)} shape the KL term, and objective.kl_coef=0 turns it off (no reference model)")
+        return errors, notes
 
     def rollout_logp_inexact(self) -> str | None:
         """Why the sampler's log-probs may differ from the policy's own (None: they are the same
@@ -274,14 +425,224 @@ def _task_names() -> set[str]:
     return set(TASKS)
 
 
+# ----------------------------------------------------------------------------- checks
+
+DPO_OBJECTIVE_KNOBS = ("dpo_beta", "dpo_loss_type", "dpo_sft_coef")
+# `train` knobs that only the RL loop reads (the DPO trainer uses lr, betas, weight_decay,
+# grad_clip, checkpoint_every and threads)
+RL_TRAIN_KNOBS = ("steps", "prompts_per_step", "group_size", "critic_lr", "inner_epochs", "mini_batches",
+                  "micro_batch_size", "old_logp", "max_refill_rounds", "samples_to_log", "grad_share_every")
+# from_pretrained options that model.overrides may pass for smollm2-135m or a model folder
+LOAD_OPTIONS = ("attn_implementation", "device_map", "low_cpu_mem_usage", "revision", "subfolder", "trust_remote_code",
+                "use_safetensors", "variant", "max_memory", "offload_folder", "offload_state_dict", "key_mapping",
+                "gguf_file", "quantization_config", "tp_plan", "use_kernels")
+
+
+def bool_as_number(annotation: Any, value: Any) -> bool:
+    """Whether `value` (or an element of it) is a bool where `annotation` expects an int or float
+    (pydantic's lax mode would silently read True as 1)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return bool_as_number(args[0], value)
+    if origin in (Union, types.UnionType):
+        if isinstance(value, bool) and (bool in args or Any in args):
+            return False
+        return any(bool_as_number(a, value) for a in args if a is not type(None))
+    if isinstance(value, bool):
+        return annotation in (int, float)
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        return any(bool_as_number(args[1], v) for v in value.values())
+    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+        if origin is tuple and args[-1] is not Ellipsis:
+            return any(bool_as_number(a, v) for a, v in zip(args, value))
+        return any(bool_as_number(args[0], v) for v in value)
+    return False
+
+
+def _field_default(model: type[BaseModel], key: str) -> Any:
+    return model.model_fields[key].get_default(call_default_factory=True)
+
+
+def _objective_default(algorithm: str, key: str) -> Any:
+    """The value objective knob `key` takes when it is not set: the preset's, else the field default."""
+    return PRESETS.get(algorithm, {}).get(key, _field_default(ObjectiveConfig, key))
+
+
+def _show(v: Any) -> str:
+    return repr(list(v)) if isinstance(v, tuple) else repr(v)
+
+
+def _not_a_model(folder: Path) -> str | None:
+    """Why `folder` cannot be loaded as a Hugging Face model and tokenizer (None: it can)."""
+    config = folder / "config.json"
+    if not config.is_file():
+        return f"no config.json in {folder}"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        return f"{config} is not valid JSON ({err})"
+    if not isinstance(data, dict) or not data.get("model_type"):
+        return f"{config} has no model_type"
+    weights = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "*.gguf")
+    if not any(any(folder.glob(w)) for w in weights):
+        return f"no weights in {folder} (model.safetensors, pytorch_model.bin or a sharded index)"
+    tokenizer = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+    if not any((folder / f).is_file() for f in tokenizer):
+        return f"no tokenizer files in {folder} ({', '.join(tokenizer)})"
+    return None
+
+
+def _config_keys(cls) -> set[str]:
+    """The fields a transformers config class knows (dataclass fields, aliases, serialised keys)."""
+    keys = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    keys |= set(getattr(cls, "attribute_map", {}) or {})
+    try:
+        keys |= set(cls().to_dict())
+    except Exception:  # noqa: BLE001 -- a class without defaults: its fields alone
+        pass
+    return keys
+
+
+_CHECKED_OVERRIDES: dict[str, None] = {}
+
+
+def _check_model_overrides(name: str, overrides: dict) -> None:
+    """model.overrides: every key a field of the model's config class (or, for pretrained
+    weights, a from_pretrained option), every value accepted by that class; tiny-* models are
+    also built without weights (meta device), which catches shape errors."""
+    memo = json.dumps([name, overrides], sort_keys=True, default=str)
+    if memo in _CHECKED_OVERRIDES:
+        return
+    from transformers import CONFIG_MAPPING, LlamaConfig, MixtralConfig
+
+    tiny = {"tiny-dense": LlamaConfig, "tiny-moe": MixtralConfig}
+    folder = None if name in tiny or name == "smollm2-135m" else Path(name)
+    if name in tiny:
+        cls, options = tiny[name], ()
+    elif folder is not None:
+        cls, options = CONFIG_MAPPING[json.loads((folder / "config.json").read_text())["model_type"]], LOAD_OPTIONS
+    else:
+        cls, options = LlamaConfig, LOAD_OPTIONS  # SmolLM2 is a Llama (its folder may not be converted yet)
+    known = _config_keys(cls) | set(options)
+    for key in overrides:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=3)
+            hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
+            raise ValueError(f"model.overrides.{key}: not a field of {cls.__name__} (model.name={name!r}); {hint}allowed: "
+                             f"the fields of transformers.{cls.__name__}{' or from_pretrained options ' + str(list(options)) if options else ''}")
+    fields = {k: v for k, v in overrides.items() if k not in options}
+    try:
+        if name in tiny:
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
+
+            config = (tiny_dense_config if name == "tiny-dense" else tiny_moe_config)(**fields)
+            if config.vocab_size < VOCAB_SIZE:
+                raise ValueError(f"vocab_size={config.vocab_size} is below the character tokenizer's {VOCAB_SIZE} tokens")
+            with torch.device("meta"):
+                AutoModelForCausalLM.from_config(config)
+        elif folder is not None:
+            from transformers import AutoConfig
+
+            AutoConfig.from_pretrained(folder, local_files_only=True, **fields)
+        elif fields:
+            LlamaConfig(**fields)
+    except Exception as err:  # noqa: BLE001 -- transformers raises TypeError, ValueError and its own errors
+        raise ValueError(f"model.overrides={overrides!r} do not fit {cls.__name__} (model.name={name!r}): "
+                         f"{' '.join(str(err).split())}") from None
+    _CHECKED_OVERRIDES[memo] = None
+
+
+# ----------------------------------------------------------------------------- YAML
+
+class DuplicateKeyError(yaml.MarkedYAMLError):
+    """A key given twice in one YAML mapping."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last one
+    silently). Merge keys (`<<: *anchor`) may still be overridden by the mapping's own keys."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: SafeLoader's own error follows
+                    continue
+                if first is not key_node.start_mark:
+                    raise DuplicateKeyError(None, None, f"duplicate key {key!r} (first given at line {first.line + 1}; "
+                                            "a YAML mapping takes each key once)", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context, cmark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    ctx = f" ({context}{f' at line {cmark.line + 1}' if cmark is not None else ''})" if context else ""
+    return f"{where}{problem}{ctx}"
+
+
+def yaml_loads(text: str, source: str, error: type[Exception] = None) -> Any:
+    """Parse YAML text strictly (StrictLoader); a syntax error or duplicate key raises `error`
+    (default ConfigError) naming `source` and the line."""
+    error = error or ConfigError
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 -- StrictLoader is a SafeLoader
+    except DuplicateKeyError as err:
+        raise error(f"{source}: {_yaml_problem(err)}") from None
+    except yaml.YAMLError as err:
+        raise error(f"{source}: not valid YAML: {_yaml_problem(err)}") from None
+
+
+def read_yaml(path: str | Path, what: str = "run config", error: type[Exception] = None) -> Any:
+    """The one reader of run configs and study files: strict YAML (no duplicate keys), UTF-8,
+    not empty; every problem raises `error` (default ConfigError) naming the file and line."""
+    error = error or ConfigError
+    p = Path(path)
+    if not p.exists():
+        raise error(f"{what} file {str(p)!r} does not exist")
+    if not p.is_file():
+        raise error(f"{what} {str(p)!r} is not a file")
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise error(f"{p}: cannot read the {what}: {err.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise error(f"{p}: the {what} is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}); "
+                    "save it as UTF-8") from None
+    data = yaml_loads(text, str(p), error)
+    if data is None:
+        raise error(f"{p}: the {what} is empty; write the keys to set (a file that only restates "
+                    "the defaults must say so, e.g. `seed: 0`)")
+    return data
+
+
 # ----------------------------------------------------------------------------- loading
 
 def parse_override(item: str) -> tuple[str, Any]:
-    """'objective.eps_high=0.28' -> ('objective.eps_high', 0.28); values are YAML scalars/lists."""
+    """'objective.eps_high=0.28' -> ('objective.eps_high', 0.28); values are YAML scalars/lists/mappings,
+    parsed strictly (a value that is not valid YAML raises ConfigError naming the override)."""
     if "=" not in item:
         raise ConfigError(f"override {item!r} must look like dotted.key=value")
     key, raw = item.split("=", 1)
-    return key.strip(), yaml.safe_load(raw) if raw.strip() else None
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {item!r}: the key before '=' must be a dotted key such as train.steps")
+    if not raw.strip():
+        return key, None
+    return key, yaml_loads(raw, f"override {item!r}")
 
 
 def set_dotted(d: dict, key: str, value: Any) -> None:
@@ -312,38 +673,51 @@ def _format_error(err: ValidationError) -> str:
     for e in err.errors():
         loc = tuple(x for x in e["loc"] if not (isinstance(x, str) and x.startswith("function-")))
         key = ".".join(str(x) for x in loc) or "<config>"
+        msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             allowed = allowed_keys(loc[:-1])
-            lines.append(f"unknown key '{key}'; allowed keys here: {allowed}")
+            near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) if loc else []
+            lines.append(f"unknown key '{key}'{f' (did you mean {near[0]!r}?)' if near else ''}; allowed keys here: {allowed}")
         else:
             got = e.get("input")
-            lines.append(f"'{key}': {e['msg']} (got {got!r})" if key != "<config>" else e["msg"])
-    return "invalid run config:\n  " + "\n  ".join(lines)
+            lines.append(f"'{key}': {msg} (got {got!r})" if key != "<config>" else msg)
+    if len(lines) == 1:
+        return f"invalid run config: {lines[0]}"
+    return f"invalid run config ({len(lines)} errors):\n  " + "\n  ".join(lines)
 
 
-def build_config(data: dict) -> RunConfig:
+def build_config(data: dict, source: str | None = None) -> RunConfig:
+    """A validated RunConfig from a mapping; errors raise ConfigError (prefixed with `source`)."""
+    prefix = f"{source}: " if source else ""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix}the top level of a run config must be a mapping of sections "
+                          f"(got {type(data).__name__})")
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_error(err)) from None
+        raise ConfigError(prefix + _format_error(err)) from None
     except ValueError as err:  # raised by ObjectiveConfig.preset / validators outside pydantic's wrapper
-        raise ConfigError(f"invalid run config: {err}") from None
+        raise ConfigError(f"{prefix}invalid run config: {err}") from None
 
 
 def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """YAML file + dotted overrides -> validated RunConfig (raises ConfigError naming the key)."""
+    """YAML file + dotted overrides -> validated RunConfig. Every problem (the file, an override,
+    a key or value) raises ConfigError naming the file, the overrides and the dotted key."""
     data: dict = {}
+    source = str(path) if path is not None else "run config"
+    if overrides:
+        source += f" (with overrides {' '.join(overrides)})"
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
-        data = yaml.safe_load(p.read_text()) or {}
+        data = read_yaml(path, "run config")
         if not isinstance(data, dict):
-            raise ConfigError(f"{p}: top level must be a mapping of sections")
+            raise ConfigError(f"{path}: the top level must be a mapping of sections (got {type(data).__name__})")
     for item in overrides:
         key, value = parse_override(item)
-        set_dotted(data, key, value)
-    return build_config(data)
+        try:
+            set_dotted(data, key, value)
+        except ConfigError as err:
+            raise ConfigError(f"{source}: {err}") from None
+    return build_config(data, source)
 
 
 def dump_config(cfg: RunConfig) -> str:

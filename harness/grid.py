@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 SCALES = ("smoke", "cpu", "gpu")
 TOP_LEVEL_KEYS = ("name", "description", "base", "grid", "zip", "seeds", "exclude", "scale", "scales", "tune", "probe")
@@ -226,6 +225,12 @@ def find_study(name_or_path: str | os.PathLike, root: str | os.PathLike | None =
         if not p.is_file():
             raise StudyError(f"study file {str(p)!r} does not exist")
         return p
+    if p.is_dir():
+        raise StudyError(f"{str(p)!r} is a folder, not a study: a study's results folder holds cells.json (written by "
+                         "the Snakefile or `harness grid STUDY --write-configs`); a study is a name under experiments/ "
+                         "or a study YAML")
+    if len(p.parts) > 1:  # a path, not a name: never looked up under experiments/
+        raise StudyError(f"{str(p)!r} does not exist (neither a study YAML nor a study's results folder)")
     bases = [Path(root)] if root else []
     bases += [Path.cwd(), Path(__file__).resolve().parent.parent]
     for b in bases:
@@ -249,7 +254,9 @@ def _load_base(base: Any, study_path: Path | None) -> dict:
         cands += [Path.cwd() / base, Path(__file__).resolve().parent.parent / base]
         for c in cands:
             if c.is_file():
-                data = yaml.safe_load(c.read_text()) or {}
+                from harness.config import read_yaml
+
+                data = read_yaml(c, "base run config", StudyError)
                 if not isinstance(data, dict):
                     raise StudyError(f"base: {c} must hold a mapping of run-config sections")
                 return data
@@ -450,7 +457,8 @@ def expand(study: Study, validate: bool = True) -> list[Cell]:
                 c.config = build_config(c.data)
             except ConfigError as err:
                 axes = ", ".join(f"{k}={v!r}" for k, v in c.overrides.items())
-                raise StudyError(f"study {study.name} ({study.scale}), cell {c.id} [{axes}]: {err}") from None
+                where = f"{study.path}: " if study.path else ""
+                raise StudyError(f"{where}study {study.name} ({study.scale}), cell {c.id} [{axes}]: {err}") from None
     study.cells = cells
     return cells
 
@@ -470,11 +478,10 @@ def load_study(name_or_path: str | os.PathLike | dict, scale: str | None = None,
     if isinstance(name_or_path, dict):
         raw, path = name_or_path, (Path(path) if path else None)
     else:
+        from harness.config import read_yaml
+
         path = find_study(name_or_path)
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as err:
-            raise StudyError(f"{path}: not valid YAML: {err}") from None
+        raw = read_yaml(path, "study", StudyError)
     study = parse_study(raw, path=path, name=name, scale=scale)
     expand(study, validate=validate)
     return study

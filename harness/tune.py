@@ -87,13 +87,12 @@ class TuneSpec:
     def __init__(self, source: str, scale: str | None = None):
         import copy
 
-        import yaml
-
+        from harness.config import read_yaml
         from harness.grid import StudyError, expand, find_study, parse_study
 
         path = find_study(source)
-        raw = yaml.safe_load(path.read_text()) or {}
-        tune = raw.get("tune")
+        raw = read_yaml(path, "tune file", StudyError)
+        tune = raw.get("tune") if isinstance(raw, dict) else None
         if not isinstance(tune, dict):
             raise StudyError(f"{path}: no `tune:` section (see harness/tune.py for its keys)")
         unknown = sorted(set(tune) - set(TUNE_KEYS))
