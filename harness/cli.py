@@ -9,13 +9,40 @@
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
     harness bench [--models M,..] [--backends hf,vllm] [--steps S] [--threads T] [--trl|--no-trl]
                                                          GRPO step-time breakdown, ours vs TRL (harness/bench/)
+
+Bad input (a config, override, study or path) is reported as one message on stderr, naming the
+file and key, with exit status 2, before any model loads; `--debug` (before or after the
+subcommand) raises it with its traceback instead.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+from pathlib import Path
 
-from harness.config import ConfigError, dump_config, load_config
+from harness.config import ConfigError, ConfigWarning, dump_config, load_config
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
+    return value
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """Config warnings (e.g. an ignored knob) as one line; others as Python prints them."""
+    if issubclass(category, ConfigWarning):
+        return f"harness: warning: {message}\n"
+    return _FORMAT_WARNING(message, category, filename, lineno, line)
+
+
+_FORMAT_WARNING = warnings.formatwarning
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -25,6 +52,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="harness", description="RL post-training research harness")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (exit status 2 otherwise)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p_train = sub.add_parser("train", help="train or resume one run")
@@ -40,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p_eval = sub.add_parser("eval", help="pass@k of a finished run's final checkpoint -> RUN_DIR/eval.json")
     p_eval.add_argument("run_dir")
-    p_eval.add_argument("--n-samples", type=int, default=None, help="samples per prompt (default: the run's eval.n_samples)")
-    p_eval.add_argument("--num-prompts", type=int, default=None)
+    p_eval.add_argument("--n-samples", type=positive_int, default=None,
+                        help="samples per prompt, >= 1 (default: the run's eval.n_samples)")
+    p_eval.add_argument("--num-prompts", type=positive_int, default=None, help=">= 1 (default: the run's eval.num_prompts)")
     p_eval.add_argument("--vs-initial", action="store_true", help="also eval the starting policy on the same prompts "
                         "and seed: paired rise of pass@k with a bootstrap 95%% interval over prompts")
 
@@ -54,7 +83,29 @@ def main(argv: list[str] | None = None) -> int:
 
     _bench_cli.add_command(sub)
 
+    for p in sub.choices.values():  # `--debug` after the subcommand too (SUPPRESS: it never resets the global one)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an input error")
+
     args = parser.parse_args(argv)
+    from harness.grid import StudyError
+
+    fmt = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
+    try:
+        return _run(args)
+    except (ConfigError, StudyError) as err:
+        if args.debug:
+            raise
+        print(f"harness: {err}", file=sys.stderr)
+        return 2
+    finally:
+        warnings.formatwarning = fmt
+
+
+def _run(args: argparse.Namespace) -> int:
+    from harness import study as _study_cli
+    from harness.bench import cli as _bench_cli
+
     # --- experiment layer ---
     if args.command in _study_cli.COMMANDS:
         return _study_cli.run(args)
@@ -68,11 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts, args.vs_initial), indent=2))
         return 0
-    try:
-        cfg = load_config(args.config, args.overrides)
-    except ConfigError as err:
-        print(f"harness: {err}", file=sys.stderr)
-        return 2
+    cfg = load_config(args.config, args.overrides)
 
     if args.command == "config":
         print(dump_config(cfg), end="")
@@ -82,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
         folder = ensure_warm_start(cfg)
         if args.out:
             import json
-            from pathlib import Path
 
             from harness.train.rundir import atomic_write_text
 
@@ -96,11 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             from harness.train.loop import train
 
-        try:
-            summary = train(cfg, args.out)
-        except ConfigError as err:  # e.g. a bad dpo.pairs file, or --out holding a run with another config
-            print(f"harness: {err}", file=sys.stderr)
-            return 2
+        # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
+        summary = train(cfg, args.out)
         fe = summary.get("final_eval", {})
         ie = summary.get("initial_eval", {})
         rise = summary.get("paired_rise") or {}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from harness.config import load_config
+from harness.config import ConfigError, load_config
 from harness.models import load_model
 from harness.rollout import make_backend
 from harness.tasks import make_task
@@ -22,13 +22,18 @@ from harness.train.rundir import RunDir, atomic_write_text
 
 def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None,
              vs_initial: bool = False) -> dict:
+    for name, value in (("n_samples", n_samples), ("num_prompts", num_prompts)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"harness eval: {name}={value!r} must be an integer >= 1")
+    if not Path(run_dir).is_dir():  # checked before RunDir, which would create the folder
+        raise ConfigError(f"{run_dir}: no such run directory (train it first: harness train CONFIG --out {run_dir})")
     run = RunDir(run_dir)
     ckpt = run.latest_checkpoint()
     if ckpt is None or not run.config_path.exists():
-        raise FileNotFoundError(f"{run_dir} has no config.yaml or checkpoint: train it first")
-    overrides = [f"eval.n_samples={n_samples}"] if n_samples else []
-    overrides += [f"eval.num_prompts={num_prompts}"] if num_prompts else []
-    if n_samples:
+        raise ConfigError(f"{run_dir} has no config.yaml or checkpoint: it holds no trained run (train it first)")
+    overrides = [f"eval.n_samples={n_samples}"] if n_samples is not None else []
+    overrides += [f"eval.num_prompts={num_prompts}"] if num_prompts is not None else []
+    if n_samples is not None:
         overrides.append(f"eval.ks={[k for k in (1, 2, 4, 8, 16, 32, 64) if k <= n_samples]}")
     cfg = load_config(run.config_path, overrides)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
