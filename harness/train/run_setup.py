@@ -13,17 +13,32 @@ import yaml
 from harness.config import ConfigError, RunConfig, dump_config
 from harness.tasks import make_task
 from harness.train.policy_init import initial_policy
-from harness.train.rundir import RunDir
+from harness.train.rundir import RunDir, atomic_write_text
 
 
 def check_same_config(run: RunDir, cfg: RunConfig) -> None:
-    if run.config_path.exists():
+    """Refuse a config other than the one recorded in the run directory once a step of it is
+    complete; before that (an attempt that failed early, e.g. on a bad pairs file or out of
+    memory), the failed attempt's files are cleared and the new config takes the directory."""
+    if not run.config_path.exists():
+        return
+    new = cfg.to_dict()
+    try:
         old = yaml.safe_load(run.config_path.read_text())
-        new = cfg.to_dict()
+    except (yaml.YAMLError, UnicodeDecodeError):
+        old = None
+    if isinstance(old, dict):
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        if diff:
-            raise ConfigError(f"{run.root} already holds a run with a different config (sections {diff} differ); "
-                              "use another --out, or the same config to resume")
+    else:
+        diff = ["<unreadable config.yaml>"]
+    if not diff:
+        return
+    if run.has_completed_step():
+        raise ConfigError(f"{run.root} already holds a run with a different config (sections {diff} differ); "
+                          "use another --out, or the same config to resume")
+    removed = run.clear_attempt()
+    print(f"[harness] {run.root}: an earlier attempt with another config (sections {diff} differ) has no completed "
+          f"step; starting afresh with this config (removed {', '.join(removed)})", flush=True)
 
 
 def open_run(cfg: RunConfig, out_dir: str | Path) -> tuple[RunDir, dict | None]:
@@ -48,7 +63,7 @@ class Setup:
 
 def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     """Write the resolved config, set threads and seed, build the task and the initial policy."""
-    run.config_path.write_text(dump_config(cfg))
+    atomic_write_text(run.config_path, dump_config(cfg))
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.seed)

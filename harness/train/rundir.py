@@ -11,6 +11,11 @@ same path: a step's group records ride inside its metric record under GROUP_RECO
 `flush` moves them to groups.jsonl (metrics.jsonl never holds them). samples.jsonl and
 groups.jsonl hold several records per step; a step that a crash cut short in the middle of a
 flush is rewritten whole on the next flush.
+
+Config lock. config.yaml ties the directory to one config once a step is complete (a
+checkpoint, a logged step or summary.json: `has_completed_step`). An attempt that failed
+before that holds nothing worth keeping, so a changed config may restart the directory:
+`clear_attempt` removes what that attempt wrote (run_setup.check_same_config).
 """
 from __future__ import annotations
 
@@ -91,6 +96,34 @@ class RunDir:
 
     def write_summary(self, summary: dict) -> None:
         atomic_write_text(self.summary_path, json.dumps(summary, indent=2, sort_keys=True))
+
+    # ------------------------------------------------------------------ attempts
+    # what an attempt writes before its first checkpoint, all of it derived from its config
+    ATTEMPT_FILES = ("config.yaml", "metrics.jsonl", "samples.jsonl", "groups.jsonl", "mlflow_run_id", "mlflow_run_id.tmp",
+                     "pairs*.jsonl", "pairs_report*.json", "pairs_ref*.pt", ".pairs_ref*.pt.tmp")
+    ATTEMPT_DIRS = ("checkpoints", "eval_prompts")
+
+    def has_completed_step(self) -> bool:
+        """Whether any training step of this directory is complete (checkpointed, logged or summarised)."""
+        return (self.latest_checkpoint() is not None or any(self.ckpt_root.glob("step_*"))
+                or self.summary_path.exists() or bool(read_jsonl(self.metrics_path)))
+
+    def clear_attempt(self) -> list[str]:
+        """Remove what an attempt that completed no step left behind (config.yaml, pairs, its MLflow
+        run id, the step-0 eval, ...); returns the names removed. Refuses a directory with a completed step."""
+        if self.has_completed_step():
+            raise RuntimeError(f"{self.root} holds a completed step; refusing to clear it")
+        removed = []
+        for pattern in self.ATTEMPT_FILES:
+            for path in sorted(self.root.glob(pattern)):
+                if path.is_file():
+                    path.unlink()
+                    removed.append(path.name)
+        for name in self.ATTEMPT_DIRS:
+            if (self.root / name).is_dir():
+                shutil.rmtree(self.root / name)
+                removed.append(name + "/")
+        return removed
 
 
 def read_jsonl(path: Path) -> list[dict]:
