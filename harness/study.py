@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         if args.command == "probe":
             return _probe(args)
     except StudyError as err:
+        if getattr(args, "debug", False):  # harness --debug: the traceback
+            raise
         print(f"harness: {err}", file=sys.stderr)
         return 2
     raise ValueError(args.command)

@@ -121,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
                              group_size=args.group_size, max_new_tokens=args.max_new_tokens,
                              checkpoint_every=args.checkpoint_every)
     except ValueError as err:  # ConfigError is a ValueError
+        if getattr(args, "debug", False):  # harness --debug: the traceback
+            raise
         print(f"harness bench: {err}", file=sys.stderr)
         return 2
     meta = {"timestamp": timestamp(), "threads": args.threads, "cpu_count": os.cpu_count(),

@@ -45,6 +45,21 @@ def test_debug_flag_shows_the_traceback(tmp_path):
         main(["config", str(_bad_config(tmp_path)), "--debug"])
 
 
+def test_debug_flag_for_study_and_bench_commands(tmp_path, monkeypatch):
+    import harness.bench.cli as bench_cli
+    from harness.grid import StudyError
+
+    study = tmp_path / "study.yaml"
+    study.write_text("base: {train: {steps: 2}}\nseeds: [0]\nseeds: [1]\n")
+    with pytest.raises(StudyError):
+        main(["--debug", "grid", str(study)])
+    with pytest.raises(StudyError):
+        main(["summarize", "/missing/dir", "--debug"])
+    monkeypatch.setattr(bench_cli, "_case", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    with pytest.raises(ValueError, match="--models"):
+        main(["--debug", "bench", "--models", "gpt-17", "--no-trl"])
+
+
 def test_subprocess_exit_status_and_stderr(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, "-m", "harness.cli", "config", SMOKE, "train.steps=["], capture_output=True,
