@@ -524,6 +524,10 @@ def _check_model_overrides(name: str, overrides: dict) -> None:
     else:
         cls, options = LlamaConfig, LOAD_OPTIONS  # SmolLM2 is a Llama (its folder may not be converted yet)
     known = _config_keys(cls) | set(options)
+    for key in ("dtype", "torch_dtype"):
+        if key in overrides:
+            raise ValueError(f"model.overrides.{key}={overrides[key]!r}: the precision is model.dtype "
+                             "(float32 | bfloat16), not an override")
     for key in overrides:
         if key not in known:
             near = difflib.get_close_matches(str(key), known, n=3)

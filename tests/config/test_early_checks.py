@@ -56,6 +56,7 @@ def test_non_finite_floats(override, key):
     (["model.overrides={hidden_size: 130}"], ["model.overrides", "hidden_size", "130"]),
     (["model.overrides={hidden_size: big}"], ["model.overrides", "hidden_size", "big"]),
     (["model.overrides={vocab_size: 10}"], ["model.overrides", "vocab_size"]),
+    (["model.overrides={dtype: bfloat16}"], ["model.overrides.dtype", "model.dtype"]),
 ])
 def test_model_overrides_keys_and_values(overrides, needles):
     msg = _err(overrides)
