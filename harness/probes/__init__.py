@@ -57,13 +57,19 @@ def run_probe(study, out: Path) -> dict:
     arms = probe_arms(study, settings.pop("arms", None))
     t0 = time.perf_counter()
     res = mod.run(arms, settings)
-    summary = mod.summarize(res, arms)
-    results = res if isinstance(res, dict) else {"": res}
-    doc = {"study": study.name, "scale": study.scale, "arms": [a.label for a in arms], "settings": settings,
-           "wall_seconds": time.perf_counter() - t0, "summary": summary,
-           "raw": {k: {"base": r.base, "per_batch": r.per_batch, "batch": r.batch} for k, r in results.items()}}
+    return write_probe(out, study.name, study.scale, arms, settings, res, mod.summarize(res, arms),
+                       time.perf_counter() - t0)
+
+
+def write_probe(out: Path, name: str, scale: str, arms, settings: dict, res, summary: dict, seconds: float) -> dict:
+    """probe.json: the study, arms, settings, wall time, the summary the notebooks read, and the raw
+    per-batch numbers (res: a ProbeResult, or {level: ProbeResult} for the MoE probe)."""
     from harness.train.rundir import atomic_write_text
 
+    results = res if isinstance(res, dict) else {"": res}
+    doc = {"study": name, "scale": scale, "arms": [a.label for a in arms], "settings": settings,
+           "wall_seconds": seconds, "summary": summary,
+           "raw": {k: {"base": r.base, "per_batch": r.per_batch, "batch": r.batch} for k, r in results.items()}}
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, json.dumps(doc, indent=1, default=float))
     return doc

@@ -20,11 +20,43 @@ from harness.summarize import make_figures
 from study_helpers import REPO
 
 EXPECTED = {
-    "length_bias": ["lengths_train", "lengths_eval", "truncation_entropy", "incorrect_length_gap"],
-    "difficulty_bias": ["abs_adv_vs_p", "grad_share_extreme", "group_std_hist", "accuracy_by_difficulty",
-                        "zero_variance"],
-    "moe_stability": ["reward_eval", "clip_fraction", "mismatch", "router_disagreement", "grad_norm_entropy"],
+    "length_bias": ["regime", "probe", "lengths_train", "lengths_eval", "truncation_entropy", "incorrect_length_gap"],
+    "difficulty_bias": ["regime", "probe", "abs_adv_vs_p", "grad_share_extreme", "group_std_hist",
+                        "accuracy_by_difficulty", "zero_variance"],
+    "moe_stability": ["regime", "probe", "reward_eval", "clip_fraction", "mismatch", "router_disagreement",
+                      "grad_norm_entropy"],
 }
+PROBE_KEYS = {  # what a fabricated probe batch holds per arm (the keys the probes record)
+    "length_bias": ["eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/length/truncated_frac",
+                    "agg/eos_share_incorrect", "agg/eos_share_correct"],
+    "difficulty_bias": ["eval/pass_at_1", "eval/pass_at_1/easy", "eval/pass_at_1/medium", "eval/pass_at_1/hard",
+                        "adv/share_extreme", "grad/share_extreme", "adv/closed_form_max_abs_err",
+                        "groups/zero_var_frac"],
+    "moe_stability": ["eval/pass_at_1", "clip/frac", "grad/norm_max", "grad/norm"],
+}
+
+
+def _write_probe(d, name, arms):
+    """A fabricated probe.json (made-up numbers), summarised by the real harness.probes code."""
+    import importlib
+
+    from harness.probes import PROBES, write_probe
+    from harness.probes.engine import Arm, ProbeResult
+
+    mod = importlib.import_module(f"harness.probes.{PROBES[name]}")
+    rng = random.Random(5)
+    arm_objs = [Arm(a, None) for a in arms]
+
+    def result():
+        res = ProbeResult(base={k: 0.5 for k in PROBE_KEYS[name]})
+        for _ in range(4):
+            res.per_batch.append({a: {k: rng.uniform(0.1, 0.9) for k in PROBE_KEYS[name]} for a in arms})
+            res.batch.append({k: rng.uniform(0.01, 0.5) for k in getattr(mod, "STAT_KEYS", ())})
+        return res
+
+    res = {"0.0": result(), "0.5": result()} if name == "moe_stability" else result()
+    write_probe(d / "probe.json", name, "fixture", arm_objs, {"batches": 4, "probe_prompts": 8, "probe_samples": 2},
+                res, mod.summarize(res, arm_objs), 1.0)
 STEPS = 6  # train steps 0..5; the final record (step 6) holds the eval of the trained policy
 
 
@@ -75,6 +107,7 @@ def fixture_length_bias(d):
             cells.append({"id": cid, "variant": f"preset={arm}", "axes": {"objective.preset": arm, "seed": seed},
                           "seed": seed})
     _write_study(d, "length_bias", cells, [1, 2])
+    _write_probe(d, "length_bias", ["grpo", "dr_grpo", "dapo"])
 
 
 def fixture_difficulty_bias(d):
@@ -109,6 +142,7 @@ def fixture_difficulty_bias(d):
             cells.append({"id": cid, "variant": f"scale={scale}", "axes": {"objective.scale": scale, "seed": seed},
                           "seed": seed})
     _write_study(d, "difficulty_bias", cells, [1, 2])
+    _write_probe(d, "difficulty_bias", ["group_std", "none", "batch_std"])
 
 
 def fixture_moe_stability(d):
@@ -135,6 +169,7 @@ def fixture_moe_stability(d):
             cells.append({"id": cid, "variant": f"arm={arm}__router_noise={noise}", "seed": 1,
                           "axes": {"arm": arm, "objective.preset": arm, "rollout.router_noise": noise, "seed": 1}})
     _write_study(d, "moe_stability", cells, [1])
+    _write_probe(d, "moe_stability", ["grpo", "grpo_r3", "gspo"])
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -157,6 +192,7 @@ def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
         assert len(rows) == 3
         errs = [float(r.rstrip(" |").split("|")[-1].split()[0]) for r in rows]
         assert max(errs) < 1e-5, rows
+    assert "## Regime (reference arm alone)" in summary and "## Probe" in summary
     if name == "moe_stability":
         assert "router/disagree_rollout_train" in summary.split("Not logged by these runs")[1]
         assert "n=1 seed" in summary

@@ -137,8 +137,16 @@ def test_shipped_study_shapes():
     moe = load_study("moe_stability", "cpu")
     assert {c.axes["arm"] for c in moe.cells} == {"grpo", "grpo_r3", "gspo", "cispo", "grpo_tis"}
     assert all(c.config.train.mini_batches >= 4 and c.config.model.name == "tiny-moe" for c in moe.cells)
-    assert {c.config.rollout.router_noise for c in moe.cells} == {0.0, 0.5}
-    assert {c.config.objective.scale for c in load_study("difficulty_bias", "cpu").cells} == {"group_std", "none", "batch_std"}
+    assert {c.config.rollout.router_noise for c in moe.cells} == {0.5}  # the probe sweeps 0 / 0.5 / 1
+    assert moe.probe["router_noise"] == [0.0, 0.5, 1.0]
+    assert all(c.config.rollout.dtype == "bfloat16" and c.config.model.dtype == "float32" for c in moe.cells)
+    diff = load_study("difficulty_bias", "cpu")
+    assert {c.config.objective.scale for c in diff.cells} == {"group_std", "none", "batch_std"}
+    assert all(c.config.train.group_size == 16 for c in diff.cells)
+    lb = load_study("length_bias", "cpu")
+    assert {c.axes["arm"]: c.config.objective.agg for c in lb.cells} == {
+        "grpo": "seq_mean_token_mean", "grpo_token_mean": "token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
+    assert all(c.config.objective.kl_coef == 0.0 for c in lb.cells)
     gpu = load_study("length_bias", "gpu").cells[0].config
     assert gpu.rollout.backend == "vllm" and gpu.model.name == "smollm2-135m"
 
@@ -146,9 +154,9 @@ def test_shipped_study_shapes():
 def test_cli_grid_list(capsys):
     from harness.cli import main
 
-    assert main(["grid", "demo", "--scale", "smoke", "--list"]) == 0
+    assert main(["grid", "length_bias", "--scale", "smoke", "--list"]) == 0
     out = capsys.readouterr().out
-    assert "3 cells" in out and "preset=dapo__seed=1" in out and "objective.preset=dapo" in out
+    assert "3 cells" in out and "arm=dr_grpo__seed=1" in out and "objective.preset=dr_grpo" in out
 
 
 def test_cli_grid_error_exit_code(tmp_path, capsys):
