@@ -1,4 +1,4 @@
-"""The shared composable objective (OBJECTIVE.md): every RL algorithm is one loss with
+"""The shared composable objective (docs/objective.md): every RL algorithm is one loss with
 orthogonal knobs; a named algorithm (grpo, dapo, ...) is a preset of `ObjectiveConfig`.
 
 Pure functions on tensors and floats -- no model, no I/O. Rooms:

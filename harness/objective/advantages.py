@@ -1,4 +1,4 @@
-"""Advantages (OBJECTIVE.md §1): A = (reward - baseline) / scale, and GAE for the critic.
+"""Advantages (docs/objective.md §1): A = (reward - baseline) / scale, and GAE for the critic.
 
 Glossary: N prompts, G = group size, B = N*G sequences with groups contiguous (rows
 [g*G, (g+1)*G) answer prompt g), T = padded response length, M = response mask (B, T).

@@ -1,4 +1,4 @@
-"""Aggregation -- the length normalisation (OBJECTIVE.md §5): loss l (B, T) -> scalar.
+"""Aggregation -- the length normalisation (docs/objective.md §5): loss l (B, T) -> scalar.
 
 Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 

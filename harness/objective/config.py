@@ -1,4 +1,4 @@
-"""`ObjectiveConfig`: every knob of the composable objective (OBJECTIVE.md §1-8), validated.
+"""`ObjectiveConfig`: every knob of the composable objective (docs/objective.md §1-8), validated.
 
 The field names are the YAML keys under `objective:`. Defaults equal the `grpo` preset.
 `ObjectiveConfig.preset(name, **overrides)` starts from a named algorithm (presets.py);
@@ -176,7 +176,7 @@ class ObjectiveConfig(BaseModel):
         if self.kl_placement == "reward" and self.kl_estimator != "k1":
             raise ValueError(
                 f"kl_estimator={self.kl_estimator!r} with kl_placement='reward': the reward placement subtracts "
-                "kl_coef*k1 (OBJECTIVE.md §4); allowed kl_estimator there: ['k1']"
+                "kl_coef*k1 (docs/objective.md §4); allowed kl_estimator there: ['k1']"
             )
         if self.baseline == "critic" and self.scale == "group_std":
             raise ValueError(

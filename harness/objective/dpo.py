@@ -1,4 +1,4 @@
-"""Offline preference losses (OBJECTIVE.md §8): DPO (Rafailov et al. 2305.18290) and
+"""Offline preference losses (docs/objective.md §8): DPO (Rafailov et al. 2305.18290) and
 IPO (Azar et al. 2310.12036).
 
 Glossary: B preference pairs. Inputs are SEQUENCE log-prob sums (B,) of the chosen and the

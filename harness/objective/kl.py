@@ -1,4 +1,4 @@
-"""KL to the reference policy (OBJECTIVE.md §4): estimators and the two placements.
+"""KL to the reference policy (docs/objective.md §4): estimators and the two placements.
 
 Glossary: B sequences, T padded response length, M response mask (B, T).
 Estimators (Schulman, "Approximating KL Divergence", 2020 blog), with d = ref_logp - logp,

@@ -1,6 +1,6 @@
 """The policy loss: ratio -> surrogate -> TIS weight -> KL in loss -> entropy -> aggregation.
 
-One code path for every algorithm; a preset only sets the knobs (OBJECTIVE.md §2-5, §9).
+One code path for every algorithm; a preset only sets the knobs (docs/objective.md §2-5, §9).
 
 Glossary: B sequences, T padded response length, M response mask (B, T).
 Inputs (all (B, T) log-probs of the SAMPLED tokens):

@@ -1,4 +1,4 @@
-"""Named algorithms as knob values (OBJECTIVE.md §7). A preset is data, never a code path.
+"""Named algorithms as knob values (docs/objective.md §7). A preset is data, never a code path.
 
 `ObjectiveConfig.preset(name, **overrides)` starts from `PRESETS[name]` and applies the
 overrides one by one; knobs a preset does not list take the `ObjectiveConfig` defaults

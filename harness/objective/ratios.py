@@ -1,4 +1,4 @@
-"""Importance ratios (OBJECTIVE.md §2): the per-token ratio tensor the surrogate uses,
+"""Importance ratios (docs/objective.md §2): the per-token ratio tensor the surrogate uses,
 carrying the gradient of its mode.
 
 Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].

@@ -1,4 +1,4 @@
-"""Batch-level reward shaping and filtering of DAPO (Yu et al. 2503.14476), OBJECTIVE.md §6.
+"""Batch-level reward shaping and filtering of DAPO (Yu et al. 2503.14476), docs/objective.md §6.
 
 Glossary: N prompts, G group size, B = N*G sequences with groups contiguous.
 """

@@ -1,4 +1,4 @@
-"""Surrogates and clipping (OBJECTIVE.md §3): the per-token loss l_{i,t} before KL, entropy and
+"""Surrogates and clipping (docs/objective.md §3): the per-token loss l_{i,t} before KL, entropy and
 aggregation, plus the masks of where the clip binds (for the clip/frac metrics).
 
 Glossary: B sequences, T padded response length; rho (B, T) from ratios.py, A (B, T) the

@@ -9,7 +9,7 @@
                   model is held and a resumed run uses exactly the same reference
       for step:   dpo.epochs passes over the round's pairs in batches of dpo.batch_size
                   (reshuffled each epoch) -> sequence log-prob sums of chosen and rejected
-                  -> dpo_loss (OBJECTIVE.md §8; DPO 2305.18290, IPO 2310.12036, RPO's NLL term
+                  -> dpo_loss (docs/objective.md §8; DPO 2305.18290, IPO 2310.12036, RPO's NLL term
                   with objective.dpo_sft_coef) -> AdamW step (one optimizer across rounds)
                   -> metrics; periodic eval (pass@k, the RL runs' eval_at()); checkpoint + flush
 

@@ -1,4 +1,4 @@
-"""The OBJECTIVE.md §10 snippet runs exactly as written."""
+"""The docs/objective.md §10 snippet runs exactly as written."""
 from __future__ import annotations
 
 import math
@@ -31,13 +31,13 @@ def test_section_10_snippet_runs_as_written():
         ref_chosen=torch.tensor([-3.5, -4.0]), ref_rejected=torch.tensor([-4.0, -4.0]),
         n=8, c=3,
     )
-    # The snippet as written rebinds `k` to the KL tensor and then passes it to pass_at_k(n, c, k).
-    # Verbatim except for that one rename (reported as a bug in OBJECTIVE.md §10); with the tensor,
-    # pass_at_k refuses it loudly rather than guessing.
+    # SNIPPET (the original design note's) rebinds `k` to the KL tensor and then passes it to pass_at_k(n, c, k).
+    # With that one rename it is docs/objective.md §10 verbatim; without it pass_at_k gets the
+    # tensor as k and refuses it loudly rather than guessing.
     fixed = SNIPPET.replace('k = kl_penalty(', 'k_tok = kl_penalty(')
     assert fixed.count("k_tok") == 1
     ns["k"] = 4
-    exec(compile(fixed, "OBJECTIVE.md §10", "exec"), ns)
+    exec(compile(fixed, "docs/objective.md §10", "exec"), ns)
     cfg = ns["cfg"]
     assert (cfg.algorithm, cfg.eps_high, cfg.eps_low) == ("dapo", 0.3, 0.2)
     assert ns["adv"].shape == (B,)

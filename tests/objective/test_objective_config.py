@@ -1,4 +1,4 @@
-"""ObjectiveConfig: validation messages, presets against the OBJECTIVE.md §7 table, defaults."""
+"""ObjectiveConfig: validation messages, presets against the docs/objective.md §7 table, defaults."""
 from __future__ import annotations
 
 import inspect
