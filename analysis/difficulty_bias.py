@@ -12,7 +12,7 @@
 # %% [markdown]
 # # (b) Difficulty bias of dividing advantages by the group std
 #
-# **What the papers showed** (Dr.GRPO, arXiv 2503.20783, §3; SCIENCE.md (b)). With binary
+# **What the papers showed** (Dr.GRPO, arXiv 2503.20783, §3; docs/studies.md (b)). With binary
 # rewards, k of G answers correct and p = k/G, the group-mean baseline gives
 # u_i = r_i − p, and a prompt's total advantage mass is
 #

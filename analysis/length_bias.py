@@ -92,28 +92,7 @@ F.save(fig, data, "regime")
 
 # %%
 if PROBE:
-    S = PROBE["summary"]
-    arms = PROBE["arms"]
-    colors = [data.color(a) for a in arms]
-    ch = {(e["key"], e["a"]): e for e in S["change"]}
-    st = {(e["key"], e["a"]): e for e in S["stats"]}
-    fig, axs = plt.subplots(1, 3, figsize=(16, 4.3), layout="constrained")
-    F.probe_points(axs[0], [ch[("eval/length/incorrect", a)] for a in arms], arms, colors,
-                   "change of mean length, wrong answers (tokens)", "after one update: WRONG answers")
-    F.probe_points(axs[1], [ch[("eval/length/correct", a)] for a in arms], arms, colors,
-                   "change of mean length, right answers (tokens)", "after one update: RIGHT answers")
-    xs = range(len(arms))
-    axs[2].bar([x - 0.18 for x in xs], [st[("agg/eos_share_incorrect", a)]["mean"] for a in arms], 0.36,
-               color=colors, alpha=0.5, label="end tokens of wrong answers")
-    axs[2].bar([x + 0.18 for x in xs], [st[("agg/eos_share_correct", a)]["mean"] for a in arms], 0.36,
-               color=colors, alpha=1.0, hatch="//", label="end tokens of right answers")
-    axs[2].set_xticks(list(xs), arms, rotation=12)
-    axs[2].set_ylabel("share of the update's gradient weight (0-1)")
-    axs[2].set_title("where the aggregation puts the end token's weight")
-    axs[2].legend()
-    fig.suptitle(data.title(f"length-bias probe: one update per aggregation, {PROBE['settings']['batches']} batches, "
-                            "paired (same policy, batch and sampling seed)"))
-    F.save(fig, data, "probe")
+    F.save(F.length_probe_figure(data, PROBE), data, "probe")
 
 # %% [markdown]
 # ## Training rollouts: length of correct and incorrect responses, accuracy beside them
@@ -229,18 +208,7 @@ else:
     lines.append(f"- arm '{BASE}' is not in this study: no gap computed.")
 lines += F.no_signal_lines(data, ARMS)
 if PROBE:
-    S = PROBE["summary"]
-    lines += ["", f"## Probe: one update per arm ({PROBE['settings']['batches']} batches, "
-              f"{PROBE['settings']['probe_prompts']} held-out prompts x {PROBE['settings']['probe_samples']}, "
-              f"{PROBE['wall_seconds']:.0f} s)", "",
-              f"Before the update: pass@1 {S['base']['eval/pass_at_1']:.3f}, length of right / wrong answers "
-              f"{S['base']['eval/length/correct']:.2f} / {S['base']['eval/length/incorrect']:.2f} tokens.", ""]
-    for e in S["pairs"]:
-        if e["key"] in ("eval/length/incorrect", "eval/length/correct", "eval/pass_at_1"):
-            unit = "" if e["key"] == "eval/pass_at_1" else "tokens"
-            lines.append("- " + F.probe_verdict(e, f"{e['key']} after one update, {e['a']} − {e['b']}", unit))
-    for e in S["stats"]:
-        lines.append(f"- {e['key']} ({e['a']}, at the batch): {e['mean']:.4f} ± {e['half']:.2g}")
+    lines += ["", *F.length_probe_lines(PROBE)]
 if data.scale == "smoke":
     lines += ["", "Smoke scale: 2 steps and 1 seed check the wiring only; no effect can be read from it."]
 F.write_summary(data, "\n".join(lines))

@@ -13,7 +13,7 @@
 # # (c) MoE stability: token vs sequence importance ratios, routing replay, TIS
 #
 # **What the papers showed** (GSPO, arXiv 2507.18071; R3 routing replay, arXiv 2510.11370;
-# SCIENCE.md (c)). In a mixture-of-experts model the rollout engine and the training engine
+# docs/studies.md (c)). In a mixture-of-experts model the rollout engine and the training engine
 # route tokens differently (precision, kernels), and the routing shifts after every update:
 # per-token importance ratios spike, clipping fires erratically and training can collapse.
 # GSPO's length-normalised sequence ratio averages the jitter out (it clips far MORE tokens

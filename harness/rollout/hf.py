@@ -3,7 +3,7 @@
 Sampler log-probs come from the processed scores (after temperature / top-p), i.e. the
 distribution the tokens were actually drawn from.
 
-Rollout/train mismatch knobs (SCIENCE.md (c)):
+Rollout/train mismatch knobs (docs/studies.md (c)):
 - `rollout.dtype` different from the policy's dtype (bfloat16 rollout, float32 training):
   generation runs on a copy of the policy in that dtype, kept here and refreshed by
   `sync_weights` after every update. Otherwise the policy module itself generates and

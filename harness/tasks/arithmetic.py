@@ -12,7 +12,7 @@ operand uniform in [0, max_operand] (default 9, single digits), operators drawn 
 from `ops`; problems with any intermediate |value| > max_value are redrawn. Easy is a
 single table fact, hard chains three facts and three copies of the rest of the line.
 
-Regime (SCIENCE.md): the working has (operands - 1) steps, so demonstrations grow with
+Regime (docs/studies.md): the working has (operands - 1) steps, so demonstrations grow with
 difficulty (means at defaults: easy ~16, medium ~23, hard ~32 chars, max 38). The
 intent (not measured here; the training side must check it): after a short SFT a tiny
 model solves most easy and few hard problems, its failures sit in the buckets with the

@@ -10,7 +10,7 @@ ignored, so emitting several answers cannot hedge.
 Reward. total = correct + format_weight * format, with correct in {0, 1} and format = 1.0
 iff the completion finished (not truncated) and its last Answer line is well formed.
 A truncated completion is never correct and gets no format credit. With the default
-format_weight = 0 the reward is binary, as the difficulty-bias algebra (SCIENCE.md b)
+format_weight = 0 the reward is binary, as the difficulty-bias algebra (docs/studies.md (b))
 assumes.
 
 Splits. A problem's canonical key (e.g. "12+7*3") is hashed with sha256 (never Python's

@@ -16,7 +16,7 @@ Difficulty = how many numbers are given, `num_numbers` = (2, 3, 4) for easy/medi
 each uniform in [1, max_number] (default 9); the target is the value of a random chain
 over all of them, in [1, max_target] (default 99) and not itself one of the numbers.
 
-Regime (SCIENCE.md): the number of rejected tries before the "yes" line is uniform in
+Regime (docs/studies.md): the number of rejected tries before the "yes" line is uniform in
 [0, max_wrong_tries] (default 4; fewer when a 2-number problem has fewer wrong values or
 the budget is full), the tries are random wrong chains with distinct values, and
 lines are longer with more numbers, so demonstrations grow with difficulty (means at

@@ -17,7 +17,7 @@ Log-probs are taken at temperature 1 (the model's own distribution), not the rol
 temperature: DPO's implicit reward is beta * log pi/pi_ref of the model itself.
 Besides the per-batch §8 metrics, every eval also scores ALL pairs under the current
 policy (eval/pairs/logps_chosen, eval/pairs/logps_rejected, eval/pairs/margin): one
-fixed set per round, so likelihood displacement (SCIENCE.md: chosen AND rejected log-probs fall
+fixed set per round, so likelihood displacement (chosen AND rejected log-probs fall
 while the margin grows) is read off a curve that batch sampling does not make noisy.
 
 Run directory, checkpoint/resume and MLflow follow the RL loop exactly (rundir.py: metrics

@@ -1,4 +1,4 @@
-"""Per-prompt-group statistics of each step, for the difficulty-bias study (SCIENCE.md (b)).
+"""Per-prompt-group statistics of each step, for the difficulty-bias study (docs/studies.md (b)).
 
 Shapes: N prompt groups, G = group size, B = N*G rows (groups contiguous), T response length.
 

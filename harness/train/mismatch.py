@@ -1,4 +1,4 @@
-"""Rollout/train mismatch metrics of one step (SCIENCE.md (c); GSPO 2507.18071, R3 2510.11370).
+"""Rollout/train mismatch metrics of one step (docs/studies.md (c); GSPO 2507.18071, R3 2510.11370).
 
 Shapes: B rows, T response length, b rows of one micro-batch, W its packed width
 (harness.train.logprobs.pack), L MoE layers, k experts per token.

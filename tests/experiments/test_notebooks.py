@@ -23,10 +23,13 @@ EXPECTED = {
     "length_bias": ["regime", "probe", "lengths_train", "lengths_eval", "truncation_entropy", "incorrect_length_gap"],
     "difficulty_bias": ["regime", "probe", "abs_adv_vs_p", "grad_share_extreme", "group_std_hist",
                         "accuracy_by_difficulty", "zero_variance"],
+    "demo": ["learning", "length_probe"],
     "moe_stability": ["regime", "probe", "reward_eval", "clip_fraction", "mismatch", "router_disagreement",
                       "grad_norm_entropy"],
 }
 PROBE_KEYS = {  # what a fabricated probe batch holds per arm (the keys the probes record)
+    "demo": ["eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/length/truncated_frac",
+             "agg/eos_share_incorrect", "agg/eos_share_correct"],
     "length_bias": ["eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/length/truncated_frac",
                     "agg/eos_share_incorrect", "agg/eos_share_correct"],
     "difficulty_bias": ["eval/pass_at_1", "eval/pass_at_1/easy", "eval/pass_at_1/medium", "eval/pass_at_1/hard",
@@ -108,6 +111,20 @@ def fixture_length_bias(d):
                           "seed": seed})
     _write_study(d, "length_bias", cells, [1, 2])
     _write_probe(d, "length_bias", ["grpo", "dr_grpo", "dapo"])
+
+
+def fixture_demo(d):
+    """One GRPO cell with a paired rise in summary.json, and a probe.json."""
+    rng = random.Random(3)
+    cid = "preset=grpo__seed=1"
+    recs = [{"step": st, **({"reward/accuracy": 0.5 + 0.01 * st} if st < STEPS else {}),
+             **(_eval(st, 0.45, rng) if st in (0, STEPS) else {})} for st in range(STEPS + 1)]
+    _run(d, cid, recs, {"objective": {"preset": "grpo"}}, _eval(STEPS, 0.5, rng))
+    (d / "runs" / cid / "summary.json").write_text(json.dumps({"paired_rise": {
+        "from_step": 0, "to_step": STEPS, "prompts": 512, "delta_pass_at_1": 0.04, "ci95": [0.03, 0.05], "p_le_0": 0.0}}))
+    _write_study(d, "demo", [{"id": cid, "variant": "preset=grpo", "axes": {"objective.preset": "grpo", "seed": 1},
+                              "seed": 1}], [1])
+    _write_probe(d, "demo", ["grpo", "grpo_token_mean", "dr_grpo"])
 
 
 def fixture_difficulty_bias(d):
@@ -192,7 +209,11 @@ def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
         assert len(rows) == 3
         errs = [float(r.rstrip(" |").split("|")[-1].split()[0]) for r in rows]
         assert max(errs) < 1e-5, rows
-    assert "## Regime (reference arm alone)" in summary and "## Probe" in summary
+    assert "## Probe" in summary
+    if name == "demo":
+        assert "grpo, seed 1: held-out pass@1 rise +0.040 [+0.030, +0.050]" in summary and "learns" in summary
+    else:
+        assert "## Regime (reference arm alone)" in summary
     if name == "moe_stability":
         assert "router/disagree_rollout_train" in summary.split("Not logged by these runs")[1]
         assert "n=1 seed" in summary

@@ -1,5 +1,5 @@
 """Per-group statistics (harness/train/group_stats.py): sum|A| per group against hand-computed
-values and the closed forms of SCIENCE.md (b), groups.jsonl through the run directory, and
+values and the closed forms of docs/studies.md (b), groups.jsonl through the run directory, and
 the extreme-group gradient split g_E + g_R = the whole batch's gradient."""
 import math
 from types import SimpleNamespace
@@ -72,7 +72,7 @@ def test_abs_adv_sum_matches_closed_forms_g16(k):
 
 
 def test_sample_std_does_not_match_the_population_closed_form():
-    # SCIENCE.md (b): [1,1,1,0] gives +0.5/-1.5 with the sample std (sum 3.0), not 2G sqrt(p(1-p)) = 3.46
+    # docs/studies.md (b): [1,1,1,0] gives +0.5/-1.5 with the sample std (sum 3.0), not 2G sqrt(p(1-p)) = 3.46
     ep = _episode([[1, 1, 1, 0]])
     obj = ObjectiveConfig.preset("grpo", scale="group_std", std="sample", kl_coef=0.0)
     got = group_records(ep, group_advantages(obj, ep.rewards, 4), None, 0)[GROUP_RECORDS][0]["abs_adv_sum"]

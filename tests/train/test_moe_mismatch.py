@@ -1,4 +1,4 @@
-"""Rollout/train mismatch on the tiny MoE (SCIENCE.md (c)): router noise, bf16 rollout,
+"""Rollout/train mismatch on the tiny MoE (docs/studies.md (c)): router noise, bf16 rollout,
 routing replay, and the mismatch/* and router/* metrics of the RL loop."""
 import json
 
