@@ -123,8 +123,8 @@ if PROBE:
     axs[1].set_ylabel("change of held-out pass@1 after one update")
     axs[1].set_title("which prompts one update serves, per arm")
     axs[1].legend()
-    fig.suptitle(data.title(f"difficulty-bias probe: {PROBE['settings']['batches']} batches, one update per arm "
-                            "from the same policy (paired)"))
+    fig.suptitle(data.title("difficulty-bias probe: one update per arm from the same policy and batch",
+                            f"{PROBE['settings']['batches']} batches; error bars: 95% t-interval over batches"))
     F.save(fig, data, "probe")
 
 

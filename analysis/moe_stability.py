@@ -156,8 +156,8 @@ if PROBE:
     axs[2].set_ylabel("change of held-out pass@1 after one update")
     axs[2].set_title("one off-policy update per arm (4 mini-batches)")
     axs[2].legend(fontsize=7)
-    fig.suptitle(data.title(f"MoE probe: {PROBE['settings']['batches']} batches per noise level, same policy and "
-                            "batches for every arm"))
+    fig.suptitle(data.title("MoE probe: the same policy and batches for every arm, per router-noise level",
+                            f"{PROBE['settings']['batches']} batches per level; error bars: 95% t-interval over batches"))
     F.save(fig, data, "probe")
 
 # %% [markdown]

@@ -131,10 +131,14 @@ class StudyData:
     def n_seeds(self) -> int:
         return len(self.study.get("seeds") or {c.get("seed") for c in self.cells})
 
-    def title(self, what: str) -> str:
+    def title(self, what: str, note: str | None = None) -> str:
+        """'<study> (<scale>): what' and a second line saying how seeds are drawn (or `note`)."""
         n = self.n_seeds
-        seeds = "n=1 seed (no interval)" if n == 1 else f"mean of n={n} seeds, shaded = 95% t-interval"
-        return f"{self.name} ({self.scale}): {what}\n{seeds}"
+        if note is None:
+            note = ("n=1 seed (no interval)" if n == 1 else
+                    f"n={n} seeds: each a thin line, their mean bold" if n <= SEED_LINES_MAX else
+                    f"mean of n={n} seeds, shaded = 95% t-interval")
+        return f"{self.name} ({self.scale}): {what}\n{note}"
 
 
 # ---------------------------------------------------------------------- curves over seeds
@@ -534,8 +538,9 @@ def length_probe_figure(data: StudyData, probe: dict):
     axs[2].set_ylabel("share of the update's gradient weight (0-1)")
     axs[2].set_title("where the aggregation puts the end tokens' weight")
     axs[2].legend()
-    fig.suptitle(data.title(f"length-bias probe: one update per aggregation from the same policy, "
-                            f"{probe['settings']['batches']} batches (same batch and sampling seed for every arm)"))
+    fig.suptitle(data.title("length-bias probe: one update per aggregation from the same policy and batch",
+                            f"{probe['settings']['batches']} batches, the same sampling seed for every arm; "
+                            "error bars: 95% t-interval over batches"))
     return fig
 
 

@@ -8,11 +8,12 @@ import pytest
 from study_helpers import SHIPPED_STUDIES, clean_env, job_counts, snakemake_cmd
 
 # cells at the smoke scale (1 seed each) and warm starts (one per model x task x SFT settings)
+# (+ one `probe` job: the mechanism probe of studies with a `probe:` section)
 EXPECTED = {
-    "demo": {"warmstart": 1, "train": 3, "eval": 3},             # 3 presets
-    "length_bias": {"warmstart": 1, "train": 3, "eval": 3},      # 3 presets
-    "difficulty_bias": {"warmstart": 1, "train": 3, "eval": 3},  # 3 advantage scales
-    "moe_stability": {"warmstart": 1, "train": 10, "eval": 10},  # 5 arms x 2 router-noise levels
+    "demo": {"warmstart": 1, "train": 1, "eval": 1, "probe": 1},             # grpo; the probe has 3 arms
+    "length_bias": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},      # 3 aggregations
+    "difficulty_bias": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},  # 3 advantage scales
+    "moe_stability": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},    # 3 arms (5 in the probe)
 }
 TAIL = {"summary": 1, "figures": 1, "all": 1}
 
@@ -61,7 +62,8 @@ def test_slurm_profile_dry_run(dry_runs):
     rc, text, _ = dry_runs["slurm:length_bias:gpu"]
     assert rc == 0, text[-3000:]
     counts = job_counts(text)
-    assert counts["train"] == 15 and counts["eval"] == 15  # 3 presets x 5 seeds at the gpu scale
+    assert counts["train"] == 15 and counts["eval"] == 15  # 3 arms x 5 seeds at the gpu scale
+    assert counts["probe"] == 1
     assert "warmstart" not in counts  # smollm2 is pretrained: warm_start.enabled is false at the gpu scale
 
 
