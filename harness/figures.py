@@ -560,4 +560,7 @@ def length_probe_lines(probe: dict) -> list[str]:
             lines.append("- " + probe_verdict(e, f"{e['key']} after one update, {e['a']} − {e['b']}", unit))
     for e in S["stats"]:
         lines.append(f"- {e['key']} ({e['a']}, at the batch): {e['mean']:.4f} ± {e['half']:.2g}")
+    if S.get("regime"):
+        lines += ["", "The probe's training batches (what the mechanism needs; harness/probes/regime.py): " + "; ".join(
+            f"{e['key'].split('/', 1)[1]} {e['mean']:.3f} ± {e['half']:.2g}" for e in S["regime"])]
     return lines

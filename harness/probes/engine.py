@@ -110,6 +110,19 @@ def probe_config(cfg: RunConfig, prompts: int, samples: int) -> RunConfig:
     return with_section(cfg, "eval", num_prompts=prompts, n_samples=samples, ks=sorted({1, samples}))
 
 
+def setup_policy(cfg: RunConfig):
+    """Threads and seed from cfg; -> (task, initial policy (eval mode), tokenizer, render, pad id, backend)."""
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    torch.manual_seed(cfg.seed)
+    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
+                     **cfg.task.options)
+    policy, tok, render = initial_policy(cfg, torch.device("cpu"))
+    policy.eval()
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    return task, policy, tok, render, pad_id, make_backend(cfg.rollout, policy, tok)
+
+
 def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, probe_samples: int,
                          stats: Callable | None = None, batch_stats: Callable | None = None,
                          prompts_per_batch: int | None = None,
@@ -124,18 +137,9 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
     if prompts_per_batch:
         arms = [Arm(a.label, with_section(a.cfg, "train", prompts_per_step=prompts_per_batch)) for a in arms]
     ref = arms[0].cfg
-    if ref.train.threads:
-        torch.set_num_threads(ref.train.threads)
-    torch.manual_seed(ref.seed)
-    device = torch.device("cpu")
-    task = make_task(ref.task.name, **({"difficulty_mix": ref.task.difficulty_mix} if ref.task.difficulty_mix else {}),
-                     **ref.task.options)
-    policy, tok, render = initial_policy(ref, device)
-    policy.eval()
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    task, policy, tok, render, pad_id, base_backend = setup_policy(ref)
     pcfg = probe_config(ref, probe_prompts, probe_samples)
     problems = task.problems(pcfg.eval.num_prompts, seed=pcfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
-    base_backend = make_backend(ref.rollout, policy, tok)
     base = evaluate(task, base_backend, render, problems, pcfg, 0)
     log(f"[probe] pi_0 on {probe_prompts} held-out prompts x {probe_samples}: pass@1 {base['eval/pass_at_1']:.3f}, "
         f"length correct {base['eval/length/correct']:.2f} / incorrect {base['eval/length/incorrect']:.2f}")

@@ -14,6 +14,8 @@ Per batch and arm it also records, at pi_0 (harness.train.metrics.eos_weight_sha
 from __future__ import annotations
 
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe
+from harness.probes.regime import KEYS as REGIME_KEYS
+from harness.probes.regime import regime_stats
 from harness.train.metrics import eos_weight_shares
 
 KEYS = ("eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/length/truncated_frac")
@@ -25,8 +27,12 @@ def _stats(arm: Arm, ep, adv, cfg, policy, pad_id) -> dict:
     return eos_weight_shares(cfg.objective, adv, r.response_mask, r.truncated, ep.correct)
 
 
+def _batch_stats(ep, cfg, policy, pad_id) -> dict:
+    return {f"regime/{k}": v for k, v in regime_stats(ep).items()}  # what the mechanism needs, per batch
+
+
 def run(arms: list[Arm], settings: dict) -> ProbeResult:
-    return run_one_update_probe(arms, stats=_stats, **settings)
+    return run_one_update_probe(arms, stats=_stats, batch_stats=_batch_stats, **settings)
 
 
 def summarize(res: ProbeResult, arms: list[Arm]) -> dict:
@@ -39,4 +45,5 @@ def summarize(res: ProbeResult, arms: list[Arm]) -> dict:
         out["stats"] += [arm_mean(res, k, a.label) for k in STAT_KEYS]
     for a in arms[1:]:
         out["pairs"] += [paired(res, k, ref, a.label) for k in KEYS]
+    out["regime"] = [arm_mean(res, f"regime/{k}", None) for k in REGIME_KEYS] if res.batch and res.batch[0] else []
     return out
