@@ -97,7 +97,9 @@ print("\n".join(regime))
 
 # %% [markdown]
 # ## The probe: the same policy and batches under each advantage scale
-# Left: the gradient-norm share of the extreme groups at the batch, per arm. Right: the change
+# Left: the gradient-norm share of the extreme groups at the batch, per arm. Middle: the
+# paired differences (group_std minus each other arm, same batch) of the gradient-norm share
+# and of the advantage-mass share. Right: the change
 # of held-out pass@1 per difficulty bucket after one update from that policy (same prompts,
 # same sampling seed), per arm; 95% t-intervals over the probe's batches.
 
@@ -107,22 +109,27 @@ if PROBE:
     arms = PROBE["arms"]
     st = {(e["key"], e["a"]): e for e in S["stats"]}
     ch = {(e["key"], e["a"]): e for e in S["change"]}
-    fig, axs = plt.subplots(1, 2, figsize=(14, 4.3), layout="constrained")
+    fig, axs = plt.subplots(1, 3, figsize=(19, 4.3), layout="constrained", width_ratios=[1, 1, 1.3])
     F.probe_points(axs[0], [st[("grad/share_extreme", a)] for a in arms], arms, [data.color(a) for a in arms],
-                   "||g_extreme|| / (||g_extreme|| + ||g_rest||)", "gradient-norm share of extreme groups, one batch",
+                   "||g_extreme|| / (||g_extreme|| + ||g_rest||)", "gradient-norm share of extreme groups, per arm",
                    zero=False)
+    sp = S["stat_pairs"]
+    F.probe_points(axs[1], sp, [f"{e['key'].split('/')[0]} share:\n{e['a']} − {e['b']}" for e in sp],
+                   ["tab:purple" if e["key"].startswith("grad") else "tab:gray" for e in sp],
+                   "paired difference of the share (same batch)", "group_std minus the others, paired by batch")
+    ax_b = axs[2]
     buckets_p = ["easy", "medium", "hard"]
     for j, a in enumerate(arms):
         es = [ch[(f"eval/pass_at_1/{b}", a)] for b in buckets_p]
         xs = [i + (j - (len(arms) - 1) / 2) * 0.2 for i in range(len(buckets_p))]
-        axs[1].errorbar(xs, [e["mean"] for e in es], yerr=[[e["half"] for e in es], [e["half"] for e in es]],
+        ax_b.errorbar(xs, [e["mean"] for e in es], yerr=[[e["half"] for e in es], [e["half"] for e in es]],
                         fmt=data.marker(a), color=data.color(a), capsize=4, mfc="none", label=a)
-    axs[1].axhline(0, color="k", lw=0.8)
-    axs[1].set_xticks(range(len(buckets_p)), buckets_p)
-    axs[1].set_xlabel("difficulty bucket of the held-out prompts")
-    axs[1].set_ylabel("change of held-out pass@1 after one update")
-    axs[1].set_title("which prompts one update serves, per arm")
-    axs[1].legend()
+    ax_b.axhline(0, color="k", lw=0.8)
+    ax_b.set_xticks(range(len(buckets_p)), buckets_p)
+    ax_b.set_xlabel("difficulty bucket of the held-out prompts")
+    ax_b.set_ylabel("change of held-out pass@1 after one update")
+    ax_b.set_title("which prompts one update serves, per arm")
+    ax_b.legend()
     fig.suptitle(data.title("difficulty-bias probe: one update per arm from the same policy and batch",
                             f"{PROBE['settings']['batches']} batches; error bars: 95% t-interval over batches"))
     F.save(fig, data, "probe")
