@@ -10,7 +10,7 @@
 # ---
 
 # %% [markdown]
-# # Demo: GRPO learns, and the length-bias mechanism in miniature
+# # Demo: GRPO learns, and the difficulty-bias mechanism in miniature
 #
 # **1. Does RL work here?** One GRPO run of the smoke regime (a 1000-step SFT warm start of the
 # tiny model on arithmetic, sampled at T = 1.4; 96 prompts x 8 samples a step, 4 mini-batches,
@@ -19,14 +19,16 @@
 # bootstrap over prompts. What the rise is: RL removes the hot sampler's wrong tails
 # (sharpening), not new arithmetic.
 #
-# **2. A comparison in miniature: GRPO's length bias** (Dr.GRPO, arXiv 2503.20783). GRPO's
-# `seq_mean_token_mean` weights each token of response i by 1/|o_i|, so a long wrong answer's
-# tokens (its end token included) are pushed down less. The probe takes the warm start and a
-# few training batches, makes ONE update per aggregation (grpo; grpo with `token_mean`; dr_grpo)
-# from the same policy and batch, and samples held-out prompts with the same seed for each:
-# the change of the length of right and wrong answers, paired. The full study, with training
-# runs and 3 seeds per arm: `experiments/length_bias.yaml`, report in
-# `analysis/reports/length_bias.md`.
+# **2. A comparison in miniature: GRPO's difficulty bias** (Dr.GRPO, arXiv 2503.20783 §3).
+# Dividing a group's advantages by its std gives a prompt with p = k/G correct a total
+# advantage mass 2G·sqrt(p(1-p)) instead of 2G·p(1-p): prompts solved nearly always or nearly
+# never weigh relatively more. The probe takes the warm start and a few training batches of
+# G = 16, makes ONE update per advantage scale (group_std as GRPO, none as Dr.GRPO, batch_std
+# as Lite PPO) from the same policy and batch, and measures the share of the update's gradient
+# norm that comes from the extreme groups (p < 0.2 or p > 0.8), paired by batch, and the
+# change of held-out pass@1 per difficulty bucket (same sampling seed for every arm). The full
+# study, with training runs and 3 seeds per arm: `experiments/difficulty_bias.yaml`, report in
+# `analysis/reports/difficulty_bias.md`.
 
 # %%
 import matplotlib.pyplot as plt
@@ -54,20 +56,20 @@ fig.suptitle(data.title("GRPO on arithmetic (tiny model, 2 CPU cores): does held
 F.save(fig, data, "learning")
 
 # %% [markdown]
-# ## 2. The length-bias probe
+# ## 2. The difficulty-bias probe
 
 # %%
 if PROBE:
-    F.save(F.length_probe_figure(data, PROBE), data, "length_probe")
+    F.save(F.difficulty_probe_figure(data, PROBE), data, "difficulty_probe")
 
 # %%
-lines = [f"# {data.name} ({data.scale}): GRPO learns; the length-bias probe", "", "## GRPO learns", ""]
+lines = [f"# {data.name} ({data.scale}): GRPO learns; the difficulty-bias probe", "", "## GRPO learns", ""]
 for arm, cells in ARMS.items():
     lines += F.rise_lines(data, arm, cells)
 if PROBE:
-    lines += ["", *F.length_probe_lines(PROBE)]
+    lines += ["", *F.difficulty_probe_lines(PROBE)]
 else:
-    lines += ["", "No probe.json: the length-bias probe did not run."]
+    lines += ["", "No probe.json: the difficulty-bias probe did not run."]
 if data.scale == "smoke":
     lines += ["", "Smoke scale: 2 steps check the wiring only; no effect can be read from it."]
 F.write_summary(data, "\n".join(lines))

@@ -105,34 +105,7 @@ print("\n".join(regime))
 
 # %%
 if PROBE:
-    S = PROBE["summary"]
-    arms = PROBE["arms"]
-    st = {(e["key"], e["a"]): e for e in S["stats"]}
-    ch = {(e["key"], e["a"]): e for e in S["change"]}
-    fig, axs = plt.subplots(1, 3, figsize=(19, 4.3), layout="constrained", width_ratios=[1, 1, 1.3])
-    F.probe_points(axs[0], [st[("grad/share_extreme", a)] for a in arms], arms, [data.color(a) for a in arms],
-                   "||g_extreme|| / (||g_extreme|| + ||g_rest||)", "gradient-norm share of extreme groups, per arm",
-                   zero=False)
-    sp = S["stat_pairs"]
-    F.probe_points(axs[1], sp, [f"{e['key'].split('/')[0]} share:\n{e['a']} − {e['b']}" for e in sp],
-                   ["tab:purple" if e["key"].startswith("grad") else "tab:gray" for e in sp],
-                   "paired difference of the share (same batch)", "group_std minus the others, paired by batch")
-    ax_b = axs[2]
-    buckets_p = ["easy", "medium", "hard"]
-    for j, a in enumerate(arms):
-        es = [ch[(f"eval/pass_at_1/{b}", a)] for b in buckets_p]
-        xs = [i + (j - (len(arms) - 1) / 2) * 0.2 for i in range(len(buckets_p))]
-        ax_b.errorbar(xs, [e["mean"] for e in es], yerr=[[e["half"] for e in es], [e["half"] for e in es]],
-                        fmt=data.marker(a), color=data.color(a), capsize=4, mfc="none", label=a)
-    ax_b.axhline(0, color="k", lw=0.8)
-    ax_b.set_xticks(range(len(buckets_p)), buckets_p)
-    ax_b.set_xlabel("difficulty bucket of the held-out prompts")
-    ax_b.set_ylabel("change of held-out pass@1 after one update")
-    ax_b.set_title("which prompts one update serves, per arm")
-    ax_b.legend()
-    fig.suptitle(data.title("difficulty-bias probe: one update per arm from the same policy and batch",
-                            f"{PROBE['settings']['batches']} batches; error bars: 95% t-interval over batches"))
-    F.save(fig, data, "probe")
+    F.save(F.difficulty_probe_figure(data, PROBE), data, "probe")
 
 
 def objective_of(cells):
@@ -467,14 +440,7 @@ else:
     lines.append("- arms 'group_std' and 'none' are both needed for the paired comparison.")
 lines += F.no_signal_lines(data, ARMS)
 if PROBE:
-    S = PROBE["summary"]
-    lines += ["", f"## Probe: one update per arm ({PROBE['settings']['batches']} batches, "
-              f"{PROBE['settings']['probe_prompts']} held-out prompts x {PROBE['settings']['probe_samples']}, "
-              f"{PROBE['wall_seconds']:.0f} s)", ""]
-    for e in S["stats"]:
-        lines.append(f"- {e['key']} ({e['a']}, at the batch): {e['mean']:.4g} ± {e['half']:.2g}")
-    for e in S["stat_pairs"] + S["pairs"]:
-        lines.append("- " + F.probe_verdict(e, f"{e['key']}, {e['a']} − {e['b']}"))
+    lines += ["", *F.difficulty_probe_lines(PROBE)]
 if data.scale == "smoke":
     lines += ["", "Smoke scale: 2 steps, 1 seed and G = 8 check the wiring only; no effect can be read from it."]
 F.write_summary(data, "\n".join(lines))

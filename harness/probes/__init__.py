@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 PROBES = {"length_bias": "length", "difficulty_bias": "difficulty", "moe_stability": "moe",
-          "demo": "length"}  # study name -> module under harness/probes/
+          "demo": "difficulty"}  # study name -> module under harness/probes/
 
 
 def probe_arms(study, arms: dict | None = None):

@@ -23,13 +23,13 @@ EXPECTED = {
     "length_bias": ["regime", "probe", "lengths_train", "lengths_eval", "truncation_entropy", "incorrect_length_gap"],
     "difficulty_bias": ["regime", "probe", "abs_adv_vs_p", "grad_share_extreme", "group_std_hist",
                         "accuracy_by_difficulty", "zero_variance"],
-    "demo": ["learning", "length_probe"],
+    "demo": ["learning", "difficulty_probe"],
     "moe_stability": ["regime", "probe", "reward_eval", "clip_fraction", "mismatch", "router_disagreement",
                       "grad_norm_entropy"],
 }
 PROBE_KEYS = {  # what a fabricated probe batch holds per arm (the keys the probes record)
-    "demo": ["eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/length/truncated_frac",
-             "agg/eos_share_incorrect", "agg/eos_share_correct"],
+    "demo": ["eval/pass_at_1", "eval/pass_at_1/easy", "eval/pass_at_1/medium", "eval/pass_at_1/hard",
+             "adv/share_extreme", "grad/share_extreme", "adv/closed_form_max_abs_err", "groups/zero_var_frac"],
     "length_bias": ["eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/length/truncated_frac",
                     "agg/eos_share_incorrect", "agg/eos_share_correct"],
     "difficulty_bias": ["eval/pass_at_1", "eval/pass_at_1/easy", "eval/pass_at_1/medium", "eval/pass_at_1/hard",
@@ -124,7 +124,7 @@ def fixture_demo(d):
         "from_step": 0, "to_step": STEPS, "prompts": 512, "delta_pass_at_1": 0.04, "ci95": [0.03, 0.05], "p_le_0": 0.0}}))
     _write_study(d, "demo", [{"id": cid, "variant": "preset=grpo", "axes": {"objective.preset": "grpo", "seed": 1},
                               "seed": 1}], [1])
-    _write_probe(d, "demo", ["grpo", "grpo_token_mean", "dr_grpo"])
+    _write_probe(d, "demo", ["group_std", "none", "batch_std"])
 
 
 def fixture_difficulty_bias(d):
