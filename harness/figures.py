@@ -506,7 +506,7 @@ def rise_panel(ax, data: StudyData, groups: dict[str, list[dict]]) -> None:
             ax.errorbar([xx], [r["delta_pass_at_1"]], yerr=[[r["delta_pass_at_1"] - r["ci95"][0]],
                                                             [r["ci95"][1] - r["delta_pass_at_1"]]],
                         fmt=data.marker(lab), color=data.color(lab), capsize=3, mfc="none")
-        labels.append(f"{lab}\n({len(rs)} seeds)")
+        labels.append(f"{lab}\n({len(rs)} seed{'' if len(rs) == 1 else 's'})")
         x += 1
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(labels)), labels)
