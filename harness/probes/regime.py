@@ -16,8 +16,6 @@ Shapes: N prompts, G group size, B = N*G rows (groups contiguous).
 """
 from __future__ import annotations
 
-import torch
-
 from harness.train.episode import Episode
 from harness.train.group_stats import P_HIGH, P_LOW
 
