@@ -52,22 +52,18 @@ class ProbeResult:
     base: dict[str, float]                                   # probe(pi_0)
     per_batch: list[dict[str, dict[str, float]]] = field(default_factory=list)  # [b][arm] -> metrics
     batch: list[dict[str, float]] = field(default_factory=list)  # [b] -> batch_stats (arm-independent)
-    seconds: float = 0.0
 
 
 def t_interval(vals: list[float]) -> tuple[float, float]:
-    """Mean and 95% t half-width (Student t, n-1 dof); half-width nan for n < 2."""
-    from scipy import stats
+    """harness.summarize.t_interval over the finite values, with NaN where it cannot say anything:
+    no value (mean NaN) or one (half-width NaN: no interval, so no claim)."""
+    from harness.summarize import t_interval as mean_half
 
     vals = [v for v in vals if v is not None and math.isfinite(v)]
-    n = len(vals)
-    if n == 0:
+    if not vals:
         return float("nan"), float("nan")
-    m = sum(vals) / n
-    if n < 2:
-        return m, float("nan")
-    sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (n - 1))
-    return m, float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    m, h = mean_half(vals)
+    return (m, h) if len(vals) > 1 else (m, float("nan"))
 
 
 def batch_for_update(ep, adv, old_logp, cfg) -> dict:
@@ -162,7 +158,6 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
         log(f"[probe] batch {b + 1}/{batches}: " + "  ".join(
             f"{a}: len_incorrect {row[a]['eval/length/incorrect']:.2f} pass@1 {row[a]['eval/pass_at_1']:.3f}"
             for a in row) + f"  ({time.perf_counter() - t0:.0f} s)")
-    res.seconds = time.perf_counter() - t0
     return res
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from pydantic import ValidationError
 
 from harness.config import load_config
 from harness.probes.engine import Arm, paired, run_one_update_probe, with_section
@@ -64,5 +65,5 @@ def test_paired_is_the_mean_of_per_batch_differences(probe_result):
 def test_with_section_validates():
     cfg = load_config(CONFIG, ["tracking.mlflow=false"])
     assert with_section(cfg, "train", prompts_per_step=7).train.prompts_per_step == 7
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="prompts_per_step"):
         with_section(cfg, "train", prompts_per_step=0)
