@@ -12,7 +12,10 @@
 
 Bad input (a config, override, study or path) is reported as one message on stderr, naming the
 file and key, with exit status 2, before any model loads; `--debug` (before or after the
-subcommand) raises it with its traceback instead.
+subcommand) raises it with its traceback instead. A fault a run stops on (disk full during a
+checkpoint, NaN with train.nan_policy=stop, no readable checkpoint) is one message too, exit
+status 1; SIGTERM / SIGINT stop `train` at the end of a step, checkpointed, exit 143 / 130
+(docs/faults.md).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import warnings
 from pathlib import Path
 
 from harness.config import ConfigError, ConfigWarning, dump_config, load_config
+from harness.train.faults import RunFault
 
 
 def positive_int(text: str) -> int:
@@ -98,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"harness: {err}", file=sys.stderr)
         return 2
+    except RunFault as err:  # a fault the run stopped on (disk full, NaN, a signal, ...): docs/faults.md
+        if args.debug:
+            raise
+        print(f"harness: {type(err).__name__}: {err}", file=sys.stderr)
+        return err.exit_code
     finally:
         warnings.formatwarning = fmt
 

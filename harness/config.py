@@ -132,6 +132,9 @@ class TrainSection(_Section):
     checkpoint_every: int = Field(5, ge=1, description="checkpoint (and flush metrics) every N steps")
     samples_to_log: int = Field(8, ge=0, description="completions written to samples.jsonl per step")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None = torch default)")
+    nan_policy: Literal["stop", "skip_step"] = Field(
+        "stop", description="NaN or inf in a reward, loss or gradient: 'stop' the run naming the step and the tensor "
+        "(checkpoints before it intact), or 'skip_step': skip that step's update and go on (docs/faults.md)")
     grad_share_every: int = Field(0, ge=0, description="every N steps, measure the gradient-norm share of the extreme "
                                   "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
                                   "harness/train/group_stats.py); 0 = off")

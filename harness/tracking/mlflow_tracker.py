@@ -30,7 +30,7 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
 
 class MlflowTracker(Tracker):
     def __init__(self, run_dir: Path, experiment: str, config: dict, tags: dict[str, str],
-                 run_name: str | None = None, uri: str | None = None):
+                 run_name: str | None = None, uri: str | None = None, mark_running: bool = True):
         import mlflow
         from mlflow.entities import Metric, Param, RunTag
         from mlflow.tracking import MlflowClient
@@ -52,7 +52,8 @@ class MlflowTracker(Tracker):
         id_file = Path(run_dir) / "mlflow_run_id"
         run_id = id_file.read_text().strip() if id_file.exists() else None
         if run_id:
-            retry_locked(self.client.update_run, run_id, status="RUNNING")
+            if mark_running:  # a resumed attempt (not a sync of a finished run's pending records)
+                retry_locked(self.client.update_run, run_id, status="RUNNING")
         else:
             run = retry_locked(self.client.create_run, exp_id, run_name=run_name or Path(run_dir).name,
                                tags={**tags, "run_dir": str(Path(run_dir).resolve())})

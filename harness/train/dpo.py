@@ -38,14 +38,17 @@ import torch
 from harness.config import ConfigError, RunConfig
 from harness.objective import dpo_loss
 from harness.rollout import make_backend
-from harness.tracking import MlflowTracker, NoOpTracker
+from harness.tracking.pending import make_tracker, sync_pending
 from harness.train.collect import step_seed
 from harness.train.dpo_pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
 from harness.train.eval_cache import eval_at
 from harness.train.evaluate import is_eval_step
 from harness.train.logprobs import response_logprobs
-from harness.train.loop import EVAL_SEED_OFFSET, _peak_mem_mb, _summary
+from harness.train.loop import EVAL_SEED_OFFSET, _peak_mem_mb, _summary, end_status
+from harness.train.nonfinite import first_nonfinite, on_nonfinite
+from harness.train.resume import resume_point
 from harness.train.run_setup import open_run, start_run
+from harness.train.stop import StopOnSignal
 from harness.train.rundir import RunDir, atomic_write_text
 
 
@@ -170,11 +173,18 @@ def _load_or_build_round(run: RunDir, cfg: RunConfig, r: int, task, backend, pol
 
 
 def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
-    """Run (or resume) one DPO run; returns the summary written to DIR/summary.json."""
+    """Run (or resume) one DPO run; returns the summary written to DIR/summary.json.
+    SIGTERM / SIGINT stop it at the end of a step, checkpointed (harness/train/stop.py)."""
     if cfg.objective.algorithm != "dpo":
         raise ConfigError(f"the DPO trainer needs objective.preset=dpo (got {cfg.objective.algorithm!r})")
+    with StopOnSignal() as stop:
+        return _train_dpo(cfg, out_dir, stop)
+
+
+def _train_dpo(cfg: RunConfig, out_dir: str | Path, stop: StopOnSignal) -> dict:
     run, done = open_run(cfg, out_dir)
     if done is not None:
+        sync_pending(cfg, run.root)
         return done
     if cfg.dpo.pairs != "generate" and not (run.root / "pairs.jsonl").exists():
         read_pairs(cfg.dpo.pairs)  # a bad file fails here, before any model is loaded
@@ -191,21 +201,20 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
 
     rounds = [load_round(0)]  # from the initial policy, before any checkpoint is loaded
 
-    ckpt = run.latest_checkpoint()
+    ckpt, loaded = resume_point(run, lambda c: (type(policy).from_pretrained(c, dtype=policy.dtype), run.load_state(c)))
     if ckpt is not None:  # weights loaded in place: the backend keeps sampling from `policy`
-        policy.load_state_dict(type(policy).from_pretrained(ckpt, dtype=policy.dtype).state_dict())
+        policy.load_state_dict(loaded[0].state_dict())
         backend.sync_weights(policy)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
     start, elapsed0 = 0, 0.0
     if ckpt is not None:
-        state = run.load_state(ckpt)
+        state = loaded[1]
         optimizer.load_state_dict(state["optimizer"])
         start, elapsed0 = state["step"] + 1, state["elapsed"]
         run.truncate_after(state["step"])
         print(f"[harness] resuming {run.root} at step {start} from {ckpt.name}")
 
-    tracker = (MlflowTracker(run.root, cfg.tracking.experiment, cfg.to_dict(), cfg.tracking.tags, cfg.tracking.run_name)
-               if cfg.tracking.mlflow else NoOpTracker())
+    tracker = make_tracker(cfg, run.root)  # MLflow down: buffered on disk (harness/tracking/pending.py)
     if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
         run.flush(state["pending_metrics"], [])
         tracker.log_steps(state["pending_metrics"])
@@ -213,9 +222,10 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
     eval_problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
     pending_metrics: list[dict] = []
     t_run = time.perf_counter()
+    last_ckpt = ckpt.name if ckpt is not None else None
 
     def checkpoint(step: int) -> float:
-        nonlocal pending_metrics
+        nonlocal pending_metrics, last_ckpt
         t0 = time.perf_counter()
         state = {"step": step, "optimizer": optimizer.state_dict(), "elapsed": elapsed0 + time.perf_counter() - t_run,
                  "pending_metrics": pending_metrics, "pending_samples": []}
@@ -223,6 +233,7 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
         run.flush(pending_metrics, [])
         tracker.log_steps(pending_metrics)
         pending_metrics = []
+        last_ckpt = f"step_{step:06d}"
         return time.perf_counter() - t0
 
     def eval_metrics(rd: Round, step: int) -> dict:
@@ -262,13 +273,21 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
                 loss, metrics = dpo_loss(cfg.objective, pol_chosen, pol_rejected, rd.ref_chosen[idx].to(device),
                                          rd.ref_rejected[idx].to(device), chosen_lengths=chosen_len)
                 optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if tr.grad_clip:
-                    grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip))
-                else:
-                    grad_norm = float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in policy.parameters()
-                                                     if p.grad is not None)))
-                optimizer.step()
+                bad = first_nonfinite({"loss/policy": loss.detach()})
+                grad_norm = float("nan")
+                if bad is None:
+                    loss.backward()
+                    if tr.grad_clip:
+                        grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip))
+                    else:
+                        grad_norm = float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in policy.parameters()
+                                                         if p.grad is not None)))
+                    bad = first_nonfinite({"grad/norm": torch.tensor(grad_norm)})
+                if bad is None:
+                    optimizer.step()
+                else:  # train.nan_policy: stop raises; skip_step goes on without this update
+                    optimizer.zero_grad(set_to_none=True)
+                    rec.update(on_nonfinite(tr.nan_policy, step, bad, last_ckpt))
                 t_update = time.perf_counter() - t0
 
                 n_tok = float(sum(len(rd.enc.chosen[i]) + len(rd.enc.rejected[i]) for i in idx))
@@ -283,15 +302,17 @@ def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
                 _print_step(rec)
                 round_end = local == n_steps - 1  # a checkpoint at every round's end: the next round's pairs
                 last_ckpt_seconds = (checkpoint(step) if (step + 1) % tr.checkpoint_every == 0 or round_end
-                                     else 0.0)  # are always built from a checkpointed policy
+                                     or stop.requested else 0.0)  # are always built from a checkpointed policy
+                if stop.requested:
+                    raise stop.stop(step, last_ckpt)
             offset += n_steps
         if offset >= start:  # the final record holds the eval of the trained policy only
             rec = {"step": offset, **eval_metrics(rd, offset)}
             rec["perf/elapsed_seconds"] = elapsed0 + time.perf_counter() - t_run
             pending_metrics.append(rec)
             checkpoint(offset)
-    except BaseException:
-        tracker.finish("KILLED")
+    except BaseException as err:
+        tracker.finish(end_status(err))
         backend.close()
         raise
     backend.close()

@@ -25,18 +25,22 @@ from harness.objective import group_advantages
 from harness.objective.advantages import critic_advantages
 from harness.objective.kl import kl_in_reward, token_rewards_with_kl
 from harness.rollout import make_backend
-from harness.tracking import MlflowTracker, NoOpTracker
+from harness.tracking.pending import make_tracker, sync_pending
 from harness.train.collect import collect, step_seed
 from harness.train.critic import ValueModel
 from harness.train.eval_cache import eval_at
 from harness.train.evaluate import is_eval_step, paired_rise
+from harness.train.faults import RunFault
 from harness.train.group_stats import extreme_grad_share, group_records
 from harness.train.logprobs import response_logprobs
 from harness.train.metrics import eos_weight_shares, rollout_metrics
 from harness.train.mismatch import MismatchStats, router_old_new
+from harness.train.nonfinite import NonFiniteUpdate, first_nonfinite, on_nonfinite
+from harness.train.resume import resume_point
 from harness.train.routing import capture_routing
 from harness.train.rundir import RunDir, read_jsonl
 from harness.train.run_setup import open_run, start_run
+from harness.train.stop import StopOnSignal
 from harness.train.update import policy_update
 
 EVAL_SEED_OFFSET = 7_777
@@ -71,27 +75,41 @@ def old_policy_logprobs(model, ep, pad_id, temperature, micro, routing=None, mis
     return torch.cat(outs)
 
 
+def end_status(err: BaseException) -> str:
+    """The MLflow status of a run that `err` ended: a fault's own, FAILED for an error, KILLED otherwise."""
+    if isinstance(err, RunFault):
+        return err.mlflow_status
+    return "FAILED" if isinstance(err, Exception) else "KILLED"
+
+
 def train(cfg: RunConfig, out_dir: str | Path) -> dict:
-    """Run (or resume) one training run; returns the summary written to DIR/summary.json."""
+    """Run (or resume) one training run; returns the summary written to DIR/summary.json.
+    SIGTERM / SIGINT stop it at the end of a step, checkpointed (harness/train/stop.py)."""
     if cfg.objective.algorithm == "dpo":
         raise ConfigError("objective.preset=dpo is an offline preference loss: harness.train.dpo.train_dpo runs it")
+    with StopOnSignal() as stop:
+        return _train(cfg, out_dir, stop)
+
+
+def _train(cfg: RunConfig, out_dir: str | Path, stop: StopOnSignal) -> dict:
     run, done = open_run(cfg, out_dir)
     if done is not None:
+        sync_pending(cfg, run.root)  # what MLflow missed while it was down
         return done
     obj, tr = cfg.objective, cfg.train
     su = start_run(run, cfg)
     device, task, policy, tok, render, pad_id = su.device, su.task, su.policy, su.tok, su.render, su.pad_id
     ref = copy.deepcopy(policy).eval().requires_grad_(False) if obj.kl_coef > 0 else None  # pi_ref = initial policy
-    ckpt = run.latest_checkpoint()
+    ckpt, loaded = resume_point(run, lambda c: (type(policy).from_pretrained(c, dtype=policy.dtype), run.load_state(c)))
     if ckpt is not None:
-        policy = type(policy).from_pretrained(ckpt, dtype=policy.dtype).to(device)
+        policy = loaded[0].to(device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
     critic = ValueModel(policy).to(device) if obj.baseline == "critic" else None  # PPO
     critic_opt = torch.optim.AdamW(critic.parameters(), lr=tr.critic_lr, betas=tr.betas) if critic is not None else None
 
     start, elapsed0 = 0, 0.0
     if ckpt is not None:
-        state = run.load_state(ckpt)
+        state = loaded[1]
         optimizer.load_state_dict(state["optimizer"])
         if critic is not None:
             critic.load_state_dict(state["critic"])
@@ -102,8 +120,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
         run.truncate_after(state["step"])
         print(f"[harness] resuming {run.root} at step {start} from {ckpt.name}")
 
-    tracker = (MlflowTracker(run.root, cfg.tracking.experiment, cfg.to_dict(), cfg.tracking.tags, cfg.tracking.run_name)
-               if cfg.tracking.mlflow else NoOpTracker())
+    tracker = make_tracker(cfg, run.root)  # MLflow down: buffered on disk (harness/tracking/pending.py)
     if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
         run.flush(state["pending_metrics"], state["pending_samples"])
         tracker.log_steps(state["pending_metrics"])
@@ -118,9 +135,10 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
     old_from_rollout = cfg.reuses_rollout_logp()  # train.old_logp: the hf sampler's log-probs are pi_old's
     pending_metrics, pending_samples = [], []
     t_run = time.perf_counter()
+    last_ckpt = ckpt.name if ckpt is not None else None
 
     def checkpoint(step: int) -> float:
-        nonlocal pending_metrics, pending_samples
+        nonlocal pending_metrics, pending_samples, last_ckpt
         t0 = time.perf_counter()
         state = {"step": step, "optimizer": optimizer.state_dict(),
                  "ref": ref.state_dict() if ref is not None and obj.ref_update_every else None,
@@ -132,7 +150,19 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
         run.flush(pending_metrics, pending_samples)
         tracker.log_steps(pending_metrics)
         pending_metrics, pending_samples = [], []
+        last_ckpt = f"step_{step:06d}"
         return time.perf_counter() - t0
+
+    def end_step(step: int, rec: dict, samples: list[dict]) -> float:
+        """Keep the step's records, print it, checkpoint when due or when a signal asked to stop
+        (then stop); returns the checkpoint's seconds (0 without one)."""
+        pending_metrics.append(rec)
+        pending_samples.extend(samples)
+        _print_step(rec)
+        seconds = checkpoint(step) if (step + 1) % tr.checkpoint_every == 0 or stop.requested else 0.0
+        if stop.requested:
+            raise stop.stop(step, last_ckpt)
+        return seconds
 
     last_ckpt_seconds = 0.0
     try:
@@ -192,6 +222,7 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
                     rewards = kl_in_reward(obj, rewards, cur, ref_logp, mask)
                 adv = group_advantages(obj, rewards, tr.group_size)
             t_score = time.perf_counter() - t0
+            bad = first_nonfinite({"reward": ep.rewards, "advantage": adv})  # train.nan_policy
 
             t0 = time.perf_counter()
             batch = {"prompt_ids": r.prompt_ids, "response_ids": r.response_ids.to(device), "mask": mask,
@@ -200,10 +231,15 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
             # per-group stats -> groups.jsonl (+ grad-norm share of extreme groups): harness/train/group_stats.py
             rec.update(group_records(ep, adv, mask, step))
             rec.update(eos_weight_shares(obj, adv, mask, r.truncated, ep.correct))  # agg/eos_share_*: length bias
-            if tr.grad_share_every and step % tr.grad_share_every == 0:
+            if tr.grad_share_every and step % tr.grad_share_every == 0 and bad is None:
                 rec.update(extreme_grad_share(policy, batch, ep, cfg, pad_id))
             gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, 555))
-            upd = policy_update(policy, optimizer, batch, cfg, pad_id, gen, single_pass, critic, critic_opt, mismatch)
+            try:
+                if bad is not None:
+                    raise NonFiniteUpdate(bad)
+                upd = policy_update(policy, optimizer, batch, cfg, pad_id, gen, single_pass, critic, critic_opt, mismatch)
+            except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update
+                upd = on_nonfinite(tr.nan_policy, step, str(err), last_ckpt)
             if moe:  # router/disagree_old_new: the updated policy's routing on the same batch
                 router_old_new(policy, batch, mismatch, pad_id, cfg.rollout.temperature, obj.routing_replay)
             backend.sync_weights(policy)
@@ -223,15 +259,12 @@ def train(cfg: RunConfig, out_dir: str | Path) -> dict:
                         "perf/train_tokens_per_s": n_tok * tr.inner_epochs / max(t_update, 1e-9),
                         "perf/step_seconds": time.perf_counter() - t_step, "perf/peak_mem_mb": _peak_mem_mb(),
                         "perf/elapsed_seconds": elapsed0 + time.perf_counter() - t_run})
-            pending_metrics.append(rec)
-            pending_samples.extend(
-                {"step": step, "prompt": p.prompt, "difficulty": p.difficulty, "completion": r.texts[i * tr.group_size],
-                 "reward": float(ep.rewards[i * tr.group_size]), "correct": bool(ep.scores[i * tr.group_size].correct)}
-                for i, p in enumerate(ep.problems[:tr.samples_to_log]))
-            _print_step(rec)
-            last_ckpt_seconds = checkpoint(step) if (step + 1) % tr.checkpoint_every == 0 else 0.0
-    except BaseException:
-        tracker.finish("KILLED")
+            samples = [{"step": step, "prompt": p.prompt, "difficulty": p.difficulty, "completion": r.texts[i * tr.group_size],
+                        "reward": float(ep.rewards[i * tr.group_size]), "correct": bool(ep.scores[i * tr.group_size].correct)}
+                       for i, p in enumerate(ep.problems[:tr.samples_to_log])]
+            last_ckpt_seconds = end_step(step, rec, samples)
+    except BaseException as err:
+        tracker.finish(end_status(err))
         backend.close()
         raise
     backend.close()

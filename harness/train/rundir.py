@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+KEEP_CHECKPOINTS = 2  # the newest checkpoint and the one before it (a fallback if the newest is unreadable)
 GROUP_RECORDS = "_groups"  # key of a metric record that holds the step's per-group records (-> groups.jsonl)
 
 
@@ -47,32 +48,65 @@ class RunDir:
         self.summary_path = self.root / "summary.json"
 
     # ------------------------------------------------------------------ checkpoints
+    def checkpoints(self) -> list[Path]:
+        """Complete checkpoints on disk, newest first. A step_* folder is complete when it exists:
+        it is written under a temp name and renamed. The `latest` marker is not needed to find them."""
+        if not self.ckpt_root.is_dir():
+            return []
+        found = [p for p in self.ckpt_root.glob("step_*") if p.is_dir() and p.name[5:].isdigit()]
+        return sorted(found, key=lambda p: int(p.name[5:]), reverse=True)
+
     def latest_checkpoint(self) -> Path | None:
-        marker = self.ckpt_root / "latest"
-        if not marker.exists():
-            return None
-        path = self.ckpt_root / marker.read_text().strip()
-        return path if path.is_dir() else None
+        """The newest checkpoint on disk (with or without the `latest` marker)."""
+        found = self.checkpoints()
+        return found[0] if found else None
+
+    def marker(self) -> str | None:
+        """The name the `latest` marker holds, or None when it is missing."""
+        path = self.ckpt_root / "latest"
+        return path.read_text().strip() if path.is_file() else None
 
     def save_checkpoint(self, step: int, model, state: dict, tokenizer=None) -> Path:
         """model: a PreTrainedModel (saved as safetensors, with the tokenizer, so the checkpoint
-        loads on its own); state: optimizer, pending metrics, ..."""
+        loads on its own); state: optimizer, pending metrics, ... Written under a temp name with a
+        manifest (size and CRC-32 of every file), then renamed. The newest KEEP_CHECKPOINTS stay on
+        disk, so a checkpoint found unreadable later has one to fall back to. An OSError (disk
+        full, quota, I/O) removes the partial write and raises CheckpointWriteError."""
+        from harness.train.checkpoint_files import write_manifest
+        from harness.train.faults import CheckpointWriteError
+
         self.ckpt_root.mkdir(exist_ok=True)
         name = f"step_{step:06d}"
         tmp = self.ckpt_root / f".tmp_{name}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp, safe_serialization=True)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
-        torch.save(state, tmp / "trainer_state.pt")
         final = self.ckpt_root / name
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        atomic_write_text(self.ckpt_root / "latest", name)
-        for old in self.ckpt_root.glob("step_*"):
-            if old.name != name:
-                shutil.rmtree(old, ignore_errors=True)
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            model.save_pretrained(tmp, safe_serialization=True)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp)
+            torch.save(state, tmp / "trainer_state.pt")
+            write_manifest(tmp)
+            shutil.rmtree(final, ignore_errors=True)  # a step redone after a fallback
+            os.replace(tmp, final)
+            atomic_write_text(self.ckpt_root / "latest", name)
+        except OSError as err:
+            shutil.rmtree(tmp, ignore_errors=True)
+            prev = [p.name for p in self.checkpoints() if p.name != name]
+            kept = f"the previous checkpoint {prev[0]} is intact" if prev else "there is no earlier checkpoint"
+            raise CheckpointWriteError(
+                f"could not write checkpoint {name} to {self.ckpt_root}: {err.strerror or err} (errno {err.errno}); "
+                f"the partial write was removed and {kept}. Free space (or fix the error), then rerun the same "
+                f"command: it resumes from {prev[0] if prev else 'step 0'} (the steps after it are redone).") from err
+        for old in self.checkpoints()[KEEP_CHECKPOINTS:]:
+            shutil.rmtree(old, ignore_errors=True)
         return final
+
+    def set_aside(self, ckpt: Path) -> Path:
+        """Rename an unreadable checkpoint to unreadable_<name> (kept for inspection, never loaded)."""
+        dest = ckpt.with_name(f"unreadable_{ckpt.name}")
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(ckpt, dest)
+        return dest
 
     @staticmethod
     def load_state(ckpt: Path) -> dict:
@@ -100,12 +134,13 @@ class RunDir:
     # ------------------------------------------------------------------ attempts
     # what an attempt writes before its first checkpoint, all of it derived from its config
     ATTEMPT_FILES = ("config.yaml", "metrics.jsonl", "samples.jsonl", "groups.jsonl", "mlflow_run_id", "mlflow_run_id.tmp",
+                     "mlflow_pending.jsonl",
                      "pairs*.jsonl", "pairs_report*.json", "pairs_ref*.pt", ".pairs_ref*.pt.tmp")
     ATTEMPT_DIRS = ("checkpoints", "eval_prompts")
 
     def has_completed_step(self) -> bool:
         """Whether any training step of this directory is complete (checkpointed, logged or summarised)."""
-        return (self.latest_checkpoint() is not None or any(self.ckpt_root.glob("step_*"))
+        return (self.latest_checkpoint() is not None or any(self.ckpt_root.glob("*step_*"))
                 or self.summary_path.exists() or bool(read_jsonl(self.metrics_path)))
 
     def clear_attempt(self) -> list[str]:
@@ -139,6 +174,12 @@ def read_jsonl(path: Path) -> list[dict]:
     return out
 
 
+def _is_clean(path: Path, n_records: int) -> bool:
+    """Whether the file is exactly n_records complete lines (no torn or unreadable tail)."""
+    text = path.read_text()
+    return (not text or text.endswith("\n")) and text.count("\n") == n_records
+
+
 def _truncate(path: Path, step: int) -> None:
     if path.exists():
         kept = [r for r in read_jsonl(path) if int(r["step"]) <= step]
@@ -151,6 +192,8 @@ def _append_new(path: Path, records: list[dict]) -> None:
     FEWER records of its last step than `records` do, a crash cut that step short, and it is
     rewritten whole."""
     old = read_jsonl(path)
+    if path.exists() and not _is_clean(path, len(old)):  # a torn last line: drop it before appending
+        atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in old))
     last = max((int(r["step"]) for r in old), default=-1)
     new = [r for r in records if int(r["step"]) > last]
     redo = [r for r in records if int(r["step"]) == last]

@@ -16,6 +16,7 @@ from harness.models.moe import routers
 from harness.train.logprobs import response_logprobs
 from harness.train.metrics import UpdateMetrics
 from harness.train.mismatch import MismatchStats
+from harness.train.nonfinite import NonFiniteUpdate, describe
 from harness.train.routing import capture_routing
 
 
@@ -29,6 +30,15 @@ def _rows(batch: dict, idx: list[int]) -> dict:
         else:
             out[k] = v[idx]
     return out
+
+
+def _check(optimizer, critic_optimizer, name: str, value: torch.Tensor, where: str) -> None:
+    """Raise NonFiniteUpdate (gradients cleared, no optimizer step taken) if value is not finite."""
+    if (msg := describe(name, value)) is not None:
+        optimizer.zero_grad(set_to_none=True)
+        if critic_optimizer is not None:
+            critic_optimizer.zero_grad(set_to_none=True)
+        raise NonFiniteUpdate(f"{msg} {where}")
 
 
 def policy_update(model, optimizer, batch: dict, cfg, pad_id: int, generator: torch.Generator,
@@ -81,14 +91,19 @@ def policy_update(model, optimizer, batch: dict, cfg, pad_id: int, generator: to
                     values = critic(part["prompt_ids"], part["response_ids"], part["mask"], pad_id)
                     vloss, vmetrics = value_loss(obj, values, part["old_values"], part["returns"], part["mask"],
                                                  num_seqs=num_seqs, num_tokens=num_tokens)
+                    where = f"(epoch {_epoch}, mini-batch {m}, rows {s}..{min(s + micro, mb_size) - 1})"
+                    _check(optimizer, critic_optimizer, "loss/value", vloss, where)
                     loss = loss + vloss
                     metrics = {**metrics, **vmetrics}
+                _check(optimizer, critic_optimizer, "loss/policy", loss,
+                       f"(epoch {_epoch}, mini-batch {m}, rows {s}..{min(s + micro, mb_size) - 1})")
                 loss.backward()
                 acc.add(metrics, float(part["mask"].sum()))
             if tr.grad_clip:
                 grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), tr.grad_clip)))
             else:
                 grad_norms.append(float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in model.parameters() if p.grad is not None))))
+            _check(optimizer, critic_optimizer, "grad/norm", torch.tensor(grad_norms[-1]), f"(epoch {_epoch}, mini-batch {m})")
             optimizer.step()
             if critic is not None:
                 if tr.grad_clip:
