@@ -6,6 +6,10 @@
     harness summarize RESULTS_DIR --csv FILE              one row per cell (harness/summarize.py)
     harness summarize RESULTS_DIR --figures DIR [--notebook analysis/<study>.py]
     harness probe STUDY [--scale S] [--out FILE]          the study's mechanism probe (harness/probes/)
+    harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures/, from the run
+                                                          folders or from MLflow alone (harness/regenerate.py)
+    harness mlflow-sync [RESULTS_DIR ...]                 bring finished studies' MLflow experiments to the
+                                                          current layout (harness/tracking/study_runs.py)
 
 STUDY is a name under experiments/ (`demo`) or a path to a study YAML.
 """
@@ -21,7 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-COMMANDS = ("grid", "tune", "summarize", "probe")
+COMMANDS = ("grid", "tune", "summarize", "probe", "figures", "mlflow-sync")
 
 
 def add_commands(sub) -> None:
@@ -57,6 +61,18 @@ def add_commands(sub) -> None:
                    "first cell's settings and print what the mechanisms need (harness/probes/regime.py)")
     p.add_argument("--batches", type=int, default=None, help="with --regime: how many batches (default 4)")
 
+    p = sub.add_parser("figures", help="a study's summary.csv and figures, from its run folders or from MLflow alone")
+    p.add_argument("study", help="study name under experiments/ or a study YAML")
+    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="default: the study's `scale:`")
+    p.add_argument("--from-mlflow", action="store_true", help="read the study's MLflow experiment (MLFLOW_TRACKING_URI, "
+                   "else sqlite:///results/mlflow.db), not results/<study>/<scale>/runs")
+    p.add_argument("--out", help="where summary.csv and figures/ go (default: results/<study>/<scale>, with "
+                   "--from-mlflow results/<study>/<scale>/from_mlflow)")
+
+    p = sub.add_parser("mlflow-sync", help="one-off: nest finished studies' cells under their study run, attach "
+                       "their files and results, mark every experiment as model training")
+    p.add_argument("study_dirs", nargs="*", help="results/<study>/<scale> folders (default: every one under results/)")
+
 
 def run(args: argparse.Namespace) -> int:
     from harness.grid import StudyError
@@ -73,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
             return _summarize(args)
         if args.command == "probe":
             return _probe(args)
+        if args.command == "figures":
+            return _figures(args)
+        if args.command == "mlflow-sync":
+            return _mlflow_sync(args)
     except StudyError as err:
         if getattr(args, "debug", False):  # harness --debug: the traceback
             raise
@@ -120,6 +140,25 @@ def _probe(args) -> int:
     return 0
 
 
+def _figures(args) -> int:
+    from harness.regenerate import regenerate
+
+    paths = regenerate(args.study, args.scale, from_mlflow=args.from_mlflow, out=args.out)
+    print(f"wrote {paths['summary']} and {paths['figures']}/ (inputs: {paths['inputs']})")
+    return 0
+
+
+def _mlflow_sync(args) -> int:
+    from harness.tracking.experiment import mark_all
+    from harness.tracking.study_runs import client_for, study_dirs, sync
+
+    for d in args.study_dirs or study_dirs():
+        print(sync(d))
+    marked = mark_all(client_for()[0])
+    print(f"marked {len(marked)} more experiment(s) as model training: {marked}")
+    return 0
+
+
 def _summarize(args) -> int:
     from harness.summarize import make_figures, write_csv
 
@@ -137,7 +176,7 @@ def _summarize(args) -> int:
         if not args.no_mlflow:
             from harness.summarize import log_cell_evals
 
-            print(f"attached eval.json to {log_cell_evals(d)} MLflow runs")
+            print(f"recorded eval.json, groups.jsonl and results of {log_cell_evals(d)} cells in MLflow")
     if args.figures:
         print(f"wrote {make_figures(d, args.figures, args.notebook, log_mlflow=not args.no_mlflow)}")
     return 0

@@ -16,7 +16,8 @@ format) it is run as a script with
 otherwise the generic figures are drawn: eval pass@1 vs step and response lengths vs step,
 one curve per variant (cells that differ only by seed), mean over seeds with a shaded
 95% t-interval. Either way the figures are written to a temp folder that is renamed into
-place, then logged as artifacts of a study-level MLflow run (tag kind=study).
+place, then logged as artifacts of a study-level MLflow run (tag kind=study), with summary.csv,
+probe.json, cells.json and study.json (`harness figures --from-mlflow` reads them back).
 """
 from __future__ import annotations
 
@@ -273,61 +274,22 @@ def make_figures(study_dir: str | os.PathLike, out: str | os.PathLike, notebook:
         shutil.rmtree(out)
     os.replace(tmp, out)
     if log_mlflow:
-        log_study_artifacts(study_dir, [out, study_dir / "summary.csv"])
+        files = ("summary.csv", "probe.json", "cells.json", "study.json")
+        log_study_artifacts(study_dir, [out] + [study_dir / f for f in files])
     return out
 
 
 def log_study_artifacts(study_dir: Path, paths: list[Path]) -> str | None:
-    """Log figures and the summary table to one study-level run of the study's experiment
-    (its id is kept in <study_dir>/mlflow_study_run_id, so reruns reuse it)."""
-    study, _ = load_index(study_dir)
-    if not study.get("experiment"):
-        return None
-    from mlflow.tracking import MlflowClient
+    """Log figures and the study's files to its study-level MLflow run, the parent of its cells
+    (harness/tracking/study_runs.py)."""
+    from harness.tracking.study_runs import log_study_outputs
 
-    from harness.tracking.store import artifact_root, default_tracking_uri, ensure_store
-
-    uri = default_tracking_uri()
-    ensure_store(uri)
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(study["experiment"])
-    if exp is None:
-        try:
-            exp_id = client.create_experiment(study["experiment"], artifact_location=artifact_root(uri))
-        except Exception:  # created meanwhile by another process
-            exp_id = client.get_experiment_by_name(study["experiment"]).experiment_id
-    else:
-        exp_id = exp.experiment_id
-    id_file = study_dir / "mlflow_study_run_id"
-    run_id = id_file.read_text().strip() if id_file.exists() else None
-    if run_id is None:
-        run = client.create_run(exp_id, run_name=f"{study.get('name')}-summary",
-                                tags={"kind": "study", "study": study.get("name", ""), "scale": study.get("scale", "")})
-        run_id = run.info.run_id
-        tmp = id_file.with_name(f".{id_file.name}.tmp")
-        tmp.write_text(run_id)
-        os.replace(tmp, id_file)
-    for p in paths:
-        if p.is_dir():
-            client.log_artifacts(run_id, str(p), "figures")
-        elif p.exists():
-            client.log_artifact(run_id, str(p))
-    client.set_terminated(run_id)
-    return run_id
+    return log_study_outputs(study_dir, paths)
 
 
 def log_cell_evals(study_dir: str | os.PathLike) -> int:
-    """Attach each cell's eval.json (the held-out pass@k of `harness eval`) to the cell's MLflow run."""
-    _, cells = load_index(study_dir)
-    todo = [(Path(c["run_dir"]) / "mlflow_run_id", Path(c["run_dir"]) / "eval.json") for c in cells]
-    todo = [(i, e) for i, e in todo if i.exists() and e.exists()]
-    if not todo:
-        return 0
-    from mlflow.tracking import MlflowClient
+    """Attach each cell's eval.json and groups.jsonl to the cell's MLflow run, with its summary row
+    as result/* metrics, nested under the study run (harness/tracking/study_runs.py)."""
+    from harness.tracking.study_runs import record_cells
 
-    from harness.tracking.store import default_tracking_uri
-
-    client = MlflowClient(default_tracking_uri())
-    for id_file, ev in todo:
-        client.log_artifact(id_file.read_text().strip(), str(ev))
-    return len(todo)
+    return record_cells(study_dir)

@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 
 from harness.tracking.base import Tracker
-from harness.tracking.store import artifact_root, default_tracking_uri, ensure_store, retry_locked
+from harness.tracking.experiment import ensure_experiment
+from harness.tracking.store import default_tracking_uri, ensure_store, retry_locked
+from harness.tracking.study_runs import nest_run
 
 SENTINEL = "perf/elapsed_seconds"  # in every record (train steps and the final eval): its history says which steps are in the store
 
@@ -40,15 +42,7 @@ class MlflowTracker(Tracker):
         ensure_store(self.uri)
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
-        exp = retry_locked(self.client.get_experiment_by_name, experiment)
-        if exp is None:
-            try:
-                exp_id = retry_locked(self.client.create_experiment, experiment,
-                                      artifact_location=artifact_root(self.uri))
-            except Exception:  # another process created it first
-                exp_id = retry_locked(self.client.get_experiment_by_name, experiment).experiment_id
-        else:
-            exp_id = exp.experiment_id
+        exp_id = ensure_experiment(self.client, experiment, self.uri)  # a model-training experiment
         id_file = Path(run_dir) / "mlflow_run_id"
         run_id = id_file.read_text().strip() if id_file.exists() else None
         if run_id:
@@ -61,6 +55,7 @@ class MlflowTracker(Tracker):
             tmp = id_file.with_suffix(".tmp")  # right away: a crash from here on resumes this run, never a new one
             tmp.write_text(run_id)
             tmp.replace(id_file)
+            nest_run(self.client, exp_id, run_id, tags)  # under its study's run (harness/tracking/study_runs.py)
         # on resume too (a crash may have come before them); re-logging an identical param is allowed
         params = [self._Param(k, v) for k, v in flatten(config).items()]
         for i in range(0, len(params), 100):
