@@ -20,10 +20,12 @@ def resume_point(run: RunDir, load: Callable[[Path], Any]) -> tuple[Path | None,
     if not found:
         steps = run.logged_steps()
         if steps:
+            aside = sorted(p.name for p in run.ckpt_root.glob("unreadable_step_*")) if run.ckpt_root.is_dir() else []
+            why = f" (unreadable checkpoints set aside: {', '.join(aside)})" if aside else ""
             raise OrphanMetrics(
                 f"{run.metrics_path} holds steps {steps[0]}..{steps[-1]} but {run.ckpt_root} has no checkpoint to "
-                "resume them from; refusing to restart at step 0 over them. Restore the checkpoints, or use another "
-                "--out (or delete this directory) to start afresh.")
+                f"resume them from{why}; refusing to restart at step 0 over them. Restore the checkpoints, or use "
+                "another --out (or delete this directory) to start afresh.")
         return None, None
     marker = run.marker()
     if marker != found[0].name:
