@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-all mlflow-ui clean-venv bench bench-venv
+.PHONY: venv demo test test-all mlflow-ui clean-venv bench bench-venv notebooks notebooks-venv
 
 venv: $(STAMP)
 
@@ -57,8 +57,37 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt requirements.txt
 bench: $(BENCH_STAMP)
 	$(VENV)/bin/harness bench $(BENCH_ARGS)
 
+# The links print first: MLflow 3.17 opens experiments on its GenAI pages unless the URL says
+# workflowType=machine_learning; viewStateShareKey=harness is each study's saved runs view
+# (axes and results as columns, grouped by variant; harness/tracking/experiment.py).
+MLFLOW_PORT ?= 5000
 mlflow-ui: venv
-	$(VENV)/bin/mlflow ui --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///results/mlflow.db
+	@$(VPY) -c "from mlflow.tracking import MlflowClient; from harness.tracking.experiment import ui_links; \
+	print('\n'.join(ui_links(MlflowClient('sqlite:///results/mlflow.db'), 'http://127.0.0.1:$(MLFLOW_PORT)')))"
+	$(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --backend-store-uri sqlite:///results/mlflow.db
+
+# JupyterLab on analysis/: the jupytext .py files open as notebooks (double-click); saving writes the
+# .py back (outputs are not kept). JupyterLab is notebook-only: requirements-notebooks.txt, installed
+# once against the runtime pins (fails if it would change a package already in the venv). Kernels
+# start in analysis/; HARNESS_RESULTS points them at results/ (harness/figures.py StudyData.from_env).
+NB_STAMP := $(VENV)/.notebooks-installed
+NB_PORT ?= 8888
+
+notebooks-venv: $(NB_STAMP)
+
+$(NB_STAMP): $(STAMP) requirements-notebooks.txt requirements.txt analysis/jupyterlab_overrides.json
+	$(VPY) -m pip freeze > $(VENV)/.freeze-before-notebooks
+	$(VPY) -m pip install -q -c requirements.txt -r requirements-notebooks.txt
+	@if $(VPY) -m pip freeze | diff $(VENV)/.freeze-before-notebooks - | grep '^<'; then \
+		echo "requirements-notebooks.txt changed the packages above; fix its pins"; exit 1; fi
+	mkdir -p $(VENV)/share/jupyter/lab/settings
+	cp analysis/jupyterlab_overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
+	@touch $@
+
+notebooks: $(NB_STAMP)
+	HARNESS_RESULTS=$(CURDIR)/results PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab \
+		--ip 127.0.0.1 --port $(NB_PORT) --ServerApp.root_dir=$(CURDIR) \
+		--LabApp.default_url=/lab/tree/analysis
 
 clean-venv:
 	rm -rf $(VENV)

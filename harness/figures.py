@@ -51,13 +51,14 @@ class StudyData:
 
     @classmethod
     def from_env(cls, name: str) -> "StudyData":
-        """HARNESS_STUDY_DIR (set by `harness summarize --notebook`), else results/<name>/<scale> for
-        the first scale folder that exists (cpu, smoke, gpu)."""
+        """HARNESS_STUDY_DIR (set by `harness summarize --notebook`), else <results>/<name>/<scale> for
+        the first scale folder that exists (cpu, smoke, gpu); <results> is HARNESS_RESULTS (set by
+        `make notebooks`, whose kernels start in analysis/) or ./results."""
         env = os.environ.get("HARNESS_STUDY_DIR")
         if env:
             return cls(env)
         for scale in ("cpu", "smoke", "gpu"):
-            d = Path("results") / name / scale
+            d = Path(os.environ.get("HARNESS_RESULTS") or "results") / name / scale
             if (d / "cells.json").exists():
                 return cls(d)
         raise FileNotFoundError(f"no results for study {name!r}: set HARNESS_STUDY_DIR to a results folder "
