@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 
 from harness.tracking.experiment import NOTE_TAG, RESULT_PREFIX, ensure_experiment
@@ -59,7 +60,12 @@ def find_study_run(client, exp_id: str, name: str, scale: str):
 def ensure_study_run(client, exp_id: str, study: dict, id_file: Path | None = None) -> str:
     """The study run's id: from id_file, else found by its tags, else created; written to id_file."""
     if id_file is not None and id_file.exists():
-        return id_file.read_text().strip()
+        run_id = id_file.read_text().strip()
+        try:
+            retry_locked(client.get_run, run_id)
+            return run_id
+        except Exception:  # a run of another store (MLFLOW_TRACKING_URI changed, a copied folder): find or make one
+            pass
     found = find_study_run(client, exp_id, study.get("name", ""), study.get("scale", ""))
     run_id = found.info.run_id if found else retry_locked(
         client.create_run, exp_id, run_name=f"{study.get('name')}-summary",
@@ -79,21 +85,27 @@ def open_study(study_dir: str | os.PathLike, uri: str | None = None) -> str:
     client, uri = client_for(uri)
     exp_id = ensure_experiment(client, study["experiment"], uri, axes=study.get("axes", []), note=note(study))
     run_id = ensure_study_run(client, exp_id, study, d / STUDY_ID_FILE)
-    retry_locked(client.set_tag, run_id, NOTE_TAG, note(study))
+    if NOTE_TAG not in retry_locked(client.get_run, run_id).data.tags:  # later: figures/summary.md
+        retry_locked(client.set_tag, run_id, NOTE_TAG, note(study))
     for name in ("cells.json", "study.json"):
         retry_locked(client.log_artifact, run_id, str(d / name))
     return run_id
 
 
 def nest_run(client, exp_id: str, run_id: str, tags: dict) -> str | None:
-    """Put a cell's run under its study's run (by the cell's study/scale tags) if that run exists."""
+    """Put a cell's run under its study's run (by the cell's study/scale tags) if that run exists.
+    Only the UI's layout depends on it: a failure is printed, never raised (the summary rule nests again)."""
     if "study" not in tags or "cell" not in tags:
         return None
-    parent = find_study_run(client, exp_id, tags["study"], tags.get("scale", ""))
-    if parent is None:
+    try:
+        parent = find_study_run(client, exp_id, tags["study"], tags.get("scale", ""))
+        if parent is None:
+            return None
+        retry_locked(client.set_tag, run_id, PARENT_TAG, parent.info.run_id)
+        return parent.info.run_id
+    except Exception as err:  # noqa: BLE001 - cosmetic
+        print(f"[harness] MLflow: run {run_id} not nested under its study run: {err}", file=sys.stderr)
         return None
-    retry_locked(client.set_tag, run_id, PARENT_TAG, parent.info.run_id)
-    return parent.info.run_id
 
 
 def result_metrics(row: dict, step: int) -> list:

@@ -1,6 +1,7 @@
 """End to end: a study's figures and summary regenerate from MLflow alone, the run folders deleted.
 
-The demo study at smoke scale (one GRPO cell, the difficulty probe, analysis/demo.py) runs through
+The demo study at smoke scale (one GRPO cell, the difficulty probe, analysis/demo.py; a 10-step warm
+start) runs through
 Snakemake into a sqlite store in tmp_path; then results/demo/ is deleted and
 `harness figures demo --scale smoke --from-mlflow` rebuilds the inputs from the store. The rebuilt
 inputs, summary.csv, summary.md and the PNGs must equal what the run folders gave. The slow test
@@ -48,7 +49,7 @@ def _regenerate_and_compare(wd: Path, study: str, out: Path) -> Path:
     shutil.rmtree(out.parent)  # results/<study>/: run folders, cells.json, summary.csv, figures: all gone
     regen = wd / "regen"
     r = run([str(PY.with_name("harness")), "figures", study, "--scale", "smoke", "--from-mlflow", "--out", str(regen)],
-            wd)
+            wd, timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     inputs = regen / "inputs"
     assert sorted(p.name for p in (inputs / "runs").iterdir()) == sorted(before["cells"])
@@ -91,15 +92,27 @@ def _check_layout(wd: Path, experiment: str, n_cells: int) -> None:
         assert "result/final_pass_at_1" in c.data.metrics and "result/wall_seconds" in c.data.metrics
 
 
+def _small_demo(tmp_path: Path) -> Path:
+    """experiments/demo.yaml at smoke scale with a 10-step warm start (the file is still named demo:
+    the study runs analysis/demo.py and the demo's probe)."""
+    study = yaml.safe_load((REPO / "experiments" / "demo.yaml").read_text())
+    study["base"] = str(REPO / "experiments" / "runs" / "smoke.yaml")
+    study["scales"]["smoke"]["warm_start.steps"] = 10
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
 def test_demo_figures_from_mlflow_alone(tmp_path):
+    study = _small_demo(tmp_path)
     wd = tmp_path / "work"
     wd.mkdir()
-    r = run(snakemake_cmd(wd, "--cores", "2", "--config", "study=demo", "scale=smoke"), REPO, timeout=900)
+    r = run(snakemake_cmd(wd, "--cores", "2", "--config", f"study={study}", "scale=smoke"), REPO, timeout=1800)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     out = wd / "results" / "demo" / "smoke"
     summary = json.loads(next((out / "runs").glob("*/summary.json")).read_text())
     _check_layout(wd, "demo/smoke", 1)
-    inputs = _regenerate_and_compare(wd, "demo", out)
+    inputs = _regenerate_and_compare(wd, str(study), out)
     assert json.loads((inputs / "study.json").read_text())["name"] == "demo"
     from mlflow.tracking import MlflowClient
 
@@ -137,7 +150,7 @@ def test_grid_figures_from_mlflow_alone(tmp_path):
     before = _snapshot(out)
     shutil.rmtree(out.parent)
     regen = wd / "regen"
-    r = run([str(PY.with_name("harness")), "figures", str(study), "--from-mlflow", "--out", str(regen)], wd)
+    r = run([str(PY.with_name("harness")), "figures", str(study), "--from-mlflow", "--out", str(regen)], wd, timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     assert (regen / "summary.csv").read_text() == before["csv"]
     after = {p.name: p.read_bytes() for p in (regen / "figures").iterdir()}
