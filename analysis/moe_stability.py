@@ -48,9 +48,9 @@ from harness import figures as F
 F.setup()
 data = F.StudyData.from_env("moe_stability")
 NOISE = "rollout.router_noise"
-noises = data.values(NOISE)
+noises = [v for v in data.values(NOISE) if v is not None]
 if not noises and data.cells:  # router noise fixed by the scale, not an axis: one row of panels
-    noises = [data.config(data.cells[0]).get("rollout", {}).get("router_noise")]
+    noises = [data.config(data.cells[0]).get("rollout", {}).get("router_noise", 0.0)]
 ROWS = {nz: data.by("arm", cells=[c for c in data.cells if c["axes"].get(NOISE, nz) == nz]) for nz in noises}
 PROBE = F.load_probe(data)
 arms = data.values("arm")
@@ -216,7 +216,7 @@ F.save(fig, data, "router_disagreement")
 fig, axs = plt.subplots(len(noises), 2, figsize=(11, 3.3 * len(noises) + 0.8), layout="constrained", squeeze=False)
 for i, nz in enumerate(noises):
     ax = axs[i][0]
-    positive = any(v > 0 for c in data.cells if c["axes"].get(NOISE) == nz
+    positive = any(v > 0 for cells in ROWS[nz].values() for c in cells
                    for s in F.seed_series(data, [c], "grad/norm_max") for v in s.values())
     if positive:
         for arm, cells in ROWS[nz].items():

@@ -162,10 +162,12 @@ def fixture_difficulty_bias(d):
     _write_probe(d, "difficulty_bias", ["group_std", "none", "batch_std"])
 
 
-def fixture_moe_stability(d):
-    """One seed (the n=1 path); the router/* metrics are NOT logged (the 'absent' path)."""
+def fixture_moe_stability(d, noises=(0.0, 0.5), noise_axis=True):
+    """One seed (the n=1 path); the router/* metrics are NOT logged (the 'absent' path).
+    noise_axis=False: the router noise is fixed by the scale (in each run's config, as in the
+    shipped study), not an axis of the cells."""
     cells = []
-    for noise in (0.0, 0.5):
+    for noise in noises:
         for a, arm in enumerate(("grpo", "grpo_r3", "gspo")):
             rng = random.Random(int(noise * 10) + a)
             cid = f"arm={arm}__router_noise={noise}__seed=1"
@@ -182,9 +184,11 @@ def fixture_moe_stability(d):
                     if st == 0:
                         r["clip/frac"] = 0.0  # not drawable on the log axis
                 recs.append(r)
-            _run(d, cid, recs, {"objective": {"preset": arm}}, {"eval/pass_at_1": 0.4})
-            cells.append({"id": cid, "variant": f"arm={arm}__router_noise={noise}", "seed": 1,
-                          "axes": {"arm": arm, "objective.preset": arm, "rollout.router_noise": noise, "seed": 1}})
+            _run(d, cid, recs, {"objective": {"preset": arm}, "rollout": {"router_noise": noise}}, {"eval/pass_at_1": 0.4})
+            axes = {"arm": arm, "objective.preset": arm, "seed": 1}
+            if noise_axis:
+                axes["rollout.router_noise"] = noise
+            cells.append({"id": cid, "variant": f"arm={arm}__router_noise={noise}", "seed": 1, "axes": axes})
     _write_study(d, "moe_stability", cells, [1])
     _write_probe(d, "moe_stability", ["grpo", "grpo_r3", "gspo"])
 
@@ -217,3 +221,16 @@ def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
     if name == "moe_stability":
         assert "router/disagree_rollout_train" in summary.split("Not logged by these runs")[1]
         assert "n=1 seed" in summary
+
+
+def test_moe_notebook_names_a_router_noise_fixed_by_the_scale(tmp_path, monkeypatch):
+    """The shipped study sets rollout.router_noise per scale, not as an axis: the notebook reads
+    it from the runs' config and labels every panel and verdict with it (not 'σ = None')."""
+    d = tmp_path / "results" / "moe_stability" / "fixture"
+    d.mkdir(parents=True)
+    fixture_moe_stability(d, noises=(0.5,), noise_axis=False)
+    monkeypatch.chdir(tmp_path)
+    out = make_figures(d, d / "figures", notebook=str(REPO / "analysis" / "moe_stability.py"), log_mlflow=False)
+    summary = (out / "summary.md").read_text()
+    assert "σ = None" not in summary
+    assert "σ = 0.5: final pass@1, gspo − grpo" in summary
