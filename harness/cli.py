@@ -7,6 +7,8 @@
     harness grid STUDY [--scale S] --list | --write-configs DIR   expand a study's grid (harness/study.py)
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
+    harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures, from run folders or MLflow
+    harness mlflow-sync [RESULTS_DIR ...]                  finished studies' MLflow runs into the study layout
     harness bench [--models M,..] [--backends hf,vllm] [--steps S] [--threads T] [--trl|--no-trl]
                                                          GRPO step-time breakdown, ours vs TRL (harness/bench/)
 
