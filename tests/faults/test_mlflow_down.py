@@ -101,3 +101,59 @@ def test_pending_steps_already_in_mlflow_are_not_sent_twice(tmp_path, mlflow_uri
     train(tiny(), run)
     assert not (run / "mlflow_pending.jsonl").exists()
     assert_complete(mlflow_uri, run)
+
+
+@pytest.mark.slow
+def test_mlflow_server_stops_answering_mid_run(tmp_path):
+    """A real `mlflow server` stops answering mid-run (SIGSTOP to its process group: a hung host or a
+    network partition) and comes back (SIGCONT) while a real `harness train` runs: every step
+    reaches MLflow exactly once by the end of the run, nothing stays pending."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    port = _closed_port()
+    uri = f"http://127.0.0.1:{port}"
+    store = f"sqlite:///{tmp_path}/server.db"
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store, "--host",
+                               "127.0.0.1", "--port", str(port), "--workers", "1"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"{uri}/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail("mlflow server did not start")
+        env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
+               "HARNESS_MLFLOW_RETRY_SECONDS": "3", "MLFLOW_HTTP_REQUEST_TIMEOUT": "2",
+               "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+        run = tmp_path / "run"
+        cmd = [sys.executable, "-m", "harness.cli", "train", "experiments/runs/smoke.yaml", *TINY, "train.steps=60",
+               "--out", str(run)]
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out = []
+        for line in proc.stdout:
+            out.append(line)
+            m = re.match(r"\[harness\] step\s+(\d+)", line)
+            if m and int(m.group(1)) == 2:
+                os.killpg(server.pid, signal.SIGSTOP)
+            if m and int(m.group(1)) == 30:
+                os.killpg(server.pid, signal.SIGCONT)
+        text = "".join(out)
+        assert proc.wait(timeout=600) == 0, text
+        assert "is unreachable" in text and "reachable: sent" in text, text
+        assert "still pending" not in text and not (run / "mlflow_pending.jsonl").exists(), text
+        assert_complete(store, run, 60)
+    finally:
+        os.killpg(server.pid, signal.SIGCONT)
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)

@@ -39,6 +39,7 @@ def test_sigint_stops_at_the_end_of_the_step(tmp_path, mlflow_uri, monkeypatch, 
     from harness.train.loop import train
 
     run, cfg = tmp_path / "run", tiny("train.checkpoint_every=5")  # no checkpoint due at step 1
+    before = signal.getsignal(signal.SIGINT)
     with monkeypatch.context() as m:
         _signal_in_rollout(m, 1, [signal.SIGINT])
         with pytest.raises(StoppedBySignal) as e:
@@ -48,7 +49,7 @@ def test_sigint_stops_at_the_end_of_the_step(tmp_path, mlflow_uri, monkeypatch, 
     assert (run / "checkpoints" / "latest").read_text() == "step_000001"
     assert file_steps(run) == [0, 1] and mlflow_steps(mlflow_uri, run) == [0, 1]
     assert mlflow_status(mlflow_uri, run) == "KILLED"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    assert signal.getsignal(signal.SIGINT) is before  # handlers restored
     train(cfg, run)
     assert_complete(mlflow_uri, run)
 
