@@ -12,6 +12,12 @@ same path: a step's group records ride inside its metric record under GROUP_RECO
 groups.jsonl hold several records per step; a step that a crash cut short in the middle of a
 flush is rewritten whole on the next flush.
 
+Checkpoints. The newest KEEP_CHECKPOINTS (2) stay on disk, each with a manifest (size and
+CRC-32 of every file, checkpoint_files.py); a rerun resumes from the newest one that verifies
+and loads and falls back to the one before it (resume.py). A failed write (disk full) removes
+its partial folder and raises CheckpointWriteError; the previous checkpoint stays the resume
+point. docs/faults.md has every fault and what the run does.
+
 Config lock. config.yaml ties the directory to one config once a step is complete (a
 checkpoint, a logged step or summary.json: `has_completed_step`). An attempt that failed
 before that holds nothing worth keeping, so a changed config may restart the directory:
@@ -99,6 +105,8 @@ class RunDir:
                 f"command: it resumes from {prev[0] if prev else 'step 0'} (the steps after it are redone).") from err
         for old in self.checkpoints()[KEEP_CHECKPOINTS:]:
             shutil.rmtree(old, ignore_errors=True)
+        for stale in self.ckpt_root.glob(".tmp_step_*"):  # partial writes of a killed attempt
+            shutil.rmtree(stale, ignore_errors=True)
         return final
 
     def set_aside(self, ckpt: Path) -> Path:

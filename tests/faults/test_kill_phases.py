@@ -75,3 +75,4 @@ def test_killed_then_rerun_has_every_step_once(phase, tmp_path, mlflow_uri, monk
     assert logged == list(range(len(logged))) and len(logged) <= 3  # a prefix, no torn line read as a step
     train(cfg, run)
     assert_complete(mlflow_uri, run)
+    assert not list((run / "checkpoints").glob(".tmp_*"))  # no partial write left behind
