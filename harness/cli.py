@@ -27,7 +27,7 @@ import warnings
 from pathlib import Path
 
 from harness.config import ConfigError, ConfigWarning, dump_config, load_config
-from harness.train.faults import RunFault
+from harness.train.faults import RunFault, StoppedBySignal
 
 
 def positive_int(text: str) -> int:
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"harness: {err}", file=sys.stderr)
         return 2
-    except RunFault as err:  # a fault the run stopped on (disk full, NaN, a signal, ...): docs/faults.md
+    except (RunFault, StoppedBySignal) as err:  # a fault the run stopped on (disk full, NaN, a signal): docs/faults.md
         if args.debug:
             raise
         print(f"harness: {type(err).__name__}: {err}", file=sys.stderr)

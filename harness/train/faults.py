@@ -30,8 +30,10 @@ class NonFiniteError(RunFault):
     """NaN or inf in a loss, reward or gradient (train.nan_policy=stop)."""
 
 
-class StoppedBySignal(RunFault):
-    """SIGTERM / SIGINT: the run stopped at the end of a step, checkpointed."""
+class StoppedBySignal(BaseException):
+    """SIGTERM / SIGINT: the run stopped at the end of a step, checkpointed. A BaseException,
+    like KeyboardInterrupt, so that a caller's `except Exception` (a benchmark case loop, a
+    study driver) does not swallow the stop request."""
 
     mlflow_status = "KILLED"
 

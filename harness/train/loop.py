@@ -30,7 +30,7 @@ from harness.train.collect import collect, step_seed
 from harness.train.critic import ValueModel
 from harness.train.eval_cache import eval_at
 from harness.train.evaluate import is_eval_step, paired_rise
-from harness.train.faults import RunFault
+from harness.train.faults import RunFault, StoppedBySignal
 from harness.train.group_stats import extreme_grad_share, group_records
 from harness.train.logprobs import response_logprobs
 from harness.train.metrics import eos_weight_shares, rollout_metrics
@@ -77,7 +77,7 @@ def old_policy_logprobs(model, ep, pad_id, temperature, micro, routing=None, mis
 
 def end_status(err: BaseException) -> str:
     """The MLflow status of a run that `err` ended: a fault's own, FAILED for an error, KILLED otherwise."""
-    if isinstance(err, RunFault):
+    if isinstance(err, (RunFault, StoppedBySignal)):
         return err.mlflow_status
     return "FAILED" if isinstance(err, Exception) else "KILLED"
 
