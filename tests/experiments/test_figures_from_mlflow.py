@@ -107,7 +107,7 @@ def test_demo_figures_from_mlflow_alone(tmp_path):
     study = _small_demo(tmp_path)
     wd = tmp_path / "work"
     wd.mkdir()
-    r = run(snakemake_cmd(wd, "--cores", "2", "--config", f"study={study}", "scale=smoke"), REPO, timeout=1800)
+    r = run(snakemake_cmd(wd, "--cores", "2", "--config", f"study={study}", "scale=smoke"), REPO, timeout=3600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     out = wd / "results" / "demo" / "smoke"
     summary = json.loads(next((out / "runs").glob("*/summary.json")).read_text())
@@ -142,7 +142,7 @@ def test_grid_figures_from_mlflow_alone(tmp_path):
     study.write_text(yaml.safe_dump(GRID, sort_keys=False))
     wd = tmp_path / "work"
     wd.mkdir()
-    r = run(snakemake_cmd(wd, "--cores", "2", "--config", f"study={study}"), REPO, timeout=1800)
+    r = run(snakemake_cmd(wd, "--cores", "2", "--config", f"study={study}"), REPO, timeout=3600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     _check_layout(wd, "regrid/smoke", 4)
     # the study is found by its path: the CLI takes the YAML the grid came from
