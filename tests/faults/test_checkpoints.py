@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import Killed, assert_complete, file_steps, tiny
+from faults_helpers import TINY, Killed, assert_complete, file_steps, tiny
 from harness.cli import main
 from harness.train.faults import NoReadableCheckpoint, OrphanMetrics
 
@@ -142,6 +142,4 @@ def test_torn_line_before_any_checkpoint(tmp_path, mlflow_uri, monkeypatch):
 
 
 def tiny_args() -> list[str]:
-    from conftest import TINY
-
     return [*TINY, STEPS]

@@ -12,7 +12,7 @@ import os
 import pytest
 import torch
 
-from conftest import TINY, assert_complete, file_steps, tiny
+from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, tiny
 from harness.cli import main
 from harness.train.checkpoint_files import verify
 from harness.train.faults import CheckpointWriteError
@@ -57,6 +57,4 @@ def test_disk_full_cli_message(tmp_path, mlflow_uri, monkeypatch, capsys):
     assert main(["train", "experiments/runs/smoke.yaml", *TINY, "--out", str(run)]) == 1
     err = capsys.readouterr().err
     assert "CheckpointWriteError" in err and "No space left on device" in err and "Traceback" not in err, err
-    from conftest import mlflow_status
-
     assert mlflow_status(mlflow_uri, run) == "FAILED"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import Killed, assert_complete, file_steps, tiny
+from faults_helpers import Killed, assert_complete, file_steps, tiny
 
 
 def _kill_on_call(monkeypatch, owner, name: str, nth: int, partial_write: bool = False):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import TINY, assert_complete, file_steps, mlflow_run, tiny
+from faults_helpers import TINY, assert_complete, file_steps, mlflow_run, tiny
 from harness.cli import main
 
 

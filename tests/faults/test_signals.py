@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY, assert_complete, file_steps, mlflow_status, mlflow_steps, tiny
+from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, mlflow_steps, tiny
 from harness.train.faults import StoppedBySignal
 
 ROOT = Path(__file__).resolve().parents[2]
