@@ -29,10 +29,15 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    """The figures folder's files (not Snakemake's .snakemake_timestamp marker)."""
+    return {p.name: p.read_bytes() for p in folder.iterdir() if not p.name.startswith(".")}
+
+
 def _snapshot(out: Path) -> dict:
     """Everything the figures are made from and everything they are, from the run folders."""
     snap = {"csv": (out / "summary.csv").read_text(),
-            "figures": {p.name: p.read_bytes() for p in (out / "figures").iterdir()},
+            "figures": _files(out / "figures"),
             "probe": json.loads((out / "probe.json").read_text()) if (out / "probe.json").exists() else None,
             "cells": {}}
     for run_dir in (out / "runs").iterdir():
@@ -62,7 +67,7 @@ def _regenerate_and_compare(wd: Path, study: str, out: Path) -> Path:
     if before["probe"] is not None:
         assert json.loads((inputs / "probe.json").read_text()) == before["probe"]
     assert (regen / "summary.csv").read_text() == before["csv"]
-    after = {p.name: p.read_bytes() for p in (regen / "figures").iterdir()}
+    after = _files(regen / "figures")
     assert sorted(after) == sorted(before["figures"])
     for name, data in before["figures"].items():
         assert after[name] == data, f"{name} differs"
@@ -153,5 +158,4 @@ def test_grid_figures_from_mlflow_alone(tmp_path):
     r = run([str(PY.with_name("harness")), "figures", str(study), "--from-mlflow", "--out", str(regen)], wd, timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     assert (regen / "summary.csv").read_text() == before["csv"]
-    after = {p.name: p.read_bytes() for p in (regen / "figures").iterdir()}
-    assert after == before["figures"]
+    assert _files(regen / "figures") == before["figures"]
