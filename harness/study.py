@@ -149,10 +149,16 @@ def _figures(args) -> int:
 
 
 def _mlflow_sync(args) -> int:
+    from harness.grid import StudyError
     from harness.tracking.experiment import mark_all
     from harness.tracking.study_runs import client_for, study_dirs, sync
 
-    for d in args.study_dirs or study_dirs():
+    dirs = args.study_dirs or study_dirs()
+    missing = [str(d) for d in dirs if not (Path(d) / "cells.json").is_file()]
+    if missing:  # checked before anything is written to MLflow
+        raise StudyError(f"mlflow-sync: {', '.join(missing)}: no cells.json there (a study's results folder, "
+                         "results/<study>/<scale>, holds one after its Snakemake run)")
+    for d in dirs:
         print(sync(d))
     marked = mark_all(client_for()[0])
     print(f"marked {len(marked)} more experiment(s) as model training: {marked}")

@@ -133,3 +133,15 @@ def test_bench_unknown_model_exits_2(monkeypatch, capsys):
     assert main(["bench", "--models", "gpt-17", "--no-trl"]) == 2
     err = capsys.readouterr().err
     assert "--models" in err and "Traceback" not in err
+
+
+def test_mlflow_sync_of_a_folder_without_cells_json_is_a_clean_error(tmp_path, capsys, monkeypatch):
+    """Checked before anything is written to MLflow: exit 2, the folder named, no traceback."""
+    from harness.cli import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    (tmp_path / "not_a_study").mkdir()
+    assert main(["mlflow-sync", str(tmp_path / "not_a_study")]) == 2
+    err = capsys.readouterr().err
+    assert "not_a_study" in err and "cells.json" in err and "Traceback" not in err
+    assert not (tmp_path / "mlflow.db").exists()
