@@ -87,16 +87,15 @@ def policy_update(model, optimizer, batch: dict, cfg, pad_id: int, generator: to
                     entropy=entropy if obj.entropy_coef else entropy.detach(),
                     rollout_logp=part["rollout_logp"] if obj.tis_cap else None,
                     num_seqs=num_seqs, num_tokens=num_tokens)
+                where = f"(epoch {_epoch}, mini-batch {m}, rows {s}..{min(s + micro, mb_size) - 1})"
                 if critic is not None:
                     values = critic(part["prompt_ids"], part["response_ids"], part["mask"], pad_id)
                     vloss, vmetrics = value_loss(obj, values, part["old_values"], part["returns"], part["mask"],
                                                  num_seqs=num_seqs, num_tokens=num_tokens)
-                    where = f"(epoch {_epoch}, mini-batch {m}, rows {s}..{min(s + micro, mb_size) - 1})"
                     _check(optimizer, critic_optimizer, "loss/value", vloss, where)
                     loss = loss + vloss
                     metrics = {**metrics, **vmetrics}
-                _check(optimizer, critic_optimizer, "loss/policy", loss,
-                       f"(epoch {_epoch}, mini-batch {m}, rows {s}..{min(s + micro, mb_size) - 1})")
+                _check(optimizer, critic_optimizer, "loss/policy", loss, where)
                 loss.backward()
                 acc.add(metrics, float(part["mask"].sum()))
             if tr.grad_clip:
