@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from harness.models.atomic import atomic_folder
+from harness.atomic import atomic_folder
 from harness.models.smollm2 import smollm2_folder
 from harness.models.tiny import tiny_dense_config, tiny_moe_config
 from harness.models.tokenizer import char_tokenizer

