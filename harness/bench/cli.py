@@ -44,8 +44,9 @@ def add_command(sub) -> None:
                    help="start N busy-loop processes beside the benchmark (a shared core: another job, a browser); "
                         "default 0")
     p.add_argument("--omp-wait-policy", choices=WAIT_POLICIES, default="inherit",
-                   help="OpenMP wait policy of the cases: inherit (the harness default PASSIVE unless OMP_WAIT_POLICY "
-                        "is set), passive, active, or unset (libgomp's default spin); harness/threads.py")
+                   help="OpenMP wait policy of the cases: inherit (as a run goes: libgomp's spin with the thread "
+                        "governor, unless OMP_WAIT_POLICY is set), passive, active, or unset (libgomp's spin without "
+                        "the governor); harness/threads.py")
     p.add_argument("--out-dir", default="results/bench", help="where <timestamp>.json goes (default results/bench)")
 
 

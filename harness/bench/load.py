@@ -1,7 +1,9 @@
 """The shared-core case: busy-loop processes beside the benchmark (`harness bench --busy N`),
 and the OpenMP wait policy of the cases (`--omp-wait-policy`), to measure the cliff of
 harness/threads.py: with a core taken by another process, OpenMP threads that spin while
-waiting for a descheduled sibling slow a step down several times."""
+waiting for a descheduled sibling slow a step down several times. `inherit` runs the cases as
+a user's run goes (libgomp's spin with the thread governor); `passive`, `active` and `unset`
+set a policy and thereby turn the governor off (`unset`: libgomp's spin alone)."""
 from __future__ import annotations
 
 import os
@@ -31,7 +33,7 @@ def busy_processes(n: int):
 
 def wait_policy_env(policy: str, env: dict) -> dict:
     """env for the benchmark's cases under --omp-wait-policy (inherit: unchanged, i.e. the
-    harness default PASSIVE unless the user set one; unset: libgomp's default spin)."""
+    thread governor unless the user set a policy; unset: libgomp's default spin, no governor)."""
     env = dict(env)
     if policy == "inherit":
         return env
@@ -45,6 +47,10 @@ def wait_policy_env(policy: str, env: dict) -> dict:
 
 
 def describe_policy(env=os.environ) -> str:
+    from harness.threads import governor_enabled
+
+    if governor_enabled(env):
+        return "libgomp default + thread governor (harness/threads.py)"
     if "OMP_WAIT_POLICY" in env:
         return env["OMP_WAIT_POLICY"]
     return f"libgomp default (GOMP_SPINCOUNT={env['GOMP_SPINCOUNT']})" if "GOMP_SPINCOUNT" in env else "libgomp default"

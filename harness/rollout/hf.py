@@ -21,6 +21,7 @@ from contextlib import ExitStack
 
 import torch
 
+from harness import threads
 from harness.models.moe import noisy_routing, record_routing, routers
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
 
@@ -99,6 +100,7 @@ class HFBackend(RolloutBackend):
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], group_size: int, params: SamplingParams) -> RolloutBatch:
+        threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
         rows = [p for p in prompts for _ in range(group_size)]  # groups contiguous
         gen = torch.Generator().manual_seed(params.seed)
         parts = [self._generate_chunk(rows[i:i + self.max_batch], params, int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))

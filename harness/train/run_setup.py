@@ -12,6 +12,7 @@ import yaml
 
 from harness.config import ConfigError, RunConfig, dump_config
 from harness.tasks import make_task
+from harness.threads import start_governor
 from harness.train.policy_init import initial_policy
 from harness.train.rundir import RunDir, atomic_write_text
 
@@ -64,8 +65,7 @@ class Setup:
 def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     """Write the resolved config, set threads and seed, build the task and the initial policy."""
     atomic_write_text(run.config_path, dump_config(cfg))
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
+    start_governor(cfg.train.threads)  # torch threads, fewer while another process holds a core (harness/threads.py)
     torch.manual_seed(cfg.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),

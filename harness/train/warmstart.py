@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from harness import threads
 from harness.models import build_model, render_prompt, save_model
 from harness.tasks import make_task
 
@@ -78,6 +79,7 @@ def sft(cfg, folder: Path) -> None:
     model.train()
     t0, losses = time.perf_counter(), []
     for step in range(ws.steps):
+        threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
         ids, att, labels = _batch(tok, task, task.problems(ws.batch_size, seed=10_000 + step, split="train"), rng)
         loss = model(input_ids=ids, attention_mask=att, labels=labels, use_cache=False).loss
         opt.zero_grad(set_to_none=True)
