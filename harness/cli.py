@@ -148,10 +148,7 @@ def _run(args: argparse.Namespace) -> int:
             atomic_write_text(Path(args.out), json.dumps({"folder": str(folder.resolve()), **report}, indent=2))
         print(folder)
     elif args.command == "train":
-        if cfg.objective.algorithm == "dpo":  # offline preference loss: its own trainer (harness/train/dpo.py)
-            from harness.train.dpo import train_dpo as train
-        else:
-            from harness.train.loop import train
+        from harness.train import train  # the run shell: the trainer `cfg.trainer` names (rl | dpo)
 
         # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
         summary = train(cfg, args.out)

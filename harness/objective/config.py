@@ -200,5 +200,6 @@ class ObjectiveConfig(BaseModel):
 
     @property
     def needs_reference(self) -> bool:
-        """Whether a frozen reference policy must be loaded (kl_coef > 0, or the DPO loss)."""
-        return self.kl_coef > 0 or self.algorithm == "dpo"
+        """Whether the RL trainer must hold a frozen reference policy (kl_coef > 0). The DPO trainer
+        always has one (its loss is relative to it), frozen as log-probs of its pairs."""
+        return self.kl_coef > 0

@@ -1,4 +1,5 @@
-"""DPO, offline or iterative: `harness train CONFIG objective.preset=dpo --out DIR`.
+"""DPO, offline or iterative: the step of `harness train CONFIG --out DIR` when `trainer: dpo`
+(set by objective.preset=dpo).
 
     for round r in 0..dpo.rounds-1 (one round = offline DPO; more = iterative RPO, 2404.19733):
       pairs:      sample the policy at the start of round r on fresh train prompts, correct =
@@ -20,10 +21,9 @@ policy (eval/pairs/logps_chosen, eval/pairs/logps_rejected, eval/pairs/margin): 
 fixed set per round, so likelihood displacement (chosen AND rejected log-probs fall
 while the margin grows) is read off a curve that batch sampling does not make noisy.
 
-Run directory, checkpoint/resume and MLflow follow the RL loop exactly (rundir.py: metrics
-since the last checkpoint are flushed only once it is on disk; a resumed run restarts at
-checkpoint step + 1 with the same batches, since batch order is a function of seed + round +
-step). Every round ends with a checkpoint, so the next round's pairs always come from a saved policy.
+Run directory, checkpoint/resume and MLflow are the run shell's (harness/train/run/shell.py),
+as for the RL trainer (a resumed run restarts at checkpoint step + 1 with the same batches,
+since batch order is a function of seed + round + step). Every round ends with a checkpoint, so the next round's pairs always come from a saved policy.
 """
 from __future__ import annotations
 
@@ -35,20 +35,15 @@ from pathlib import Path
 
 import torch
 
-from harness.config import ConfigError, RunConfig
+from harness.config import RunConfig
 from harness.objective import dpo_loss
-from harness.rollout import make_backend
-from harness.tracking.pending import make_tracker, sync_pending
+from harness.train.batch import micro_slices
 from harness.train.collect import step_seed
 from harness.train.dpo_pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
-from harness.train.eval_cache import eval_at
-from harness.train.evaluate import is_eval_step
 from harness.train.logprobs import response_logprobs
-from harness.train.loop import EVAL_SEED_OFFSET, _peak_mem_mb, _summary, end_status
-from harness.train.nonfinite import first_nonfinite, on_nonfinite
-from harness.train.resume import resume_point
-from harness.train.run_setup import open_run, start_run
-from harness.train.stop import StopOnSignal
+from harness.train.nonfinite import NonFiniteUpdate
+from harness.train.run.components import check_finite, clip_and_step
+from harness.train.run.shell import RunContext, Trainer
 from harness.train.rundir import RunDir, atomic_write_text
 
 
@@ -96,8 +91,7 @@ def all_logps(model, enc: EncodedPairs, pad_id: int, chunk: int) -> tuple[torch.
     """(chosen (n,), rejected (n,)) sequence log-probs of every pair, in eval mode."""
     was_training = model.training
     model.eval()
-    parts = [sequence_logps(model, enc, list(range(s, min(s + chunk, len(enc)))), pad_id)
-             for s in range(0, len(enc), chunk)]
+    parts = [sequence_logps(model, enc, idx, pad_id) for idx in micro_slices(len(enc), chunk)]
     model.train(was_training)
     return torch.cat([c for c, _ in parts]).float(), torch.cat([r for _, r in parts]).float()
 
@@ -172,160 +166,93 @@ def _load_or_build_round(run: RunDir, cfg: RunConfig, r: int, task, backend, pol
     return Round(r, report, enc, ref_chosen, ref_rejected)
 
 
-def train_dpo(cfg: RunConfig, out_dir: str | Path) -> dict:
-    """Run (or resume) one DPO run; returns the summary written to DIR/summary.json.
-    SIGTERM / SIGINT stop it at the end of a step, checkpointed (harness/train/stop.py)."""
-    if cfg.objective.algorithm != "dpo":
-        raise ConfigError(f"the DPO trainer needs objective.preset=dpo (got {cfg.objective.algorithm!r})")
-    with StopOnSignal() as stop:
-        return _train_dpo(cfg, out_dir, stop)
+class DPOTrainer(Trainer):
+    """DPO's step and its extras: rounds of pairs, pair metrics at every eval, a checkpoint at
+    every round's end. The run shell (harness/train/run/shell.py) does the rest."""
 
+    label = "dpo step"
+    print_keys = (("loss/policy", "loss"), ("rewards/margin", "margin"), ("rewards/accuracy", "acc"),
+                  ("logps/chosen", "logp_c"), ("logps/rejected", "logp_r"), ("eval/pass_at_1", "eval@1"),
+                  ("perf/step_seconds", "s"))
 
-def _train_dpo(cfg: RunConfig, out_dir: str | Path, stop: StopOnSignal) -> dict:
-    run, done = open_run(cfg, out_dir)
-    if done is not None:
-        sync_pending(cfg, run.root)
-        return done
-    if cfg.dpo.pairs != "generate" and not (run.root / "pairs.jsonl").exists():
-        read_pairs(cfg.dpo.pairs)  # a bad file fails here, before any model is loaded
-    tr, d = cfg.train, cfg.dpo
-    su = start_run(run, cfg)
-    device, task, policy, tok, render, pad_id = su.device, su.task, su.policy, su.tok, su.render, su.pad_id
-    backend = make_backend(cfg.rollout, policy, tok)
+    def preflight(self, run: RunDir) -> None:
+        if self.cfg.dpo.pairs != "generate" and not (run.root / "pairs.jsonl").exists():
+            read_pairs(self.cfg.dpo.pairs)  # a bad file fails here, before any model is loaded
 
-    def load_round(r: int) -> Round:
-        rd = _load_or_build_round(run, cfg, r, task, backend, policy, tok, render, pad_id)
+    def prepare(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.rounds = [self._load_round(0)]  # from the initial policy, before any checkpoint is loaded
+        self.rd, self.offset = self.rounds[0], 0
+
+    def _load_round(self, r: int) -> Round:
+        c = self.ctx
+        rd = _load_or_build_round(c.run, self.cfg, r, c.task, c.backend, c.model, c.tok, c.render, c.pad_id)
         info = {k: v for k, v in rd.report.items() if k != "pairs_by_difficulty"}
         print(f"[harness] dpo round {r}: {len(rd.enc)} pairs ({json.dumps(info)})", flush=True)
         return rd
 
-    rounds = [load_round(0)]  # from the initial policy, before any checkpoint is loaded
-
-    ckpt, loaded = resume_point(run, lambda c: (type(policy).from_pretrained(c, dtype=policy.dtype), run.load_state(c)))
-    if ckpt is not None:  # weights loaded in place: the backend keeps sampling from `policy`
-        policy.load_state_dict(loaded[0].state_dict())
-        backend.sync_weights(policy)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
-    start, elapsed0 = 0, 0.0
-    if ckpt is not None:
-        state = loaded[1]
-        optimizer.load_state_dict(state["optimizer"])
-        start, elapsed0 = state["step"] + 1, state["elapsed"]
-        run.truncate_after(state["step"])
-        print(f"[harness] resuming {run.root} at step {start} from {ckpt.name}")
-
-    tracker = make_tracker(cfg, run.root)  # MLflow down: buffered on disk (harness/tracking/pending.py)
-    if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
-        run.flush(state["pending_metrics"], [])
-        tracker.log_steps(state["pending_metrics"])
-
-    eval_problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
-    pending_metrics: list[dict] = []
-    t_run = time.perf_counter()
-    last_ckpt = ckpt.name if ckpt is not None else None
-
-    def checkpoint(step: int) -> float:
-        nonlocal pending_metrics, last_ckpt
-        t0 = time.perf_counter()
-        state = {"step": step, "optimizer": optimizer.state_dict(), "elapsed": elapsed0 + time.perf_counter() - t_run,
-                 "pending_metrics": pending_metrics, "pending_samples": []}
-        run.save_checkpoint(step, policy, state, tok)
-        run.flush(pending_metrics, [])
-        tracker.log_steps(pending_metrics)
-        pending_metrics = []
-        last_ckpt = f"step_{step:06d}"
-        return time.perf_counter() - t0
-
-    def eval_metrics(rd: Round, step: int) -> dict:
-        t0 = time.perf_counter()
-        backend.sync_weights(policy)
-        out = eval_at(task, backend, render, eval_problems, cfg, step, run.root)  # step 0: the warm start's, cached
-        out.update(_pair_metrics(policy, rd.enc, rd.ref_chosen, rd.ref_rejected, cfg, pad_id))
-        out["perf/eval_seconds"] = time.perf_counter() - t0
-        return out
-
-    last_ckpt_seconds, offset, rd = 0.0, 0, rounds[0]
-    try:
+    def schedule(self, start: int):
+        """Round after round (round r > 0 built from the policy at its start), dpo.epochs passes each."""
+        d = self.cfg.dpo
         for r in range(d.rounds):
             if r > 0:
-                if d.max_steps and offset >= d.max_steps:
+                if d.max_steps and self.offset >= d.max_steps:
                     break
-                rd = load_round(r)  # built from the policy at the start of round r (steps < offset done)
-                rounds.append(rd)
-            n_steps = round_steps(cfg, len(rd.enc), offset)
-            seed = cfg.seed if r == 0 else step_seed(cfg.seed, r, PAIRS_SALT + 3)
-            for local in range(n_steps):
-                step = offset + local
-                if step < start:
-                    continue
-                t_step = time.perf_counter()
-                rec: dict = {"step": step}
-                if local == 0:
-                    rec.update({f"pairs/{'count' if k == 'pairs' else k}": float(v) for k, v in rd.report.items()
-                                if isinstance(v, (int, float)) and k not in ("seconds", "samples_per_prompt")})
-                if is_eval_step(cfg, step, False):
-                    rec.update(eval_metrics(rd, step))
-                t0 = time.perf_counter()
-                idx = batch_indices(seed, local, len(rd.enc), d.batch_size)
-                policy.train()
-                pol_chosen, pol_rejected = sequence_logps(policy, rd.enc, idx, pad_id)  # (B,), (B,)
-                chosen_len = torch.tensor([len(rd.enc.chosen[i]) for i in idx], dtype=torch.float32, device=device)
-                loss, metrics = dpo_loss(cfg.objective, pol_chosen, pol_rejected, rd.ref_chosen[idx].to(device),
-                                         rd.ref_rejected[idx].to(device), chosen_lengths=chosen_len)
-                optimizer.zero_grad(set_to_none=True)
-                bad = first_nonfinite({"loss/policy": loss.detach()})
-                grad_norm = float("nan")
-                if bad is None:
-                    loss.backward()
-                    if tr.grad_clip:
-                        grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.parameters(), tr.grad_clip))
-                    else:
-                        grad_norm = float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in policy.parameters()
-                                                         if p.grad is not None)))
-                    bad = first_nonfinite({"grad/norm": torch.tensor(grad_norm)})
-                if bad is None:
-                    optimizer.step()
-                else:  # train.nan_policy: stop raises; skip_step goes on without this update
-                    optimizer.zero_grad(set_to_none=True)
-                    rec.update(on_nonfinite(tr.nan_policy, step, bad, last_ckpt))
-                t_update = time.perf_counter() - t0
+                self.rd = self._load_round(r)  # built from the policy at the start of round r (steps < offset done)
+                self.rounds.append(self.rd)
+            self.n_steps = round_steps(self.cfg, len(self.rd.enc), self.offset)
+            self.seed = self.cfg.seed if r == 0 else step_seed(self.cfg.seed, r, PAIRS_SALT + 3)
+            for self.local in range(self.n_steps):
+                if self.offset + self.local >= start:
+                    yield self.offset + self.local
+            self.offset += self.n_steps
 
-                n_tok = float(sum(len(rd.enc.chosen[i]) + len(rd.enc.rejected[i]) for i in idx))
-                rec.update(metrics)
-                rec.update({"loss/policy": float(loss.detach()), "grad/norm": grad_norm,
-                            "epoch": float(local // math.ceil(len(rd.enc) / d.batch_size)), "dpo/round": float(r),
-                            "perf/update_seconds": t_update, "perf/checkpoint_seconds": last_ckpt_seconds,
-                            "perf/train_tokens_per_s": n_tok / max(t_update, 1e-9),
-                            "perf/step_seconds": time.perf_counter() - t_step, "perf/peak_mem_mb": _peak_mem_mb(),
-                            "perf/elapsed_seconds": elapsed0 + time.perf_counter() - t_run})
-                pending_metrics.append(rec)
-                _print_step(rec)
-                round_end = local == n_steps - 1  # a checkpoint at every round's end: the next round's pairs
-                last_ckpt_seconds = (checkpoint(step) if (step + 1) % tr.checkpoint_every == 0 or round_end
-                                     or stop.requested else 0.0)  # are always built from a checkpointed policy
-                if stop.requested:
-                    raise stop.stop(step, last_ckpt)
-            offset += n_steps
-        if offset >= start:  # the final record holds the eval of the trained policy only
-            rec = {"step": offset, **eval_metrics(rd, offset)}
-            rec["perf/elapsed_seconds"] = elapsed0 + time.perf_counter() - t_run
-            pending_metrics.append(rec)
-            checkpoint(offset)
-    except BaseException as err:
-        tracker.finish(end_status(err))
-        backend.close()
-        raise
-    backend.close()
+    @property
+    def final_step(self) -> int:
+        return self.offset
 
-    reports = [x.report for x in rounds]
-    summary = {**_summary(run, cfg, elapsed0 + time.perf_counter() - t_run), "steps": offset, "pairs": reports[0],
-               "rounds": reports}
-    run.write_summary(summary)
-    for name in ["config.yaml", "summary.json"] + [f.name for x in rounds for f in _round_files(run, x.index)[:2]]:
-        if (run.root / name).exists():
-            tracker.log_artifact(str(run.root / name))
-    tracker.finish("FINISHED")
-    return summary
+    def checkpoint_due(self, step: int) -> bool:
+        return self.local == self.n_steps - 1  # every round's end: the next round's pairs come from a saved policy
+
+    def eval_extras(self, ctx: RunContext, step: int) -> dict:
+        rd = self.rd
+        return _pair_metrics(ctx.model, rd.enc, rd.ref_chosen, rd.ref_rejected, self.cfg, ctx.pad_id)
+
+    def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
+        rd, local, d, dev = self.rd, self.local, self.cfg.dpo, ctx.device
+        if local == 0:
+            rec.update({f"pairs/{'count' if k == 'pairs' else k}": float(v) for k, v in rd.report.items()
+                        if isinstance(v, (int, float)) and k not in ("seconds", "samples_per_prompt")})
+        t0 = time.perf_counter()
+        idx = batch_indices(self.seed, local, len(rd.enc), d.batch_size)
+        ctx.model.train()
+        pol_chosen, pol_rejected = sequence_logps(ctx.model, rd.enc, idx, ctx.pad_id)  # (B,), (B,)
+        chosen_len = torch.tensor([len(rd.enc.chosen[i]) for i in idx], dtype=torch.float32, device=dev)
+        loss, metrics = dpo_loss(self.cfg.objective, pol_chosen, pol_rejected, rd.ref_chosen[idx].to(dev),
+                                 rd.ref_rejected[idx].to(dev), chosen_lengths=chosen_len)
+        grad_norm = float("nan")
+        try:
+            for t in ctx.trained:
+                t.zero_grad()
+            check_finite(ctx.trained, "loss/policy", loss.detach())
+            loss.backward()
+            grad_norm = clip_and_step(ctx.trained, self.cfg.train.grad_clip)
+        except NonFiniteUpdate as err:  # train.nan_policy: stop raises; skip_step goes on without this update
+            rec.update(ctx.nonfinite(step, str(err)))
+        t_update = time.perf_counter() - t0
+        n_tok = float(sum(len(rd.enc.chosen[i]) + len(rd.enc.rejected[i]) for i in idx))
+        rec.update(metrics)
+        rec.update({"loss/policy": float(loss.detach()), "grad/norm": grad_norm,
+                    "epoch": float(local // math.ceil(len(rd.enc) / d.batch_size)), "dpo/round": float(rd.index),
+                    "perf/update_seconds": t_update, "perf/train_tokens_per_s": n_tok / max(t_update, 1e-9)})
+        return []
+
+    def summary(self) -> dict:
+        reports = [x.report for x in self.rounds]
+        return {"steps": self.offset, "pairs": reports[0], "rounds": reports}
+
+    def artifacts(self) -> list[str]:
+        return [f.name for x in self.rounds for f in _round_files(self.ctx.run, x.index)[:2]]
 
 
 def _pair_metrics(policy, enc: EncodedPairs, ref_chosen, ref_rejected, cfg: RunConfig, pad_id: int) -> dict[str, float]:
@@ -335,11 +262,3 @@ def _pair_metrics(policy, enc: EncodedPairs, ref_chosen, ref_rejected, cfg: RunC
     margin = cfg.objective.dpo_beta * ((pc - ref_chosen) - (pr - ref_rejected))
     return {"eval/pairs/logps_chosen": float(pc.mean()), "eval/pairs/logps_rejected": float(pr.mean()),
             "eval/pairs/margin": float(margin.mean())}
-
-
-def _print_step(rec: dict) -> None:
-    keys = [("loss/policy", "loss"), ("rewards/margin", "margin"), ("rewards/accuracy", "acc"),
-            ("logps/chosen", "logp_c"), ("logps/rejected", "logp_r"), ("eval/pass_at_1", "eval@1"),
-            ("perf/step_seconds", "s")]
-    parts = [f"{short}={rec[k]:.3f}" for k, short in keys if k in rec]
-    print(f"[harness] dpo step {rec['step']:4d} " + " ".join(parts), flush=True)

@@ -14,7 +14,7 @@ from harness.models import load_model
 from harness.rollout import make_backend
 from harness.tasks import make_task
 from harness.train.evaluate import evaluate
-from harness.train.loop import EVAL_SEED_OFFSET
+from harness.train.run.shell import EVAL_SEED_OFFSET
 from harness.train.paired import paired_bootstrap
 from harness.train.policy_init import DTYPES, initial_policy, make_render
 from harness.train.rundir import RunDir, atomic_write_text

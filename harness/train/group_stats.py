@@ -39,6 +39,7 @@ import torch
 
 from harness.objective import policy_loss
 from harness.objective.aggregation import batch_denominators
+from harness.train.batch import Batch
 from harness.train.episode import Episode
 from harness.train.logprobs import response_logprobs
 from harness.train.rundir import GROUP_RECORDS
@@ -93,42 +94,33 @@ def _adv_only(obj) -> bool:
     return not ((obj.kl_coef and obj.kl_placement == "loss") or obj.entropy_coef)
 
 
-def extreme_grad_share(model, batch: dict, ep: Episode, cfg, pad_id: int) -> dict[str, float]:
+def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int) -> dict[str, float]:
     """Gradient-norm share of the extreme groups (see the module docstring). One extra
     forward/backward over the batch's rows, split in two; the model's .grad is left empty.
 
-    batch: as for policy_update (prompt_ids B lists, response_ids (B,T), mask (B,T), adv (B,) or
-    (B,T), ref_logp, rollout_logp, routing (B,S,L,k) replayed when objective.routing_replay).
+    batch: as for policy_update (its routing (B,S,L,k) replayed when objective.routing_replay).
     The ratio is taken against the current policy (= the rollout policy, before the update), so
     the gradient is the update's first-step direction."""
     t0 = time.perf_counter()
     obj, tr = cfg.objective, cfg.train
     rows_e = extreme_rows(ep)
-    mask = batch["mask"]
-    num_seqs, num_tokens = batch_denominators(mask)  # the whole batch's: g_E + g_R = g_total exactly
+    num_seqs, num_tokens = batch_denominators(batch.mask)  # the whole batch's: g_E + g_R = g_total exactly
     live = torch.ones(len(rows_e), dtype=torch.bool)
     if _adv_only(obj):  # A = 0 rows (zero-variance groups) give an exactly zero gradient: skip them
-        a = batch["adv"].detach().cpu()
+        a = batch.adv.detach().cpu()
         live = (a != 0).any(-1) if a.dim() == 2 else a != 0
-    routing = batch.get("routing") if obj.routing_replay else None  # MoE routing replay, as in the update
+    replay = obj.routing_replay  # MoE routing replay, as in the update
     params = [q for q in model.parameters() if q.requires_grad]
     model.train()
     grads: dict[str, list[torch.Tensor | None]] = {}
     for name, sel in (("extreme", rows_e & live), ("rest", ~rows_e & live)):
-        idx = sel.nonzero().flatten().tolist()
         model.zero_grad(set_to_none=True)
-        micro = tr.micro_batch_size or max(len(idx), 1)
-        for s in range(0, len(idx), micro):
-            part = idx[s:s + micro]
-            pm = mask[part]
-            logp, entropy, _ = response_logprobs(model, [batch["prompt_ids"][i] for i in part], batch["response_ids"][part],
-                                                 pm, pad_id, cfg.rollout.temperature, with_entropy=bool(obj.entropy_coef),
-                                                 routing=routing[part] if routing is not None else None)
-            ref = batch.get("ref_logp")
-            roll = batch.get("rollout_logp")
-            loss, _ = policy_loss(obj, logp, logp.detach(), batch["adv"][part], pm,
-                                  ref_logp=ref[part] if ref is not None else None, entropy=entropy,
-                                  rollout_logp=roll[part] if (obj.tis_cap and roll is not None) else None,
+        for part in batch.rows(sel.nonzero().flatten().tolist()).micro_batches(tr.micro_batch_size):
+            logp, entropy, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.mask, pad_id,
+                                                 cfg.rollout.temperature, with_entropy=bool(obj.entropy_coef),
+                                                 routing=part.routing if replay else None)
+            loss, _ = policy_loss(obj, logp, logp.detach(), part.adv, part.mask, ref_logp=part.ref_logp,
+                                  entropy=entropy, rollout_logp=part.rollout_logp if obj.tis_cap else None,
                                   num_seqs=num_seqs, num_tokens=num_tokens)
             loss.backward()
         grads[name] = [None if q.grad is None else q.grad.detach().float().clone() for q in params]

@@ -28,6 +28,7 @@ def check_same_config(run: RunDir, cfg: RunConfig) -> None:
     except (yaml.YAMLError, UnicodeDecodeError):
         old = None
     if isinstance(old, dict):
+        old.setdefault("trainer", new.get("trainer"))  # recorded before the key existed: the preset's, as now
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     else:
         diff = ["<unreadable config.yaml>"]

@@ -13,6 +13,7 @@ from harness.objective.aggregation import batch_denominators
 from harness.rollout.base import RolloutBatch
 from harness.tasks.base import Problem, RewardBreakdown
 from harness.train.episode import Episode
+from harness.train.batch import Batch
 from harness.train.group_stats import extreme_grad_share, extreme_rows, group_records
 from harness.train.logprobs import response_logprobs
 from harness.train.rundir import GROUP_RECORDS, RunDir, read_jsonl
@@ -122,8 +123,7 @@ def test_extreme_grad_share_splits_the_whole_batch_gradient():
     obj = ObjectiveConfig.preset("grpo", std="population", kl_coef=0.0)
     adv = group_advantages(obj, ep.rewards, G)
     cfg = SimpleNamespace(objective=obj, train=SimpleNamespace(micro_batch_size=5), rollout=SimpleNamespace(temperature=1.0))
-    batch = {"prompt_ids": prompts, "response_ids": resp, "mask": mask, "adv": adv, "ref_logp": None,
-             "rollout_logp": torch.zeros(B, T)}
+    batch = Batch(prompts, resp, mask, mask, torch.zeros(B, T), adv=adv)
     pad = tok.pad_token_id
     out = extreme_grad_share(model, batch, ep, cfg, pad)
     assert all(p.grad is None for p in model.parameters())
