@@ -25,7 +25,7 @@ from harness.objective.aggregation import AGG
 from harness.objective.dpo import DPO_LOSS
 from harness.objective.kl import KL_ESTIMATOR, KL_PLACEMENT
 from harness.objective.modes import Modes
-from harness.objective.presets import PRESETS
+from harness.objective.presets import PRESETS, preset_trainer
 from harness.objective.ratios import RATIO
 from harness.objective.surrogates import CLIP
 
@@ -222,6 +222,6 @@ class ObjectiveConfig(BaseModel):
 
     @property
     def needs_reference(self) -> bool:
-        """Whether the RL trainer must hold a frozen reference policy (kl_coef > 0). The DPO trainer
-        always has one (its loss is relative to it), frozen as log-probs of its pairs."""
-        return self.kl_coef > 0
+        """Whether a frozen reference policy enters the objective: kl_coef > 0, or a preference loss
+        (a preset run by the pairs trainer, presets.PRESET_TRAINERS: its loss is relative to pi_ref)."""
+        return self.kl_coef > 0 or preset_trainer(self.algorithm) == "dpo"

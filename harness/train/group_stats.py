@@ -37,7 +37,7 @@ import time
 
 import torch
 
-from harness.objective import policy_loss
+from harness.objective import LossInputs, inputs_needed, loss
 from harness.objective.aggregation import batch_denominators
 from harness.train.batch import Batch
 from harness.train.episode import Episode
@@ -89,11 +89,6 @@ def group_records(ep: Episode, adv: torch.Tensor, mask: torch.Tensor | None, ste
             GROUP_RECORDS: records}
 
 
-def _adv_only(obj) -> bool:
-    """True when a row with A = 0 contributes no gradient (no KL or entropy term in the loss)."""
-    return not ((obj.kl_coef and obj.kl_placement == "loss") or obj.entropy_coef)
-
-
 def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int) -> dict[str, float]:
     """Gradient-norm share of the extreme groups (see the module docstring). One extra
     forward/backward over the batch's rows, split in two; the model's .grad is left empty.
@@ -106,7 +101,8 @@ def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int) -> di
     rows_e = extreme_rows(ep)
     num_seqs, num_tokens = batch_denominators(batch.mask)  # the whole batch's: g_E + g_R = g_total exactly
     live = torch.ones(len(rows_e), dtype=torch.bool)
-    if _adv_only(obj):  # A = 0 rows (zero-variance groups) give an exactly zero gradient: skip them
+    needs = inputs_needed(obj)
+    if needs.adv_only_gradient:  # A = 0 rows (zero-variance groups) give an exactly zero gradient: skip them
         a = batch.adv.detach().cpu()
         live = (a != 0).any(-1) if a.dim() == 2 else a != 0
     replay = obj.routing_replay  # MoE routing replay, as in the update
@@ -117,12 +113,11 @@ def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int) -> di
         model.zero_grad(set_to_none=True)
         for part in batch.rows(sel.nonzero().flatten().tolist()).micro_batches(tr.micro_batch_size):
             logp, entropy, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.mask, pad_id,
-                                                 cfg.rollout.temperature, with_entropy=bool(obj.entropy_coef),
+                                                 cfg.rollout.temperature, with_entropy=needs.entropy_grad,
                                                  routing=part.routing if replay else None)
-            loss, _ = policy_loss(obj, logp, logp.detach(), part.adv, part.mask, ref_logp=part.ref_logp,
-                                  entropy=entropy, rollout_logp=part.rollout_logp if obj.tis_cap else None,
-                                  num_seqs=num_seqs, num_tokens=num_tokens)
-            loss.backward()
+            x = LossInputs(logp=logp, old_logp=logp.detach(), adv=part.adv, mask=part.mask, entropy=entropy,
+                           ref_logp=part.ref_logp, rollout_logp=part.rollout_logp)
+            loss(obj, x, num_seqs, num_tokens)[0].backward()
         grads[name] = [None if q.grad is None else q.grad.detach().float().clone() for q in params]
     model.zero_grad(set_to_none=True)
 

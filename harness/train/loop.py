@@ -19,9 +19,7 @@ import torch
 
 from harness.config import ConfigError, RunConfig
 from harness.models.moe import routers
-from harness.objective import group_advantages
-from harness.objective.advantages import critic_advantages
-from harness.objective.kl import kl_in_reward, token_rewards_with_kl
+from harness.objective import advantages, inputs_needed, loss_mask
 from harness.train.batch import Batch
 from harness.train.collect import collect, step_seed
 from harness.train.episode import Episode
@@ -31,6 +29,7 @@ from harness.train.metrics import eos_weight_shares, rollout_metrics
 from harness.train.mismatch import MismatchStats, router_old_new
 from harness.train.nonfinite import NonFiniteUpdate, first_nonfinite
 from harness.train.routing import capture_routing
+from harness.train.run.components import COMPONENTS
 from harness.train.run.shell import RunContext, Trainer, run
 from harness.train.update import policy_update
 
@@ -67,16 +66,18 @@ class RLTrainer(Trainer):
 
     def prepare(self, ctx: RunContext) -> None:
         cfg, obj = self.cfg, self.cfg.objective
-        self.ref = copy.deepcopy(ctx.model).eval().requires_grad_(False) if obj.kl_coef > 0 else None  # pi_ref = initial policy
+        self.needs = inputs_needed(obj)  # which tensors the objective asks for: the step branches on nothing else
+        self.ref = copy.deepcopy(ctx.model).eval().requires_grad_(False) if self.needs.ref_logp else None  # pi_ref = pi_0
         self.moe = bool(routers(ctx.model))
         if obj.routing_replay and not self.moe:
             raise ConfigError(f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} "
                               "has no routers")
-        self.single_pass = cfg.train.inner_epochs == 1 and cfg.train.mini_batches == 1 and not obj.tis_cap
+        self.single_pass = cfg.train.inner_epochs == 1 and cfg.train.mini_batches == 1 and not self.needs.old_logp_forward
         self.old_from_rollout = cfg.reuses_rollout_logp()  # train.old_logp: the hf sampler's log-probs are pi_old's
 
     def component_inputs(self) -> list[str]:
-        return ["values"] if self.cfg.objective.baseline == "critic" else []  # PPO's value model
+        """The inputs a trained component gives the objective (values: PPO's value model)."""
+        return [name for name in COMPONENTS if getattr(inputs_needed(self.cfg.objective), name, False)]
 
     def schedule(self, start: int):
         return iter(range(start, self.cfg.train.steps))
@@ -122,11 +123,8 @@ class RLTrainer(Trainer):
         """The step's batch with old / ref log-probs, advantages (and value targets)."""
         cfg, obj, dev = self.cfg, self.cfg.objective, ctx.device
         r = ep.rollout
-        mask = r.response_mask.to(dev)
-        if obj.mask_truncated:
-            mask = mask * (~r.truncated).float().unsqueeze(1).to(dev)
-        routing = r.extras.get("routing")
-        if obj.routing_replay and routing is None:  # routing replay (R3): every forward uses the rollout's choices
+        mask = loss_mask(obj, r.response_mask.to(dev), r.truncated)
+        if obj.routing_replay and r.extras.get("routing") is None:  # routing replay (R3): every forward uses the rollout's choices
             raise ConfigError(f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} "
                               "returned no routing to replay")
         batch = Batch.from_rollout(r, mask, dev)
@@ -141,12 +139,12 @@ class RLTrainer(Trainer):
             old_logp = old_policy_logprobs(ctx.model, batch, pad, T, micro, replay, mismatch)
         ref_logp = old_policy_logprobs(self.ref, batch, pad, T, micro) if self.ref is not None else None
         cur = old_logp
-        if cur is None and obj.kl_placement == "reward" and ref_logp is not None:
+        if cur is None and self.needs.current_logp_for_kl:
             cur = old_policy_logprobs(ctx.model, batch, pad, T, micro, replay)
-        values = {c.provides: c.predict(batch, pad, micro) for c in ctx.components}
-        adv, returns = _advantages(cfg, ep.rewards.to(dev), mask, cur, ref_logp, values.get("values"), batch)
-        return batch.with_(adv=adv, old_logp=old_logp, ref_logp=ref_logp, old_values=values.get("values"),
-                           returns=returns), mismatch
+        given = {c.provides: c.predict(batch, pad, micro) for c in ctx.components}  # e.g. values (B, T)
+        scored = advantages(obj, ep.rewards.to(dev), mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp, **given)
+        return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, old_values=given.get("values"),
+                           returns=scored.returns), mismatch
 
     def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
         """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""
@@ -173,14 +171,3 @@ class RLTrainer(Trainer):
             self.ref.load_state_dict(ctx.model.state_dict())  # iterative GRPO: pi_ref <- pi_theta
         return out
 
-
-def _advantages(cfg, rewards, mask, cur, ref_logp, values, batch: Batch):
-    """(advantages (B,) or (B, T), value targets (B, T) or None)."""
-    obj = cfg.objective
-    kl_reward = obj.kl_placement == "reward" and ref_logp is not None
-    if values is not None:  # per-token rewards (KL inside), GAE on the value model's predictions
-        tok_rewards = token_rewards_with_kl(obj, rewards, cur if cur is not None else batch.rollout_logp, ref_logp, mask)
-        return critic_advantages(obj, tok_rewards, values, mask)
-    if kl_reward:
-        rewards = kl_in_reward(obj, rewards, cur, ref_logp, mask)
-    return group_advantages(obj, rewards, cfg.train.group_size), None

@@ -11,7 +11,8 @@ from contextlib import nullcontext
 
 import torch
 
-from harness.objective import policy_loss, value_loss
+from harness.objective import LossInputs
+from harness.objective import loss as objective_loss
 from harness.objective.aggregation import batch_denominators
 from harness.models.moe import routers
 from harness.train.batch import Batch
@@ -20,24 +21,6 @@ from harness.train.metrics import UpdateMetrics
 from harness.train.mismatch import MismatchStats
 from harness.train.routing import capture_routing
 from harness.train.run.components import Component, Trained, check_finite, clip_and_step
-
-
-def micro_loss(obj, logp, old_logp, entropy, part: Batch, live: dict, num_seqs: float, num_tokens: float,
-               trained: list[Trained], where: str):
-    """The objective's loss and metrics on one micro-batch. live: the components' outputs with
-    gradient (e.g. "values": (b, T))."""
-    loss, metrics = policy_loss(
-        obj, logp, old_logp, part.adv, part.mask, ref_logp=part.ref_logp,
-        entropy=entropy if obj.entropy_coef else entropy.detach(),
-        rollout_logp=part.rollout_logp if obj.tis_cap else None,
-        num_seqs=num_seqs, num_tokens=num_tokens)
-    if "values" in live:
-        vloss, vmetrics = value_loss(obj, live["values"], part.old_values, part.returns, part.mask,
-                                     num_seqs=num_seqs, num_tokens=num_tokens)
-        check_finite(trained, "loss/value", vloss, where)
-        loss = loss + vloss
-        metrics = {**metrics, **vmetrics}
-    return loss, metrics
 
 
 def policy_update(policy: Trained, components: list[Component], batch: Batch, cfg, pad_id: int,
@@ -67,7 +50,7 @@ def policy_update(policy: Trained, components: list[Component], batch: Batch, cf
             for part in mb.micro_batches(tr.micro_batch_size):
                 where = f"(epoch {epoch}, mini-batch {m}, rows {s}..{s + len(part) - 1})"
                 loss, metrics = _forward(policy, components, part, cfg, pad_id, on_policy_single_pass, mismatch,
-                                         num_seqs, num_tokens, trained, where)
+                                         num_seqs, num_tokens)
                 check_finite(trained, "loss/policy", loss, where)
                 loss.backward()
                 acc.add(metrics, float(part.mask.sum()))
@@ -81,8 +64,8 @@ def policy_update(policy: Trained, components: list[Component], batch: Batch, cf
 
 
 def _forward(policy: Trained, components: list[Component], part: Batch, cfg, pad_id: int, single_pass: bool,
-             mismatch: MismatchStats | None, num_seqs: float, num_tokens: float, trained: list[Trained], where: str):
-    """Forward of the policy (and every component) on one micro-batch -> (loss, metrics)."""
+             mismatch: MismatchStats | None, num_seqs: float, num_tokens: float):
+    """Forward of the policy (and every component) on one micro-batch -> the objective's (loss, metrics)."""
     obj = cfg.objective
     model = policy.module
     observe = mismatch is not None and single_pass
@@ -97,5 +80,7 @@ def _forward(policy: Trained, components: list[Component], part: Batch, cfg, pad
         if capture:
             mismatch.add_routing(part.index, part.prompt_ids, part.mask, calls, part.routing)
     old = logp.detach() if single_pass else part.old_logp
-    live = {c.provides: c(part, pad_id) for c in components}
-    return micro_loss(obj, logp, old, entropy, part, live, num_seqs, num_tokens, trained, where)
+    live = {c.provides: c(part, pad_id) for c in components}  # e.g. values (b, T), with gradient
+    x = LossInputs(logp=logp, old_logp=old, adv=part.adv, mask=part.mask, entropy=entropy, ref_logp=part.ref_logp,
+                   rollout_logp=part.rollout_logp, old_values=part.old_values, returns=part.returns, **live)
+    return objective_loss(obj, x, num_seqs, num_tokens)

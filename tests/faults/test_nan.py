@@ -41,14 +41,14 @@ def _nan_reward_at(monkeypatch, step: int):
 def _bad_loss_at(monkeypatch, step: int, value: float):
     import harness.train.update as update
 
-    real, calls = update.policy_loss, {"n": 0}
+    real, calls = update.objective_loss, {"n": 0}
 
-    def policy_loss(*a, **k):
+    def objective_loss(*a, **k):
         loss, metrics = real(*a, **k)
         calls["n"] += 1
         return (loss + value if calls["n"] == step + 1 else loss), metrics
 
-    monkeypatch.setattr(update, "policy_loss", policy_loss)
+    monkeypatch.setattr(update, "objective_loss", objective_loss)
 
 
 def test_nan_reward_stops_naming_step_and_tensor(tmp_path, mlflow_uri, monkeypatch):

@@ -63,7 +63,7 @@ def test_preset_matches_table(name):
 def test_dpo_preset():
     cfg = ObjectiveConfig.preset("dpo")
     assert (cfg.algorithm, cfg.dpo_beta, cfg.dpo_loss_type, cfg.kl_coef) == ("dpo", 0.1, "sigmoid", 0.0)
-    assert not cfg.needs_reference  # the DPO trainer holds its reference as log-probs of its pairs
+    assert cfg.needs_reference  # DPO's reference enters through dpo_beta
     assert ObjectiveConfig.preset("dpo", dpo_loss_type="ipo").dpo_loss_type == "ipo"
 
 

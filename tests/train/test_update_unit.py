@@ -10,6 +10,8 @@ from harness.config import load_config
 from harness.models.tiny import tiny_dense_config
 from harness.objective import policy_loss
 from harness.train.logprobs import response_logprobs
+from harness.train.batch import Batch
+from harness.train.run.components import Trained
 from harness.train.update import policy_update
 
 PAD = 0
@@ -43,8 +45,8 @@ def _batch(model, old_shift=0.0):
     resp = resp * mask.long()
     with torch.no_grad():
         lp, _, _ = response_logprobs(model, prompts, resp, mask, PAD, 1.0)
-    return {"prompt_ids": prompts, "response_ids": resp, "mask": mask, "adv": torch.tensor([1.0, -1.0, 0.5, -0.5]),
-            "old_logp": lp + old_shift * mask, "ref_logp": None, "rollout_logp": lp.clone(), "routing": None}
+    return Batch(prompts, resp, mask, mask, lp.clone(), adv=torch.tensor([1.0, -1.0, 0.5, -0.5]),
+                 old_logp=lp + old_shift * mask)
 
 
 class CountingSGD(torch.optim.SGD):
@@ -58,7 +60,7 @@ class CountingSGD(torch.optim.SGD):
 def _update(cfg, batch, single_pass, seed=0, lr=0.1):
     model = _model(seed)
     opt = CountingSGD(model.parameters(), lr=lr)
-    out = policy_update(model, opt, batch, cfg, PAD, torch.Generator().manual_seed(0), single_pass)
+    out = policy_update(Trained("policy", model, opt), [], batch, cfg, PAD, torch.Generator().manual_seed(0), single_pass)
     return model, opt, out
 
 
@@ -80,9 +82,9 @@ def test_one_sgd_step_is_the_gradient_of_policy_loss_on_the_whole_batch():
     cfg = _cfg()
     batch = _batch(_model())
     ref = _model()
-    logp, entropy, _ = response_logprobs(ref, batch["prompt_ids"], batch["response_ids"], batch["mask"], PAD, 1.0,
+    logp, entropy, _ = response_logprobs(ref, batch.prompt_ids, batch.response_ids, batch.mask, PAD, 1.0,
                                          with_entropy=True)
-    loss, _ = policy_loss(cfg.objective, logp, logp.detach(), batch["adv"], batch["mask"], entropy=entropy.detach())
+    loss, _ = policy_loss(cfg.objective, logp, logp.detach(), batch.adv, batch.mask, entropy=entropy.detach())
     grads = torch.autograd.grad(loss, list(ref.parameters()), allow_unused=True)
     expect = torch.cat([(p.detach() - 0.1 * (g if g is not None else torch.zeros_like(p))).flatten()
                         for p, g in zip(ref.parameters(), grads)])
