@@ -139,7 +139,7 @@ class TrainSection(_Section):
         "(checkpoints before it intact), or 'skip_step': skip that step's update and go on (docs/faults.md)")
     grad_share_every: int = Field(0, ge=0, description="every N steps, measure the gradient-norm share of the extreme "
                                   "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
-                                  "harness/train/group_stats.py); 0 = off")
+                                  "harness/train/diagnostics/group_stats.py); 0 = off")
 
 
 class EvalSection(_Section):
@@ -167,7 +167,7 @@ class TrackingSection(_Section):
 
 
 class DpoSection(_Section):
-    """Offline preference training, used only with objective.preset=dpo (harness/train/dpo.py).
+    """Offline preference training, used only with objective.preset=dpo (harness/train/dpo/step.py).
     The optimizer settings come from `train` (lr, betas, weight_decay, grad_clip,
     checkpoint_every, threads); train.steps, prompts_per_step and group_size are unused."""
 

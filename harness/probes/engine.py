@@ -31,15 +31,15 @@ import torch
 from harness.config import RunConfig
 from harness.objective import group_advantages
 from harness.rollout import make_backend
-from harness.train.collect import collect, step_seed
-from harness.train.evaluate import evaluate
-from harness.train.policy_init import initial_policy
+from harness.train.rl.collect import collect, step_seed
+from harness.train.eval.evaluate import evaluate
+from harness.train.run.policy_init import initial_policy
 from harness.tasks import make_task
-from harness.train.loop import old_policy_logprobs
+from harness.train.rl.step import old_policy_logprobs
 from harness.train.batch import Batch
 from harness.train.run.components import Trained
 from harness.train.run.shell import EVAL_SEED_OFFSET
-from harness.train.update import policy_update
+from harness.train.rl.update import policy_update
 
 PROBE_SEED_SALT = 31_337  # probe batches use steps 10_000 + b: never a training run's prompts/draws
 
@@ -129,7 +129,7 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
     model, task, rollout and train settings are used for sampling). stats(arm, ep, adv, cfg,
     policy, pad_id) -> dict: mechanism numbers of that arm on the batch at pi_0; batch_stats(ep,
     cfg, policy, pad_id) -> dict: numbers of the batch itself (the same for every arm).
-    Probe metrics are those of harness.train.evaluate.evaluate (pass@k overall and per
+    Probe metrics are those of harness.train.eval.evaluate.evaluate (pass@k overall and per
     difficulty, length of correct / incorrect answers, truncation)."""
     t0 = time.perf_counter()
     if prompts_per_batch:

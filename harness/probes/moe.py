@@ -21,8 +21,8 @@ import torch
 from harness.models.moe import routers
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe, with_section
 from harness.train.batch import Batch
-from harness.train.loop import old_policy_logprobs
-from harness.train.mismatch import MismatchStats
+from harness.train.rl.step import old_policy_logprobs
+from harness.train.diagnostics.mismatch import MismatchStats
 
 GRPO_EPS = 0.2
 GSPO_EPS_LOW, GSPO_EPS_HIGH = 3e-4, 4e-4

@@ -15,7 +15,7 @@ import torch
 
 def micro_slices(n: int, size: int | None) -> Iterator[list[int]]:
     """Row indices 0..n-1 in consecutive runs of `size` (None or 0: one run of all n); none when n = 0."""
-    size = size or n
+    size = size or max(n, 1)
     for s in range(0, n, size):
         yield list(range(s, min(s + size, n)))
 

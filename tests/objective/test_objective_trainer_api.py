@@ -24,7 +24,7 @@ def _data(seed=0):
 
 
 def _before(obj, rewards, mask, logp, ref_logp, values):
-    """The RL trainer's advantage path as it was written in harness/train/loop.py (the ref_logp is
+    """The RL trainer's advantage path as it was written in harness/train/rl/step.py (the ref_logp is
     there iff kl_coef > 0; `cur` the behaviour log-probs; the sampler's as the critic's dummy)."""
     ref_logp = ref_logp if obj.kl_coef > 0 else None
     kl_reward = obj.kl_placement == "reward" and ref_logp is not None
@@ -136,7 +136,7 @@ def _loss_case(tiny_policy, seed=3):
 
 
 def _before_loss(obj, c, values=None, old_values=None, returns=None):
-    """policy_loss + value_loss as harness/train/update.py combined them."""
+    """policy_loss + value_loss as harness/train/rl/update.py combined them."""
     total, metrics = policy_loss(obj, c["logp"], c["old"], c["adv"], c["mask"], ref_logp=c["ref"],
                                  entropy=c["ent"] if obj.entropy_coef else c["ent"].detach(),
                                  rollout_logp=c["roll"] if obj.tis_cap else None, num_seqs=7, num_tokens=20)

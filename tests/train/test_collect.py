@@ -8,10 +8,10 @@ import torch
 
 from harness.config import load_config
 from harness.rollout.base import SamplingParams
-from harness.train import eval_cache
-from harness.train.collect import collect, score
-from harness.train.episode import Episode
-from harness.train.evaluate import evaluate
+from harness.train.eval import eval_cache
+from harness.train.rl.collect import collect, score
+from harness.train.rl.episode import Episode
+from harness.train.eval.evaluate import evaluate
 from fake_rollout import ScriptedBackend, ScriptedTask, problem
 
 BASE = ["tracking.mlflow=false", "train.prompts_per_step=2", "train.group_size=2", "train.mini_batches=1",

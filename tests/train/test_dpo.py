@@ -1,4 +1,4 @@
-"""DPO trainer (harness/train/dpo.py): pairs from the warm start, a few steps that move the
+"""DPO trainer (harness/train/dpo/step.py): pairs from the warm start, a few steps that move the
 policy and grow the margin, the JSONL reader's errors, resume (after a kill and after the end)."""
 import json
 import math
@@ -10,12 +10,12 @@ from safetensors.torch import load_file
 from harness.cli import main
 from harness.config import load_config
 from harness.tasks import make_task
-from harness.train import dpo as dpo_module
-from harness.train.collect import step_seed
+from harness.train.dpo import step as dpo_module
+from harness.train.rl.collect import step_seed
 from harness.train import train
-from harness.train.dpo_pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
-from harness.train.eval_cache import eval_cache_path, load_eval
-from harness.train.warmstart import ensure_warm_start
+from harness.train.dpo.pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
+from harness.train.eval.eval_cache import eval_cache_path, load_eval
+from harness.train.run.warmstart import ensure_warm_start
 
 CONFIG = "experiments/runs/dpo.yaml"  # its warm start is the smoke config's (shared cache, tests/conftest.py)
 FAST = [

@@ -1,4 +1,4 @@
-"""Per-group statistics (harness/train/group_stats.py): sum|A| per group against hand-computed
+"""Per-group statistics (harness/train/diagnostics/group_stats.py): sum|A| per group against hand-computed
 values and the closed forms of docs/studies.md (b), groups.jsonl through the run directory, and
 the extreme-group gradient split g_E + g_R = the whole batch's gradient."""
 import math
@@ -12,11 +12,11 @@ from harness.objective import ObjectiveConfig, group_advantages, policy_loss
 from harness.objective.aggregation import batch_denominators
 from harness.rollout.base import RolloutBatch
 from harness.tasks.base import Problem, RewardBreakdown
-from harness.train.episode import Episode
+from harness.train.rl.episode import Episode
 from harness.train.batch import Batch
-from harness.train.group_stats import extreme_grad_share, extreme_rows, group_records
-from harness.train.logprobs import response_logprobs
-from harness.train.rundir import GROUP_RECORDS, RunDir, read_jsonl
+from harness.train.diagnostics.group_stats import extreme_grad_share, extreme_rows, group_records
+from harness.models.logprobs import response_logprobs
+from harness.train.run.rundir import GROUP_RECORDS, RunDir, read_jsonl
 
 
 def _episode(correct_per_group: list[list[int]], T: int = 3, response_ids: torch.Tensor | None = None,

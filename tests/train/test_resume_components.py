@@ -18,7 +18,7 @@ def _metrics(run) -> list[dict]:
 
 
 def test_ppo_killed_mid_way_resumes_value_model_and_its_optimizer(tmp_path, fast_config, monkeypatch):
-    import harness.train.loop as rl_step
+    import harness.train.rl.step as rl_step
     from harness.train import train
 
     cfg = fast_config("objective.preset=ppo", "train.steps=4", "train.checkpoint_every=2", "train.mini_batches=2",

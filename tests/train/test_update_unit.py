@@ -1,4 +1,4 @@
-"""policy_update (harness/train/update.py) on a tiny model and a hand-built batch, not end to end:
+"""policy_update (harness/train/rl/update.py) on a tiny model and a hand-built batch, not end to end:
 micro-batching changes no gradient (docs/objective.md §5), mini_batches=K takes K optimizer steps,
 one plain-SGD step equals a step along the gradient of policy_loss on the whole batch, and the
 returned metrics are those of §9. Shapes: B = 4 rows, T = 5 response tokens."""
@@ -9,10 +9,10 @@ from transformers import LlamaForCausalLM
 from harness.config import load_config
 from harness.models.tiny import tiny_dense_config
 from harness.objective import policy_loss
-from harness.train.logprobs import response_logprobs
+from harness.models.logprobs import response_logprobs
 from harness.train.batch import Batch
 from harness.train.run.components import Trained
-from harness.train.update import policy_update
+from harness.train.rl.update import policy_update
 
 PAD = 0
 

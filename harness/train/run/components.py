@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from harness.train.batch import Batch
-from harness.train.nonfinite import NonFiniteUpdate, describe
+from harness.train.run.nonfinite import NonFiniteUpdate, describe
 
 
 def adamw(module: nn.Module, lr: float, betas, weight_decay: float | None = None) -> torch.optim.Optimizer:
@@ -72,7 +72,7 @@ class Component(Trained):
 
 
 def _value_model(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
-    from harness.train.critic import ValueModel
+    from harness.models.value import ValueModel
 
     return ValueModel(policy), cfg.train.critic_lr
 

@@ -25,15 +25,15 @@ import torch
 from harness.config import RunConfig
 from harness.rollout import make_backend
 from harness.tracking.pending import make_tracker, sync_pending
-from harness.train.eval_cache import eval_at
-from harness.train.evaluate import is_eval_step, paired_rise
-from harness.train.faults import RunFault, StoppedBySignal
-from harness.train.nonfinite import on_nonfinite
-from harness.train.resume import resume_point
+from harness.train.eval.eval_cache import eval_at
+from harness.train.eval.evaluate import is_eval_step, paired_rise
+from harness.train.run.faults import RunFault, StoppedBySignal
+from harness.train.run.nonfinite import on_nonfinite
+from harness.train.run.resume import resume_point
 from harness.train.run.components import Component, Trained, adamw, build_components
-from harness.train.rundir import RunDir, read_jsonl
-from harness.train.run_setup import open_run, start_run
-from harness.train.stop import StopOnSignal
+from harness.train.run.rundir import RunDir, read_jsonl
+from harness.train.run.setup import open_run, start_run
+from harness.train.run.stop import StopOnSignal
 
 EVAL_SEED_OFFSET = 7_777
 
@@ -138,10 +138,10 @@ class Trainer:
 def make_trainer(cfg: RunConfig) -> Trainer:
     """The trainer `cfg.trainer` names (rl | dpo)."""
     if cfg.trainer == "dpo":
-        from harness.train.dpo import DPOTrainer
+        from harness.train.dpo.step import DPOTrainer
 
         return DPOTrainer(cfg)
-    from harness.train.loop import RLTrainer
+    from harness.train.rl.step import RLTrainer
 
     return RLTrainer(cfg)
 

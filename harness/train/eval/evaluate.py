@@ -17,10 +17,10 @@ import torch
 from harness.objective import pass_at_k
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Problem, Task
-from harness.train.collect import score, step_seed
-from harness.train.metrics import rollout_metrics
-from harness.train.paired import paired_bootstrap
-from harness.train.rundir import atomic_write_text
+from harness.train.rl.collect import score, step_seed
+from harness.train.diagnostics.metrics import rollout_metrics
+from harness.train.eval.paired import paired_bootstrap
+from harness.atomic import atomic_write_text
 
 EVAL_PROMPTS = "eval_prompts"  # DIR/eval_prompts/step_N.json: per-prompt pass@1 of every eval
 

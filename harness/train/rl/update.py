@@ -16,10 +16,10 @@ from harness.objective import loss as objective_loss
 from harness.objective.aggregation import batch_denominators
 from harness.models.moe import routers
 from harness.train.batch import Batch
-from harness.train.logprobs import response_logprobs
-from harness.train.metrics import UpdateMetrics
-from harness.train.mismatch import MismatchStats
-from harness.train.routing import capture_routing
+from harness.models.logprobs import response_logprobs
+from harness.train.diagnostics.metrics import UpdateMetrics
+from harness.train.diagnostics.mismatch import MismatchStats
+from harness.train.diagnostics.routing import capture_routing
 from harness.train.run.components import Component, Trained, check_finite, clip_and_step
 
 

@@ -3,7 +3,7 @@
 
     for round r in 0..dpo.rounds-1 (one round = offline DPO; more = iterative RPO, 2404.19733):
       pairs:      sample the policy at the start of round r on fresh train prompts, correct =
-                  chosen, wrong = rejected, up to dpo.pairs_per_prompt per prompt (dpo_pairs.py);
+                  chosen, wrong = rejected, up to dpo.pairs_per_prompt per prompt (pairs.py);
                   or (one round only) read dpo.pairs (JSONL) -> DIR/pairs[.round{r}].jsonl
       reference:  the policy at the start of round r, frozen; its sequence log-probs of every
                   pair are computed once and saved (DIR/pairs_ref[.round{r}].pt), so no second
@@ -38,13 +38,14 @@ import torch
 from harness.config import RunConfig
 from harness.objective import dpo_loss
 from harness.train.batch import micro_slices
-from harness.train.collect import step_seed
-from harness.train.dpo_pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
-from harness.train.logprobs import response_logprobs
-from harness.train.nonfinite import NonFiniteUpdate
+from harness.train.rl.collect import step_seed
+from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
+from harness.models.logprobs import response_logprobs
+from harness.train.run.nonfinite import NonFiniteUpdate
 from harness.train.run.components import check_finite, clip_and_step
 from harness.train.run.shell import RunContext, Trainer
-from harness.train.rundir import RunDir, atomic_write_text
+from harness.atomic import atomic_write, atomic_write_text
+from harness.train.run.rundir import RunDir
 
 
 @dataclass
@@ -159,9 +160,7 @@ def _load_or_build_round(run: RunDir, cfg: RunConfig, r: int, task, backend, pol
         ref_chosen, ref_rejected = all_logps(policy, enc, pad_id, cfg.dpo.batch_size)
     if not path.exists():
         atomic_write_text(report_path, json.dumps(report, indent=2, sort_keys=True))
-        tmp = ref_path.with_name(f".{ref_path.name}.tmp")
-        torch.save({"chosen": ref_chosen, "rejected": ref_rejected}, tmp)
-        tmp.replace(ref_path)
+        atomic_write(ref_path, lambda tmp: torch.save({"chosen": ref_chosen, "rejected": ref_rejected}, tmp))
         write_pairs(path, pairs)
     return Round(r, report, enc, ref_chosen, ref_rejected)
 

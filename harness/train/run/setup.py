@@ -12,8 +12,9 @@ import yaml
 
 from harness.config import ConfigError, RunConfig, dump_config
 from harness.tasks import make_task
-from harness.train.policy_init import initial_policy
-from harness.train.rundir import RunDir, atomic_write_text
+from harness.train.run.policy_init import initial_policy
+from harness.atomic import atomic_write_text
+from harness.train.run.rundir import RunDir
 
 
 def check_same_config(run: RunDir, cfg: RunConfig) -> None:

@@ -1,7 +1,7 @@
 """Rollout/train mismatch metrics of one step (docs/studies.md (c); GSPO 2507.18071, R3 2510.11370).
 
 Shapes: B rows, T response length, b rows of one micro-batch, W its packed width
-(harness.train.logprobs.pack), L MoE layers, k experts per token.
+(harness.models.logprobs.pack), L MoE layers, k experts per token.
 
 Log-prob mismatch, on the response tokens the loss sees (mask > 0), between the sampler
 (rollout_logp: what the rollout engine drew the token with) and the trainer's OLD policy
@@ -28,8 +28,8 @@ import math
 import torch
 
 from harness.train.batch import Batch
-from harness.train.logprobs import response_logprobs
-from harness.train.routing import capture_routing, one_forward, set_disagreement
+from harness.models.logprobs import response_logprobs
+from harness.train.diagnostics.routing import capture_routing, one_forward, set_disagreement
 
 LOG2 = math.log(2.0)
 

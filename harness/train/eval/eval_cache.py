@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from harness.train.evaluate import evaluate, save_prompt_scores
-from harness.train.rundir import atomic_write_text
-from harness.train.warmstart import warm_start_folder
+from harness.train.eval.evaluate import evaluate, save_prompt_scores
+from harness.atomic import atomic_write_text
+from harness.train.run.warmstart import warm_start_folder
 
 CACHE_DIR = "eval_cache"
 

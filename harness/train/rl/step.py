@@ -17,26 +17,21 @@ from contextlib import nullcontext
 
 import torch
 
-from harness.config import ConfigError, RunConfig
+from harness.config import ConfigError
 from harness.models.moe import routers
 from harness.objective import advantages, inputs_needed, loss_mask
 from harness.train.batch import Batch
-from harness.train.collect import collect, step_seed
-from harness.train.episode import Episode
-from harness.train.group_stats import extreme_grad_share, group_records
-from harness.train.logprobs import response_logprobs
-from harness.train.metrics import eos_weight_shares, rollout_metrics
-from harness.train.mismatch import MismatchStats, router_old_new
-from harness.train.nonfinite import NonFiniteUpdate, first_nonfinite
-from harness.train.routing import capture_routing
+from harness.train.rl.collect import collect, step_seed
+from harness.train.rl.episode import Episode
+from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
+from harness.models.logprobs import response_logprobs
+from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
+from harness.train.diagnostics.mismatch import MismatchStats, router_old_new
+from harness.train.run.nonfinite import NonFiniteUpdate, first_nonfinite
+from harness.train.diagnostics.routing import capture_routing
 from harness.train.run.components import COMPONENTS
-from harness.train.run.shell import RunContext, Trainer, run
-from harness.train.update import policy_update
-
-
-def train(cfg: RunConfig, out_dir) -> dict:
-    """Run (or resume) one run (the trainer `cfg.trainer` names): harness.train.run.shell.run."""
-    return run(cfg, out_dir)
+from harness.train.run.shell import RunContext, Trainer
+from harness.train.rl.update import policy_update
 
 
 @torch.no_grad()
@@ -151,7 +146,7 @@ class RLTrainer(Trainer):
         cfg, obj, tr = self.cfg, self.cfg.objective, self.cfg.train
         out = {}
         bad = first_nonfinite({"reward": ep.rewards, "advantage": batch.adv})  # train.nan_policy
-        # per-group stats -> groups.jsonl (+ grad-norm share of extreme groups): harness/train/group_stats.py
+        # per-group stats -> groups.jsonl (+ grad-norm share of extreme groups): harness/train/diagnostics/group_stats.py
         out.update(group_records(ep, batch.adv, batch.mask, step))
         out.update(eos_weight_shares(obj, batch.adv, batch.mask, ep.rollout.truncated, ep.correct))  # length bias
         if tr.grad_share_every and step % tr.grad_share_every == 0 and bad is None:
