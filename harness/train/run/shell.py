@@ -63,7 +63,7 @@ class RunContext:
     render: object                # Problem -> prompt token ids
     pad_id: int
     backend: object               # the rollout engine (sampling and eval)
-    policy: Trained | None = None
+    policy: Trained               # the policy and its optimizer
     components: list[Component] = field(default_factory=list)
     last_ckpt: str | None = None  # the newest checkpoint written or resumed from
 
@@ -185,14 +185,13 @@ class Shell:
         su = start_run(run, cfg)
         policy = su.policy
         ctx = RunContext(cfg, run, su.device, su.task, su.tok, su.render, su.pad_id,
-                         make_backend(cfg.rollout, policy, su.tok))
-        ctx.policy = Trained("policy", policy, None)
+                         make_backend(cfg.rollout, policy, su.tok),
+                         Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)))
         self.trainer.prepare(ctx)
         ckpt, loaded = resume_point(run, lambda c: (type(policy).from_pretrained(c, dtype=policy.dtype), run.load_state(c)))
-        if ckpt is not None:  # weights loaded in place: the rollout engine keeps sampling from `policy`
+        if ckpt is not None:  # weights loaded in place: the optimizer and the rollout engine keep `policy`
             policy.load_state_dict(loaded[0].state_dict())
             ctx.backend.sync_weights(policy)
-        ctx.policy.optimizer = adamw(policy, tr.lr, tr.betas, tr.weight_decay)
         ctx.components = self._components(ctx)
         start = 0
         if ckpt is not None:
@@ -242,7 +241,8 @@ class Shell:
             self._checkpoint(ctx, final)
 
     def _eval(self, ctx: RunContext, step: int) -> dict:
-        """pass@k on the held-out prompts (step 0: the warm start's, cached) and the trainer's eval extras."""
+        """pass@k on the held-out prompts (step 0: the warm start's, cached) and the trainer's eval extras.
+        The rollout engine gets the policy's weights first (a no-op when they are the same module)."""
         t0 = time.perf_counter()
         ctx.backend.sync_weights(ctx.model)
         out = eval_at(ctx.task, ctx.backend, ctx.render, self.eval_problems, self.cfg, step, ctx.run.root)
