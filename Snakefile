@@ -78,7 +78,7 @@ atomic_write(OUT / "study.json", json.dumps({
 
 def _warm_start_groups():
     """cell id -> warm start name; name -> the minimal config that defines it."""
-    from harness.train.warmstart import warm_start_folder
+    from harness.train.run.warmstart import warm_start_folder
 
     of_cell, configs = {}, {}
     for c in STUDY.cells:

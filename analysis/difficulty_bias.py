@@ -42,7 +42,7 @@
 #
 # **Data.** Per-group records come from `runs/<cell>/groups.jsonl` (step, difficulty, G,
 # k, p, reward std, Σ|A| of the group's advantages as the objective used them;
-# harness/train/group_stats.py). `grad/share_extreme` = ‖g_E‖ / (‖g_E‖ + ‖g_R‖), with g_E
+# harness/train/diagnostics/group_stats.py). `grad/share_extreme` = ‖g_E‖ / (‖g_E‖ + ‖g_R‖), with g_E
 # the policy-loss gradient of the extreme groups' rows (p < 0.2 or p > 0.8) and g_R that
 # of the other rows, both at the rollout policy with the whole batch's denominators, every
 # `train.grad_share_every` steps. Every seed is used; lines are means over seeds with a
@@ -60,7 +60,7 @@ F.setup()
 data = F.StudyData.from_env("difficulty_bias")
 ARMS = data.by("objective.scale")  # group_std / none / batch_std -> cells (seeds)
 print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(ARMS)}, {F.seeds_label(data.n_seeds)}")
-P_LOW, P_HIGH = 0.2, 0.8  # as harness/train/group_stats.py
+P_LOW, P_HIGH = 0.2, 0.8  # as harness/train/diagnostics/group_stats.py
 REF = "group_std"
 PROBE = F.load_probe(data)
 
@@ -156,7 +156,7 @@ SPREAD = {arm: batch_spread(GROUPS[arm], objective_of(ARMS[arm]).get("std", "sam
                             objective_of(ARMS[arm]).get("batch_std_of", "reward"))
           for arm in ARMS if objective_of(ARMS[arm]).get("scale") == "batch_std"}
 if not any(GROUPS.values()):
-    print("note: no groups.jsonl in these runs (trained before harness/train/group_stats.py): "
+    print("note: no groups.jsonl in these runs (trained before harness/train/diagnostics/group_stats.py): "
           "the per-group figures are left empty")
 
 # %% [markdown]

@@ -37,7 +37,7 @@ def _prompts(tok, n: int) -> list[list[int]]:
 
 
 def _adam_step(model, batch, pad_id) -> None:
-    from harness.train.logprobs import response_logprobs
+    from harness.models.logprobs import response_logprobs
 
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     model.train()
@@ -60,7 +60,7 @@ def _timed_generate(backend, prompts, G, tokens, seed=0):
 def bench(name: str, backends: list[str], dtype: str, max_num_seqs: int = 256) -> dict:
     from harness.models import build_model
     from harness.rollout.hf import HFBackend
-    from harness.train.logprobs import response_logprobs
+    from harness.models.logprobs import response_logprobs
 
     N, G, T = CASES[name]
     model, tok = build_model(name, seed=0)

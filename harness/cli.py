@@ -27,7 +27,7 @@ import warnings
 from pathlib import Path
 
 from harness.config import ConfigError, ConfigWarning, dump_config, load_config
-from harness.train.faults import RunFault, StoppedBySignal
+from harness.train.run.faults import RunFault, StoppedBySignal
 
 
 def positive_int(text: str) -> int:
@@ -126,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "eval":
         import json
 
-        from harness.train.final_eval import eval_run
+        from harness.train.eval.final_eval import eval_run
 
         print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts, args.vs_initial), indent=2))
         return 0
@@ -135,23 +135,20 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "config":
         print(dump_config(cfg), end="")
     elif args.command == "warmstart":
-        from harness.train.warmstart import ensure_warm_start
+        from harness.train.run.warmstart import ensure_warm_start
 
         folder = ensure_warm_start(cfg)
         if args.out:
             import json
 
-            from harness.train.rundir import atomic_write_text
+            from harness.atomic import atomic_write_text
 
             report = json.loads((folder / "warmstart.json").read_text())
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(Path(args.out), json.dumps({"folder": str(folder.resolve()), **report}, indent=2))
         print(folder)
     elif args.command == "train":
-        if cfg.objective.algorithm == "dpo":  # offline preference loss: its own trainer (harness/train/dpo.py)
-            from harness.train.dpo import train_dpo as train
-        else:
-            from harness.train.loop import train
+        from harness.train import train  # the run shell: the trainer `cfg.trainer` names (rl | dpo)
 
         # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
         summary = train(cfg, args.out)

@@ -4,8 +4,9 @@ A run config is YAML whose keys are the fields below (sections `model`, `task`,
 `warm_start`, `rollout`, `train`, `eval`, `tracking`, `objective`, `dpo`). The `objective`
 section holds the knobs of `harness.objective.ObjectiveConfig`; `objective.preset`
 starts from a named algorithm and the other keys override it one by one.
-`objective.preset=dpo` runs the offline DPO trainer (harness/train/dpo.py, section `dpo`)
-instead of the RL loop.
+The top-level key `trainer` (rl | dpo) picks the run shell's step (harness/train/run/shell.py);
+the preset sets it (`objective.preset=dpo` -> dpo, with section `dpo`; every other preset ->
+rl), and a trainer that cannot run the chosen objective is an error.
 
 `load_config(path, overrides)` applies dotted CLI overrides (`objective.eps_high=0.28`),
 validates everything before any model is loaded, and raises `ConfigError` whose message
@@ -56,6 +57,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from harness.objective import PRESETS, ObjectiveConfig
+from harness.objective.presets import preset_trainer
 
 
 class ConfigError(ValueError):
@@ -137,7 +139,7 @@ class TrainSection(_Section):
         "(checkpoints before it intact), or 'skip_step': skip that step's update and go on (docs/faults.md)")
     grad_share_every: int = Field(0, ge=0, description="every N steps, measure the gradient-norm share of the extreme "
                                   "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
-                                  "harness/train/group_stats.py); 0 = off")
+                                  "harness/train/diagnostics/group_stats.py); 0 = off")
 
 
 class EvalSection(_Section):
@@ -165,7 +167,7 @@ class TrackingSection(_Section):
 
 
 class DpoSection(_Section):
-    """Offline preference training, used only with objective.preset=dpo (harness/train/dpo.py).
+    """Offline preference training, used only with objective.preset=dpo (harness/train/dpo/step.py).
     The optimizer settings come from `train` (lr, betas, weight_decay, grad_clip,
     checkpoint_every, threads); train.steps, prompts_per_step and group_size are unused."""
 
@@ -197,8 +199,14 @@ class DpoSection(_Section):
         return self
 
 
+TRAINERS = ("rl", "dpo")  # harness/train/run/shell.py make_trainer
+
+
 class RunConfig(_Section):
     seed: int = 0
+    trainer: Literal["rl", "dpo"] = Field(
+        "rl", description="rl: the RL loop (rollouts, advantages, policy loss); dpo: the preference-pair trainer. "
+        "Set by objective.preset (dpo -> dpo, every other preset -> rl); naming it is optional")
     model: ModelSection = Field(default_factory=ModelSection)
     task: TaskSection = Field(default_factory=TaskSection)
     warm_start: WarmStartSection = Field(default_factory=WarmStartSection)
@@ -231,12 +239,19 @@ class RunConfig(_Section):
         if agg == "seq_mean_token_sum_norm" and obj.get("norm_constant") is None:
             obj["norm_constant"] = float(max_new)  # Dr.GRPO's constant: the max generation length
         merged = obj
+        if "trainer" not in data:  # the preset sets it
+            return {**data, "objective": merged, "trainer": preset_trainer(obj.get("algorithm", "custom"))}
         return {**data, "objective": merged}
 
     @model_validator(mode="after")
     def _combinations(self) -> "RunConfig":
         o, t = self.objective, self.train
-        rl = o.algorithm != "dpo"  # the DPO trainer reads no group, clip or batch-shape knob
+        want = preset_trainer(o.algorithm)
+        if self.trainer != want:
+            raise ValueError(f"trainer={self.trainer!r} cannot run objective.preset={o.algorithm!r}, which runs under "
+                             f"trainer={want!r}; allowed trainer values: {list(TRAINERS)} (drop the key: the preset "
+                             "sets it)")
+        rl = self.trainer == "rl"  # the DPO trainer reads no group, clip or batch-shape knob
         if rl and o.baseline == "leave_one_out" and t.group_size < 2:
             raise ValueError(f"train.group_size={t.group_size} is impossible with objective.baseline=leave_one_out (RLOO needs G >= 2)")
         group_stats = ([f"objective.baseline={o.baseline!r}"] if o.baseline == "group_mean" else []) + (
@@ -323,7 +338,7 @@ class RunConfig(_Section):
         def sect(name: str, section: BaseModel, keys) -> list[str]:
             return [f"{name}.{k}={_show(getattr(section, k))}" for k in keys if getattr(section, k) != _field_default(type(section), k)]
 
-        if o.algorithm == "dpo":
+        if self.trainer == "dpo":
             bad = obj(k for k in ObjectiveConfig.model_fields if k not in DPO_OBJECTIVE_KNOBS + ("algorithm",))
             if bad:
                 errors.append(f"objective.preset=dpo (the offline DPO trainer) ignores {', '.join(bad)}: its loss reads only "

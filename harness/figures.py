@@ -80,7 +80,7 @@ class StudyData:
         return self._load(cell, "metrics", lambda d: read_jsonl(d / "metrics.jsonl"))
 
     def groups(self, cell: dict) -> list[dict]:
-        """groups.jsonl: one record per prompt group and step (harness/train/group_stats.py)."""
+        """groups.jsonl: one record per prompt group and step (harness/train/diagnostics/group_stats.py)."""
         return self._load(cell, "groups", lambda d: read_jsonl(d / "groups.jsonl"))
 
     def final_eval(self, cell: dict) -> dict:

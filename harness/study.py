@@ -125,7 +125,7 @@ def _probe(args) -> int:
     study = load_study(args.study, args.scale)
     if args.regime:
         from harness.probes.regime import run_regime
-        from harness.train.rundir import atomic_write_text
+        from harness.atomic import atomic_write_text
 
         out = Path(args.out) if args.out else study_dir(study) / "regime.json"
         doc = run_regime(study.cells[0].config, args.batches or 4)

@@ -5,7 +5,7 @@
 
 One case = (trainer, model, backend). Every case runs in its own subprocess (a fresh
 interpreter: no vLLM engine, allocator or thread setting leaks from one case into the next):
-- ours: `harness.train.loop.train` on the run config of workload.py; the figures are the
+- ours: `harness.train.train` on the run config of workload.py; the figures are the
   perf/* metrics of DIR/metrics.jsonl (figures.py);
 - trl: benchmarks/trl_grpo.py, TRL's GRPOTrainer on the same checkpoint (saved as an HF
   folder), prompts, G, completion length, steps, lr, clip and KL settings. TRL is a

@@ -19,7 +19,7 @@ TIMES = ("rollout_s", "score_s", "update_s", "log_s", "ckpt_s", "step_s")
 
 
 def ours_steps(records: list[dict]) -> list[dict]:
-    """Step records from our DIR/metrics.jsonl records (perf/* keys of harness/train/loop.py).
+    """Step records from our DIR/metrics.jsonl records (perf/* keys of harness/train/rl/step.py).
 
     perf/checkpoint_seconds of record k is the checkpoint written after step k-1."""
     train = sorted((r for r in records if "perf/rollout_seconds" in r), key=lambda r: r["step"])

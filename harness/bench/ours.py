@@ -2,7 +2,7 @@
 
     python -m harness.bench.ours CONFIG_JSON OUT_JSON RUN_DIR
 
-CONFIG_JSON: a resolved run config (RunConfig.to_dict()). Runs harness.train.loop.train into
+CONFIG_JSON: a resolved run config (RunConfig.to_dict()). Runs harness.train.train into
 RUN_DIR, then writes OUT_JSON = {"per_step": [step records, figures.py], "setup_s": ...}.
 setup_s = model load + rollout engine start (vLLM) = wall time of train() minus the run's
 own wall_seconds (which start after the backend is up).
@@ -19,8 +19,8 @@ from harness.config import build_config
 
 
 def run_ours(cfg_dict: dict, run_dir: str | Path) -> dict:
-    from harness.train.loop import train
-    from harness.train.rundir import read_jsonl
+    from harness.train import train
+    from harness.train.run.rundir import read_jsonl
 
     cfg = build_config(cfg_dict)
     t0 = time.perf_counter()

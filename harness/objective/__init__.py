@@ -4,14 +4,17 @@ orthogonal knobs; a named algorithm (grpo, dapo, ...) is a preset of `ObjectiveC
 Pure functions on tensors and floats -- no model, no I/O. Rooms:
 config.py (knobs), presets.py (named algorithms), advantages.py (§1, GAE), ratios.py (§2),
 surrogates.py (§3), kl.py (§4), aggregation.py (§5), policy.py (the loss + §9 metrics),
-value.py (PPO critic), shaping.py (§6 DAPO), dpo.py (§8), passk.py (eval).
+value.py (PPO critic), shaping.py (§6 DAPO), dpo.py (§8), passk.py (eval);
+modes.py (one registry per mode knob: validation, dispatch, docs), api.py (the trainer's calls,
+§11: inputs_needed, loss_mask, advantages, loss).
 
 Glossary for every docstring: N prompts, G group size, B = N*G sequences (groups contiguous),
 T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 """
 from harness.objective.advantages import gae_advantages, group_advantages
+from harness.objective.api import LossInputs, Needs, Scored, advantages, inputs_needed, loss, loss_mask
 from harness.objective.aggregation import aggregate
-from harness.objective.config import ObjectiveConfig
+from harness.objective.config import MODE_KNOBS, ObjectiveConfig
 from harness.objective.dpo import dpo_loss
 from harness.objective.kl import kl_penalty
 from harness.objective.passk import pass_at_k
@@ -36,4 +39,12 @@ __all__ = [
     "dynamic_sampling_keep",
     "aggregate",
     "importance_ratio",
+    "inputs_needed",
+    "Needs",
+    "loss_mask",
+    "advantages",
+    "Scored",
+    "loss",
+    "LossInputs",
+    "MODE_KNOBS",
 ]

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from harness.objective.modes import Mode, Modes
+
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
 
@@ -30,7 +32,7 @@ def _spread(x: torch.Tensor, std: str) -> torch.Tensor:
     n = x.shape[-1]
     if n == 1:
         return torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
-    s = x.std(dim=-1, correction=1 if std == "sample" else 0)
+    s = x.std(dim=-1, correction=STD[std])
     same = x.amax(dim=-1) == x.amin(dim=-1)
     return torch.where(same, torch.zeros_like(s), s)
 
@@ -42,6 +44,14 @@ def _divide(u: torch.Tensor, spread: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def group_advantages(cfg: "ObjectiveConfig", rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Sequence advantages (B,) from sequence rewards (B,), groups of `group_size` contiguous:
+    `sequence_advantages` with the config's baseline, scale, std, batch_std_of and adv_eps."""
+    return sequence_advantages(rewards, group_size, baseline=cfg.baseline, scale=cfg.scale, std=cfg.std,
+                               batch_std_of=cfg.batch_std_of, adv_eps=cfg.adv_eps)
+
+
+def sequence_advantages(rewards: torch.Tensor, group_size: int, *, baseline: str, scale: str, std: str = "sample",
+                        batch_std_of: str = "reward", adv_eps: float = 1e-6) -> torch.Tensor:
     """Sequence advantages (B,) from sequence rewards (B,), groups of `group_size` contiguous.
 
     baseline b_i:  group_mean     b_i = (1/G) sum_j r_j                       (GRPO 2402.03300 Eq. 3)
@@ -54,11 +64,12 @@ def group_advantages(cfg: "ObjectiveConfig", rewards: torch.Tensor, group_size: 
                                   (batch_std_of=centered, REINFORCE++-baseline) + adv_eps
                    none           1
     std: sample (N-1) or population (N). baseline='critic' is per token: use gae_advantages.
+    Computed in float64, returned in the rewards' dtype, no gradient.
     """
-    if cfg.baseline == "critic":
+    if BASELINE[baseline] is None:
         raise ValueError(
-            "baseline='critic' gives per-token advantages from a value head: use "
-            "harness.objective.gae_advantages (and whiten for scale='batch_std'), not group_advantages"
+            f"baseline={baseline!r} gives per-token advantages from a value head: use "
+            "harness.objective.advantages(...) or gae_advantages (and whiten for scale='batch_std'), not group_advantages"
         )
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be (B,), got shape {tuple(rewards.shape)}")
@@ -66,40 +77,68 @@ def group_advantages(cfg: "ObjectiveConfig", rewards: torch.Tensor, group_size: 
         raise ValueError(f"group_size={group_size} must be >= 1 and divide B={rewards.shape[0]}")
     out_dtype = rewards.dtype if rewards.is_floating_point() else torch.get_default_dtype()
     r = rewards.detach().to(torch.float64)
-    G = group_size
-    g = r.view(-1, G)  # (N, G)
-    group_same = (g.amax(-1) == g.amin(-1)).unsqueeze(-1)  # (N, 1) all-equal groups
-
-    if cfg.baseline == "group_mean":
-        u = g - g.mean(-1, keepdim=True)  # r_i - mean_g
-        u = torch.where(group_same, torch.zeros_like(u), u)
-    elif cfg.baseline == "leave_one_out":
-        if G < 2:
-            raise ValueError(
-                f"baseline='leave_one_out' needs group_size >= 2 (the other G-1 rewards), got group_size={G}; "
-                "allowed baselines with group_size=1: ['group_mean', 'batch_mean', 'none']"
-            )
-        loo = (g.sum(-1, keepdim=True) - g) / (G - 1)  # mean of the OTHER G-1 rewards
-        u = torch.where(group_same, torch.zeros_like(g), g - loo)
-    elif cfg.baseline == "batch_mean":
-        u = g - r.mean()
-        if r.amax() == r.amin():
-            u = torch.zeros_like(u)
-    elif cfg.baseline == "none":
-        u = g.clone()
-    else:  # pragma: no cover - the config's Literal forbids it
-        raise ValueError(f"unknown baseline {cfg.baseline!r}")
-
-    if cfg.scale == "group_std":
-        a = _divide(u, _spread(g, cfg.std).unsqueeze(-1), cfg.adv_eps)
-    elif cfg.scale == "batch_std":
-        src = r if cfg.batch_std_of == "reward" else u.reshape(-1)
-        a = _divide(u, _spread(src, cfg.std), cfg.adv_eps)
-    elif cfg.scale == "none":
-        a = u
-    else:  # pragma: no cover
-        raise ValueError(f"unknown scale {cfg.scale!r}")
+    g = r.view(-1, group_size)  # (N, G)
+    u = BASELINE[baseline](g, r)  # r - b, (N, G)
+    a = SCALE[scale](u, g, r, std, batch_std_of, adv_eps)
     return a.reshape(-1).to(out_dtype)
+
+
+def _same(g: torch.Tensor) -> torch.Tensor:
+    return (g.amax(-1) == g.amin(-1)).unsqueeze(-1)  # (N, 1) all-equal groups
+
+
+def _group_mean(g: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    u = g - g.mean(-1, keepdim=True)  # r_i - mean_g
+    return torch.where(_same(g), torch.zeros_like(u), u)
+
+
+def _leave_one_out(g: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    G = g.shape[-1]
+    if G < 2:
+        raise ValueError(
+            f"baseline='leave_one_out' needs group_size >= 2 (the other G-1 rewards), got group_size={G}; "
+            "allowed baselines with group_size=1: ['group_mean', 'batch_mean', 'none']"
+        )
+    loo = (g.sum(-1, keepdim=True) - g) / (G - 1)  # mean of the OTHER G-1 rewards
+    return torch.where(_same(g), torch.zeros_like(g), g - loo)
+
+
+def _batch_mean(g: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    u = g - r.mean()
+    return torch.zeros_like(u) if r.amax() == r.amin() else u
+
+
+# The `baseline` knob (docs/objective.md §1): name -> u = r - b from (g (N, G), r (B,)) in float64;
+# None = per token, dispatched by objective.api.advantages (critic + GAE).
+BASELINE: Modes = Modes("baseline", {
+    "group_mean": Mode(_group_mean, "b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)"),
+    "leave_one_out": Mode(_leave_one_out, "b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)"),
+    "batch_mean": Mode(_batch_mean, "b = mean of all B rewards"),
+    "none": Mode(lambda g, r: g.clone(), "b = 0 (plain REINFORCE)"),
+    "critic": Mode(None, "a learned value model and GAE: per-token advantages (PPO 1707.06347, GAE 1506.02438)"),
+})
+
+# The `scale` knob (docs/objective.md §1): name -> a from (u, g, r, std, batch_std_of, adv_eps).
+SCALE: Modes = Modes("scale", {
+    "group_std": Mode(lambda u, g, r, std, of, eps: _divide(u, _spread(g, std).unsqueeze(-1), eps),
+                      "divide by the group's std + adv_eps (GRPO; the difficulty bias)"),
+    "batch_std": Mode(lambda u, g, r, std, of, eps: _divide(u, _spread(BATCH_STD_OF[of](r, u), std), eps),
+                      "divide by the batch's std + adv_eps (Lite PPO 2508.08221, REINFORCE++ 2501.03262); "
+                      "with the critic: whiten the per-token advantages"),
+    "none": Mode(lambda u, g, r, std, of, eps: u, "no division (Dr.GRPO 2503.20783)"),
+})
+
+# The `std` knob: name -> the correction of torch.std (N - correction in the denominator).
+STD: Modes = Modes("std", {
+    "sample": Mode(1, "N-1 (torch.std's default, TRL/verl GRPO)"),
+    "population": Mode(0, "N"),
+})
+
+# The `batch_std_of` knob: name -> what batch_std measures, from (r (B,), u (N, G)).
+BATCH_STD_OF: Modes = Modes("batch_std_of", {
+    "reward": Mode(lambda r, u: r, "the raw rewards (Lite PPO, TRL scale_rewards=batch)"),
+    "centered": Mode(lambda r, u: u.reshape(-1), "the centred rewards r - b (REINFORCE++-baseline)"),
+})
 
 
 def gae_advantages(
@@ -154,9 +193,19 @@ def whiten(
 def critic_advantages(
     cfg: "ObjectiveConfig", token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The critic path of §1: GAE(cfg.gamma, cfg.lam), then whitening when scale='batch_std'.
+    """The critic path of §1 with the config's knobs: `gae_whitened`."""
+    return gae_whitened(token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam, scale=cfg.scale, std=cfg.std,
+                        adv_eps=cfg.adv_eps)
+
+
+def gae_whitened(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float, lam: float,
+                 scale: str, std: str = "sample", adv_eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE(gamma, lam), then whitening when scale='batch_std' (scale 'none' keeps the advantages).
     Returns (advantages (B, T), returns (B, T)); the returns are the un-whitened value targets."""
-    adv, returns = gae_advantages(token_rewards, values, mask, cfg.gamma, cfg.lam)
-    if cfg.scale == "batch_std":
-        adv = whiten(adv, mask, std=cfg.std, eps=cfg.adv_eps)
+    if scale not in ("batch_std", "none"):
+        raise ValueError(f"scale={SCALE.check(scale)!r} with the critic: per-token advantages; "
+                         "allowed scale with the critic: ['batch_std', 'none']")
+    adv, returns = gae_advantages(token_rewards, values, mask, gamma, lam)
+    if scale == "batch_std":
+        adv = whiten(adv, mask, std=std, eps=adv_eps)
     return adv, returns

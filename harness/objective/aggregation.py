@@ -16,9 +16,11 @@ Defaults: this batch's own counts. B counts the sequences with at least one resp
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
-AGG_MODES = ("seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "seq_mean_token_sum")
+from harness.objective.modes import Mode, Modes
 
 
 def batch_denominators(mask: torch.Tensor) -> tuple[int, int]:
@@ -50,18 +52,7 @@ def aggregate(
     n_tok = own_tokens if num_tokens is None else num_tokens
     n_seq = max(float(n_seq), 1.0)
     n_tok = max(float(n_tok), 1.0)
-    if agg == "token_mean":
-        return ell.sum() / n_tok
-    if agg == "seq_mean_token_mean":
-        lengths = m.sum(-1).clamp(min=1).to(ell.dtype)  # |o_i|
-        return (ell.sum(-1) / lengths).sum() / n_seq
-    if agg == "seq_mean_token_sum_norm":
-        if norm_constant is None:
-            raise ValueError("agg='seq_mean_token_sum_norm' needs norm_constant (Dr.GRPO: the max generation length)")
-        return ell.sum() / (n_seq * float(norm_constant))
-    if agg == "seq_mean_token_sum":
-        return ell.sum() / n_seq
-    raise ValueError(f"unknown agg {agg!r}; allowed: {list(AGG_MODES)}")
+    return AGG[agg].loss(ell, m, n_seq, n_tok, norm_constant)
 
 
 def token_weights(
@@ -82,17 +73,45 @@ def token_weights(
     own_seqs, own_tokens = batch_denominators(mask)
     n_seq = max(float(own_seqs if num_seqs is None else num_seqs), 1.0)
     n_tok = max(float(own_tokens if num_tokens is None else num_tokens), 1.0)
-    if agg == "token_mean":
-        return m / n_tok
-    if agg == "seq_mean_token_mean":
-        return m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)
-    if agg == "seq_mean_token_sum_norm":
-        if norm_constant is None:
-            raise ValueError("agg='seq_mean_token_sum_norm' needs norm_constant (Dr.GRPO: the max generation length)")
-        return m / (n_seq * float(norm_constant))
-    if agg == "seq_mean_token_sum":
-        return m / n_seq
-    raise ValueError(f"unknown agg {agg!r}; allowed: {list(AGG_MODES)}")
+    return AGG[agg].weights(m, n_seq, n_tok, norm_constant)
+
+
+def _need_c(norm_constant: float | None) -> float:
+    if norm_constant is None:
+        raise ValueError("agg='seq_mean_token_sum_norm' needs norm_constant (Dr.GRPO: the max generation length)")
+    return float(norm_constant)
+
+
+def _seq_mean_token_mean(ell, m, n_seq, n_tok, c):
+    lengths = m.sum(-1).clamp(min=1).to(ell.dtype)  # |o_i|
+    return (ell.sum(-1) / lengths).sum() / n_seq
+
+
+class Aggregation(NamedTuple):
+    loss: object  # (l (B, T) zero on padding, M bool (B, T), num_seqs, num_tokens, norm_constant) -> scalar
+    weights: object  # (M float64 (B, T), num_seqs, num_tokens, norm_constant) -> w (B, T)
+
+
+# The `agg` knob (docs/objective.md §5): the loss and its token weights w_it (aggregate = sum w l).
+AGG: Modes = Modes("agg", {
+    "seq_mean_token_mean": Mode(Aggregation(
+        _seq_mean_token_mean,
+        lambda m, n_seq, n_tok, c: m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)),
+        "(1/B) sum_i (1/|o_i|) sum_t M l: a long response's tokens weigh less, the length bias (GRPO, GSPO)"),
+    "token_mean": Mode(Aggregation(
+        lambda ell, m, n_seq, n_tok, c: ell.sum() / n_tok,
+        lambda m, n_seq, n_tok, c: m / n_tok),
+        "sum M l / sum M (DAPO 2503.14476, PPO, CISPO, REINFORCE++, Lite PPO, GPG)"),
+    "seq_mean_token_sum_norm": Mode(Aggregation(
+        lambda ell, m, n_seq, n_tok, c: ell.sum() / (n_seq * _need_c(c)),
+        lambda m, n_seq, n_tok, c: m / (n_seq * _need_c(c))),
+        "(1/B) sum_i sum_t M l / C, C = norm_constant (Dr.GRPO 2503.20783)"),
+    "seq_mean_token_sum": Mode(Aggregation(
+        lambda ell, m, n_seq, n_tok, c: ell.sum() / n_seq,
+        lambda m, n_seq, n_tok, c: m / n_seq),
+        "(1/B) sum_i sum_t M l: the response is one action (RLOO 2402.14740)"),
+})
+AGG_MODES = AGG.names
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:

@@ -16,13 +16,35 @@ IPO 2310.12036, k1/k2/k3: Schulman, "Approximating KL Divergence" (2020 blog).
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.objective.presets import PRESETS
+from harness.objective.advantages import BASELINE, BATCH_STD_OF, SCALE, STD
+from harness.objective.aggregation import AGG
+from harness.objective.dpo import DPO_LOSS
+from harness.objective.kl import KL_ESTIMATOR, KL_PLACEMENT
+from harness.objective.modes import Modes
+from harness.objective.presets import PRESETS, preset_trainer
+from harness.objective.ratios import RATIO
+from harness.objective.surrogates import CLIP
 
 NonNeg = Annotated[float, Field(ge=0)]
+
+# Every knob that takes a named mode -> its registry (harness/objective/modes.py): the one place a
+# mode name is defined; the field types below, the dispatch and docs/objective.md's table follow it.
+MODE_KNOBS: dict[str, Modes] = {m.knob: m for m in (
+    BASELINE, SCALE, STD, BATCH_STD_OF, RATIO, CLIP, KL_ESTIMATOR, KL_PLACEMENT, AGG, DPO_LOSS)}
+BaselineMode = BASELINE.literal
+ScaleMode = SCALE.literal
+StdMode = STD.literal
+BatchStdOfMode = BATCH_STD_OF.literal
+RatioMode = RATIO.literal
+ClipMode = CLIP.literal
+KlEstimatorMode = KL_ESTIMATOR.literal
+KlPlacementMode = KL_PLACEMENT.literal
+AggMode = AGG.literal
+DpoLossMode = DPO_LOSS.literal
 
 
 class ObjectiveConfig(BaseModel):
@@ -36,20 +58,20 @@ class ObjectiveConfig(BaseModel):
     )
 
     # §1 advantage = (reward - baseline) / scale
-    baseline: Literal["group_mean", "leave_one_out", "batch_mean", "none", "critic"] = Field(
+    baseline: BaselineMode = Field(
         "group_mean",
         description="b_i: group_mean (GRPO 2402.03300), leave_one_out (RLOO 2402.14740, unbiased), "
         "batch_mean, none (REINFORCE), critic (PPO: value head + GAE 1506.02438, per-token)",
     )
-    scale: Literal["group_std", "batch_std", "none"] = Field(
+    scale: ScaleMode = Field(
         "group_std",
         description="divide by: group_std (GRPO; over-weights easy/hard prompts = difficulty bias), "
         "batch_std (Lite PPO 2508.08221, REINFORCE++ 2501.03262), none (Dr.GRPO 2503.20783 fix)",
     )
-    std: Literal["sample", "population"] = Field(
+    std: StdMode = Field(
         "sample", description="std with N-1 (sample, torch.std default as in TRL/verl GRPO) or N (population)"
     )
-    batch_std_of: Literal["reward", "centered"] = Field(
+    batch_std_of: BatchStdOfMode = Field(
         "reward",
         description="batch_std of the raw rewards (Lite PPO, TRL scale_rewards=batch) or of reward-baseline "
         "(REINFORCE++-baseline)",
@@ -59,12 +81,12 @@ class ObjectiveConfig(BaseModel):
     lam: float = Field(0.95, ge=0, le=1, description="GAE lambda (critic baseline; bias-variance trade-off, 1506.02438)")
 
     # §2-3 ratio, surrogate, clipping
-    ratio: Literal["token", "sequence", "sequence_token", "none"] = Field(
+    ratio: RatioMode = Field(
         "token",
         description="importance ratio: token (PPO/GRPO), sequence (GSPO 2507.18071, length-normalised, "
         "MoE-stable), sequence_token (GSPO-token), none (on-policy REINFORCE/GPG 2504.02546)",
     )
-    clip: Literal["ppo", "cispo", "none"] = Field(
+    clip: ClipMode = Field(
         "ppo",
         description="surrogate: ppo (clipped min, 1707.06347), cispo (clip the detached IS weight, never drop a "
         "token, 2506.13585), none (rho*A)",
@@ -82,11 +104,11 @@ class ObjectiveConfig(BaseModel):
 
     # §4 KL to the reference
     kl_coef: NonNeg = Field(0.04, description="KL weight beta; 0 loads no reference model (GRPO 0.04, PPO 0.05)")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field(
+    kl_estimator: KlEstimatorMode = Field(
         "k3",
         description="KL estimator (Schulman 'Approximating KL'): k1 log-ratio, k2 half squared, k3 unbiased >= 0 (GRPO)",
     )
-    kl_placement: Literal["loss", "reward"] = Field(
+    kl_placement: KlPlacementMode = Field(
         "loss", description="loss: kl_coef*k added to the token loss (GRPO); reward: kl_coef*k1 off the reward (PPO)"
     )
     ref_update_every: int = Field(
@@ -94,7 +116,7 @@ class ObjectiveConfig(BaseModel):
     )
 
     # §5 aggregation (length normalisation)
-    agg: Literal["seq_mean_token_mean", "token_mean", "seq_mean_token_sum_norm", "seq_mean_token_sum"] = Field(
+    agg: AggMode = Field(
         "seq_mean_token_mean",
         description="seq_mean_token_mean (GRPO/GSPO; 1/|o_i| = length bias), token_mean (DAPO), "
         "seq_mean_token_sum_norm (Dr.GRPO, /norm_constant), seq_mean_token_sum (RLOO)",
@@ -136,7 +158,7 @@ class ObjectiveConfig(BaseModel):
 
     # §8 DPO
     dpo_beta: float = Field(0.1, gt=0, description="DPO beta (2305.18290) / IPO tau (2310.12036)")
-    dpo_loss_type: Literal["sigmoid", "ipo"] = Field(
+    dpo_loss_type: DpoLossMode = Field(
         "sigmoid", description="sigmoid: -log sigma(z) (DPO); ipo: (z/beta - 1/(2 beta))^2 (IPO, no overfitting)"
     )
     dpo_sft_coef: NonNeg = Field(
@@ -200,5 +222,6 @@ class ObjectiveConfig(BaseModel):
 
     @property
     def needs_reference(self) -> bool:
-        """Whether a frozen reference policy must be loaded (kl_coef > 0, or the DPO loss)."""
-        return self.kl_coef > 0 or self.algorithm == "dpo"
+        """Whether a frozen reference policy enters the objective: kl_coef > 0, or a preference loss
+        (a preset run by the pairs trainer, presets.PRESET_TRAINERS: its loss is relative to pi_ref)."""
+        return self.kl_coef > 0 or preset_trainer(self.algorithm) == "dpo"

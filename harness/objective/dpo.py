@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from harness.objective.modes import Mode, Modes
+
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
 
@@ -43,12 +45,7 @@ def dpo_loss(
     chosen = pol_chosen - ref_chosen.detach()  # log pi/pi_ref of the chosen response
     rejected = pol_rejected - ref_rejected.detach()
     h = chosen - rejected
-    if cfg.dpo_loss_type == "sigmoid":
-        losses = -F.logsigmoid(beta * h)
-    elif cfg.dpo_loss_type == "ipo":
-        losses = (h - 1.0 / (2.0 * beta)) ** 2
-    else:  # pragma: no cover - the config's Literal forbids it
-        raise ValueError(f"unknown dpo_loss_type {cfg.dpo_loss_type!r}; allowed: ['sigmoid', 'ipo']")
+    losses = DPO_LOSS[cfg.dpo_loss_type](h, beta)
     loss = losses.mean()
     nll = None
     if cfg.dpo_sft_coef > 0:
@@ -70,3 +67,10 @@ def dpo_loss(
         if nll is not None:
             metrics["loss/sft"] = float(nll)
     return loss, metrics
+
+
+# The `dpo_loss_type` knob (docs/objective.md §8): name -> per-pair loss from (h (B,), beta).
+DPO_LOSS: Modes = Modes("dpo_loss_type", {
+    "sigmoid": Mode(lambda h, beta: -F.logsigmoid(beta * h), "-log sigma(beta h) (DPO 2305.18290)"),
+    "ipo": Mode(lambda h, beta: (h - 1.0 / (2.0 * beta)) ** 2, "(h - 1/(2 beta))^2 (IPO 2310.12036, tau = beta)"),
+})

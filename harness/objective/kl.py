@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from harness.objective.modes import Mode, Modes
+
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
-
-KL_ESTIMATORS = ("k1", "k2", "k3")
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:
@@ -28,17 +28,27 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> to
     if logp.shape != ref_logp.shape:
         raise ValueError(f"logp {tuple(logp.shape)} and ref_logp {tuple(ref_logp.shape)} must have the same shape")
     d = ref_logp.detach() - logp  # log(pi_ref / pi_theta)
-    if estimator == "k1":
-        return -d  # log(pi_theta / pi_ref)
-    if estimator == "k2":
-        return 0.5 * d * d  # (1/2) (log r)^2
-    if estimator == "k3":
-        return torch.expm1(d) - d  # (r - 1) - log r, r = pi_ref / pi_theta
-    raise ValueError(f"unknown kl_estimator {estimator!r}; allowed: {list(KL_ESTIMATORS)}")
+    return KL_ESTIMATOR[estimator](d)
+
+
+# The `kl_estimator` knob (docs/objective.md §4): name -> k(d), d = ref_logp - logp (B, T).
+KL_ESTIMATOR: Modes = Modes("kl_estimator", {
+    "k1": Mode(lambda d: -d, "log(pi_theta / pi_ref): unbiased, can be negative"),  # log(pi_theta / pi_ref)
+    "k2": Mode(lambda d: 0.5 * d * d, "(1/2)(log r)^2: biased, low variance, >= 0"),  # (1/2) (log r)^2
+    "k3": Mode(lambda d: torch.expm1(d) - d, "(r - 1) - log r, r = pi_ref/pi_theta: unbiased, >= 0 (GRPO 2402.03300)"),
+})
+KL_ESTIMATORS = KL_ESTIMATOR.names
+
+# The `kl_placement` knob (docs/objective.md §4); dispatched by objective.api (advantages / loss).
+KL_PLACEMENT: Modes = Modes("kl_placement", {
+    "loss": Mode(None, "kl_coef * k (the chosen estimator) added to the token loss (GRPO)"),
+    "reward": Mode(None, "kl_coef * k1 subtracted from the reward, from the rollout log-probs, no gradient "
+                         "(PPO/InstructGPT per token with the critic; RLOO/REINFORCE++ per sequence)"),
+})
 
 
 def _reward_kl_active(cfg: "ObjectiveConfig", ref_logp: torch.Tensor | None) -> bool:
-    if cfg.kl_placement != "reward" or cfg.kl_coef == 0:
+    if KL_PLACEMENT.check(cfg.kl_placement) != "reward" or cfg.kl_coef == 0:
         return False
     if ref_logp is None:
         raise ValueError(
@@ -61,12 +71,20 @@ def kl_in_reward(
     group_advantages. logp = the rollout policy's log-probs (B, T). A no-op (rewards returned
     as float) unless kl_placement='reward' and kl_coef > 0. No gradient.
     """
+    active = _reward_kl_active(cfg, ref_logp)
+    return sequence_rewards_with_kl(rewards, logp, ref_logp if active else None, mask, cfg.kl_coef if active else 0.0)
+
+
+def sequence_rewards_with_kl(rewards: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor | None,
+                             mask: torch.Tensor, kl_coef: float) -> torch.Tensor:
+    """r_i - kl_coef * sum_t M k1_{i,t} (B,), in logp's dtype, no gradient; rewards as they are
+    (in logp's dtype) when ref_logp is None or kl_coef is 0. logp, ref_logp, mask: (B, T)."""
     r = rewards.detach().to(logp.dtype)
-    if not _reward_kl_active(cfg, ref_logp):
+    if ref_logp is None or kl_coef == 0:
         return r
     m = mask > 0
     k1 = torch.where(m, kl_penalty(logp.detach(), ref_logp, "k1"), torch.zeros_like(logp))
-    return r - cfg.kl_coef * k1.sum(-1)
+    return r - kl_coef * k1.sum(-1)
 
 
 def token_rewards_with_kl(
@@ -76,10 +94,19 @@ def token_rewards_with_kl(
     ref_logp: torch.Tensor | None,
     mask: torch.Tensor,
 ) -> torch.Tensor:
-    """Per-token rewards (B, T) for the critic path (GAE):
+    """Per-token rewards (B, T) for the critic path (GAE), `token_rewards` with the config's KL:
+    present only when kl_placement='reward' and kl_coef > 0."""
+    active = _reward_kl_active(cfg, ref_logp)
+    return token_rewards(rewards, logp, ref_logp if active else None, mask, cfg.kl_coef if active else 0.0)
+
+
+def token_rewards(rewards: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor | None, mask: torch.Tensor,
+                  kl_coef: float) -> torch.Tensor:
+    """Per-token rewards (B, T):
         r_{i,t} = -kl_coef * k1_{i,t} * M_{i,t}  +  [t = last response token of i] * r_i
-    (InstructGPT 2203.02155 Eq. 2 spread over tokens). The KL term is present only when
-    kl_placement='reward' and kl_coef > 0. A row without response tokens gets no reward. No gradient.
+    (InstructGPT 2203.02155 Eq. 2 spread over tokens); no KL term when ref_logp is None or
+    kl_coef is 0 (logp then only gives the shape and dtype). A row without response tokens
+    gets no reward. No gradient. rewards (B,); logp, ref_logp, mask (B, T).
     """
     if rewards.dim() != 1 or rewards.shape[0] != logp.shape[0] or logp.shape != mask.shape:
         raise ValueError(
@@ -87,9 +114,9 @@ def token_rewards_with_kl(
         )
     m = mask > 0
     out = torch.zeros_like(logp, dtype=logp.dtype).detach()
-    if _reward_kl_active(cfg, ref_logp):
+    if ref_logp is not None and kl_coef != 0:
         k1 = torch.where(m, kl_penalty(logp.detach(), ref_logp, "k1"), torch.zeros_like(out))
-        out = out - cfg.kl_coef * k1
+        out = out - kl_coef * k1
     pos = torch.arange(out.shape[1], device=out.device).expand_as(m)
     last = torch.where(m, pos, torch.full_like(pos, -1)).amax(-1)  # index of the last response token
     has = last >= 0

@@ -161,3 +161,13 @@ PRESETS: dict[str, dict] = {
         kl_coef=0.0,
     ),
 }
+
+# The trainer each preset runs under (config key `trainer:`, harness/train/run/shell.py): the
+# preference loss needs the pairs trainer; every preset not listed here runs under "rl".
+PRESET_TRAINERS: dict[str, str] = {"dpo": "dpo"}
+
+
+def preset_trainer(name: str) -> str:
+    """`trainer:` of preset `name` ("custom" and every RL preset: "rl")."""
+    return PRESET_TRAINERS.get(name, "rl")
+

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import torch
 
-RATIO_MODES = ("token", "sequence", "sequence_token", "none")
-
+from harness.objective.modes import Mode, Modes
 
 def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B,) length-normalised log ratio (1/|o_i|) sum_t M (logp - old_logp); 0 for an empty row."""
@@ -40,19 +39,38 @@ def importance_ratio(mode: str, logp: torch.Tensor, old_logp: torch.Tensor, mask
     zero = torch.zeros_like(logp)
     lp = torch.where(m, logp, zero)  # padding may hold garbage (-inf); keep it out of exp and grads
     old = torch.where(m, old_logp.detach(), zero)
-    if mode == "token":
-        return torch.exp(lp - old)
-    if mode == "sequence":
-        s = torch.exp(sequence_log_ratio(lp, old, m))  # (B,)
-        return s.unsqueeze(-1).expand_as(lp)
-    if mode == "sequence_token":
-        s = torch.exp(sequence_log_ratio(lp, old, m)).detach()  # sg(s_i)
-        return s.unsqueeze(-1) * torch.exp(lp - lp.detach())
-    if mode == "none":
-        return torch.exp(lp - lp.detach())
-    raise ValueError(f"unknown ratio {mode!r}; allowed: {list(RATIO_MODES)}")
+    return RATIO[mode](lp, old, m)
+
+
+def _token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    return torch.exp(lp - old)
+
+
+def _sequence(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    s = torch.exp(sequence_log_ratio(lp, old, m))  # (B,)
+    return s.unsqueeze(-1).expand_as(lp)
+
+
+def _sequence_token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    s = torch.exp(sequence_log_ratio(lp, old, m)).detach()  # sg(s_i)
+    return s.unsqueeze(-1) * torch.exp(lp - lp.detach())
+
+
+def _none(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    return torch.exp(lp - lp.detach())
+
+
+# The `ratio` knob (docs/objective.md §2): name -> rho(lp, old, m), all (B, T), padding already zeroed.
+RATIO: Modes = Modes("ratio", {
+    "token": Mode(_token, "exp(logp - old_logp) per token (PPO, GRPO, DAPO, CISPO)"),
+    "sequence": Mode(_sequence, "s_i = exp(mean_t(logp - old_logp)), one value per sequence (GSPO 2507.18071)"),
+    "sequence_token": Mode(_sequence_token, "sg(s_i) * exp(logp - sg(logp)): value s_i, per-token gradient (GSPO-token)"),
+    "none": Mode(_none, "exp(logp - sg(logp)): value 1, gradient grad logp (on-policy REINFORCE / GPG 2504.02546)"),
+})
+RATIO_MODES = RATIO.names
+SEQUENCE_LEVEL = frozenset({"sequence", "sequence_token"})  # ratios with one value per sequence
 
 
 def is_sequence_level(mode: str) -> bool:
     """Whether the ratio is one value per sequence (clip metrics are then shares of sequences)."""
-    return mode in ("sequence", "sequence_token")
+    return RATIO.check(mode) in SEQUENCE_LEVEL

@@ -33,8 +33,8 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, penalty: 
 def dynamic_sampling_keep(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     """(N,) bool: groups whose rewards are NOT all equal (DAPO dynamic sampling: the constraint
     0 < |{o_i correct}| < G of its objective). An all-equal group has zero advantage under group baselines, so it
-    contributes no gradient and only dilutes the batch. Pass the task reward (accuracy), not
-    the overlong-shaped one, as DAPO does."""
+    contributes no gradient and only dilutes the batch. Pass the correctness (accuracy, 0/1), not
+    the overlong-shaped reward, as DAPO and verl do: an all-wrong group whose lengths differ is dropped."""
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be (B,), got shape {tuple(rewards.shape)}")
     if group_size < 2 or rewards.shape[0] % group_size:

@@ -10,9 +10,11 @@ GSPO 2507.18071 (same clip on the sequence ratio).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
-CLIP_MODES = ("ppo", "cispo", "none")
+from harness.objective.modes import Mode, Modes
 
 
 def _bounds(eps_low: float | None, eps_high: float) -> tuple[float | None, float]:
@@ -38,20 +40,41 @@ def surrogate_loss(
     ratio, adv, logp: (B, T); adv carries no gradient.
     """
     lo, hi = _bounds(eps_low, eps_high)
-    if clip == "ppo":
-        unclipped = ratio * adv
-        clipped = torch.clamp(ratio, min=lo, max=hi) * adv
-        loss = -torch.minimum(unclipped, clipped)
-        if dual_clip is not None:
-            capped = torch.minimum(loss, -dual_clip * adv)  # only ever binds for A < 0
-            loss = torch.where(adv < 0, capped, loss)
-        return loss
-    if clip == "cispo":
-        weight = torch.clamp(ratio, min=lo, max=hi).detach()  # sg(r_hat)
-        return -weight * adv * logp
-    if clip == "none":
-        return -ratio * adv
-    raise ValueError(f"unknown clip {clip!r}; allowed: {list(CLIP_MODES)}")
+    return CLIP[clip].loss(ratio, adv, logp, lo, hi, dual_clip)
+
+
+def _ppo(ratio, adv, logp, lo, hi, dual_clip):
+    unclipped = ratio * adv
+    clipped = torch.clamp(ratio, min=lo, max=hi) * adv
+    loss = -torch.minimum(unclipped, clipped)
+    if dual_clip is not None:
+        capped = torch.minimum(loss, -dual_clip * adv)  # only ever binds for A < 0
+        loss = torch.where(adv < 0, capped, loss)
+    return loss
+
+
+def _cispo(ratio, adv, logp, lo, hi, dual_clip):
+    weight = torch.clamp(ratio, min=lo, max=hi).detach()  # sg(r_hat)
+    return -weight * adv * logp
+
+
+def _none(ratio, adv, logp, lo, hi, dual_clip):
+    return -ratio * adv
+
+
+class Surrogate(NamedTuple):
+    loss: object  # (ratio, adv, logp, lower bound | None, upper bound, dual_clip) -> l (B, T)
+    clips: bool  # whether the bounds 1-eps_low, 1+eps_high act (clip_masks, the clip/frac metrics)
+
+
+# The `clip` knob (docs/objective.md §3).
+CLIP: Modes = Modes("clip", {
+    "ppo": Mode(Surrogate(_ppo, True), "-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), dual_clip optional (PPO 1707.06347)"),
+    "cispo": Mode(Surrogate(_cispo, True), "-sg(clip(rho, 1-eps_low, 1+eps_high)) A logp: the IS weight is clipped, "
+                  "no token dropped (CISPO 2506.13585)"),
+    "none": Mode(Surrogate(_none, False), "-rho A, no clipping"),
+})
+CLIP_MODES = CLIP.names
 
 
 def clip_masks(
@@ -64,7 +87,7 @@ def clip_masks(
     For cispo the same conditions mark where the IS weight is capped; clip 'none' never binds.
     """
     r = ratio.detach()
-    if clip == "none":
+    if not CLIP[clip].clips:
         f = torch.zeros_like(r, dtype=torch.bool)
         return f, f
     lo, hi = _bounds(eps_low, eps_high)

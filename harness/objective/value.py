@@ -25,6 +25,24 @@ def value_loss(
     num_seqs: int | float | torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
+    """vf_coef * aggregate(agg, l_v) with the config's knobs: `clipped_value_loss`."""
+    return clipped_value_loss(values, old_values, returns, mask, vf_coef=cfg.vf_coef, value_clip=cfg.value_clip,
+                              agg=cfg.agg, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens)
+
+
+def clipped_value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    vf_coef: float,
+    value_clip: float | None,
+    agg: str,
+    norm_constant: float | None = None,
+    num_seqs: int | float | torch.Tensor | None = None,
+    num_tokens: int | float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """vf_coef * aggregate(agg, l_v), all inputs (B, T); values carry the gradient.
 
         V_clip = V_old + clip(V - V_old, -value_clip, +value_clip)
@@ -41,15 +59,15 @@ def value_loss(
     v_old = torch.where(m, old_values.detach().to(values.dtype), zero)
     ret = torch.where(m, returns.detach().to(values.dtype), zero)
     unclipped = (v - ret) ** 2
-    if cfg.value_clip is not None:
-        v_clip = v_old + torch.clamp(v - v_old, -cfg.value_clip, cfg.value_clip)
+    if value_clip is not None:
+        v_clip = v_old + torch.clamp(v - v_old, -value_clip, value_clip)
         clipped = (v_clip - ret) ** 2
         per_tok = 0.5 * torch.maximum(unclipped, clipped)
         clip_frac = masked_mean((clipped > unclipped).to(values.dtype), m)
     else:
         per_tok = 0.5 * unclipped
         clip_frac = 0.0
-    loss = cfg.vf_coef * aggregate(cfg.agg, per_tok, m, cfg.norm_constant, num_seqs, num_tokens)
+    loss = vf_coef * aggregate(agg, per_tok, m, norm_constant, num_seqs, num_tokens)
     metrics = {
         "loss/value": float(loss.detach().item()),
         "value/clip_frac": clip_frac,

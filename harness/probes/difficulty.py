@@ -3,7 +3,7 @@
 At the same policy and batches (harness/probes/engine.py), per arm (objective.scale):
     adv/share_extreme    share of the batch's sum|A| from extreme groups (p < 0.2 or p > 0.8)
     grad/share_extreme   ||g_E|| / (||g_E|| + ||g_R||), the policy-gradient norm of the extreme
-                         groups' rows against the rest (harness/train/group_stats.py)
+                         groups' rows against the rest (harness/train/diagnostics/group_stats.py)
     abs_adv_sum per group against the closed forms 2G sqrt(p(1-p)) (group_std, population std)
                          and 2G p(1-p) (none): max |measured - closed form| over the groups
 and after the update, on held-out prompts with the same sampling seed for every arm, the
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from harness.probes.engine import Arm, ProbeResult, arm_mean, batch_for_update, paired, run_one_update_probe
-from harness.train.group_stats import GROUP_RECORDS, extreme_grad_share, group_records
+from harness.train.diagnostics.group_stats import GROUP_RECORDS, extreme_grad_share, group_records
 
 
 def closed_form(scale: str, G: int, p: float) -> float | None:

@@ -31,12 +31,15 @@ import torch
 from harness.config import RunConfig
 from harness.objective import group_advantages
 from harness.rollout import make_backend
-from harness.train.collect import collect, step_seed
-from harness.train.evaluate import evaluate
-from harness.train.policy_init import initial_policy
+from harness.train.rl.collect import collect, step_seed
+from harness.train.eval.evaluate import evaluate
+from harness.train.run.policy_init import initial_policy
 from harness.tasks import make_task
-from harness.train.loop import EVAL_SEED_OFFSET, old_policy_logprobs
-from harness.train.update import policy_update
+from harness.train.rl.step import old_policy_logprobs
+from harness.train.batch import Batch
+from harness.train.run.components import Trained
+from harness.train.run.shell import EVAL_SEED_OFFSET
+from harness.train.rl.update import policy_update
 
 PROBE_SEED_SALT = 31_337  # probe batches use steps 10_000 + b: never a training run's prompts/draws
 
@@ -66,14 +69,13 @@ def t_interval(vals: list[float]) -> tuple[float, float]:
     return (m, h) if len(vals) > 1 else (m, float("nan"))
 
 
-def batch_for_update(ep, adv, old_logp, cfg) -> dict:
-    """The dict policy_update takes (harness/train/update.py)."""
+def batch_for_update(ep, adv, old_logp, cfg) -> Batch:
+    """The batch policy_update takes (harness/train/batch.py), without a reference."""
     r = ep.rollout
     mask = r.response_mask
     if cfg.objective.mask_truncated:
         mask = mask * (~r.truncated).float().unsqueeze(1)
-    return {"prompt_ids": r.prompt_ids, "response_ids": r.response_ids, "mask": mask, "adv": adv,
-            "old_logp": old_logp, "ref_logp": None, "rollout_logp": r.sampler_logp, "routing": r.extras.get("routing")}
+    return Batch.from_rollout(r, mask).with_(adv=adv, old_logp=old_logp)
 
 
 def one_update(policy, cfg: RunConfig, ep, pad_id: int, seed: int):
@@ -84,12 +86,12 @@ def one_update(policy, cfg: RunConfig, ep, pad_id: int, seed: int):
     opt = torch.optim.AdamW(model.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
     adv = group_advantages(obj, ep.rewards, tr.group_size)
     single = tr.inner_epochs == 1 and tr.mini_batches == 1 and not obj.tis_cap
-    routing = ep.rollout.extras.get("routing") if obj.routing_replay else None
-    old = None if single else old_policy_logprobs(model, ep, pad_id, cfg.rollout.temperature,
-                                                  tr.micro_batch_size or len(ep.rollout.prompt_ids), routing)
-    batch = batch_for_update(ep, adv, old, cfg)
+    batch = batch_for_update(ep, adv, None, cfg)
+    if not single:
+        batch = batch.with_(old_logp=old_policy_logprobs(model, batch, pad_id, cfg.rollout.temperature,
+                                                         tr.micro_batch_size, obj.routing_replay))
     gen = torch.Generator().manual_seed(seed)
-    metrics = policy_update(model, opt, batch, cfg, pad_id, gen, single)
+    metrics = policy_update(Trained("policy", model, opt), [], batch, cfg, pad_id, gen, single)
     model.eval()
     return model, adv, metrics
 
@@ -127,7 +129,7 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
     model, task, rollout and train settings are used for sampling). stats(arm, ep, adv, cfg,
     policy, pad_id) -> dict: mechanism numbers of that arm on the batch at pi_0; batch_stats(ep,
     cfg, policy, pad_id) -> dict: numbers of the batch itself (the same for every arm).
-    Probe metrics are those of harness.train.evaluate.evaluate (pass@k overall and per
+    Probe metrics are those of harness.train.eval.evaluate.evaluate (pass@k overall and per
     difficulty, length of correct / incorrect answers, truncation)."""
     t0 = time.perf_counter()
     if prompts_per_batch:

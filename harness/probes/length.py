@@ -7,7 +7,7 @@ seq_mean_token_mean (1/|o_i|) a long wrong answer is pushed down less per token,
 token included, than under a batch-wide normaliser; so after the update wrong answers are
 longer under grpo than under token_mean / dr_grpo, and right answers shorter.
 
-Per batch and arm it also records, at pi_0 (harness.train.metrics.eos_weight_shares):
+Per batch and arm it also records, at pi_0 (harness.train.diagnostics.metrics.eos_weight_shares):
     agg/eos_share_incorrect, agg/eos_share_correct   the share of the update's gradient weight
                                                       on the end tokens of wrong / right answers
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe
 from harness.probes.regime import KEYS as REGIME_KEYS
 from harness.probes.regime import regime_stats
-from harness.train.metrics import eos_weight_shares
+from harness.train.diagnostics.metrics import eos_weight_shares
 
 KEYS = ("eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/length/truncated_frac")
 STAT_KEYS = ("agg/eos_share_incorrect", "agg/eos_share_correct")

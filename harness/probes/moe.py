@@ -20,8 +20,9 @@ import torch
 
 from harness.models.moe import routers
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe, with_section
-from harness.train.loop import old_policy_logprobs
-from harness.train.mismatch import MismatchStats
+from harness.train.batch import Batch
+from harness.train.rl.step import old_policy_logprobs
+from harness.train.diagnostics.mismatch import MismatchStats
 
 GRPO_EPS = 0.2
 GSPO_EPS_LOW, GSPO_EPS_HIGH = 3e-4, 4e-4
@@ -45,11 +46,12 @@ def _batch_stats(ep, cfg, policy, pad_id) -> dict:
     r = ep.rollout
     out = {}
     micro = cfg.train.micro_batch_size or len(r.prompt_ids)
-    for prefix, routing in (("", None), ("replay/", r.extras.get("routing"))):
-        if prefix and (routing is None or not routers(policy)):
+    batch = Batch.from_rollout(r, r.response_mask)
+    for prefix, replay in (("", False), ("replay/", True)):
+        if replay and (batch.routing is None or not routers(policy)):
             continue
         mm = MismatchStats()
-        lp = old_policy_logprobs(policy, ep, pad_id, cfg.rollout.temperature, micro, routing, mm, r.response_mask)
+        lp = old_policy_logprobs(policy, batch, pad_id, cfg.rollout.temperature, micro, replay, mm)
         out.update({prefix + k: v for k, v in mm.result().items()})
         out.update({prefix + k: v for k, v in _ratio_stats(lp, r.sampler_logp, r.response_mask).items()})
     return out

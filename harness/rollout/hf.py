@@ -42,7 +42,7 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
 def assemble_routing(calls: list[list[torch.Tensor]], prompt_lens: torch.Tensor, resp_lens: torch.Tensor,
                      prompt_width: int, resp_width: int) -> torch.Tensor:
     """Expert choices recorded during one cached `generate` -> per-row routing in the
-    layout of the TRAINING forward (harness.train.logprobs.pack: prompt at positions
+    layout of the TRAINING forward (harness.models.logprobs.pack: prompt at positions
     [0, P_i), response token t at P_i + t, right padding).
 
     calls: per MoE layer (L), the router's (N, k) indices of each forward of generate:

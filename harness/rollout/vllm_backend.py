@@ -12,7 +12,7 @@ Lifecycle:
   layerwise reload + a CPU MoE fix, see vllm_worker.py), then `llm.reset_prefix_cache()`;
   then, on the first `verify_first` syncs and every `verify_every`-th one, `verify_sync`.
 - verify_sync(model): log-probs of a fixed probe sequence in the engine
-  (`prompt_logprobs`) vs the trainer (`harness.train.logprobs.response_logprobs`); raises
+  (`prompt_logprobs`) vs the trainer (`harness.models.logprobs.response_logprobs`); raises
   `WeightSyncError` when max |dlogp| > tol.
 
 Sampler log-probs: vLLM returns, by default, log-probs of the RAW logits (before
@@ -317,7 +317,7 @@ class VLLMBackend(RolloutBackend):
     @torch.no_grad()
     def trainer_probe_logprobs(self, model: torch.nn.Module, probe_ids: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Same as engine_probe_logprobs, computed by the trainer's code path."""
-        from harness.train.logprobs import response_logprobs
+        from harness.models.logprobs import response_logprobs
 
         T = max(len(s) for s in probe_ids) - 1
         resp = torch.full((len(probe_ids), T), self.pad_id, dtype=torch.long)

@@ -111,9 +111,9 @@ def test_zero_clip_distance_is_fine_without_clipping():
 def no_model(monkeypatch):
     """Every way to a model, tokenizer or warm start raises: a test that reaches one fails."""
     import harness.models.registry as registry
-    import harness.train.policy_init as policy_init
-    import harness.train.run_setup as run_setup
-    import harness.train.warmstart as warmstart
+    import harness.train.run.policy_init as policy_init
+    import harness.train.run.setup as run_setup
+    import harness.train.run.warmstart as warmstart
 
     def boom(*a, **k):
         raise AssertionError("a model, tokenizer or warm start was loaded")

@@ -18,7 +18,7 @@ class Reached(Exception):
 
 @pytest.fixture
 def failing_policy(monkeypatch):
-    import harness.train.run_setup as run_setup
+    import harness.train.run.setup as run_setup
 
     def fail(cfg, device):
         raise Reached(cfg.train.lr)
@@ -27,7 +27,7 @@ def failing_policy(monkeypatch):
 
 
 def test_changed_config_is_accepted_after_a_failure_before_the_first_step(tmp_path, failing_policy):
-    from harness.train.loop import train
+    from harness.train import train
 
     out = tmp_path / "run"
     with pytest.raises(Reached):
@@ -56,7 +56,7 @@ def test_the_cli_accepts_the_corrected_config(tmp_path, failing_policy, capsys):
 
 
 def test_a_run_with_a_completed_step_keeps_its_config(tmp_path, failing_policy):
-    from harness.train.loop import train
+    from harness.train import train
 
     out = tmp_path / "run"
     with pytest.raises(Reached):

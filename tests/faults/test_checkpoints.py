@@ -11,7 +11,7 @@ import pytest
 
 from faults_helpers import TINY, Killed, assert_complete, file_steps, tiny
 from harness.cli import main
-from harness.train.faults import NoReadableCheckpoint, OrphanMetrics
+from harness.train.run.faults import NoReadableCheckpoint, OrphanMetrics
 
 
 STEPS = "train.steps=4"
@@ -19,8 +19,8 @@ STEPS = "train.steps=4"
 
 def _killed_after_step(run, monkeypatch, step: int):
     """A run killed during the rollout of step+1 (checkpoints ..step on disk)."""
-    import harness.train.loop as loop
-    from harness.train.loop import train
+    import harness.train.rl.step as loop
+    from harness.train import train
 
     real, calls = loop.collect, {"n": 0}
 
@@ -45,7 +45,7 @@ def test_two_checkpoints_are_kept(tmp_path, mlflow_uri, monkeypatch):
 
 @pytest.mark.parametrize("damage", ["truncated_weights", "corrupt_state", "missing_state", "deleted"])
 def test_bad_latest_checkpoint_falls_back_to_the_previous(damage, tmp_path, mlflow_uri, monkeypatch, capsys):
-    from harness.train.loop import train
+    from harness.train import train
 
     run = tmp_path / "run"
     _killed_after_step(run, monkeypatch, 2)
@@ -72,7 +72,7 @@ def test_bad_latest_checkpoint_falls_back_to_the_previous(damage, tmp_path, mlfl
 
 
 def test_lost_latest_marker_resumes_from_the_intact_checkpoint(tmp_path, mlflow_uri, monkeypatch, capsys):
-    from harness.train.loop import train
+    from harness.train import train
 
     run = tmp_path / "run"
     _killed_after_step(run, monkeypatch, 1)
@@ -90,7 +90,7 @@ def test_all_checkpoints_unreadable_stops_with_a_message(tmp_path, mlflow_uri, m
     _killed_after_step(run, monkeypatch, 2)
     for ckpt in (run / "checkpoints").glob("step_*"):
         (ckpt / "trainer_state.pt").write_bytes(b"garbage")
-    from harness.train.loop import train
+    from harness.train import train
 
     with pytest.raises(NoReadableCheckpoint):
         train(tiny(STEPS), run)
@@ -109,7 +109,7 @@ def test_logged_steps_without_checkpoints_refuse_to_restart(tmp_path, mlflow_uri
     run = tmp_path / "run"
     _killed_after_step(run, monkeypatch, 1)
     shutil.rmtree(run / "checkpoints")
-    from harness.train.loop import train
+    from harness.train import train
 
     with pytest.raises(OrphanMetrics, match="refusing to restart at step 0"):
         train(tiny(STEPS), run)
@@ -119,7 +119,7 @@ def test_logged_steps_without_checkpoints_refuse_to_restart(tmp_path, mlflow_uri
 def test_torn_last_line_of_metrics(tmp_path, mlflow_uri, monkeypatch):
     """A kill in the middle of appending to metrics.jsonl leaves a torn last line (written here
     by hand after a kill); the rerun drops it and logs every step once."""
-    from harness.train.loop import train
+    from harness.train import train
 
     run = tmp_path / "run"
     _killed_after_step(run, monkeypatch, 1)
@@ -132,7 +132,7 @@ def test_torn_last_line_of_metrics(tmp_path, mlflow_uri, monkeypatch):
 def test_torn_line_before_any_checkpoint(tmp_path, mlflow_uri, monkeypatch):
     """A torn line and no checkpoint (the first flush was cut): the run starts at step 0 and the
     torn fragment does not hide the steps appended after it."""
-    from harness.train.loop import train
+    from harness.train import train
 
     run = tmp_path / "run"
     _killed_after_step(run, monkeypatch, -1)  # killed in step 0's rollout

@@ -14,8 +14,8 @@ import torch
 
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, tiny
 from harness.cli import main
-from harness.train.checkpoint_files import verify
-from harness.train.faults import CheckpointWriteError
+from harness.train.run.checkpoint_files import verify
+from harness.train.run.faults import CheckpointWriteError
 
 
 def _full_disk_on_call(monkeypatch, nth: int):
@@ -34,7 +34,7 @@ def _full_disk_on_call(monkeypatch, nth: int):
 
 
 def test_disk_full_during_checkpoint(tmp_path, mlflow_uri, monkeypatch, capsys):
-    from harness.train.loop import train
+    from harness.train import train
 
     run = tmp_path / "run"
     with monkeypatch.context() as m:

@@ -52,9 +52,9 @@ PHASES = ["rollout", "update", "checkpoint_write", "metrics_flush", "mlflow_flus
 
 @pytest.mark.parametrize("phase", PHASES)
 def test_killed_then_rerun_has_every_step_once(phase, tmp_path, mlflow_uri, monkeypatch):
-    import harness.train.loop as loop
-    from harness.train.loop import train
-    from harness.train.rundir import RunDir
+    import harness.train.rl.step as loop
+    from harness.train import train
+    from harness.train.run.rundir import RunDir
 
     run = tmp_path / "run"
     cfg = tiny()
@@ -75,4 +75,4 @@ def test_killed_then_rerun_has_every_step_once(phase, tmp_path, mlflow_uri, monk
     assert logged == list(range(len(logged))) and len(logged) <= 3  # a prefix, no torn line read as a step
     train(cfg, run)
     assert_complete(mlflow_uri, run)
-    assert not list((run / "checkpoints").glob(".tmp_*"))  # no partial write left behind
+    assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]  # no partial write left behind

@@ -57,7 +57,7 @@ def test_unreachable_server_then_next_run_sends_everything(tmp_path, monkeypatch
 def test_server_goes_away_mid_run_and_returns(tmp_path, mlflow_uri, monkeypatch, capsys):
     from mlflow.tracking import MlflowClient
 
-    from harness.train.loop import train
+    from harness.train import train
 
     monkeypatch.setenv("HARNESS_MLFLOW_RETRY_SECONDS", "0")  # try again at every flush
     real = MlflowClient.log_batch
@@ -71,7 +71,7 @@ def test_server_goes_away_mid_run_and_returns(tmp_path, mlflow_uri, monkeypatch,
     with monkeypatch.context() as m:
         m.setattr(MlflowClient, "log_batch", log_batch)
         # back from step 3's flush on: the patch is lifted when step 3's checkpoint is written
-        import harness.train.loop as loop
+        import harness.train.rl.step as loop
 
         real_collect = loop.collect
 
@@ -92,7 +92,7 @@ def test_server_goes_away_mid_run_and_returns(tmp_path, mlflow_uri, monkeypatch,
 
 def test_pending_steps_already_in_mlflow_are_not_sent_twice(tmp_path, mlflow_uri, capsys):
     """A crash after sending the pending steps but before clearing the file: the next send skips them."""
-    from harness.train.loop import train
+    from harness.train import train
 
     run = tmp_path / "run"
     train(tiny(), run)

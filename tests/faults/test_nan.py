@@ -11,8 +11,8 @@ from safetensors.torch import load_file
 from faults_helpers import TINY, file_steps, mlflow_status, mlflow_steps, tiny
 from harness.cli import main
 from harness.config import ConfigError, load_config
-from harness.train.checkpoint_files import verify
-from harness.train.faults import NonFiniteError
+from harness.train.run.checkpoint_files import verify
+from harness.train.run.faults import NonFiniteError
 
 
 def test_nan_policy_is_validated():
@@ -24,7 +24,7 @@ def test_nan_policy_is_validated():
 
 
 def _nan_reward_at(monkeypatch, step: int):
-    import harness.train.loop as loop
+    import harness.train.rl.step as loop
 
     real, calls = loop.collect, {"n": 0}
 
@@ -39,20 +39,20 @@ def _nan_reward_at(monkeypatch, step: int):
 
 
 def _bad_loss_at(monkeypatch, step: int, value: float):
-    import harness.train.update as update
+    import harness.train.rl.update as update
 
-    real, calls = update.policy_loss, {"n": 0}
+    real, calls = update.objective_loss, {"n": 0}
 
-    def policy_loss(*a, **k):
+    def objective_loss(*a, **k):
         loss, metrics = real(*a, **k)
         calls["n"] += 1
         return (loss + value if calls["n"] == step + 1 else loss), metrics
 
-    monkeypatch.setattr(update, "policy_loss", policy_loss)
+    monkeypatch.setattr(update, "objective_loss", objective_loss)
 
 
 def test_nan_reward_stops_naming_step_and_tensor(tmp_path, mlflow_uri, monkeypatch):
-    from harness.train.loop import train
+    from harness.train import train
 
     run = tmp_path / "run"
     _nan_reward_at(monkeypatch, 1)
@@ -80,7 +80,7 @@ def test_inf_loss_stop_via_cli(tmp_path, mlflow_uri, monkeypatch, capsys):
 def test_skip_step_skips_the_update_and_goes_on(tmp_path, mlflow_uri, monkeypatch, capsys):
     import json
 
-    from harness.train.loop import train
+    from harness.train import train
 
     run = tmp_path / "run"
     _bad_loss_at(monkeypatch, 1, float("nan"))
@@ -97,7 +97,7 @@ def test_skip_step_skips_the_update_and_goes_on(tmp_path, mlflow_uri, monkeypatc
 
 
 def test_skip_step_nan_reward(tmp_path, mlflow_uri, monkeypatch):
-    from harness.train.loop import train
+    from harness.train import train
 
     run = tmp_path / "run"
     _nan_reward_at(monkeypatch, 0)

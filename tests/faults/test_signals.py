@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, mlflow_steps, tiny
-from harness.train.faults import StoppedBySignal
+from harness.train.run.faults import StoppedBySignal
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _signal_in_rollout(monkeypatch, step: int, signals: list[int]):
-    import harness.train.loop as loop
+    import harness.train.rl.step as loop
 
     real, calls = loop.collect, {"n": 0}
 
@@ -36,7 +36,7 @@ def _signal_in_rollout(monkeypatch, step: int, signals: list[int]):
 
 
 def test_sigint_stops_at_the_end_of_the_step(tmp_path, mlflow_uri, monkeypatch, capsys):
-    from harness.train.loop import train
+    from harness.train import train
 
     run, cfg = tmp_path / "run", tiny("train.checkpoint_every=5")  # no checkpoint due at step 1
     before = signal.getsignal(signal.SIGINT)
@@ -55,7 +55,7 @@ def test_sigint_stops_at_the_end_of_the_step(tmp_path, mlflow_uri, monkeypatch, 
 
 
 def test_second_signal_aborts_at_once(tmp_path, mlflow_uri, monkeypatch):
-    from harness.train.loop import train
+    from harness.train import train
 
     run, cfg = tmp_path / "run", tiny()
     with monkeypatch.context() as m:

@@ -49,13 +49,12 @@ def _clean(value):
 def record(name: str) -> list[dict]:
     """The metric records (one per logged step) of run `name`, perf/* removed."""
     from harness.config import load_config
-    from harness.train.dpo import train_dpo
-    from harness.train.loop import train
+    from harness.train import train
 
     path, overrides = RUNS[name]
     cfg = load_config(path, overrides)
     with tempfile.TemporaryDirectory() as tmp:
-        (train_dpo if cfg.objective.algorithm == "dpo" else train)(cfg, Path(tmp) / name)
+        train(cfg, Path(tmp) / name)  # the run shell: the preset's trainer (rl | dpo)
         lines = (Path(tmp) / name / "metrics.jsonl").read_text().splitlines()
     out = []
     for line in lines:

@@ -61,6 +61,7 @@ def test_public_names():
         "ObjectiveConfig", "group_advantages", "policy_loss", "kl_penalty", "dpo_loss", "pass_at_k",
         "PRESETS", "gae_advantages", "value_loss", "explained_variance", "overlong_penalty",
         "dynamic_sampling_keep", "aggregate", "importance_ratio",
+        "inputs_needed", "Needs", "loss_mask", "advantages", "Scored", "loss", "LossInputs", "MODE_KNOBS",
     }
     for name in objective.__all__:
         assert getattr(objective, name) is not None

@@ -5,7 +5,7 @@ import torch
 
 from harness.objective import ObjectiveConfig
 from harness.objective.aggregation import aggregate, token_weights
-from harness.train.metrics import eos_weight_shares
+from harness.train.diagnostics.metrics import eos_weight_shares
 
 MASK = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
 

@@ -1,4 +1,4 @@
-"""DPO trainer (harness/train/dpo.py): pairs from the warm start, a few steps that move the
+"""DPO trainer (harness/train/dpo/step.py): pairs from the warm start, a few steps that move the
 policy and grow the margin, the JSONL reader's errors, resume (after a kill and after the end)."""
 import json
 import math
@@ -10,12 +10,12 @@ from safetensors.torch import load_file
 from harness.cli import main
 from harness.config import load_config
 from harness.tasks import make_task
-from harness.train import dpo as dpo_module
-from harness.train.collect import step_seed
-from harness.train.dpo import train_dpo
-from harness.train.dpo_pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
-from harness.train.eval_cache import eval_cache_path, load_eval
-from harness.train.warmstart import ensure_warm_start
+from harness.train.dpo import step as dpo_module
+from harness.train.rl.collect import step_seed
+from harness.train import train
+from harness.train.dpo.pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
+from harness.train.eval.eval_cache import eval_cache_path, load_eval
+from harness.train.run.warmstart import ensure_warm_start
 
 CONFIG = "experiments/runs/dpo.yaml"  # its warm start is the smoke config's (shared cache, tests/conftest.py)
 FAST = [
@@ -32,7 +32,7 @@ def _records(run):
 
 @pytest.fixture(scope="module")
 def dpo_run(warm_cache, tmp_path_factory):
-    """One short DPO run through the CLI (objective.preset=dpo dispatches to train_dpo)."""
+    """One short DPO run through the CLI (objective.preset=dpo dispatches to the DPO trainer)."""
     out = tmp_path_factory.mktemp("dpo") / "run"
     overrides = [*FAST, f"warm_start.cache_dir={warm_cache}"]
     assert main(["train", CONFIG, *overrides, "--out", str(out)]) == 0
@@ -107,7 +107,7 @@ def test_step0_eval_is_the_warm_starts_cached_eval(dpo_run):
 def test_resume_after_completed_run_is_a_noop(dpo_run, capsys):
     run, cfg = dpo_run
     files = {p: p.read_bytes() for p in (run / "metrics.jsonl", run / "summary.json", run / "pairs.jsonl")}
-    summary = train_dpo(cfg, run)
+    summary = train(cfg, run)
     assert "nothing to do" in capsys.readouterr().out
     assert summary == json.loads(files[run / "summary.json"])
     assert all(p.read_bytes() == data for p, data in files.items())
@@ -130,11 +130,11 @@ def test_killed_run_resumes_without_lost_or_duplicated_steps(dpo_run, warm_cache
 
     monkeypatch.setattr(dpo_module, "dpo_loss", dying_loss)
     with pytest.raises(RuntimeError, match="killed"):
-        train_dpo(cfg, run)
+        train(cfg, run)
     assert [r["step"] for r in _records(run)] == [0, 1]
     assert (run / "pairs.jsonl").read_text() == (ref_run / "pairs.jsonl").read_text()
     monkeypatch.setattr(dpo_module, "dpo_loss", real_loss)
-    train_dpo(cfg, run)
+    train(cfg, run)
 
     got, want = _records(run), _records(ref_run)
     assert [r["step"] for r in got] == [0, 1, 2, 3, 4]

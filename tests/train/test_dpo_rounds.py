@@ -10,13 +10,14 @@ import torch
 from harness.cli import main
 from harness.config import ConfigError, load_config
 from harness.tasks import make_task
-from harness.train import dpo as dpo_module
-from harness.train.collect import step_seed
-from harness.train.dpo import all_logps, encode_pairs, train_dpo
-from harness.train.dpo_pairs import PAIRS_SALT, read_pairs
+from harness.train.dpo import step as dpo_module
+from harness.train.rl.collect import step_seed
+from harness.train import train
+from harness.train.dpo.step import all_logps, encode_pairs
+from harness.train.dpo.pairs import PAIRS_SALT, read_pairs
 from harness.models import load_model
-from harness.train.policy_init import make_render
-from harness.train.warmstart import ensure_warm_start
+from harness.train.run.policy_init import make_render
+from harness.train.run.warmstart import ensure_warm_start
 
 CONFIG = "experiments/runs/dpo.yaml"
 FAST = [
@@ -92,7 +93,7 @@ def test_kill_inside_round_one_resumes_exactly(rounds_run, warm_cache, tmp_path,
 
     monkeypatch.setattr(dpo_module, "dpo_loss", dying_loss)
     with pytest.raises(RuntimeError, match="killed"):
-        train_dpo(cfg, run)
+        train(cfg, run)
     assert [r["step"] for r in _records(run)] == list(range(n0))
     # round 0's last step is checkpointed although checkpoint_every (10) does not divide it
     ckpt = run / "checkpoints" / f"step_{n0 - 1:06d}"
@@ -108,7 +109,7 @@ def test_kill_inside_round_one_resumes_exactly(rounds_run, warm_cache, tmp_path,
     warm, _ = load_model(ensure_warm_start(cfg))
     assert not torch.allclose(ref["chosen"], all_logps(warm, enc, pad, 4)[0], atol=1e-3)
     monkeypatch.setattr(dpo_module, "dpo_loss", real_loss)
-    train_dpo(cfg, run)
+    train(cfg, run)
     got, want = _records(run), _records(ref_run)
     assert [r["step"] for r in got] == [r["step"] for r in want]
     for a, b in zip(got, want):

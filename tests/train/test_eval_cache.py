@@ -1,12 +1,12 @@
-"""The warm start's step-0 eval is cached beside it (harness/train/eval_cache.py): a second run
+"""The warm start's step-0 eval is cached beside it (harness/train/eval/eval_cache.py): a second run
 with the same eval settings loads it, and it equals a fresh computation of the same eval."""
 import json
 
 import torch
 
-from harness.train.eval_cache import eval_cache_path
-from harness.train.loop import train
-from harness.train.warmstart import ensure_warm_start
+from harness.train.eval.eval_cache import eval_cache_path
+from harness.train import train
+from harness.train.run.warmstart import ensure_warm_start
 
 EVAL = ["train.steps=1", "train.checkpoint_every=1", "eval.every=1", "eval.num_prompts=6", "eval.n_samples=3",
         "eval.ks=[1,3]", "eval.seed=9173"]  # an eval seed of this test's own: a cache entry of its own

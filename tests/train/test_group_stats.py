@@ -1,4 +1,4 @@
-"""Per-group statistics (harness/train/group_stats.py): sum|A| per group against hand-computed
+"""Per-group statistics (harness/train/diagnostics/group_stats.py): sum|A| per group against hand-computed
 values and the closed forms of docs/studies.md (b), groups.jsonl through the run directory, and
 the extreme-group gradient split g_E + g_R = the whole batch's gradient."""
 import math
@@ -12,10 +12,11 @@ from harness.objective import ObjectiveConfig, group_advantages, policy_loss
 from harness.objective.aggregation import batch_denominators
 from harness.rollout.base import RolloutBatch
 from harness.tasks.base import Problem, RewardBreakdown
-from harness.train.episode import Episode
-from harness.train.group_stats import extreme_grad_share, extreme_rows, group_records
-from harness.train.logprobs import response_logprobs
-from harness.train.rundir import GROUP_RECORDS, RunDir, read_jsonl
+from harness.train.rl.episode import Episode
+from harness.train.batch import Batch
+from harness.train.diagnostics.group_stats import extreme_grad_share, extreme_rows, group_records
+from harness.models.logprobs import response_logprobs
+from harness.train.run.rundir import GROUP_RECORDS, RunDir, read_jsonl
 
 
 def _episode(correct_per_group: list[list[int]], T: int = 3, response_ids: torch.Tensor | None = None,
@@ -122,8 +123,7 @@ def test_extreme_grad_share_splits_the_whole_batch_gradient():
     obj = ObjectiveConfig.preset("grpo", std="population", kl_coef=0.0)
     adv = group_advantages(obj, ep.rewards, G)
     cfg = SimpleNamespace(objective=obj, train=SimpleNamespace(micro_batch_size=5), rollout=SimpleNamespace(temperature=1.0))
-    batch = {"prompt_ids": prompts, "response_ids": resp, "mask": mask, "adv": adv, "ref_logp": None,
-             "rollout_logp": torch.zeros(B, T)}
+    batch = Batch(prompts, resp, mask, mask, torch.zeros(B, T), adv=adv)
     pad = tok.pad_token_id
     out = extreme_grad_share(model, batch, ep, cfg, pad)
     assert all(p.grad is None for p in model.parameters())

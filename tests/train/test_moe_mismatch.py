@@ -9,8 +9,8 @@ from harness.config import ConfigError, load_config
 from harness.models import build_model, render_prompt
 from harness.rollout.base import SamplingParams
 from harness.rollout.hf import HFBackend
-from harness.train.logprobs import response_logprobs
-from harness.train.loop import train
+from harness.models.logprobs import response_logprobs
+from harness.train import train
 # tiny MoE from scratch, 4 prompts x 4 samples, one step, a minimal eval: about a second per run
 TINY = ["model.name=tiny-moe", "warm_start.enabled=false", "train.old_logp=recompute", "task.difficulty_mix={easy: 1}", "tracking.mlflow=false",
         "train.steps=1", "train.checkpoint_every=1", "train.threads=1", "train.prompts_per_step=4",
@@ -167,7 +167,7 @@ def test_config_errors_name_the_keys(overrides, needles):
 # ----------------------------------------------------------------------------- the formulas
 
 def test_mismatch_formulas_on_known_numbers():
-    from harness.train.mismatch import MismatchStats
+    from harness.train.diagnostics.mismatch import MismatchStats
 
     p_train = torch.tensor([[0.5, 0.2, 0.9, 0.01]])
     p_roll = torch.tensor([[0.2, 0.5, 0.9, 0.99]])
@@ -182,7 +182,7 @@ def test_mismatch_formulas_on_known_numbers():
 
 
 def test_set_disagreement_ignores_slot_order():
-    from harness.train.routing import set_disagreement
+    from harness.train.diagnostics.routing import set_disagreement
 
     a = torch.tensor([[0, 1], [0, 1], [2, 3]])  # (tokens, k)
     b = torch.tensor([[1, 0], [1, 2], [0, 1]])

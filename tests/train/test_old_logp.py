@@ -9,8 +9,8 @@ import torch
 from safetensors.torch import load_file
 
 from harness.config import ConfigError, load_config
-from harness.train.loop import train
-from harness.train.warmstart import ensure_warm_start
+from harness.train import train
+from harness.train.run.warmstart import ensure_warm_start
 
 STEP = ["train.steps=1", "train.mini_batches=2", "train.checkpoint_every=1"]
 

@@ -1,8 +1,8 @@
-"""Paired bootstrap of a pass@1 rise (harness/train/paired.py), on cases computed by hand."""
+"""Paired bootstrap of a pass@1 rise (harness/train/eval/paired.py), on cases computed by hand."""
 import pytest
 import torch
 
-from harness.train.paired import paired_bootstrap
+from harness.train.eval.paired import paired_bootstrap
 
 
 def test_identical_policies_give_a_zero_interval():

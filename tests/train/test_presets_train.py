@@ -6,8 +6,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from harness.train.loop import train
-from harness.train.warmstart import ensure_warm_start
+from harness.train import train
+from harness.train.run.warmstart import ensure_warm_start
 
 
 PRESETS = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "gspo_token", "cispo", "rloo", "reinforce_pp", "lite_ppo", "gpg"]
@@ -32,7 +32,7 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
     assert step0["adv/abs_mean"] > 0, f"{preset}: no learning signal in the test batch"
     assert "eval/pass_at_1" in records[-1] and "eval/pass_at_1" in step0
     if preset == "grpo":  # the final checkpoint loads on its own for `harness eval RUN_DIR`
-        from harness.train.final_eval import eval_run
+        from harness.train.eval.final_eval import eval_run
 
         result = eval_run(tmp_path / "run", n_samples=2, num_prompts=4)
         assert 0.0 <= result["eval/pass_at_1"] <= 1.0 and (tmp_path / "run" / "eval.json").exists()

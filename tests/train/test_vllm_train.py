@@ -7,8 +7,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from harness.train.loop import train
-from harness.train.warmstart import ensure_warm_start
+from harness.train import train
+from harness.train.run.warmstart import ensure_warm_start
 
 pytest.importorskip("vllm")
 

@@ -3,10 +3,10 @@
 Crash safety. Metrics of the steps since the last checkpoint are kept inside the next
 checkpoint and flushed (to metrics.jsonl and the tracker) only after that checkpoint is
 on disk. A killed run therefore resumes from its last checkpoint k with every step <= k
-logged exactly once, and redoes the steps > k, which were never logged. Every file that is
-replaced is written to a temp name and renamed (atomic on POSIX).
+logged exactly once, and redoes the steps > k, which were never logged. Every file and folder
+that is replaced is written to a temp name and renamed (harness/atomic.py).
 
-groups.jsonl (one line per prompt group and step, harness/train/group_stats.py) follows the
+groups.jsonl (one line per prompt group and step, harness/train/diagnostics/group_stats.py) follows the
 same path: a step's group records ride inside its metric record under GROUP_RECORDS, and
 `flush` moves them to groups.jsonl (metrics.jsonl never holds them). samples.jsonl and
 groups.jsonl hold several records per step; a step that a crash cut short in the middle of a
@@ -21,7 +21,7 @@ point. docs/faults.md has every fault and what the run does.
 Config lock. config.yaml ties the directory to one config once a step is complete (a
 checkpoint, a logged step or summary.json: `has_completed_step`). An attempt that failed
 before that holds nothing worth keeping, so a changed config may restart the directory:
-`clear_attempt` removes what that attempt wrote (run_setup.check_same_config).
+`clear_attempt` removes what that attempt wrote (setup.check_same_config).
 """
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ from pathlib import Path
 
 import torch
 
-from harness.atomic import atomic_write_text  # noqa: F401  (re-exported; new code imports harness.atomic)
+from harness.atomic import atomic_folder, atomic_write_text
 
 KEEP_CHECKPOINTS = 2  # the newest checkpoint and the one before it (a fallback if the newest is unreadable)
+STALE = (".step_*.tmp-*", ".step_*.old-*", ".tmp_step_*")  # atomic_folder's temp names (and the older one)
 GROUP_RECORDS = "_groups"  # key of a metric record that holds the step's per-group records (-> groups.jsonl)
 
 
@@ -74,25 +75,20 @@ class RunDir:
         manifest (size and CRC-32 of every file), then renamed. The newest KEEP_CHECKPOINTS stay on
         disk, so a checkpoint found unreadable later has one to fall back to. An OSError (disk
         full, quota, I/O) removes the partial write and raises CheckpointWriteError."""
-        from harness.train.checkpoint_files import write_manifest
-        from harness.train.faults import CheckpointWriteError
+        from harness.train.run.checkpoint_files import write_manifest
+        from harness.train.run.faults import CheckpointWriteError
 
         self.ckpt_root.mkdir(exist_ok=True)
         name = f"step_{step:06d}"
-        tmp = self.ckpt_root / f".tmp_{name}"
-        final = self.ckpt_root / name
         try:
-            shutil.rmtree(tmp, ignore_errors=True)
-            model.save_pretrained(tmp, safe_serialization=True)
-            if tokenizer is not None:
-                tokenizer.save_pretrained(tmp)
-            torch.save(state, tmp / "trainer_state.pt")
-            write_manifest(tmp)
-            shutil.rmtree(final, ignore_errors=True)  # a step redone after a fallback
-            os.replace(tmp, final)
+            with atomic_folder(self.ckpt_root / name) as tmp:  # replaces a step redone after a fallback
+                model.save_pretrained(tmp, safe_serialization=True)
+                if tokenizer is not None:
+                    tokenizer.save_pretrained(tmp)
+                torch.save(state, tmp / "trainer_state.pt")
+                write_manifest(tmp)
             atomic_write_text(self.ckpt_root / "latest", name)
-        except OSError as err:
-            shutil.rmtree(tmp, ignore_errors=True)
+        except OSError as err:  # atomic_folder removed the partial write
             prev = [p.name for p in self.checkpoints() if p.name != name]
             kept = f"the previous checkpoint {prev[0]} is intact" if prev else "there is no earlier checkpoint"
             raise CheckpointWriteError(
@@ -101,9 +97,10 @@ class RunDir:
                 f"command: it resumes from {prev[0] if prev else 'step 0'} (the steps after it are redone).") from err
         for old in self.checkpoints()[KEEP_CHECKPOINTS:]:
             shutil.rmtree(old, ignore_errors=True)
-        for stale in self.ckpt_root.glob(".tmp_step_*"):  # partial writes of a killed attempt
-            shutil.rmtree(stale, ignore_errors=True)
-        return final
+        for pattern in STALE:  # partial writes of a killed attempt
+            for stale in self.ckpt_root.glob(pattern):
+                shutil.rmtree(stale, ignore_errors=True)
+        return self.ckpt_root / name
 
     def set_aside(self, ckpt: Path) -> Path:
         """Rename an unreadable checkpoint to unreadable_<name> (kept for inspection, never loaded)."""
@@ -139,7 +136,7 @@ class RunDir:
     # what an attempt writes before its first checkpoint, all of it derived from its config
     ATTEMPT_FILES = ("config.yaml", "metrics.jsonl", "samples.jsonl", "groups.jsonl", "mlflow_run_id", "mlflow_run_id.tmp",
                      "mlflow_pending.jsonl",
-                     "pairs*.jsonl", "pairs_report*.json", "pairs_ref*.pt", ".pairs_ref*.pt.tmp")
+                     "pairs*.jsonl", "pairs_report*.json", "pairs_ref*.pt", ".pairs_ref*.pt.tmp*")
     ATTEMPT_DIRS = ("checkpoints", "eval_prompts")
 
     def has_completed_step(self) -> bool:

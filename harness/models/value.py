@@ -8,7 +8,7 @@ import copy
 import torch
 from torch import nn
 
-from harness.train.logprobs import pack
+from harness.models.logprobs import pack
 
 
 class ValueModel(nn.Module):

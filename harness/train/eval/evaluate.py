@@ -17,10 +17,10 @@ import torch
 from harness.objective import pass_at_k
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Problem, Task
-from harness.train.collect import score, step_seed
-from harness.train.metrics import rollout_metrics
-from harness.train.paired import paired_bootstrap
-from harness.train.rundir import atomic_write_text
+from harness.train.rl.collect import score, step_seed
+from harness.train.diagnostics.metrics import rollout_metrics
+from harness.train.eval.paired import paired_bootstrap
+from harness.atomic import atomic_write_text
 
 EVAL_PROMPTS = "eval_prompts"  # DIR/eval_prompts/step_N.json: per-prompt pass@1 of every eval
 
@@ -40,7 +40,9 @@ def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem
     params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=ev.temperature,
                             top_p=cfg.rollout.top_p, seed=step_seed(cfg.eval.seed, 0, 10_000))  # same draws at every eval
     rollout = backend.generate([render(p) for p in problems], ev.n_samples, params)
-    ep = score(task, problems, rollout, ev.n_samples, cfg.objective, cfg.rollout.max_new_tokens)
+    # the task's reward only: the training objective's overlong shaping is no part of an eval score,
+    # so eval/reward/mean is the same for every preset (and the step-0 cache is shared across them)
+    ep = score(task, problems, rollout, ev.n_samples, None, cfg.rollout.max_new_tokens)
     correct = ep.correct.view(len(problems), ev.n_samples).sum(-1).tolist()  # c per prompt
     out: dict[str, float] = {}
     buckets: dict[str, list[int]] = defaultdict(list)

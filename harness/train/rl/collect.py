@@ -11,7 +11,7 @@ import torch
 from harness.objective import dynamic_sampling_keep, overlong_penalty
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
-from harness.train.episode import Episode
+from harness.train.rl.episode import Episode
 
 
 def step_seed(seed: int, step: int, salt: int = 0) -> int:
@@ -20,10 +20,12 @@ def step_seed(seed: int, step: int, salt: int = 0) -> int:
 
 
 def score(task: Task, problems, rollout, group_size: int, objective, max_new_tokens: int) -> Episode:
+    """The task's verdict on every row, plus the objective's overlong shaping (docs/objective.md §6)
+    when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py)."""
     rows = [p for p in problems for _ in range(group_size)]
     scores = [task.score(p, text, bool(tr)) for p, text, tr in zip(rows, rollout.texts, rollout.truncated)]
     base = torch.tensor([s.total for s in scores], dtype=torch.float32)
-    if objective.overlong_buffer > 0:
+    if objective is not None and objective.overlong_buffer > 0:
         shaping = overlong_penalty(rollout.lengths, max_new_tokens, objective.overlong_buffer, objective.overlong_penalty)
     else:
         shaping = torch.zeros_like(base)
@@ -43,12 +45,11 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
                                 top_p=cfg.rollout.top_p, seed=step_seed(cfg.seed, step, 100 + rnd))
         rollout = backend.generate([render(p) for p in problems], G, params)
         ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
-        keep = dynamic_sampling_keep(ep.rewards, G)
-        if first_zero_frac is None:
-            first_zero_frac = 1.0 - keep.float().mean().item()
+        if first_zero_frac is None:  # groups/zero_std_frac: all-equal rewards (as the objective sees them)
+            first_zero_frac = 1.0 - dynamic_sampling_keep(ep.rewards, G).float().mean().item()
         rounds = rnd
-        if obj.dynamic_sampling:
-            ep = ep.select_groups(keep)
+        if obj.dynamic_sampling:  # on accuracy, 0 < #correct < G (DAPO Eq. 11), not on the shaped reward
+            ep = ep.select_groups(dynamic_sampling_keep(ep.correct.float(), G))
             if len(ep.problems) > want:
                 ep = ep.select_groups(torch.arange(len(ep.problems)) < want)
         parts.append(ep)

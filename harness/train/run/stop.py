@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from harness.train.faults import StoppedBySignal
+from harness.train.run.faults import StoppedBySignal
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 

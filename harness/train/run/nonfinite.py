@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.train.faults import NonFiniteError
+from harness.train.run.faults import NonFiniteError
 
 
 class NonFiniteUpdate(Exception):

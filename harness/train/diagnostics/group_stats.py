@@ -5,7 +5,7 @@ Shapes: N prompt groups, G = group size, B = N*G rows (groups contiguous), T res
 `group_records(ep, adv, mask, step)` returns step metrics plus one record per group, which
 ride inside the step's metric record under `rundir.GROUP_RECORDS` and are written to
 DIR/groups.jsonl by `RunDir.flush` (so they are kept in the checkpoint and flushed after
-it, like every metric: see harness/train/rundir.py). A record:
+it, like every metric: see harness/train/run/rundir.py). A record:
 
     step, group (index within the step), difficulty, G, k (correct answers), p = k/G,
     reward_mean, reward_std (POPULATION std of the rewards the objective sees),
@@ -37,11 +37,12 @@ import time
 
 import torch
 
-from harness.objective import policy_loss
+from harness.objective import LossInputs, inputs_needed, loss
 from harness.objective.aggregation import batch_denominators
-from harness.train.episode import Episode
-from harness.train.logprobs import response_logprobs
-from harness.train.rundir import GROUP_RECORDS
+from harness.train.batch import Batch
+from harness.train.rl.episode import Episode
+from harness.models.logprobs import response_logprobs
+from harness.train.run.rundir import GROUP_RECORDS
 
 P_LOW, P_HIGH = 0.2, 0.8  # extreme groups: p < P_LOW (hard for the policy) or p > P_HIGH (easy)
 
@@ -88,49 +89,35 @@ def group_records(ep: Episode, adv: torch.Tensor, mask: torch.Tensor | None, ste
             GROUP_RECORDS: records}
 
 
-def _adv_only(obj) -> bool:
-    """True when a row with A = 0 contributes no gradient (no KL or entropy term in the loss)."""
-    return not ((obj.kl_coef and obj.kl_placement == "loss") or obj.entropy_coef)
-
-
-def extreme_grad_share(model, batch: dict, ep: Episode, cfg, pad_id: int) -> dict[str, float]:
+def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int) -> dict[str, float]:
     """Gradient-norm share of the extreme groups (see the module docstring). One extra
     forward/backward over the batch's rows, split in two; the model's .grad is left empty.
 
-    batch: as for policy_update (prompt_ids B lists, response_ids (B,T), mask (B,T), adv (B,) or
-    (B,T), ref_logp, rollout_logp, routing (B,S,L,k) replayed when objective.routing_replay).
+    batch: as for policy_update (its routing (B,S,L,k) replayed when objective.routing_replay).
     The ratio is taken against the current policy (= the rollout policy, before the update), so
     the gradient is the update's first-step direction."""
     t0 = time.perf_counter()
     obj, tr = cfg.objective, cfg.train
     rows_e = extreme_rows(ep)
-    mask = batch["mask"]
-    num_seqs, num_tokens = batch_denominators(mask)  # the whole batch's: g_E + g_R = g_total exactly
+    num_seqs, num_tokens = batch_denominators(batch.mask)  # the whole batch's: g_E + g_R = g_total exactly
     live = torch.ones(len(rows_e), dtype=torch.bool)
-    if _adv_only(obj):  # A = 0 rows (zero-variance groups) give an exactly zero gradient: skip them
-        a = batch["adv"].detach().cpu()
+    needs = inputs_needed(obj)
+    if needs.adv_only_gradient:  # A = 0 rows (zero-variance groups) give an exactly zero gradient: skip them
+        a = batch.adv.detach().cpu()
         live = (a != 0).any(-1) if a.dim() == 2 else a != 0
-    routing = batch.get("routing") if obj.routing_replay else None  # MoE routing replay, as in the update
+    replay = obj.routing_replay  # MoE routing replay, as in the update
     params = [q for q in model.parameters() if q.requires_grad]
     model.train()
     grads: dict[str, list[torch.Tensor | None]] = {}
     for name, sel in (("extreme", rows_e & live), ("rest", ~rows_e & live)):
-        idx = sel.nonzero().flatten().tolist()
         model.zero_grad(set_to_none=True)
-        micro = tr.micro_batch_size or max(len(idx), 1)
-        for s in range(0, len(idx), micro):
-            part = idx[s:s + micro]
-            pm = mask[part]
-            logp, entropy, _ = response_logprobs(model, [batch["prompt_ids"][i] for i in part], batch["response_ids"][part],
-                                                 pm, pad_id, cfg.rollout.temperature, with_entropy=bool(obj.entropy_coef),
-                                                 routing=routing[part] if routing is not None else None)
-            ref = batch.get("ref_logp")
-            roll = batch.get("rollout_logp")
-            loss, _ = policy_loss(obj, logp, logp.detach(), batch["adv"][part], pm,
-                                  ref_logp=ref[part] if ref is not None else None, entropy=entropy,
-                                  rollout_logp=roll[part] if (obj.tis_cap and roll is not None) else None,
-                                  num_seqs=num_seqs, num_tokens=num_tokens)
-            loss.backward()
+        for part in batch.rows(sel.nonzero().flatten().tolist()).micro_batches(tr.micro_batch_size):
+            logp, entropy, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.mask, pad_id,
+                                                 cfg.rollout.temperature, with_entropy=needs.entropy_grad,
+                                                 routing=part.routing if replay else None)
+            x = LossInputs(logp=logp, old_logp=logp.detach(), adv=part.adv, mask=part.mask, entropy=entropy,
+                           ref_logp=part.ref_logp, rollout_logp=part.rollout_logp)
+            loss(obj, x, num_seqs, num_tokens)[0].backward()
         grads[name] = [None if q.grad is None else q.grad.detach().float().clone() for q in params]
     model.zero_grad(set_to_none=True)
 

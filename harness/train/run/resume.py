@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.train.checkpoint_files import verify
-from harness.train.faults import NoReadableCheckpoint, OrphanMetrics
-from harness.train.rundir import RunDir
+from harness.train.run.checkpoint_files import verify
+from harness.train.run.faults import NoReadableCheckpoint, OrphanMetrics
+from harness.train.run.rundir import RunDir
 
 
 def resume_point(run: RunDir, load: Callable[[Path], Any]) -> tuple[Path | None, Any]:

@@ -13,11 +13,12 @@ from harness.config import ConfigError, load_config
 from harness.models import load_model
 from harness.rollout import make_backend
 from harness.tasks import make_task
-from harness.train.evaluate import evaluate
-from harness.train.loop import EVAL_SEED_OFFSET
-from harness.train.paired import paired_bootstrap
-from harness.train.policy_init import DTYPES, initial_policy, make_render
-from harness.train.rundir import RunDir, atomic_write_text
+from harness.train.eval.evaluate import evaluate
+from harness.train.run.shell import EVAL_SEED_OFFSET
+from harness.train.eval.paired import paired_bootstrap
+from harness.train.run.policy_init import DTYPES, initial_policy, make_render
+from harness.atomic import atomic_write_text
+from harness.train.run.rundir import RunDir
 
 
 def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from harness.models import build_model, load_model, render_prompt
-from harness.train.warmstart import ensure_warm_start
+from harness.train.run.warmstart import ensure_warm_start
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

@@ -1,7 +1,7 @@
 """Rollout/train mismatch metrics of one step (docs/studies.md (c); GSPO 2507.18071, R3 2510.11370).
 
 Shapes: B rows, T response length, b rows of one micro-batch, W its packed width
-(harness.train.logprobs.pack), L MoE layers, k experts per token.
+(harness.models.logprobs.pack), L MoE layers, k experts per token.
 
 Log-prob mismatch, on the response tokens the loss sees (mask > 0), between the sampler
 (rollout_logp: what the rollout engine drew the token with) and the trainer's OLD policy
@@ -27,8 +27,9 @@ import math
 
 import torch
 
-from harness.train.logprobs import response_logprobs
-from harness.train.routing import capture_routing, one_forward, set_disagreement
+from harness.train.batch import Batch
+from harness.models.logprobs import response_logprobs
+from harness.train.diagnostics.routing import capture_routing, one_forward, set_disagreement
 
 LOG2 = math.log(2.0)
 
@@ -107,12 +108,12 @@ class MismatchStats:
 
 
 @torch.no_grad()
-def router_old_new(model, batch: dict, stats: MismatchStats, pad_id: int, temperature: float, replay: bool) -> None:
+def router_old_new(model, batch: Batch, stats: MismatchStats, pad_id: int, temperature: float, replay: bool) -> None:
     """After the update: one no-grad forward of the updated policy over the same row groups
     the old policy's routing was captured on (same packing), under the same replay."""
     for i, (rows, _, _, mask) in enumerate(stats.old_routing):
-        prompts = [batch["prompt_ids"][j] for j in rows]
-        routing = batch["routing"][rows] if replay else None
+        part = batch.rows(rows)
         with capture_routing(model) as calls:
-            response_logprobs(model, prompts, batch["response_ids"][rows], mask, pad_id, temperature, routing=routing)
+            response_logprobs(model, part.prompt_ids, part.response_ids, mask, pad_id, temperature,
+                              routing=part.routing if replay else None)
         stats.add_new_routing(i, calls)

@@ -1,6 +1,6 @@
 """Expert choices of training forwards (MoE): capture them and compare them as sets.
 
-Shapes: L MoE layers, b rows of a forward, W its packed width (harness.train.logprobs.pack),
+Shapes: L MoE layers, b rows of a forward, W its packed width (harness.models.logprobs.pack),
 k experts per token, N = b * W.
 """
 from __future__ import annotations

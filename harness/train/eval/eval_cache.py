@@ -2,7 +2,7 @@
 
 Every run that starts from the same warm start and evaluates with the same settings draws
 the same samples at step 0 (common random numbers: evaluate.py), so its step-0 eval is a
-property of the warm start, not of the run. It is computed once and stored in
+property of the warm start, not of the run (no objective knob enters an eval score). It is computed once and stored in
 WARM_START/eval_cache/<key>.json (metrics + per-prompt pass@1); later runs (other seeds,
 presets, knobs, the DPO trainer) load it. `eval_at` is the eval both trainers call. The key holds everything that can change those samples or their
 scoring: the eval section (less `every`), the rollout section, the task, the prompt suffix,
@@ -17,16 +17,18 @@ from pathlib import Path
 
 import torch
 
-from harness.train.evaluate import evaluate, save_prompt_scores
-from harness.train.rundir import atomic_write_text
-from harness.train.warmstart import warm_start_folder
+from harness.train.eval.evaluate import evaluate, save_prompt_scores
+from harness.atomic import atomic_write_text
+from harness.train.run.warmstart import warm_start_folder
 
 CACHE_DIR = "eval_cache"
 
 
 def eval_cache_path(cfg, warm_folder: Path) -> Path:
     ev = {k: v for k, v in cfg.eval.model_dump().items() if k != "every"}
-    key = {"eval": ev, "rollout": cfg.rollout.model_dump(), "task": cfg.task.model_dump(),
+    # "scoring": evals score the task's reward alone (no objective shaping, evaluate.py); entries written
+    # before that (a dapo run's eval/reward/mean carried its overlong shaping) have no such field: never read
+    key = {"scoring": "task_reward", "eval": ev, "rollout": cfg.rollout.model_dump(), "task": cfg.task.model_dump(),
            "prompt_suffix": cfg.model.prompt_suffix, "dtype": cfg.model.dtype, "threads": torch.get_num_threads()}
     digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return Path(warm_folder) / CACHE_DIR / f"{digest}.json"

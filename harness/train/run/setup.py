@@ -12,9 +12,10 @@ import yaml
 
 from harness.config import ConfigError, RunConfig, dump_config
 from harness.tasks import make_task
+from harness.atomic import atomic_write_text
 from harness.threads import start_governor
-from harness.train.policy_init import initial_policy
-from harness.train.rundir import RunDir, atomic_write_text
+from harness.train.run.policy_init import initial_policy
+from harness.train.run.rundir import RunDir
 
 
 def check_same_config(run: RunDir, cfg: RunConfig) -> None:
@@ -29,6 +30,7 @@ def check_same_config(run: RunDir, cfg: RunConfig) -> None:
     except (yaml.YAMLError, UnicodeDecodeError):
         old = None
     if isinstance(old, dict):
+        old.setdefault("trainer", new.get("trainer"))  # recorded before the key existed: the preset's, as now
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     else:
         diff = ["<unreadable config.yaml>"]

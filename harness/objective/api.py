@@ -1,0 +1,187 @@
+"""The objective's calls for a trainer (docs/objective.md §11): every decision about the objective
+is made here, so a trainer computes the tensors `inputs_needed` asks for and branches on nothing
+else.
+
+    needs  = inputs_needed(obj)                          which tensors to compute (reference, values, ...)
+    mask   = loss_mask(obj, mask, truncated)             mask_truncated (§6)
+    scored = advantages(obj, rewards, mask, G, logp=, ref_logp=, values=)
+                                                         KL in the reward (§4), group baselines or
+                                                         critic + GAE (§1) -> Scored(adv, returns, rewards)
+    loss, metrics = loss(obj, LossInputs(...), num_seqs, num_tokens)
+                                                         policy loss (§2-6) with entropy detach and TIS
+                                                         gating, + value loss when values are given (§1)
+
+Glossary: N prompts, G group size, B = N*G sequences (groups contiguous), b rows of one
+micro-batch, T padded response length, M the response mask (B, T).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from harness.objective.advantages import BASELINE, critic_advantages, group_advantages
+from harness.objective.kl import KL_PLACEMENT, kl_in_reward, token_rewards_with_kl
+from harness.objective.policy import policy_loss
+from harness.objective.value import value_loss
+
+if TYPE_CHECKING:
+    from harness.objective.config import ObjectiveConfig
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a trainer must compute for this objective (and nothing else decides it).
+
+    ref_logp             a frozen reference policy and its log-probs (kl_coef > 0; or DPO)
+    values               a trained value model: its predictions (B, T) before the update for
+                         `advantages`, with gradient in `loss` (baseline: critic)
+    current_logp_for_kl  the behaviour policy's log-probs (B, T) before the update, for the KL
+                         placed in the reward (pass them as `advantages(logp=...)`); a
+                         single-pass update that has no old-log-prob forward must run one
+    rollout_logp         the sampler's log-probs (B, T) in `LossInputs.rollout_logp` (TIS)
+    old_logp_forward     pi_old's log-probs must come from a separate forward even when the
+                         update is a single pass (TIS weighs pi_old,train against the sampler)
+    entropy_grad         the entropy enters the loss (entropy_coef != 0): compute it with grad
+    adv_only_gradient    a row with advantage 0 contributes no gradient (no KL-in-loss or
+                         entropy term), so a diagnostic may skip such rows
+    """
+
+    ref_logp: bool
+    values: bool
+    current_logp_for_kl: bool
+    rollout_logp: bool
+    old_logp_forward: bool
+    entropy_grad: bool
+    adv_only_gradient: bool
+
+
+def _kl_in(obj: "ObjectiveConfig", placement: str) -> bool:
+    return obj.kl_coef > 0 and KL_PLACEMENT.check(obj.kl_placement) == placement
+
+
+def _critic(obj: "ObjectiveConfig") -> bool:
+    return BASELINE[obj.baseline] is None  # the per-token baseline: a value model + GAE
+
+
+def inputs_needed(obj: "ObjectiveConfig") -> Needs:
+    """Which tensors the trainer must compute for `obj` (see `Needs`)."""
+    tis = obj.tis_cap is not None
+    return Needs(
+        ref_logp=obj.needs_reference,
+        values=_critic(obj),
+        current_logp_for_kl=_kl_in(obj, "reward"),
+        rollout_logp=tis,
+        old_logp_forward=tis,
+        entropy_grad=bool(obj.entropy_coef),
+        adv_only_gradient=not (_kl_in(obj, "loss") or obj.entropy_coef),
+    )
+
+
+def loss_mask(obj: "ObjectiveConfig", mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+    """The mask the loss sees (B, T): with mask_truncated, the rows of truncated responses
+    (truncated (B,) bool, no EOS) are zeroed (docs/objective.md §6); otherwise `mask` itself."""
+    if not obj.mask_truncated:
+        return mask
+    if truncated.shape != mask.shape[:1]:
+        raise ValueError(f"truncated {tuple(truncated.shape)} must be (B,) for mask {tuple(mask.shape)}")
+    return mask * (~truncated).float().unsqueeze(1).to(mask.device)
+
+
+@dataclass
+class Scored:
+    """What `advantages` returns.
+
+    adv      (B,) per-sequence (group baselines) or (B, T) per-token (critic) advantages, no grad
+    returns  (B, T) value targets R = A + V (un-whitened) when values were given, else None
+    rewards  (B,) the sequence rewards used, KL in the reward applied where it applies (critic:
+             the sum over the row of its per-token rewards)
+    """
+
+    adv: torch.Tensor
+    returns: torch.Tensor | None
+    rewards: torch.Tensor
+
+
+def advantages(obj: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Tensor, group_size: int, *,
+               logp: torch.Tensor | None = None, ref_logp: torch.Tensor | None = None,
+               values: torch.Tensor | None = None) -> Scored:
+    """Rewards (B,) -> advantages, with every decision of §1 and §4 made here.
+
+    KL in the reward (kl_placement: reward, kl_coef > 0) needs `logp` (the behaviour policy's,
+    (B, T)) and `ref_logp`; the critic baseline needs `values` (B, T). mask (B, T) is the loss
+    mask (after `loss_mask`). Critic: per-token rewards r_t = -kl_coef k1_t + [t last] r_i, GAE,
+    whitening for scale: batch_std (§1). Otherwise: r_i - kl_coef sum_t M k1 when the KL is in the
+    reward, then the group/batch baseline and scale (§1).
+    """
+    kl_reward = _kl_in(obj, "reward")
+    if kl_reward and (logp is None or ref_logp is None):
+        raise ValueError(
+            f"kl_placement='reward' with kl_coef={obj.kl_coef} needs logp (the behaviour policy's log-probs) and "
+            "ref_logp (the reference's), both (B, T): inputs_needed(obj).current_logp_for_kl / .ref_logp"
+        )
+    if _critic(obj):
+        if values is None:
+            raise ValueError(f"baseline={obj.baseline!r} needs values (B, T) from the value model "
+                             "(inputs_needed(obj).values)")
+        shape_src = logp if kl_reward else torch.zeros_like(values)  # only shape and dtype when no KL
+        tok = token_rewards_with_kl(obj, rewards, shape_src, ref_logp if kl_reward else None, mask)
+        adv, returns = critic_advantages(obj, tok, values, mask)
+        return Scored(adv=adv, returns=returns, rewards=tok.sum(-1))
+    if kl_reward:
+        rewards = kl_in_reward(obj, rewards, logp, ref_logp, mask)
+    return Scored(adv=group_advantages(obj, rewards, group_size), returns=None, rewards=rewards)
+
+
+@dataclass
+class LossInputs:
+    """One micro-batch, all (b, T) unless said.
+
+    logp          current policy, with grad
+    old_logp      behaviour policy (detached)
+    adv           (b,) or (b, T), from `advantages`
+    mask          the loss mask (`loss_mask`)
+    entropy       per-token entropy, with grad (detached here when entropy_coef is 0), or None
+    ref_logp      reference (when inputs_needed(obj).ref_logp)
+    rollout_logp  the sampler's log-probs: used only when the objective asks (TIS, tis_cap set)
+    values        value model output, with grad (critic)
+    old_values    value model output before the update (detached)
+    returns       value targets from `advantages` (Scored.returns)
+    """
+
+    logp: torch.Tensor
+    old_logp: torch.Tensor
+    adv: torch.Tensor
+    mask: torch.Tensor
+    entropy: torch.Tensor | None
+    ref_logp: torch.Tensor | None = None
+    rollout_logp: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+
+
+def loss(obj: "ObjectiveConfig", x: LossInputs, num_seqs: float | None = None,
+         num_tokens: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """(scalar loss, metrics) of one micro-batch: policy_loss (ratio, surrogate, TIS, KL in the
+    loss, entropy bonus, aggregation; §2-6) + value_loss when `x.values` is given (§1).
+    num_seqs / num_tokens: the whole optimizer mini-batch's denominators (§5).
+    Decided here: the entropy is detached when entropy_coef is 0 (it is then only a metric);
+    the sampler's log-probs reach the loss only when tis_cap is set. Metrics: §9's
+    (loss/policy, loss/kl, loss/entropy, clip/*, ratio/*, kl/*, entropy, and with values
+    loss/value, value/clip_frac, value/explained_variance)."""
+    entropy = x.entropy
+    if entropy is not None and not obj.entropy_coef:
+        entropy = entropy.detach()
+    total, metrics = policy_loss(obj, x.logp, x.old_logp, x.adv, x.mask, ref_logp=x.ref_logp, entropy=entropy,
+                                 rollout_logp=x.rollout_logp if obj.tis_cap else None,
+                                 num_seqs=num_seqs, num_tokens=num_tokens)
+    if x.values is not None:
+        if x.old_values is None or x.returns is None:
+            raise ValueError("values given without old_values and returns (b, T): the value loss needs all three")
+        vloss, vmetrics = value_loss(obj, x.values, x.old_values, x.returns, x.mask,
+                                     num_seqs=num_seqs, num_tokens=num_tokens)
+        total = total + vloss
+        metrics = {**metrics, **vmetrics}
+    return total, metrics

@@ -1,0 +1,76 @@
+"""The rows a training step works on, typed, and the one place that splits them into micro-batches.
+
+Shapes: B rows, T padded response length, S packed prompt+response width, L MoE layers, k experts
+per token. `Batch.rows(idx)` selects rows (a mini-batch, a group subset); `micro_batches(size)`
+walks them `size` rows at a time: every forward of the trainers over a step's rows goes through
+`micro_slices`, so the micro-batch boundaries (and hence the numbers) are defined here once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Iterator
+
+import torch
+
+
+def micro_slices(n: int, size: int | None) -> Iterator[list[int]]:
+    """Row indices 0..n-1 in consecutive runs of `size` (None or 0: one run of all n); none when n = 0."""
+    size = size or max(n, 1)
+    for s in range(0, n, size):
+        yield list(range(s, min(s + size, n)))
+
+
+@dataclass
+class Batch:
+    """One step's rows as the update reads them."""
+
+    prompt_ids: list[list[int]]          # B prompt id lists
+    response_ids: torch.Tensor           # (B, T) long
+    response_mask: torch.Tensor          # (B, T) 1 on the tokens the sampler generated
+    mask: torch.Tensor                   # (B, T) the loss mask (the objective's, e.g. truncated rows zeroed)
+    rollout_logp: torch.Tensor           # (B, T) the sampler's log-probs
+    routing: torch.Tensor | None = None  # (B, S, L, k) the rollout's expert choices (MoE), or None
+    adv: torch.Tensor | None = None      # (B,) or (B, T)
+    old_logp: torch.Tensor | None = None  # (B, T) pi_old; None: the update's first forward is pi_old
+    ref_logp: torch.Tensor | None = None  # (B, T) pi_ref
+    old_values: torch.Tensor | None = None  # (B, T) a value model's predictions at rollout time
+    returns: torch.Tensor | None = None  # (B, T) value targets
+    index: list[int] = field(default_factory=list)  # the step's row number of each row (empty: 0..B-1)
+
+    def __post_init__(self) -> None:
+        if not self.index:
+            self.index = list(range(len(self.prompt_ids)))
+
+    @classmethod
+    def from_rollout(cls, r, mask: torch.Tensor, device=None) -> "Batch":
+        """The rows of a RolloutBatch `r` with the loss mask `mask` (B, T); device: where the
+        tensors the loss reads go (None: where they are)."""
+        def to(t):
+            return t if device is None else t.to(device)
+
+        return cls(r.prompt_ids, to(r.response_ids), r.response_mask, to(mask), to(r.sampler_logp),
+                   r.extras.get("routing"))
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids)
+
+    def rows(self, idx: list[int]) -> "Batch":
+        """The rows `idx` (positions in this batch), every field selected alike."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None:
+                out[f.name] = None
+            elif isinstance(v, list):
+                out[f.name] = [v[i] for i in idx]
+            else:
+                out[f.name] = v[idx]
+        return Batch(**out)
+
+    def micro_batches(self, size: int | None) -> Iterator["Batch"]:
+        """The batch `size` rows at a time (None: whole)."""
+        for idx in micro_slices(len(self), size):
+            yield self.rows(idx)
+
+    def with_(self, **changes) -> "Batch":
+        return replace(self, **changes)

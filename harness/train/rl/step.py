@@ -1,0 +1,168 @@
+"""The RL trainer: the step of `harness train CONFIG` when `trainer: rl`.
+
+    step: N prompts -> G rollouts each -> rewards (verifier + overlong shaping)
+          -> [old / ref log-probs] -> advantages (the objective: group baselines, critic/GAE,
+             KL in the reward) -> K epochs x mini-batches x micro-batches of the objective's
+             loss -> optimizer steps of the policy and its components -> metrics
+
+Every algorithm is the same code path: the objective config decides the rest. The run shell
+(harness/train/run/shell.py) owns everything around the step (run directory, resume,
+checkpoints, eval schedule, signals, summary).
+"""
+from __future__ import annotations
+
+import copy
+import time
+from contextlib import nullcontext
+
+import torch
+
+from harness.config import ConfigError
+from harness.models.moe import routers
+from harness.objective import advantages, inputs_needed, loss_mask
+from harness.train.batch import Batch
+from harness.train.rl.collect import collect, step_seed
+from harness.train.rl.episode import Episode
+from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
+from harness.models.logprobs import response_logprobs
+from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
+from harness.train.diagnostics.mismatch import MismatchStats, router_old_new
+from harness.train.run.nonfinite import NonFiniteUpdate, first_nonfinite
+from harness.train.diagnostics.routing import capture_routing
+from harness.train.run.components import COMPONENTS
+from harness.train.run.shell import RunContext, Trainer
+from harness.train.rl.update import policy_update
+
+
+@torch.no_grad()
+def old_policy_logprobs(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
+                        replay: bool = False, mismatch: MismatchStats | None = None) -> torch.Tensor:
+    """(B, T) log-probs of the batch's responses (response_mask) under `model`. replay: force the
+    rollout's expert choices (batch.routing, MoE). mismatch: a MismatchStats fed with these
+    log-probs (as the old policy's) against the sampler's on the loss mask, and with the routing used."""
+    capture = mismatch is not None and bool(routers(model))
+    outs = []
+    for part in batch.micro_batches(micro):
+        with capture_routing(model) if capture else nullcontext() as calls:
+            lp, _, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
+                                         temperature, routing=part.routing if replay else None)
+        if mismatch is not None:
+            mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
+            if capture:
+                mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
+        outs.append(lp)
+    return torch.cat(outs)
+
+
+class RLTrainer(Trainer):
+    label = "step"
+    print_keys = (("reward/mean", "reward"), ("reward/accuracy", "acc"), ("length/mean", "len"),
+                  ("clip/frac", "clip"), ("entropy", "H"), ("eval/pass_at_1", "eval@1"), ("perf/step_seconds", "s"))
+
+    def prepare(self, ctx: RunContext) -> None:
+        cfg, obj = self.cfg, self.cfg.objective
+        self.needs = inputs_needed(obj)  # which tensors the objective asks for: the step branches on nothing else
+        self.ref = copy.deepcopy(ctx.model).eval().requires_grad_(False) if self.needs.ref_logp else None  # pi_ref = pi_0
+        self.moe = bool(routers(ctx.model))
+        if obj.routing_replay and not self.moe:
+            raise ConfigError(f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} "
+                              "has no routers")
+        self.single_pass = cfg.train.inner_epochs == 1 and cfg.train.mini_batches == 1 and not self.needs.old_logp_forward
+        self.old_from_rollout = cfg.reuses_rollout_logp()  # train.old_logp: the hf sampler's log-probs are pi_old's
+
+    def component_inputs(self) -> list[str]:
+        """The inputs a trained component gives the objective (values: PPO's value model)."""
+        return [name for name in COMPONENTS if getattr(inputs_needed(self.cfg.objective), name, False)]
+
+    def schedule(self, start: int):
+        return iter(range(start, self.cfg.train.steps))
+
+    @property
+    def final_step(self) -> int:
+        return self.cfg.train.steps
+
+    def state_dict(self) -> dict:
+        ref = self.ref if self.ref is not None and self.cfg.objective.ref_update_every else None
+        return {"ref": ref.state_dict() if ref is not None else None}
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.ref is not None and state.get("ref") is not None:
+            self.ref.load_state_dict(state["ref"])
+
+    def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
+        cfg, tr = self.cfg, self.cfg.train
+        t0 = time.perf_counter()
+        ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step)
+        t_rollout = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        batch, mismatch = self._score(ctx, ep)
+        t_score = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        rec.update(self._update(ctx, step, ep, batch, mismatch))
+        t_update = time.perf_counter() - t0
+        n_tok = float(ep.rollout.response_mask.sum())
+        rec.update(rollout_metrics(ep))
+        rec.update(coll)
+        rec.update(mismatch.result())
+        adv, mask = batch.adv, batch.mask
+        rec["adv/abs_mean"] = float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
+        rec.update({"perf/rollout_seconds": t_rollout, "perf/score_seconds": t_score, "perf/update_seconds": t_update,
+                    "perf/rollout_tokens_per_s": n_tok / max(t_rollout, 1e-9),
+                    "perf/train_tokens_per_s": n_tok * tr.inner_epochs / max(t_update, 1e-9)})
+        G = tr.group_size
+        return [{"step": step, "prompt": p.prompt, "difficulty": p.difficulty, "completion": ep.rollout.texts[i * G],
+                 "reward": float(ep.rewards[i * G]), "correct": bool(ep.scores[i * G].correct)}
+                for i, p in enumerate(ep.problems[:tr.samples_to_log])]
+
+    def _score(self, ctx: RunContext, ep: Episode) -> tuple[Batch, MismatchStats]:
+        """The step's batch with old / ref log-probs, advantages (and value targets)."""
+        cfg, obj, dev = self.cfg, self.cfg.objective, ctx.device
+        r = ep.rollout
+        mask = loss_mask(obj, r.response_mask.to(dev), r.truncated)
+        if obj.routing_replay and r.extras.get("routing") is None:  # routing replay (R3): every forward uses the rollout's choices
+            raise ConfigError(f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} "
+                              "returned no routing to replay")
+        batch = Batch.from_rollout(r, mask, dev)
+        micro, T, pad = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, ctx.pad_id
+        replay = obj.routing_replay
+        mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
+        if self.single_pass:
+            old_logp = None
+        elif self.old_from_rollout:
+            old_logp = r.sampler_logp.to(dev)
+        else:
+            old_logp = old_policy_logprobs(ctx.model, batch, pad, T, micro, replay, mismatch)
+        ref_logp = old_policy_logprobs(self.ref, batch, pad, T, micro) if self.ref is not None else None
+        cur = old_logp
+        if cur is None and self.needs.current_logp_for_kl:
+            cur = old_policy_logprobs(ctx.model, batch, pad, T, micro, replay)
+        given = {c.provides: c.predict(batch, pad, micro) for c in ctx.components}  # e.g. values (B, T)
+        scored = advantages(obj, ep.rewards.to(dev), mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp, **given)
+        return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, old_values=given.get("values"),
+                           returns=scored.returns), mismatch
+
+    def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
+        """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""
+        cfg, obj, tr = self.cfg, self.cfg.objective, self.cfg.train
+        out = {}
+        bad = first_nonfinite({"reward": ep.rewards, "advantage": batch.adv})  # train.nan_policy
+        # per-group stats -> groups.jsonl (+ grad-norm share of extreme groups): harness/train/diagnostics/group_stats.py
+        out.update(group_records(ep, batch.adv, batch.mask, step))
+        out.update(eos_weight_shares(obj, batch.adv, batch.mask, ep.rollout.truncated, ep.correct))  # length bias
+        if tr.grad_share_every and step % tr.grad_share_every == 0 and bad is None:
+            out.update(extreme_grad_share(ctx.model, batch, ep, cfg, ctx.pad_id))
+        gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, 555))
+        try:
+            if bad is not None:
+                raise NonFiniteUpdate(bad)
+            out.update(policy_update(ctx.policy, ctx.components, batch, cfg, ctx.pad_id, gen, self.single_pass,
+                                     mismatch))
+        except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update
+            out.update(ctx.nonfinite(step, str(err)))
+        if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch
+            router_old_new(ctx.model, batch, mismatch, ctx.pad_id, cfg.rollout.temperature, obj.routing_replay)
+        ctx.backend.sync_weights(ctx.model)
+        if self.ref is not None and obj.ref_update_every and (step + 1) % obj.ref_update_every == 0:
+            self.ref.load_state_dict(ctx.model.state_dict())  # iterative GRPO: pi_ref <- pi_theta
+        return out
+

@@ -1,0 +1,113 @@
+"""Trained modules of a run: the policy and its components, each with its own optimizer.
+
+A component is a trained auxiliary model beside the policy (PPO's value model now, PRIME's
+implicit reward model next): it gives the objective one named input (`provides`, e.g.
+"values"), is stepped with the policy in every optimizer step, and is checkpointed and
+restored by the run shell under its `name` (state[name], state[name + "_optimizer"]).
+Adding one is an entry in `COMPONENTS` plus its module: the trainers iterate over
+components and never branch on a particular one.
+
+Shapes: B rows, T response length.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from harness.train.batch import Batch
+from harness.train.run.nonfinite import NonFiniteUpdate, describe
+
+
+def adamw(module: nn.Module, lr: float, betas, weight_decay: float | None = None) -> torch.optim.Optimizer:
+    """AdamW over the module's parameters; weight_decay None: AdamW's default (0.01, the components')."""
+    extra = {} if weight_decay is None else {"weight_decay": weight_decay}
+    return torch.optim.AdamW(module.parameters(), lr=lr, betas=betas, **extra)
+
+
+@dataclass
+class Trained:
+    """A module and its optimizer; `name` keys its state in the checkpoint."""
+
+    name: str
+    module: nn.Module
+    optimizer: torch.optim.Optimizer
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def grad_norm(self, max_norm: float | None) -> float:
+        """The gradient's global L2 norm, clipped to max_norm when given (before clipping)."""
+        params = [p for p in self.module.parameters()]
+        if max_norm:
+            return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        return float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params if p.grad is not None)))
+
+    def state(self) -> dict:
+        """What the checkpoint keeps of it (the policy's weights are saved as a model instead)."""
+        return {self.name: self.module.state_dict(), f"{self.name}_optimizer": self.optimizer.state_dict()}
+
+    def load(self, state: dict) -> None:
+        self.module.load_state_dict(state[self.name])
+        self.optimizer.load_state_dict(state[f"{self.name}_optimizer"])
+
+
+class Component(Trained):
+    """A trained auxiliary model giving the objective the input `provides`."""
+
+    def __init__(self, name: str, provides: str, module: nn.Module, optimizer: torch.optim.Optimizer):
+        super().__init__(name, module, optimizer)
+        self.provides = provides
+
+    def __call__(self, part: Batch, pad_id: int) -> torch.Tensor:
+        """(b, T) its output on the rows `part`, with gradient."""
+        return self.module(part.prompt_ids, part.response_ids, part.mask, pad_id)
+
+    @torch.no_grad()
+    def predict(self, batch: Batch, pad_id: int, micro: int | None) -> torch.Tensor:
+        """(B, T) its output on every row (no gradient), micro-batch by micro-batch."""
+        return torch.cat([self(part, pad_id) for part in batch.micro_batches(micro)])
+
+
+def _value_model(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
+    from harness.models.value import ValueModel
+
+    return ValueModel(policy), cfg.train.critic_lr
+
+
+# provides -> (name in the checkpoint, builder(cfg, policy) -> (module, learning rate))
+COMPONENTS: dict[str, tuple[str, Callable]] = {
+    "values": ("critic", _value_model),  # PPO's value model (objective.baseline=critic)
+}
+
+
+def build_components(cfg, policy: nn.Module, wanted: list[str], device) -> list[Component]:
+    """The components giving the objective inputs `wanted` (e.g. ["values"]), each with its AdamW."""
+    out = []
+    for provides in wanted:
+        name, build = COMPONENTS[provides]
+        module, lr = build(cfg, policy)
+        module = module.to(device)
+        out.append(Component(name, provides, module, adamw(module, lr, cfg.train.betas)))
+    return out
+
+
+def check_finite(trained: list[Trained], name: str, value: torch.Tensor, where: str = "") -> None:
+    """Raise NonFiniteUpdate (every module's gradient cleared, no optimizer step) if value is not finite."""
+    if (msg := describe(name, value)) is not None:
+        for t in trained:
+            t.zero_grad()
+        raise NonFiniteUpdate(f"{msg} {where}".rstrip())
+
+
+def clip_and_step(trained: list[Trained], max_norm: float | None, where: str = "") -> float:
+    """One optimizer step of every module: each gradient clipped on its own and checked finite
+    (else NonFiniteUpdate, no module stepped); returns the first module's (the policy's) norm."""
+    norms = [t.grad_norm(max_norm) for t in trained]
+    for t, n in zip(trained, norms):
+        check_finite(trained, "grad/norm" if t is trained[0] else f"grad/{t.name}_norm", torch.tensor(n), where)
+    for t in trained:
+        t.optimizer.step()
+    return norms[0]

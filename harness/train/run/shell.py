@@ -1,0 +1,300 @@
+"""The run shell: everything a training run does around its steps, for every trainer.
+
+    open DIR (refuse another config; a finished run returns its summary) -> trainer checks
+    -> seed, task, initial policy, rollout engine -> trainer.prepare (e.g. DPO's round-0 pairs)
+    -> resume (newest readable checkpoint: policy, optimizers of every trained module, the
+       trainer's own state, pending metrics) -> tracker
+    -> for each step the trainer schedules: eval when due, trainer.step, checkpoint when due
+       (or when a signal asked to stop: then stop, KILLED), non-finite policy
+    -> final record (eval of the trained policy) -> summary.json, FINISHED
+
+A trainer (the RL loop, the DPO trainer) supplies its step and its own extras (`Trainer`
+below); the config key `trainer:` (rl | dpo, set by the presets) chooses it (`make_trainer`).
+Crash safety: see harness/train/run/rundir.py (resume without lost or duplicated steps).
+"""
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+from harness.config import RunConfig
+from harness.rollout import make_backend
+from harness.tracking.pending import make_tracker, sync_pending
+from harness.train.eval.eval_cache import eval_at
+from harness.train.eval.evaluate import is_eval_step, paired_rise
+from harness.train.run.faults import RunFault, StoppedBySignal
+from harness.train.run.nonfinite import on_nonfinite
+from harness.train.run.resume import resume_point
+from harness.train.run.components import Component, Trained, adamw, build_components
+from harness.train.run.rundir import RunDir, read_jsonl
+from harness.train.run.setup import open_run, start_run
+from harness.train.run.stop import StopOnSignal
+
+EVAL_SEED_OFFSET = 7_777
+
+
+def peak_mem_mb() -> float:
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def end_status(err: BaseException) -> str:
+    """The MLflow status of a run that `err` ended: a fault's own, FAILED for an error, KILLED otherwise."""
+    if isinstance(err, (RunFault, StoppedBySignal)):
+        return err.mlflow_status
+    return "FAILED" if isinstance(err, Exception) else "KILLED"
+
+
+@dataclass
+class RunContext:
+    """What a trainer's step may use: the run's objects, built and restored by the shell."""
+
+    cfg: RunConfig
+    run: RunDir
+    device: torch.device
+    task: object
+    tok: object
+    render: object                # Problem -> prompt token ids
+    pad_id: int
+    backend: object               # the rollout engine (sampling and eval)
+    policy: Trained               # the policy and its optimizer
+    components: list[Component] = field(default_factory=list)
+    last_ckpt: str | None = None  # the newest checkpoint written or resumed from
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.policy.module
+
+    @property
+    def trained(self) -> list[Trained]:
+        """Every trained module, the policy first: each optimizer step steps them all."""
+        return [self.policy, *self.components]
+
+    def nonfinite(self, step: int, what: str) -> dict:
+        """train.nan_policy on a non-finite step: stop raises NonFiniteError; skip_step -> its metrics."""
+        return on_nonfinite(self.cfg.train.nan_policy, step, what, self.last_ckpt)
+
+
+class Trainer:
+    """What a trainer supplies to the shell. Its step fills the step's record; the rest has defaults."""
+
+    label = "step"                          # printed before the step number
+    print_keys: tuple = ()                  # (metric, short name) printed per step
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+
+    def preflight(self, run: RunDir) -> None:
+        """Checks of inputs the config cannot see (files), before any model loads."""
+
+    def prepare(self, ctx: RunContext) -> None:
+        """After the initial policy is built, before a checkpoint is loaded."""
+
+    def component_inputs(self) -> list[str]:
+        """The objective inputs trained components must provide (e.g. ["values"])."""
+        return []
+
+    def schedule(self, start: int) -> Iterator[int]:
+        """The steps to run, from `start` (a resumed run skips the steps before it)."""
+        raise NotImplementedError
+
+    @property
+    def final_step(self) -> int:
+        """The final record's step (known once `schedule` is exhausted)."""
+        raise NotImplementedError
+
+    def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
+        """Run one step, adding its metrics to rec; returns its sample records."""
+        raise NotImplementedError
+
+    def checkpoint_due(self, step: int) -> bool:
+        """A checkpoint the trainer needs after `step` besides every train.checkpoint_every."""
+        return False
+
+    def eval_extras(self, ctx: RunContext, step: int) -> dict:
+        return {}
+
+    def state_dict(self) -> dict:
+        """The trainer's own checkpoint state (besides the trained modules)."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+    def summary(self) -> dict:
+        return {}
+
+    def artifacts(self) -> list[str]:
+        """Files of DIR logged to the tracker at the end, besides config, summary and samples."""
+        return []
+
+
+def make_trainer(cfg: RunConfig) -> Trainer:
+    """The trainer `cfg.trainer` names (rl | dpo)."""
+    if cfg.trainer == "dpo":
+        from harness.train.dpo.step import DPOTrainer
+
+        return DPOTrainer(cfg)
+    from harness.train.rl.step import RLTrainer
+
+    return RLTrainer(cfg)
+
+
+def run(cfg: RunConfig, out_dir: str | Path) -> dict:
+    """Run (or resume) one run with the trainer `cfg.trainer` names; returns the summary written
+    to DIR/summary.json. SIGTERM / SIGINT stop it at the end of a step, checkpointed (stop.py)."""
+    with StopOnSignal() as stop:
+        return Shell(cfg, make_trainer(cfg), stop).run(out_dir)
+
+
+class Shell:
+    def __init__(self, cfg: RunConfig, trainer: Trainer, stop: StopOnSignal):
+        self.cfg, self.trainer, self.stop = cfg, trainer, stop
+        self.pending_metrics: list[dict] = []
+        self.pending_samples: list[dict] = []
+        self.elapsed0 = 0.0
+        self.t_run = time.perf_counter()
+
+    def run(self, out_dir: str | Path) -> dict:
+        cfg = self.cfg
+        run, done = open_run(cfg, out_dir)
+        if done is not None:
+            sync_pending(cfg, run.root)  # what MLflow missed while it was down
+            return done
+        self.trainer.preflight(run)
+        ctx, start = self._start(run)
+        try:
+            self._steps(ctx, start)
+        except BaseException as err:
+            self.tracker.finish(end_status(err))
+            ctx.backend.close()
+            raise
+        ctx.backend.close()
+        return self._finish(ctx)
+
+    # ------------------------------------------------------------------ start and resume
+    def _start(self, run: RunDir) -> tuple[RunContext, int]:
+        """Build everything, restore the newest checkpoint; returns (context, first step to run)."""
+        cfg, tr = self.cfg, self.cfg.train
+        su = start_run(run, cfg)
+        policy = su.policy
+        ctx = RunContext(cfg, run, su.device, su.task, su.tok, su.render, su.pad_id,
+                         make_backend(cfg.rollout, policy, su.tok),
+                         Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)))
+        self.trainer.prepare(ctx)
+        ckpt, loaded = resume_point(run, lambda c: (type(policy).from_pretrained(c, dtype=policy.dtype), run.load_state(c)))
+        if ckpt is not None:  # weights loaded in place: the optimizer and the rollout engine keep `policy`
+            policy.load_state_dict(loaded[0].state_dict())
+            ctx.backend.sync_weights(policy)
+        ctx.components = self._components(ctx)
+        start = 0
+        if ckpt is not None:
+            state = loaded[1]
+            ctx.policy.optimizer.load_state_dict(state["optimizer"])
+            for c in ctx.components:
+                c.load(state)
+            self.trainer.load_state_dict(state)
+            start, self.elapsed0 = state["step"] + 1, state["elapsed"]
+            run.truncate_after(state["step"])
+            ctx.last_ckpt = ckpt.name
+            print(f"[harness] resuming {run.root} at step {start} from {ckpt.name}")
+        self.tracker = make_tracker(cfg, run.root)  # MLflow down: buffered on disk (harness/tracking/pending.py)
+        if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
+            run.flush(state["pending_metrics"], state["pending_samples"])
+            self.tracker.log_steps(state["pending_metrics"])
+        self.eval_problems = ctx.task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
+        self.t_run = time.perf_counter()
+        return ctx, start
+
+    def _components(self, ctx: RunContext) -> list[Component]:
+        return build_components(self.cfg, ctx.model, self.trainer.component_inputs(), ctx.device)
+
+    # ------------------------------------------------------------------ steps
+    def _steps(self, ctx: RunContext, start: int) -> None:
+        tr, last_ckpt_seconds = self.cfg.train, 0.0
+        for step in self.trainer.schedule(start):
+            t_step = time.perf_counter()
+            rec: dict = {"step": step}
+            if is_eval_step(self.cfg, step, False):
+                rec.update(self._eval(ctx, step))
+            samples = self.trainer.step(ctx, step, rec)
+            rec.update({"perf/checkpoint_seconds": last_ckpt_seconds, "perf/step_seconds": time.perf_counter() - t_step,
+                        "perf/peak_mem_mb": peak_mem_mb(), "perf/elapsed_seconds": self._elapsed()})
+            self.pending_metrics.append(rec)
+            self.pending_samples.extend(samples)
+            self._print(rec)
+            due = (step + 1) % tr.checkpoint_every == 0 or self.trainer.checkpoint_due(step) or self.stop.requested
+            last_ckpt_seconds = self._checkpoint(ctx, step) if due else 0.0
+            if self.stop.requested:
+                raise self.stop.stop(step, ctx.last_ckpt)
+        final = self.trainer.final_step
+        if final >= start:  # the final record holds the eval of the trained policy only
+            rec = {"step": final, **self._eval(ctx, final)}
+            rec["perf/elapsed_seconds"] = self._elapsed()
+            self.pending_metrics.append(rec)
+            self._checkpoint(ctx, final)
+
+    def _eval(self, ctx: RunContext, step: int) -> dict:
+        """pass@k on the held-out prompts (step 0: the warm start's, cached) and the trainer's eval extras.
+        The rollout engine gets the policy's weights first (a no-op when they are the same module)."""
+        t0 = time.perf_counter()
+        ctx.backend.sync_weights(ctx.model)
+        out = eval_at(ctx.task, ctx.backend, ctx.render, self.eval_problems, self.cfg, step, ctx.run.root)
+        out.update(self.trainer.eval_extras(ctx, step))
+        out["perf/eval_seconds"] = time.perf_counter() - t0
+        return out
+
+    def _elapsed(self) -> float:
+        return self.elapsed0 + time.perf_counter() - self.t_run
+
+    def _checkpoint(self, ctx: RunContext, step: int) -> float:
+        """Write the checkpoint of `step`, then flush the pending records; returns its seconds."""
+        t0 = time.perf_counter()
+        state = {"step": step, "optimizer": ctx.policy.optimizer.state_dict(), **self.trainer.state_dict(),
+                 "elapsed": self._elapsed(), "pending_metrics": self.pending_metrics,
+                 "pending_samples": self.pending_samples}
+        for c in ctx.components:
+            state.update(c.state())
+        ctx.run.save_checkpoint(step, ctx.model, state, ctx.tok)
+        ctx.run.flush(self.pending_metrics, self.pending_samples)
+        self.tracker.log_steps(self.pending_metrics)
+        self.pending_metrics, self.pending_samples = [], []
+        ctx.last_ckpt = f"step_{step:06d}"
+        return time.perf_counter() - t0
+
+    def _print(self, rec: dict) -> None:
+        parts = [f"{short}={rec[k]:.3f}" for k, short in self.trainer.print_keys if k in rec]
+        print(f"[harness] {self.trainer.label} {rec['step']:4d} " + " ".join(parts), flush=True)
+
+    # ------------------------------------------------------------------ end
+    def _finish(self, ctx: RunContext) -> dict:
+        run = ctx.run
+        summary = {**self._summary(run), **self.trainer.summary()}
+        run.write_summary(summary)
+        for name in ["config.yaml", "summary.json", "samples.jsonl", *self.trainer.artifacts()]:
+            if (run.root / name).exists():
+                self.tracker.log_artifact(str(run.root / name))
+        self.tracker.finish("FINISHED")
+        return summary
+
+    def _summary(self, run: RunDir) -> dict:
+        records = read_jsonl(run.metrics_path)
+        evals = [r for r in records if "eval/pass_at_1" in r]
+        first, last = (evals[0], evals[-1]) if evals else ({}, {})
+        return {
+            "algorithm": self.cfg.objective.algorithm,
+            "trainer": self.cfg.trainer,
+            "steps": self.trainer.final_step,
+            "wall_seconds": self._elapsed(),
+            "initial_eval": {k: v for k, v in first.items() if k.startswith("eval/")},
+            "final_eval": {k: v for k, v in last.items() if k.startswith("eval/")},
+            "tags": self.cfg.tracking.tags,
+            "mean_step_seconds": (sum(r.get("perf/step_seconds", 0.0) for r in records) / max(1, len(records) - 1)),
+            "paired_rise": paired_rise(run.root),  # first -> last eval, bootstrap 95% interval over prompts
+        }

@@ -1,0 +1,82 @@
+"""Each mode name is defined once (harness/objective/modes.py): the registry of its knob drives the
+config's validation, the dispatch and what docs/objective.md must list."""
+import re
+import typing
+from pathlib import Path
+
+import pytest
+
+from harness.config import ConfigError, load_config
+from harness.objective import MODE_KNOBS, ObjectiveConfig
+from harness.objective.modes import Mode, Modes
+
+DOCS = Path("docs/objective.md").read_text()
+
+
+def _glance_row(knob: str) -> str:
+    """The row of docs/objective.md's "Every knob at a glance" table whose first cell names `knob`."""
+    table = DOCS.split("### Every knob at a glance", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("|") and f"`{knob}`" in line.split("|")[1]]
+    assert len(rows) == 1, f"{knob}: {len(rows)} rows in the knob table"
+    return rows[0]
+
+
+@pytest.mark.parametrize("knob", sorted(MODE_KNOBS))
+def test_every_registered_mode_is_in_the_docs_knob_table(knob):
+    values = "|".join(_glance_row(knob).split("|")[2:])
+    for name in MODE_KNOBS[knob]:
+        assert f"`{name}`" in values, f"docs/objective.md: mode {name!r} of {knob!r} missing from the knob table"
+
+
+@pytest.mark.parametrize("knob", sorted(MODE_KNOBS))
+def test_the_docs_list_no_mode_the_registry_lacks(knob):
+    values = "|".join(_glance_row(knob).split("|")[2:])
+    listed = set(re.findall(r"`([a-z0-9_]+)`", values))
+    assert listed <= set(MODE_KNOBS[knob]), f"{knob}: documented but not registered: {listed - set(MODE_KNOBS[knob])}"
+
+
+def test_the_config_field_types_are_the_registries():
+    for name, field in ObjectiveConfig.model_fields.items():
+        if typing.get_origin(field.annotation) is typing.Literal:
+            assert name in MODE_KNOBS, f"{name}: a Literal outside the registries"
+            assert typing.get_args(field.annotation) == MODE_KNOBS[name].names, name
+    assert set(MODE_KNOBS) <= set(ObjectiveConfig.model_fields)
+
+
+@pytest.mark.parametrize("knob", sorted(MODE_KNOBS))
+def test_unknown_mode_is_a_config_error_naming_key_value_and_allowed(knob):
+    with pytest.raises(ConfigError) as e:
+        load_config("experiments/runs/smoke.yaml", [f"objective.{knob}=bogus_mode"])
+    msg = str(e.value)
+    assert f"objective.{knob}" in msg and "'bogus_mode'" in msg, msg
+    for name in MODE_KNOBS[knob]:
+        assert f"'{name}'" in msg, (name, msg)
+
+
+@pytest.mark.parametrize("knob", sorted(MODE_KNOBS))
+def test_dispatch_of_an_unknown_mode_names_knob_value_and_allowed(knob):
+    reg = MODE_KNOBS[knob]
+    with pytest.raises(ValueError) as e:
+        reg["bogus_mode"]
+    msg = str(e.value)
+    assert knob in msg and "'bogus_mode'" in msg and all(f"'{n}'" in msg for n in reg)
+
+
+def test_every_mode_has_a_doc_line():
+    for knob, reg in MODE_KNOBS.items():
+        for name in reg:
+            doc = reg.doc(name)
+            assert doc and "\n" not in doc, (knob, name)
+
+
+def test_a_registry_is_one_definition_of_names_impls_and_literal():
+    reg = Modes("colour", {"red": Mode(1, "warm"), "blue": Mode(2, "cold")})
+    assert reg.names == ("red", "blue") and list(reg) == ["red", "blue"] and len(reg) == 2
+    assert reg["blue"] == 2 and "red" in reg and "green" not in reg
+    assert typing.get_args(reg.literal) == ("red", "blue")
+    assert reg.describe() == "- `red`: warm\n- `blue`: cold"
+    assert reg.check("red") == "red"
+    with pytest.raises(ValueError, match=r"unknown colour 'green'; allowed colour values: \['red', 'blue'\]"):
+        reg.check("green")
+    with pytest.raises(ValueError):
+        Modes("empty", {})
