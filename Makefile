@@ -69,7 +69,7 @@ mlflow-ui: venv
 # JupyterLab on analysis/: the jupytext .py files open as notebooks (double-click); saving writes the
 # .py back (outputs are not kept). JupyterLab is notebook-only: requirements-notebooks.txt, installed
 # once against the runtime pins (fails if it would change a package already in the venv). Kernels
-# start in analysis/; HARNESS_RESULTS points them at results/ (harness/figures.py StudyData.from_env).
+# start in analysis/; HARNESS_RESULTS points them at results/ (harness/experiment/figures/data.py StudyData.from_env).
 NB_STAMP := $(VENV)/.notebooks-installed
 NB_PORT ?= 8888
 

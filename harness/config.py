@@ -13,7 +13,7 @@ names the file (and overrides), the offending dotted key, its value and what is 
 The `harness` CLI prints that message as one paragraph and exits with status 2 (a traceback
 only with `harness --debug`).
 
-Reading. YAML is read strictly (`read_yaml`, shared with study files, harness/grid.py): a key
+Reading. YAML is read strictly (`read_yaml`, shared with study files, harness/experiment/load.py): a key
 given twice in one mapping, an empty file, bytes that are not UTF-8 and YAML syntax errors are
 errors naming the file and line; an override's value is parsed the same way. A boolean is
 never a number: `steps: true` or `lr: false` (anywhere an int or float is expected, including

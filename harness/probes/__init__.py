@@ -24,7 +24,7 @@ def probe_arms(study, arms: dict | None = None):
     """-> [Arm(label, cfg)]: the study's cells of its first seed, labels from the cells' axes;
     or the first cell with each of `arms` (label -> dotted overrides) applied."""
     from harness.config import build_config
-    from harness.grid import apply_override
+    from harness.experiment.keys import apply_override
     from harness.probes.engine import Arm
 
     if arms:
@@ -64,7 +64,7 @@ def run_probe(study, out: Path) -> dict:
 def write_probe(out: Path, name: str, scale: str, arms, settings: dict, res, summary: dict, seconds: float) -> dict:
     """probe.json: the study, arms, settings, wall time, the summary the notebooks read, and the raw
     per-batch numbers (res: a ProbeResult, or {level: ProbeResult} for the MoE probe)."""
-    from harness.train.rundir import atomic_write_text
+    from harness.atomic import atomic_write_text
 
     results = res if isinstance(res, dict) else {"": res}
     doc = {"study": name, "scale": scale, "arms": [a.label for a in arms], "settings": settings,

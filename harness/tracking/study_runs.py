@@ -39,7 +39,7 @@ def client_for(uri: str | None = None):
 
 
 def _index(study_dir: Path) -> tuple[dict, list[dict]]:
-    from harness.summarize import load_index
+    from harness.experiment.results import load_index
 
     return load_index(study_dir)
 
@@ -128,7 +128,7 @@ def record_cells(study_dir: str | os.PathLike, uri: str | None = None) -> int:
     param, its summary.csv row as result/* metrics, and its study run as parent. Returns how many."""
     from mlflow.entities import Param
 
-    from harness.summarize import cell_row
+    from harness.experiment.summary import cell_row
 
     d = Path(study_dir)
     study, cells = _index(d)

@@ -1,6 +1,6 @@
 """Optuna search over any knobs of a run config: `harness tune experiments/tune_demo.yaml`.
 
-A tune file is a study (harness/grid.py: `base`, `scale`, `scales`, `seeds`) with a `tune:`
+A tune file is a study (harness/experiment/load.py: `base`, `scale`, `scales`, `seeds`) with a `tune:`
 section; a study file with a `tune:` section works too (its grid is ignored: the search
 starts from the study's first cell, i.e. base + scale overrides + first seed).
 
@@ -43,7 +43,8 @@ DIST_KEYS = {"float": {"type", "low", "high", "log", "step"}, "int": {"type", "l
 
 
 def parse_space(space: Any) -> dict[str, dict]:
-    from harness.grid import StudyError, check_key
+    from harness.experiment.keys import check_key
+    from harness.experiment.study import StudyError
 
     if not isinstance(space, dict) or not space:
         raise StudyError("tune.space: must map dotted run-config keys to {type: float|int|categorical, ...}")
@@ -88,13 +89,15 @@ class TuneSpec:
         import copy
 
         from harness.config import read_yaml
-        from harness.grid import StudyError, expand, find_study, parse_study
+        from harness.experiment.expand import expand
+        from harness.experiment.load import find_study, parse_study
+        from harness.experiment.study import StudyError
 
         path = find_study(source)
         raw = read_yaml(path, "tune file", StudyError)
         tune = raw.get("tune") if isinstance(raw, dict) else None
         if not isinstance(tune, dict):
-            raise StudyError(f"{path}: no `tune:` section (see harness/tune.py for its keys)")
+            raise StudyError(f"{path}: no `tune:` section (see harness/experiment/tune.py for its keys)")
         unknown = sorted(set(tune) - set(TUNE_KEYS))
         if unknown:
             raise StudyError(f"tune: unknown key(s) {unknown}; allowed: {list(TUNE_KEYS)}")
@@ -128,7 +131,8 @@ class TuneSpec:
         import copy
 
         from harness.config import ConfigError, build_config
-        from harness.grid import StudyError, apply_override
+        from harness.experiment.keys import apply_override
+        from harness.experiment.study import StudyError
 
         data = copy.deepcopy(self.base)
         for k, v in params.items():
@@ -168,39 +172,31 @@ def _make_pruner(spec: TuneSpec):
 
 
 def _read_metric(path: Path, metric: str) -> list[tuple[int, float]]:
-    from harness.summarize import read_jsonl
+    from harness.experiment.results import read_jsonl
 
     return [(int(r["step"]), float(r[metric])) for r in read_jsonl(path)
             if metric in r and r[metric] is not None and math.isfinite(float(r[metric]))]
 
 
 def _tag_mlflow(run_dir: Path, tags: dict[str, str], value: float | None, metric: str) -> None:
-    id_file = run_dir / "mlflow_run_id"
-    if not id_file.exists():
-        return
-    from mlflow.tracking import MlflowClient
+    from harness.tracking.runs import tag_run_dir
 
-    from harness.tracking.store import default_tracking_uri
-
-    client = MlflowClient(default_tracking_uri())
-    run_id = id_file.read_text().strip()
-    for k, v in tags.items():
-        client.set_tag(run_id, k, v)
     if value is not None:
-        client.set_tag(run_id, f"optuna.{metric}", str(value))
+        tags = {**tags, f"optuna.{metric}": str(value)}
+    tag_run_dir(run_dir, tags)
 
 
 def run_trial(trial, spec: TuneSpec, out: Path, poll_s: float = 2.0) -> float:
     import optuna
 
     from harness.config import dump_config
-    from harness.grid import atomic_write
+    from harness.atomic import atomic_write_text
 
     params = {key: suggest(trial, key, s) for key, s in spec.space.items()}
     cfg = spec.trial_config(params, trial.number)
     run_dir = out / "trials" / f"trial_{trial.number:04d}"
     cfg_path = out / "trials" / f"trial_{trial.number:04d}.yaml"
-    atomic_write(cfg_path, dump_config(cfg))
+    atomic_write_text(cfg_path, dump_config(cfg), only_if_changed=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     threads = cfg.train.threads or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
@@ -252,7 +248,7 @@ def run_tune(source: str, scale: str | None = None, trials: int | None = None, j
     import optuna
     from optuna.storages import RDBStorage, RetryFailedTrialCallback
 
-    from harness.grid import atomic_write
+    from harness.atomic import atomic_write_text
     from harness.tracking import default_tracking_uri, ensure_store
 
     spec = TuneSpec(source, scale)
@@ -279,7 +275,7 @@ def run_tune(source: str, scale: str | None = None, trials: int | None = None, j
     if complete:
         best.update({"best_trial": study.best_trial.number, "best_value": study.best_value,
                      "best_params": study.best_params})
-    atomic_write(out / "best.json", json.dumps(best, indent=2, default=str) + "\n", only_if_changed=False)
+    atomic_write_text(out / "best.json", json.dumps(best, indent=2, default=str) + "\n")
     print("\n[tune] trials:")
     for r in rows:
         v = "" if r["value"] is None else f"{r['value']:.4f}"
