@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from harness.atomic import atomic_write_text
 from harness.tracking.experiment import NOTE_TAG, RESULT_PREFIX, ensure_experiment
 from harness.tracking.store import default_tracking_uri, ensure_store, retry_locked
 
@@ -71,8 +72,6 @@ def ensure_study_run(client, exp_id: str, study: dict, id_file: Path | None = No
         client.create_run, exp_id, run_name=f"{study.get('name')}-summary",
         tags={"kind": "study", "study": study.get("name", ""), "scale": study.get("scale", "")}).info.run_id
     if id_file is not None:
-        from harness.train.rundir import atomic_write_text
-
         atomic_write_text(id_file, run_id)
     return run_id
 
