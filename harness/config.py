@@ -385,7 +385,9 @@ class RunConfig(_Section):
         if o.routing_replay and r.backend == "vllm":
             raise ValueError("objective.routing_replay=true is impossible with rollout.backend=vllm (the vLLM engine "
                              "does not return its expert choices); use rollout.backend=hf or routing_replay=false")
-        moe = _declared_moe(self.model.name)
+        from harness.models import is_moe
+
+        moe = is_moe(self.model.name)  # None: a name whose architecture is not known before loading
         if moe is False and o.routing_replay:
             raise ValueError(f"objective.routing_replay=true needs an MoE model; model.name={self.model.name!r} is dense "
                              "(use tiny-moe or an MoE folder)")
@@ -405,21 +407,6 @@ class RunConfig(_Section):
     def to_dict(self) -> dict:
         """The resolved config (every knob explicit), loadable again by load_config."""
         return self.model_dump(mode="json")
-
-
-def _declared_moe(name: str) -> bool | None:
-    """Whether model.name is a routed MoE, from its name or its folder's config.json (None: unknown)."""
-    if name in ("tiny-moe",):
-        return True
-    if name in ("tiny-dense", "smollm2-135m"):
-        return False
-    config = Path(name) / "config.json"
-    if config.is_file():
-        import json
-
-        c = json.loads(config.read_text())
-        return any(isinstance(c.get(k), int) and c[k] > 1 for k in ("num_local_experts", "num_experts", "n_routed_experts"))
-    return None
 
 
 def _task_names() -> set[str]:

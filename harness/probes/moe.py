@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.models.moe import routers
+from harness.models.moe import is_moe
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe, with_section
 from harness.train.loop import old_policy_logprobs
 from harness.train.mismatch import MismatchStats
@@ -46,7 +46,7 @@ def _batch_stats(ep, cfg, policy, pad_id) -> dict:
     out = {}
     micro = cfg.train.micro_batch_size or len(r.prompt_ids)
     for prefix, routing in (("", None), ("replay/", r.extras.get("routing"))):
-        if prefix and (routing is None or not routers(policy)):
+        if prefix and (routing is None or not is_moe(policy)):
             continue
         mm = MismatchStats()
         lp = old_policy_logprobs(policy, ep, pad_id, cfg.rollout.temperature, micro, routing, mm, r.response_mask)
