@@ -40,18 +40,26 @@ def _section_model(path: tuple[str, ...]):
     return "model", model
 
 
-def check_key(key: str, where: str) -> str:
-    """Raise StudyError unless `key` is a dotted run-config key; returns its kind."""
+def key_problem(key: Any) -> str | None:
+    """Why `key` is not a dotted run-config key (None: it is one)."""
     if not isinstance(key, str) or not key:
-        raise StudyError(f"{where}: key {key!r} must be a dotted run-config key such as objective.preset")
+        return f"key {key!r} must be a dotted run-config key such as objective.preset"
     try:
-        kind, _ = _section_model(tuple(key.split(".")))
+        _section_model(tuple(key.split(".")))
     except KeyError as err:
         prefix, allowed = err.args[0]
         sect = ".".join(prefix) or "the top level of a run config"
         hint = f"; allowed keys under {sect}: {allowed}" if allowed else f" ({sect} has no sub-keys)"
-        raise StudyError(f"{where}: '{key}' is not a run-config key{hint}") from None
-    return kind
+        return f"'{key}' is not a run-config key{hint}"
+    return None
+
+
+def check_key(key: str, where: str) -> str:
+    """Raise StudyError unless `key` is a dotted run-config key; returns its kind."""
+    problem = key_problem(key)
+    if problem:
+        raise StudyError(f"{where}: {problem}")
+    return _section_model(tuple(key.split(".")))[0]
 
 
 def apply_override(data: dict, key: str, value: Any) -> None:

@@ -1,6 +1,7 @@
-"""Studies: expand an ablation grid in YAML into cells with stable, readable ids.
+"""Studies: find a study file, read it through its schema (schema.py), build its axes; load_study
+also expands the cells (expand.py), each with stable, readable ids.
 
-A study file (experiments/<name>.yaml) declares
+A study file (experiments/<name>.yaml) declares (every key checked by schema.StudyFile)
 
     name: demo                      # optional; default: the file's stem
     description: ...                # optional, free text
@@ -21,6 +22,7 @@ A study file (experiments/<name>.yaml) declares
       gpu: {model.name: smollm2-135m, rollout.backend: vllm}
     probe: {batches: 12}            # optional: settings of the study's mechanism probe (`harness probe`),
                                     #   also per scale
+    final_eval: {n_samples: 8}      # optional: `harness eval` of each final checkpoint, also per scale
     tune: {...}                     # optional: an Optuna search (see harness/experiment/tune.py)
 
 A cell's run config = base <- scale overrides <- the cell's axis values <- seed <- tracking
@@ -40,13 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.experiment.expand import expand
-from harness.experiment.ids import _SAFE
-from harness.experiment.keys import check_key
+from harness.experiment.schema import SAFE_NAME, TOP_LEVEL_KEYS, validate_study_file
 from harness.experiment.study import ARM, SCALES, SEED, Axis, Study, StudyError
 
+__all__ = ["TOP_LEVEL_KEYS", "find_study", "load_study", "parse_study"]
 
-TOP_LEVEL_KEYS = ("name", "description", "base", "grid", "zip", "seeds", "exclude", "scale", "scales", "tune", "probe")
-SCALE_SPECIAL_KEYS = ("seeds", "final_eval", "probe")
+
 STUDY_DIRS = ("experiments",)
 
 
@@ -96,89 +97,26 @@ def _load_base(base: Any, study_path: Path | None) -> dict:
     raise StudyError(f"base: must be a run-config mapping or a path to a run YAML (got {type(base).__name__})")
 
 
-def _as_list(value: Any, where: str) -> list:
-    if not isinstance(value, list) or not value:
-        raise StudyError(f"{where}: must be a non-empty list of values (got {value!r})")
-    return value
-
-
-def _check_unique(values: list, where: str) -> None:
-    seen = []
-    for v in values:
-        if v in seen:
-            raise StudyError(f"{where}: value {v!r} is listed twice")
-        seen.append(v)
-
-
 def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
                 scale: str | None = None) -> Study:
-    """Check the study's structure (no run config is built here)."""
-    if not isinstance(raw, dict):
-        raise StudyError("a study must be a YAML mapping")
-    unknown = [k for k in raw if k not in TOP_LEVEL_KEYS]
-    if unknown:
-        raise StudyError(f"unknown top-level key(s) {unknown} in the study; allowed: {list(TOP_LEVEL_KEYS)}")
-    name = str(raw.get("name") or name or (path.stem if path else "study"))
-    if _SAFE.search(name):
+    """Check the study file against its schema (schema.py), then build its axes for `scale`
+    (no run config is built here: expand.py does that per cell)."""
+    spec = validate_study_file(raw, str(path) if path else "study")
+    name = str(spec.name or name or (path.stem if path else "study"))
+    if not SAFE_NAME.match(name):
         raise StudyError(f"name: {name!r} may only use letters, digits and . _ + -")
-
-    scale = scale or raw.get("scale") or "smoke"
+    scale = scale or spec.scale or "smoke"
     if scale not in SCALES:
         raise StudyError(f"scale: {scale!r} is not one of {list(SCALES)}")
-    scales = raw.get("scales") or {}
-    if not isinstance(scales, dict):
-        raise StudyError("scales: must map a scale (smoke | cpu | gpu) to overrides")
-    for s, ov in scales.items():
-        if s not in SCALES:
-            raise StudyError(f"scales.{s}: unknown scale; allowed: {list(SCALES)}")
-        if ov is not None and not isinstance(ov, dict):
-            raise StudyError(f"scales.{s}: must be a mapping of dotted run-config keys to values")
-        for k in ov or {}:
-            if k not in SCALE_SPECIAL_KEYS:
-                check_key(k, f"scales.{s}")
-    scale_ov = dict(scales.get(scale) or {})
-
+    scale_ov = dict((raw.get("scales") or {}).get(scale) or {})
     base = _load_base(raw.get("base"), path)
 
-    grid_axes: list[Axis] = []
-    grid = raw.get("grid") or {}
-    if not isinstance(grid, dict):
-        raise StudyError("grid: must map dotted run-config keys to lists of values")
-    for key, values in grid.items():
-        if key == SEED:
-            raise StudyError("grid.seed: use the top-level `seeds:` list for seeds")
-        check_key(key, "grid")
-        values = _as_list(values, f"grid.{key}")
-        _check_unique(values, f"grid.{key}")
-        grid_axes.append(Axis((key,), tuple((v,) for v in values), None, "grid"))
-
+    grid_axes = [Axis((key,), tuple((v,) for v in values), None, "grid") for key, values in (raw.get("grid") or {}).items()]
     zip_axes: list[Axis] = []
-    zips = raw.get("zip") or []
-    if not isinstance(zips, list):
-        raise StudyError("zip: must be a list of groups (each: dotted key -> list, equal lengths)")
-    for i, group in enumerate(zips):
-        where = f"zip[{i}]"
-        if not isinstance(group, dict) or not group:
-            raise StudyError(f"{where}: must be a mapping of dotted key -> list of values")
-        lengths = {}
-        for key, values in group.items():
-            if key == SEED:
-                raise StudyError(f"{where}.seed: use the top-level `seeds:` list for seeds")
-            if key != ARM:
-                check_key(key, where)
-            lengths[key] = len(_as_list(values, f"{where}.{key}"))
-        if len(set(lengths.values())) != 1:
-            raise StudyError(f"{where}: lists must have equal lengths (got {lengths})")
+    for i, group in enumerate(raw.get("zip") or []):
         keys = tuple(k for k in group if k != ARM)
-        if not keys:
-            raise StudyError(f"{where}: needs at least one run-config key besides `{ARM}`")
-        labels = None
-        if ARM in group:
-            labels = tuple(str(x) for x in group[ARM])
-            _check_unique(list(labels), f"{where}.{ARM}")
-        points = list(zip(*(group[k] for k in keys)))
-        _check_unique(points, f"{where} (the tuple of {list(keys)})")
-        zip_axes.append(Axis(keys, tuple(points), labels, where))
+        labels = tuple(str(x) for x in group[ARM]) if ARM in group else None
+        zip_axes.append(Axis(keys, tuple(zip(*(group[k] for k in keys))), labels, f"zip[{i}]"))
     # ids list the axes in the order the file declares them (`zip:` before `grid:` puts arms first)
     order = [k for k in raw if k in ("grid", "zip")]
     axes = grid_axes + zip_axes if order != ["zip", "grid"] else zip_axes + grid_axes
@@ -192,31 +130,21 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
     clash = sorted(k for k in scale_ov if k in all_keys)
     if clash:
         raise StudyError(f"scales.{scale}: {clash} are grid axes; a scale may not override an axis")
-    for k in ("seed", "tracking.experiment", "tracking.run_name", "tracking.tags"):
+    for k in (SEED, "tracking.experiment", "tracking.run_name", "tracking.tags"):
         if k in all_keys:
             raise StudyError(f"grid: '{k}' is set by the study itself and cannot be an axis")
 
     seeds = scale_ov.pop("seeds", None)
     if seeds is None:
         seeds = raw.get("seeds", [int(base.get("seed", 0))])
-    where = f"scales.{scale}.seeds" if "seeds" in (scales.get(scale) or {}) else "seeds"
-    seeds = _as_list(seeds, where)
-    if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise StudyError(f"{where}: seeds must be integers (got {seeds})")
-    _check_unique(seeds, where)
-    axes.append(Axis(("seed",), tuple((s,) for s in seeds), None, "seeds"))
+    axes.append(Axis((SEED,), tuple((s,) for s in seeds), None, "seeds"))
 
     final_eval = dict(raw.get("final_eval") or {})
     final_eval.update(scale_ov.pop("final_eval", None) or {})
     probe = dict(raw.get("probe") or {})
     probe.update(scale_ov.pop("probe", None) or {})
-
-    exclude = raw.get("exclude") or []
-    if not isinstance(exclude, list) or not all(isinstance(e, dict) and e for e in exclude):
-        raise StudyError("exclude: must be a list of non-empty mappings {axis key: value}")
-
     return Study(name=name, path=path, scale=scale, raw=raw, base=base, scale_overrides=scale_ov,
-                 axes=axes, seeds=list(seeds), exclude=exclude, final_eval=final_eval,
+                 axes=axes, seeds=list(seeds), exclude=list(raw.get("exclude") or []), final_eval=final_eval,
                  probe=probe)
 
 

@@ -1,8 +1,9 @@
 """Optuna search over any knobs of a run config: `harness tune experiments/tune_demo.yaml`.
 
-A tune file is a study (harness/experiment/load.py: `base`, `scale`, `scales`, `seeds`) with a `tune:`
-section; a study file with a `tune:` section works too (its grid is ignored: the search
-starts from the study's first cell, i.e. base + scale overrides + first seed).
+A tune file is a study (harness/experiment/load.py: `base`, `scale`, `scales`, `seeds`) with a
+`tune:` section, checked by harness/experiment/schema.py (TuneSection); a study file with a
+`tune:` section works too (its grid is ignored: the search starts from the study's first cell,
+i.e. base + scale overrides + first seed).
 
     tune:
       metric: eval/pass_at_1        # an eval metric the trainer logs at eval steps
@@ -37,40 +38,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-TUNE_KEYS = ("metric", "direction", "trials", "sampler", "pruner", "space", "timeout_s")
-DIST_KEYS = {"float": {"type", "low", "high", "log", "step"}, "int": {"type", "low", "high", "log", "step"},
-             "categorical": {"type", "choices"}}
-
-
-def parse_space(space: Any) -> dict[str, dict]:
-    from harness.experiment.keys import check_key
-    from harness.experiment.study import StudyError
-
-    if not isinstance(space, dict) or not space:
-        raise StudyError("tune.space: must map dotted run-config keys to {type: float|int|categorical, ...}")
-    for key, spec in space.items():
-        where = f"tune.space.{key}"
-        check_key(key, "tune.space")
-        if not isinstance(spec, dict) or spec.get("type") not in DIST_KEYS:
-            raise StudyError(f"{where}: needs type: float | int | categorical (got {spec!r})")
-        extra = set(spec) - DIST_KEYS[spec["type"]]
-        if extra:
-            raise StudyError(f"{where}: unknown field(s) {sorted(extra)}; allowed: {sorted(DIST_KEYS[spec['type']])}")
-        if spec["type"] == "categorical":
-            if not isinstance(spec.get("choices"), list) or not spec["choices"]:
-                raise StudyError(f"{where}.choices: must be a non-empty list")
-        else:
-            num = (int,) if spec["type"] == "int" else (int, float)
-            for f in ("low", "high"):
-                if not isinstance(spec.get(f), num) or isinstance(spec.get(f), bool):
-                    raise StudyError(f"{where}.{f}: must be a{'n int' if spec['type'] == 'int' else ' number'} (got {spec.get(f)!r})")
-            if spec["low"] >= spec["high"]:
-                raise StudyError(f"{where}: low={spec['low']} must be < high={spec['high']}")
-            if spec.get("log") and spec["low"] <= 0:
-                raise StudyError(f"{where}: log=true needs low > 0")
-    return space
-
-
 def suggest(trial, key: str, spec: dict) -> Any:
     t = spec["type"]
     if t == "float":
@@ -91,36 +58,23 @@ class TuneSpec:
         from harness.config import read_yaml
         from harness.experiment.expand import expand
         from harness.experiment.load import find_study, parse_study
+        from harness.experiment.schema import validate_study_file
         from harness.experiment.study import StudyError
 
         path = find_study(source)
         raw = read_yaml(path, "tune file", StudyError)
-        tune = raw.get("tune") if isinstance(raw, dict) else None
-        if not isinstance(tune, dict):
+        if not isinstance(raw, dict) or not isinstance(raw.get("tune"), dict):
             raise StudyError(f"{path}: no `tune:` section (see harness/experiment/tune.py for its keys)")
-        unknown = sorted(set(tune) - set(TUNE_KEYS))
-        if unknown:
-            raise StudyError(f"tune: unknown key(s) {unknown}; allowed: {list(TUNE_KEYS)}")
+        tune = validate_study_file(raw, str(path)).tune  # the whole file, tune: included (schema.TuneSection)
         study_raw = {k: v for k, v in raw.items() if k not in ("grid", "zip", "exclude")}
         self.study = parse_study(study_raw, path=path, scale=scale)
         cell = expand(self.study, validate=True)[0]
         self.base = copy.deepcopy(cell.data)
         self.name, self.scale = self.study.name, self.study.scale
-        self.metric = str(tune.get("metric", "eval/pass_at_1"))
-        self.direction = tune.get("direction", "maximize")
-        if self.direction not in ("maximize", "minimize"):
-            raise StudyError(f"tune.direction: {self.direction!r} is not maximize | minimize")
-        self.trials = tune.get("trials", 10)
-        if not isinstance(self.trials, int) or self.trials < 1:
-            raise StudyError(f"tune.trials: must be a positive integer (got {self.trials!r})")
-        self.sampler = dict(tune.get("sampler") or {"name": "tpe"})
-        self.pruner = dict(tune.get("pruner") or {"name": "median"})
-        if self.sampler.get("name", "tpe") not in ("tpe", "random"):
-            raise StudyError(f"tune.sampler.name: {self.sampler.get('name')!r} is not tpe | random")
-        if self.pruner.get("name", "median") not in ("median", "none"):
-            raise StudyError(f"tune.pruner.name: {self.pruner.get('name')!r} is not median | none")
-        self.timeout_s = tune.get("timeout_s")
-        self.space = parse_space(tune.get("space"))
+        self.metric, self.direction, self.trials, self.timeout_s = tune.metric, tune.direction, tune.trials, tune.timeout_s
+        self.sampler = dict(raw["tune"].get("sampler") or {"name": "tpe"})
+        self.pruner = dict(raw["tune"].get("pruner") or {"name": "median"})
+        self.space = dict(raw["tune"]["space"])  # as written: dotted key -> {type, low, high, ...}
         # every corner of the space must be a valid run config before any trial runs
         for key, spec in self.space.items():
             values = spec["choices"] if spec["type"] == "categorical" else [spec["low"], spec["high"]]
