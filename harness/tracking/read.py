@@ -30,7 +30,7 @@ STATUS_RANK = {"FINISHED": 0, "RUNNING": 1, "KILLED": 2, "FAILED": 3}
 def experiment_id(client, name: str) -> str:
     exp = retry_locked(client.get_experiment_by_name, name)
     if exp is None:
-        known = sorted(e.name for e in client.search_experiments())
+        known = sorted(e.name for e in retry_locked(client.search_experiments))
         raise FileNotFoundError(f"no MLflow experiment {name!r} at {client.tracking_uri}; experiments: {known}")
     return exp.experiment_id
 
