@@ -6,16 +6,9 @@ import json
 import os
 from pathlib import Path
 
+from harness.jsonl import read_jsonl
 
-def read_jsonl(path: Path) -> list[dict]:
-    out = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                break  # a torn last line
-    return out
+__all__ = ["load_index", "read_jsonl"]
 
 
 def load_index(study_dir: str | os.PathLike) -> tuple[dict, list[dict]]:
