@@ -62,14 +62,14 @@ bench: $(BENCH_STAMP)
 # (axes and results as columns, grouped by variant; harness/tracking/experiment.py).
 MLFLOW_PORT ?= 5000
 mlflow-ui: venv
-	@$(VPY) -c "from mlflow.tracking import MlflowClient; from harness.tracking.experiment import ui_links; \
-	print('\n'.join(ui_links(MlflowClient('sqlite:///results/mlflow.db'), 'http://127.0.0.1:$(MLFLOW_PORT)')))"
+	@$(VPY) -c "from harness.tracking.experiment import ui_links; from harness.tracking.study_runs import client_for; \
+	print('\n'.join(ui_links(client_for('sqlite:///results/mlflow.db')[0], 'http://127.0.0.1:$(MLFLOW_PORT)')))"
 	$(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --backend-store-uri sqlite:///results/mlflow.db
 
 # JupyterLab on analysis/: the jupytext .py files open as notebooks (double-click); saving writes the
 # .py back (outputs are not kept). JupyterLab is notebook-only: requirements-notebooks.txt, installed
 # once against the runtime pins (fails if it would change a package already in the venv). Kernels
-# start in analysis/; HARNESS_RESULTS points them at results/ (harness/figures.py StudyData.from_env).
+# start in analysis/; HARNESS_RESULTS points them at results/ (harness/experiment/figures/data.py StudyData.from_env).
 NB_STAMP := $(VENV)/.notebooks-installed
 NB_PORT ?= 8888
 

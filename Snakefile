@@ -39,7 +39,10 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-from harness.grid import TOP_LEVEL_KEYS, StudyError, atomic_write, cells_index, load_study, study_dir
+from harness.atomic import atomic_write_text
+from harness.experiment import StudyError, cells_index, load_study, study_dir
+from harness.experiment.files import study_json
+from harness.experiment.load import TOP_LEVEL_KEYS
 
 RESULTS = config.get("results", "results")
 
@@ -68,12 +71,10 @@ HARNESS = shlex.quote(str(_bin)) if _bin.exists() else f"{shlex.quote(sys.execut
 
 # ---------------------------------------------------------------- files written at parse time (only if changed)
 for c in STUDY.cells:
-    atomic_write(OUT / "configs" / f"{c.id}.yaml", c.config_yaml())
-atomic_write(OUT / "cells.json", json.dumps(cells_index(STUDY, RESULTS), indent=1, default=str) + "\n")
-atomic_write(OUT / "study.json", json.dumps({
-    "name": STUDY.name, "scale": STUDY.scale, "experiment": STUDY.experiment, "axes": STUDY.axis_names(),
-    "seeds": STUDY.seeds, "final_eval": STUDY.final_eval, "study_file": str(STUDY.path or ""),
-    "results": str(OUT)}, indent=1) + "\n")
+    atomic_write_text(OUT / "configs" / f"{c.id}.yaml", c.config_yaml(), only_if_changed=True)
+atomic_write_text(OUT / "cells.json", json.dumps(cells_index(STUDY, RESULTS), indent=1, default=str) + "\n",
+                  only_if_changed=True)
+atomic_write_text(OUT / "study.json", json.dumps(study_json(STUDY, RESULTS), indent=1) + "\n", only_if_changed=True)
 
 
 def _warm_start_groups():
@@ -101,7 +102,7 @@ WS_OF_CELL, WS_CONFIGS = _warm_start_groups()
 import yaml as _yaml  # noqa: E402
 
 for _name, _cfg in WS_CONFIGS.items():
-    atomic_write(OUT / "warmstart" / f"{_name}.yaml", _yaml.safe_dump(_cfg, sort_keys=False))
+    atomic_write_text(OUT / "warmstart" / f"{_name}.yaml", _yaml.safe_dump(_cfg, sort_keys=False), only_if_changed=True)
 
 # ---------------------------------------------------------------- resources (see profiles/slurm for the cluster)
 # CPU scales: one torch thread per training job (2 cells in parallel on 2 cores). GPU scale: one GPU per job.
@@ -128,7 +129,7 @@ onstart:
     if config.get("mlflow_server") and uri.startswith("sqlite:///"):
         # many parallel local writers: one `mlflow server` on 127.0.0.1 over the same store; the jobs
         # inherit MLFLOW_TRACKING_URI (local executor only: compute nodes cannot reach this host's 127.0.0.1)
-        from harness.study import start_mlflow_server
+        from harness.tracking.server import start_mlflow_server
 
         proc, uri = start_mlflow_server(default_tracking_uri(), Path(RESULTS) / "mlartifacts",
                                         OUT / "logs" / "mlflow_server.log")
@@ -146,7 +147,7 @@ onstart:
 
 def _stop_server():
     if MLFLOW_SERVER.get("proc") is not None:
-        from harness.study import stop_mlflow_server
+        from harness.tracking.server import stop_mlflow_server
 
         stop_mlflow_server(MLFLOW_SERVER.pop("proc"))
 

@@ -54,7 +54,7 @@ import random
 
 import matplotlib.pyplot as plt
 
-from harness import figures as F
+from harness.experiment import figures as F
 
 F.setup()
 data = F.StudyData.from_env("difficulty_bias")

@@ -43,7 +43,7 @@
 # %%
 import matplotlib.pyplot as plt
 
-from harness import figures as F
+from harness.experiment import figures as F
 
 F.setup()
 data = F.StudyData.from_env("moe_stability")

@@ -82,14 +82,14 @@ def _writer(idx: int, uri: str, root: str, steps: int, n_metrics: int, flush_eve
 
 def start_server(workdir: Path, workers: int = 1):
     """The same local server the Snakefile starts with --config mlflow_server=1."""
-    from harness.study import start_mlflow_server
+    from harness.tracking.server import start_mlflow_server
 
     return start_mlflow_server(f"sqlite:///{workdir / 'server.db'}", workdir / "server-artifacts",
                                workdir / "server.log", workers=workers)
 
 
 def stop_server(proc) -> None:
-    from harness.study import stop_mlflow_server
+    from harness.tracking.server import stop_mlflow_server
 
     stop_mlflow_server(proc)
 

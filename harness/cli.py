@@ -4,7 +4,7 @@
     harness config CONFIG [dotted.key=value ...]            print the resolved, validated config
     harness warmstart CONFIG [dotted.key=value ...]         build (or find) the cached SFT warm start
     harness eval RUN_DIR [--n-samples N] [--vs-initial]      pass@k of a finished run -> RUN_DIR/eval.json
-    harness grid STUDY [--scale S] --list | --write-configs DIR   expand a study's grid (harness/study.py)
+    harness grid STUDY [--scale S] --list | --write-configs DIR   expand a study's grid (harness/experiment/)
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures, from run folders or MLflow
@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--vs-initial", action="store_true", help="also eval the starting policy on the same prompts "
                         "and seed: paired rise of pass@k with a bootstrap 95%% interval over prompts")
 
-    # --- experiment layer: grid / tune / summarize (harness/study.py) ---
-    from harness import study as _study_cli
+    # --- experiment layer: grid / tune / summarize (harness/experiment/cli.py) ---
+    from harness.experiment import cli as _study_cli
 
     _study_cli.add_commands(sub)
     # --- end experiment layer ---
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an input error")
 
     args = parser.parse_args(argv)
-    from harness.grid import StudyError
+    from harness.experiment.study import StudyError
 
     fmt = warnings.formatwarning
     warnings.formatwarning = _one_line_warning
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness import study as _study_cli
+    from harness.experiment import cli as _study_cli
     from harness.bench import cli as _bench_cli
 
     # --- experiment layer ---

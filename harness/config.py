@@ -14,7 +14,7 @@ names the file (and overrides), the offending dotted key, its value and what is 
 The `harness` CLI prints that message as one paragraph and exits with status 2 (a traceback
 only with `harness --debug`).
 
-Reading. YAML is read strictly (`read_yaml`, shared with study files, harness/grid.py): a key
+Reading. YAML is read strictly (`read_yaml`, shared with study files, harness/experiment/load.py): a key
 given twice in one mapping, an empty file, bytes that are not UTF-8 and YAML syntax errors are
 errors naming the file and line; an override's value is parsed the same way. A boolean is
 never a number: `steps: true` or `lr: false` (anywhere an int or float is expected, including
@@ -400,7 +400,9 @@ class RunConfig(_Section):
         if o.routing_replay and r.backend == "vllm":
             raise ValueError("objective.routing_replay=true is impossible with rollout.backend=vllm (the vLLM engine "
                              "does not return its expert choices); use rollout.backend=hf or routing_replay=false")
-        moe = _declared_moe(self.model.name)
+        from harness.models import is_moe
+
+        moe = is_moe(self.model.name)  # None: a name whose architecture is not known before loading
         if moe is False and o.routing_replay:
             raise ValueError(f"objective.routing_replay=true needs an MoE model; model.name={self.model.name!r} is dense "
                              "(use tiny-moe or an MoE folder)")
@@ -420,21 +422,6 @@ class RunConfig(_Section):
     def to_dict(self) -> dict:
         """The resolved config (every knob explicit), loadable again by load_config."""
         return self.model_dump(mode="json")
-
-
-def _declared_moe(name: str) -> bool | None:
-    """Whether model.name is a routed MoE, from its name or its folder's config.json (None: unknown)."""
-    if name in ("tiny-moe",):
-        return True
-    if name in ("tiny-dense", "smollm2-135m"):
-        return False
-    config = Path(name) / "config.json"
-    if config.is_file():
-        import json
-
-        c = json.loads(config.read_text())
-        return any(isinstance(c.get(k), int) and c[k] > 1 for k in ("num_local_experts", "num_experts", "n_routed_experts"))
-    return None
 
 
 def _task_names() -> set[str]:

@@ -63,12 +63,9 @@ def _attempt(cmd: list[str], env: dict, kill: tuple[int, float] | None, sig: int
 
 
 def _mlflow_steps(uri: str, run: Path) -> list[int]:
-    from mlflow.tracking import MlflowClient
+    from harness.tracking.runs import metric_steps
 
-    id_file = run / "mlflow_run_id"
-    if not id_file.exists():
-        return []
-    return [m.step for m in MlflowClient(uri).get_metric_history(id_file.read_text().strip(), "perf/elapsed_seconds")]
+    return metric_steps(run, "perf/elapsed_seconds", uri)
 
 
 def _file_steps(run: Path) -> list[int]:

@@ -19,8 +19,8 @@ from harness.config import build_config
 
 
 def run_ours(cfg_dict: dict, run_dir: str | Path) -> dict:
+    from harness.jsonl import read_jsonl
     from harness.train import train
-    from harness.train.run.rundir import read_jsonl
 
     cfg = build_config(cfg_dict)
     t0 = time.perf_counter()

@@ -5,6 +5,8 @@ import json
 import time
 from pathlib import Path
 
+from harness.atomic import atomic_write_text
+
 # (header, row key, format) of the case table; seconds are means per step over steps >= 1.
 COLUMNS = (
     ("trainer", "trainer", "{}"),
@@ -84,12 +86,8 @@ def render(rows: list[dict], meta: dict) -> str:
 
 
 def write_json(out_dir: str | Path, rows: list[dict], meta: dict) -> Path:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{meta['timestamp']}.json"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"meta": meta, "rows": rows, "ratios": ratios(rows)}, indent=1))
-    tmp.replace(path)
+    path = Path(out_dir) / f"{meta['timestamp']}.json"
+    atomic_write_text(path, json.dumps({"meta": meta, "rows": rows, "ratios": ratios(rows)}, indent=1))
     return path
 
 

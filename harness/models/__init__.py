@@ -4,11 +4,10 @@
     model, tok = build_model("tiny-moe", seed=0)
     ids = render_prompt(tok, "What is 2+3?\\nAnswer:")  # [<bos>, 'W', 'h', ...]
 """
-from harness.models.moe import record_routing, replay_routing, routers, routing_choices, stack_router_logits
+from harness.models.moe import is_moe, record_routing, replay_routing, routers, routing_choices, stack_router_logits
 from harness.models.registry import (
     MODEL_NAMES,
     build_model,
-    is_moe,
     load_model,
     param_count,
     render_prompt,

@@ -14,11 +14,45 @@ router logits the same way (rollout-only noise, `rollout.router_noise`).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
+
+# config fields that count routed experts (Mixtral / Qwen-MoE / OLMoE, Qwen2-MoE, DeepSeek)
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
+DENSE_NAMES = ("tiny-dense", "smollm2-135m")  # registered names whose architecture is known without a file
+MOE_NAMES = ("tiny-moe",)
+
+
+def is_moe(what: Any) -> bool | None:
+    """Whether `what` is a routed mixture-of-experts model: more than one expert in its config.
+    The one MoE test of the project, for every stage:
+
+      - a model (nn.Module with `.config`) or a transformers config: its expert count;
+      - a mapping (a config.json already read): its expert count;
+      - a model name (`model.name` before any model loads): tiny-moe / tiny-dense / smollm2-135m
+        by name, a folder by its config.json; None when that cannot be told (no such folder).
+
+    For the models this project builds, a model is MoE exactly when `routers(model)` is not empty
+    (tests/models/test_models_moe.py checks both agree)."""
+    if isinstance(what, (str, Path)):
+        name = str(what)
+        if name in MOE_NAMES:
+            return True
+        if name in DENSE_NAMES:
+            return False
+        config = Path(name) / "config.json"
+        if not config.is_file():
+            return None
+        what = json.loads(config.read_text())
+    config = getattr(what, "config", what)
+    get = config.get if isinstance(config, Mapping) else (lambda k: getattr(config, k, None))
+    return any(isinstance(v, int) and not isinstance(v, bool) and v > 1 for v in map(get, EXPERT_COUNT_KEYS))
 
 
 def routers(model: nn.Module) -> list[nn.Module]:

@@ -81,13 +81,6 @@ def render_prompt(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
     return bos + tokenizer.encode(text, add_special_tokens=False)
 
 
-def is_moe(model: PreTrainedModel) -> bool:
-    """True for a routed mixture-of-experts model (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek...)."""
-    c = model.config
-    n = [getattr(c, k, None) for k in ("num_local_experts", "num_experts", "n_routed_experts")]
-    return any(isinstance(v, int) and v > 1 for v in n)
-
-
 def param_count(model: torch.nn.Module, trainable_only: bool = False) -> int:
     """Number of parameters (tied weights counted once)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

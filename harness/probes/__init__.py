@@ -24,7 +24,7 @@ def probe_arms(study, arms: dict | None = None):
     """-> [Arm(label, cfg)]: the study's cells of its first seed, labels from the cells' axes;
     or the first cell with each of `arms` (label -> dotted overrides) applied."""
     from harness.config import build_config
-    from harness.grid import apply_override
+    from harness.experiment.keys import apply_override
     from harness.probes.engine import Arm
 
     if arms:

@@ -58,9 +58,9 @@ class ProbeResult:
 
 
 def t_interval(vals: list[float]) -> tuple[float, float]:
-    """harness.summarize.t_interval over the finite values, with NaN where it cannot say anything:
+    """harness.experiment.stats.t_interval over the finite values, with NaN where it cannot say anything:
     no value (mean NaN) or one (half-width NaN: no interval, so no claim)."""
-    from harness.summarize import t_interval as mean_half
+    from harness.experiment.stats import t_interval as mean_half
 
     vals = [v for v in vals if v is not None and math.isfinite(v)]
     if not vals:

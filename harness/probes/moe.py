@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.models.moe import routers
+from harness.models.moe import is_moe
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe, with_section
 from harness.train.batch import Batch
 from harness.train.rl.step import old_policy_logprobs
@@ -48,7 +48,7 @@ def _batch_stats(ep, cfg, policy, pad_id) -> dict:
     micro = cfg.train.micro_batch_size or len(r.prompt_ids)
     batch = Batch.from_rollout(r, r.response_mask)
     for prefix, replay in (("", False), ("replay/", True)):
-        if replay and (batch.routing is None or not routers(policy)):
+        if replay and (batch.routing is None or not is_moe(policy)):
             continue
         mm = MismatchStats()
         lp = old_policy_logprobs(policy, batch, pad_id, cfg.rollout.temperature, micro, replay, mm)

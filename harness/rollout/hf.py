@@ -22,7 +22,7 @@ from contextlib import ExitStack
 import torch
 
 from harness import threads
-from harness.models.moe import noisy_routing, record_routing, routers
+from harness.models.moe import is_moe, noisy_routing, record_routing
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -79,9 +79,9 @@ class HFBackend(RolloutBackend):
         self.max_batch = max_batch
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_id = tokenizer.eos_token_id
-        self.moe = bool(routers(model))
+        self.moe = is_moe(model)
         if router_noise > 0 and not self.moe:
-            raise ValueError(f"rollout.router_noise={router_noise} needs an MoE model (this one has no routers)")
+            raise ValueError(f"rollout.router_noise={router_noise} needs an MoE model (this one has a single expert per layer)")
         self.router_noise = float(router_noise)
         if dtype is not None and dtype not in DTYPES:
             raise ValueError(f"rollout.dtype={dtype!r} is unknown; allowed: {list(DTYPES)}")

@@ -69,7 +69,7 @@ def mark_all(client) -> list[str]:
     """Mark every experiment without a kind as model training (the one-off migration of an old
     store); returns their names."""
     marked = []
-    for exp in client.search_experiments():
+    for exp in retry_locked(client.search_experiments):
         if KIND_TAG not in exp.tags:
             retry_locked(client.set_experiment_tag, exp.experiment_id, KIND_TAG, MODEL_TRAINING)
             marked.append(exp.name)
@@ -85,6 +85,6 @@ def view_url(base: str, experiment_id: str, shared_view: bool = True) -> str:
 def ui_links(client, base: str) -> list[str]:
     """One line per experiment: its name and the link to open (the saved view where it has one)."""
     lines = []
-    for exp in sorted(client.search_experiments(), key=lambda e: e.name):
+    for exp in sorted(retry_locked(client.search_experiments), key=lambda e: e.name):
         lines.append(f"{exp.name:<28} {view_url(base, exp.experiment_id, VIEW_TAG in exp.tags)}")
     return lines

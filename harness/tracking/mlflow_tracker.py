@@ -11,6 +11,7 @@ import math
 import time
 from pathlib import Path
 
+from harness.atomic import atomic_write_text
 from harness.tracking.base import Tracker
 from harness.tracking.experiment import ensure_experiment
 from harness.tracking.store import default_tracking_uri, ensure_store, retry_locked
@@ -52,9 +53,7 @@ class MlflowTracker(Tracker):
             run = retry_locked(self.client.create_run, exp_id, run_name=run_name or Path(run_dir).name,
                                tags={**tags, "run_dir": str(Path(run_dir).resolve())})
             run_id = run.info.run_id
-            tmp = id_file.with_suffix(".tmp")  # right away: a crash from here on resumes this run, never a new one
-            tmp.write_text(run_id)
-            tmp.replace(id_file)
+            atomic_write_text(id_file, run_id)  # right away: a crash from here on resumes this run, never a new one
             nest_run(self.client, exp_id, run_id, tags)  # under its study's run (harness/tracking/study_runs.py)
         # on resume too (a crash may have come before them); re-logging an identical param is allowed
         params = [self._Param(k, v) for k, v in flatten(config).items()]

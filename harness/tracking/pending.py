@@ -36,7 +36,7 @@ def short_http_defaults() -> None:
 
 
 def _read(path: Path) -> list[dict]:
-    from harness.train.run.rundir import read_jsonl  # stops at a torn last line
+    from harness.jsonl import read_jsonl  # stops at a torn last line
 
     return read_jsonl(path)
 

@@ -5,8 +5,8 @@
         out/inputs/runs/<cell>/metrics.jsonl                        (the run's metric histories, one object a step)
         out/inputs/runs/<cell>/summary.json, eval.json, config.yaml, groups.jsonl, samples.jsonl   (its artifacts)
 
-harness/summarize.py and the analysis notebooks then read that folder as they read a Snakemake
-results folder, so figures and summary.csv come out the same (harness/regenerate.py).
+harness/experiment/summary.py and the analysis notebooks then read that folder as they read a Snakemake
+results folder, so figures and summary.csv come out the same (harness/experiment/regenerate.py).
 What MLflow cannot give back: metric values that were not finite (NaN steps are not logged,
 so a key is absent from that step's record, which every reader already treats as "no value"),
 and checkpoints / eval_prompts/ (never logged; no figure reads them).
@@ -30,7 +30,7 @@ STATUS_RANK = {"FINISHED": 0, "RUNNING": 1, "KILLED": 2, "FAILED": 3}
 def experiment_id(client, name: str) -> str:
     exp = retry_locked(client.get_experiment_by_name, name)
     if exp is None:
-        known = sorted(e.name for e in client.search_experiments())
+        known = sorted(e.name for e in retry_locked(client.search_experiments))
         raise FileNotFoundError(f"no MLflow experiment {name!r} at {client.tracking_uri}; experiments: {known}")
     return exp.experiment_id
 
@@ -103,7 +103,7 @@ def study_index(client, srun, name: str, scale: str, out: Path) -> tuple[dict, l
     if srun is not None:
         download(client, srun.info.run_id, STUDY_FILES, out)
     if not (out / "cells.json").exists() or not (out / "study.json").exists():
-        from harness.grid import cells_index, load_study
+        from harness.experiment import cells_index, load_study
 
         study = load_study(name, scale)
         (out / "cells.json").write_text(json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n")

@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from harness.atomic import atomic_write_text
 from harness.tracking.experiment import NOTE_TAG, RESULT_PREFIX, ensure_experiment
 from harness.tracking.store import default_tracking_uri, ensure_store, retry_locked
 
@@ -39,7 +40,7 @@ def client_for(uri: str | None = None):
 
 
 def _index(study_dir: Path) -> tuple[dict, list[dict]]:
-    from harness.summarize import load_index
+    from harness.experiment.results import load_index
 
     return load_index(study_dir)
 
@@ -71,8 +72,6 @@ def ensure_study_run(client, exp_id: str, study: dict, id_file: Path | None = No
         client.create_run, exp_id, run_name=f"{study.get('name')}-summary",
         tags={"kind": "study", "study": study.get("name", ""), "scale": study.get("scale", "")}).info.run_id
     if id_file is not None:
-        from harness.atomic import atomic_write_text
-
         atomic_write_text(id_file, run_id)
     return run_id
 
@@ -128,7 +127,7 @@ def record_cells(study_dir: str | os.PathLike, uri: str | None = None) -> int:
     param, its summary.csv row as result/* metrics, and its study run as parent. Returns how many."""
     from mlflow.entities import Param
 
-    from harness.summarize import cell_row
+    from harness.experiment.summary import cell_row
 
     d = Path(study_dir)
     study, cells = _index(d)

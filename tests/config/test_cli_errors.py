@@ -47,7 +47,7 @@ def test_debug_flag_shows_the_traceback(tmp_path):
 
 def test_debug_flag_for_study_and_bench_commands(tmp_path, monkeypatch):
     import harness.bench.cli as bench_cli
-    from harness.grid import StudyError
+    from harness.experiment import StudyError
 
     study = tmp_path / "study.yaml"
     study.write_text("base: {train: {steps: 2}}\nseeds: [0]\nseeds: [1]\n")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.config import ConfigError, dump_config, load_config
-from harness.grid import SCALES, StudyError, load_study, parse_study, expand
+from harness.experiment import SCALES, StudyError, load_study, parse_study
+from harness.experiment.expand import expand
 
 SMOKE = "experiments/runs/smoke.yaml"
 DPO = "experiments/runs/dpo.yaml"

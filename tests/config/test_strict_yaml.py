@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.config import ConfigError, load_config
-from harness.grid import StudyError, load_study
+from harness.experiment import StudyError, load_study
 
 SMOKE = "experiments/runs/smoke.yaml"
 

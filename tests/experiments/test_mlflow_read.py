@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from harness.summarize import summary_table
+from harness.experiment.summary import summary_table
 from harness.tracking.experiment import KIND_TAG, MODEL_TRAINING, VIEW_TAG, ensure_experiment, mark_all, view_url
 from harness.tracking.read import rebuild_study_dir
 from harness.tracking.study_runs import client_for, open_study

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from harness.objective import ObjectiveConfig, group_advantages
-from harness.summarize import make_figures
+from harness.experiment.render import make_figures
 from study_helpers import REPO
 
 EXPECTED = {

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.grid import StudyError, expand, format_value, load_study, parse_study, short_names
+from harness.experiment import StudyError, load_study, parse_study
+from harness.experiment.expand import expand
+from harness.experiment.ids import format_value, short_names
 
 BASE = {"task": {"name": "arithmetic"}, "train": {"steps": 2, "prompts_per_step": 4, "group_size": 4},
         "eval": {"num_prompts": 4, "n_samples": 2, "ks": [1, 2]}, "objective": {"preset": "grpo"}}
@@ -176,7 +178,7 @@ def test_cli_grid_error_exit_code(tmp_path, capsys):
 def test_write_configs_only_rewrites_changed_files(tmp_path):
     import time
 
-    from harness.grid import write_configs
+    from harness.experiment import write_configs
 
     study = load_study("demo", "smoke")
     p = write_configs(study, tmp_path)[0]

@@ -6,7 +6,10 @@ import math
 
 import pytest
 
-from harness.summarize import curves, make_figures, summary_table, t_interval, write_csv
+from harness.experiment.generic_figures import curves
+from harness.experiment.render import make_figures
+from harness.experiment.stats import t_interval
+from harness.experiment.summary import summary_table, write_csv
 
 
 @pytest.fixture

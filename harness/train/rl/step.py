@@ -18,7 +18,7 @@ from contextlib import nullcontext
 import torch
 
 from harness.config import ConfigError
-from harness.models.moe import routers
+from harness.models.moe import is_moe
 from harness.objective import advantages, inputs_needed, loss_mask
 from harness.train.batch import Batch
 from harness.train.rl.collect import collect, step_seed
@@ -40,7 +40,7 @@ def old_policy_logprobs(model, batch: Batch, pad_id: int, temperature: float, mi
     """(B, T) log-probs of the batch's responses (response_mask) under `model`. replay: force the
     rollout's expert choices (batch.routing, MoE). mismatch: a MismatchStats fed with these
     log-probs (as the old policy's) against the sampler's on the loss mask, and with the routing used."""
-    capture = mismatch is not None and bool(routers(model))
+    capture = mismatch is not None and is_moe(model)
     outs = []
     for part in batch.micro_batches(micro):
         with capture_routing(model) if capture else nullcontext() as calls:
@@ -63,7 +63,7 @@ class RLTrainer(Trainer):
         cfg, obj = self.cfg, self.cfg.objective
         self.needs = inputs_needed(obj)  # which tensors the objective asks for: the step branches on nothing else
         self.ref = copy.deepcopy(ctx.model).eval().requires_grad_(False) if self.needs.ref_logp else None  # pi_ref = pi_0
-        self.moe = bool(routers(ctx.model))
+        self.moe = is_moe(ctx.model)
         if obj.routing_replay and not self.moe:
             raise ConfigError(f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} "
                               "has no routers")

@@ -14,7 +14,7 @@ import torch
 from harness.objective import LossInputs
 from harness.objective import loss as objective_loss
 from harness.objective.aggregation import batch_denominators
-from harness.models.moe import routers
+from harness.models.moe import is_moe
 from harness.train.batch import Batch
 from harness.models.logprobs import response_logprobs
 from harness.train.diagnostics.metrics import UpdateMetrics
@@ -69,7 +69,7 @@ def _forward(policy: Trained, components: list[Component], part: Batch, cfg, pad
     obj = cfg.objective
     model = policy.module
     observe = mismatch is not None and single_pass
-    capture = observe and bool(routers(model))
+    capture = observe and is_moe(model)
     replay = obj.routing_replay and part.routing is not None
     with capture_routing(model) if capture else nullcontext() as calls:
         logp, entropy, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.mask, pad_id,

@@ -134,7 +134,7 @@ class RunDir:
 
     # ------------------------------------------------------------------ attempts
     # what an attempt writes before its first checkpoint, all of it derived from its config
-    ATTEMPT_FILES = ("config.yaml", "metrics.jsonl", "samples.jsonl", "groups.jsonl", "mlflow_run_id", "mlflow_run_id.tmp",
+    ATTEMPT_FILES = ("config.yaml", "metrics.jsonl", "samples.jsonl", "groups.jsonl", "mlflow_run_id", ".mlflow_run_id.tmp*",
                      "mlflow_pending.jsonl",
                      "pairs*.jsonl", "pairs_report*.json", "pairs_ref*.pt", ".pairs_ref*.pt.tmp*")
     ATTEMPT_DIRS = ("checkpoints", "eval_prompts")

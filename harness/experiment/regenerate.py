@@ -5,7 +5,7 @@
                                                               else sqlite:///results/mlflow.db): no run folder read
 
 Either way DIR gets summary.csv and figures/ (analysis/<study>.py when it exists, else the
-generic figures), made by the same code (harness/summarize.py). From MLflow, the inputs are
+generic figures), made by the same code (harness/experiment/summary.py, render.py). From MLflow, the inputs are
 first rebuilt in DIR/inputs/ (harness/tracking/read.py: cells.json, study.json, probe.json,
 runs/<cell>/metrics.jsonl, summary.json, eval.json, config.yaml, groups.jsonl), where they can
 be inspected. Default DIR: results/<study>/<scale> from the folders (what Snakemake writes),
@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def notebook_for(name: str) -> Path | None:
@@ -28,8 +28,9 @@ def notebook_for(name: str) -> Path | None:
 def regenerate(study_name: str, scale: str | None = None, from_mlflow: bool = False,
                out: str | os.PathLike | None = None, uri: str | None = None) -> dict[str, Path]:
     """summary.csv and figures/ of a study into `out`; returns their paths (and the inputs folder)."""
-    from harness.grid import load_study, study_dir
-    from harness.summarize import make_figures, write_csv
+    from harness.experiment import load_study, study_dir
+    from harness.experiment.render import make_figures
+    from harness.experiment.summary import write_csv
 
     study = load_study(study_name, scale)
     if from_mlflow:

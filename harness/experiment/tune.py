@@ -1,8 +1,9 @@
 """Optuna search over any knobs of a run config: `harness tune experiments/tune_demo.yaml`.
 
-A tune file is a study (harness/grid.py: `base`, `scale`, `scales`, `seeds`) with a `tune:`
-section; a study file with a `tune:` section works too (its grid is ignored: the search
-starts from the study's first cell, i.e. base + scale overrides + first seed).
+A tune file is a study (harness/experiment/load.py: `base`, `scale`, `scales`, `seeds`) with a
+`tune:` section, checked by harness/experiment/schema.py (TuneSection); a study file with a
+`tune:` section works too (its grid is ignored: the search starts from the study's first cell,
+i.e. base + scale overrides + first seed).
 
     tune:
       metric: eval/pass_at_1        # an eval metric the trainer logs at eval steps
@@ -37,39 +38,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-TUNE_KEYS = ("metric", "direction", "trials", "sampler", "pruner", "space", "timeout_s")
-DIST_KEYS = {"float": {"type", "low", "high", "log", "step"}, "int": {"type", "low", "high", "log", "step"},
-             "categorical": {"type", "choices"}}
-
-
-def parse_space(space: Any) -> dict[str, dict]:
-    from harness.grid import StudyError, check_key
-
-    if not isinstance(space, dict) or not space:
-        raise StudyError("tune.space: must map dotted run-config keys to {type: float|int|categorical, ...}")
-    for key, spec in space.items():
-        where = f"tune.space.{key}"
-        check_key(key, "tune.space")
-        if not isinstance(spec, dict) or spec.get("type") not in DIST_KEYS:
-            raise StudyError(f"{where}: needs type: float | int | categorical (got {spec!r})")
-        extra = set(spec) - DIST_KEYS[spec["type"]]
-        if extra:
-            raise StudyError(f"{where}: unknown field(s) {sorted(extra)}; allowed: {sorted(DIST_KEYS[spec['type']])}")
-        if spec["type"] == "categorical":
-            if not isinstance(spec.get("choices"), list) or not spec["choices"]:
-                raise StudyError(f"{where}.choices: must be a non-empty list")
-        else:
-            num = (int,) if spec["type"] == "int" else (int, float)
-            for f in ("low", "high"):
-                if not isinstance(spec.get(f), num) or isinstance(spec.get(f), bool):
-                    raise StudyError(f"{where}.{f}: must be a{'n int' if spec['type'] == 'int' else ' number'} (got {spec.get(f)!r})")
-            if spec["low"] >= spec["high"]:
-                raise StudyError(f"{where}: low={spec['low']} must be < high={spec['high']}")
-            if spec.get("log") and spec["low"] <= 0:
-                raise StudyError(f"{where}: log=true needs low > 0")
-    return space
-
-
 def suggest(trial, key: str, spec: dict) -> Any:
     t = spec["type"]
     if t == "float":
@@ -88,36 +56,25 @@ class TuneSpec:
         import copy
 
         from harness.config import read_yaml
-        from harness.grid import StudyError, expand, find_study, parse_study
+        from harness.experiment.expand import expand
+        from harness.experiment.load import find_study, parse_study
+        from harness.experiment.schema import validate_study_file
+        from harness.experiment.study import StudyError
 
         path = find_study(source)
         raw = read_yaml(path, "tune file", StudyError)
-        tune = raw.get("tune") if isinstance(raw, dict) else None
-        if not isinstance(tune, dict):
-            raise StudyError(f"{path}: no `tune:` section (see harness/tune.py for its keys)")
-        unknown = sorted(set(tune) - set(TUNE_KEYS))
-        if unknown:
-            raise StudyError(f"tune: unknown key(s) {unknown}; allowed: {list(TUNE_KEYS)}")
+        if not isinstance(raw, dict) or not isinstance(raw.get("tune"), dict):
+            raise StudyError(f"{path}: no `tune:` section (see harness/experiment/tune.py for its keys)")
+        tune = validate_study_file(raw, str(path)).tune  # the whole file, tune: included (schema.TuneSection)
         study_raw = {k: v for k, v in raw.items() if k not in ("grid", "zip", "exclude")}
         self.study = parse_study(study_raw, path=path, scale=scale)
         cell = expand(self.study, validate=True)[0]
         self.base = copy.deepcopy(cell.data)
         self.name, self.scale = self.study.name, self.study.scale
-        self.metric = str(tune.get("metric", "eval/pass_at_1"))
-        self.direction = tune.get("direction", "maximize")
-        if self.direction not in ("maximize", "minimize"):
-            raise StudyError(f"tune.direction: {self.direction!r} is not maximize | minimize")
-        self.trials = tune.get("trials", 10)
-        if not isinstance(self.trials, int) or self.trials < 1:
-            raise StudyError(f"tune.trials: must be a positive integer (got {self.trials!r})")
-        self.sampler = dict(tune.get("sampler") or {"name": "tpe"})
-        self.pruner = dict(tune.get("pruner") or {"name": "median"})
-        if self.sampler.get("name", "tpe") not in ("tpe", "random"):
-            raise StudyError(f"tune.sampler.name: {self.sampler.get('name')!r} is not tpe | random")
-        if self.pruner.get("name", "median") not in ("median", "none"):
-            raise StudyError(f"tune.pruner.name: {self.pruner.get('name')!r} is not median | none")
-        self.timeout_s = tune.get("timeout_s")
-        self.space = parse_space(tune.get("space"))
+        self.metric, self.direction, self.trials, self.timeout_s = tune.metric, tune.direction, tune.trials, tune.timeout_s
+        self.sampler = dict(raw["tune"].get("sampler") or {"name": "tpe"})
+        self.pruner = dict(raw["tune"].get("pruner") or {"name": "median"})
+        self.space = dict(raw["tune"]["space"])  # as written: dotted key -> {type, low, high, ...}
         # every corner of the space must be a valid run config before any trial runs
         for key, spec in self.space.items():
             values = spec["choices"] if spec["type"] == "categorical" else [spec["low"], spec["high"]]
@@ -128,7 +85,8 @@ class TuneSpec:
         import copy
 
         from harness.config import ConfigError, build_config
-        from harness.grid import StudyError, apply_override
+        from harness.experiment.keys import apply_override
+        from harness.experiment.study import StudyError
 
         data = copy.deepcopy(self.base)
         for k, v in params.items():
@@ -168,39 +126,31 @@ def _make_pruner(spec: TuneSpec):
 
 
 def _read_metric(path: Path, metric: str) -> list[tuple[int, float]]:
-    from harness.summarize import read_jsonl
+    from harness.experiment.results import read_jsonl
 
     return [(int(r["step"]), float(r[metric])) for r in read_jsonl(path)
             if metric in r and r[metric] is not None and math.isfinite(float(r[metric]))]
 
 
 def _tag_mlflow(run_dir: Path, tags: dict[str, str], value: float | None, metric: str) -> None:
-    id_file = run_dir / "mlflow_run_id"
-    if not id_file.exists():
-        return
-    from mlflow.tracking import MlflowClient
+    from harness.tracking.runs import tag_run_dir
 
-    from harness.tracking.store import default_tracking_uri
-
-    client = MlflowClient(default_tracking_uri())
-    run_id = id_file.read_text().strip()
-    for k, v in tags.items():
-        client.set_tag(run_id, k, v)
     if value is not None:
-        client.set_tag(run_id, f"optuna.{metric}", str(value))
+        tags = {**tags, f"optuna.{metric}": str(value)}
+    tag_run_dir(run_dir, tags)
 
 
 def run_trial(trial, spec: TuneSpec, out: Path, poll_s: float = 2.0) -> float:
     import optuna
 
     from harness.config import dump_config
-    from harness.grid import atomic_write
+    from harness.atomic import atomic_write_text
 
     params = {key: suggest(trial, key, s) for key, s in spec.space.items()}
     cfg = spec.trial_config(params, trial.number)
     run_dir = out / "trials" / f"trial_{trial.number:04d}"
     cfg_path = out / "trials" / f"trial_{trial.number:04d}.yaml"
-    atomic_write(cfg_path, dump_config(cfg))
+    atomic_write_text(cfg_path, dump_config(cfg), only_if_changed=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     threads = cfg.train.threads or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
@@ -252,7 +202,7 @@ def run_tune(source: str, scale: str | None = None, trials: int | None = None, j
     import optuna
     from optuna.storages import RDBStorage, RetryFailedTrialCallback
 
-    from harness.grid import atomic_write
+    from harness.atomic import atomic_write_text
     from harness.tracking import default_tracking_uri, ensure_store
 
     spec = TuneSpec(source, scale)
@@ -279,7 +229,7 @@ def run_tune(source: str, scale: str | None = None, trials: int | None = None, j
     if complete:
         best.update({"best_trial": study.best_trial.number, "best_value": study.best_value,
                      "best_params": study.best_params})
-    atomic_write(out / "best.json", json.dumps(best, indent=2, default=str) + "\n", only_if_changed=False)
+    atomic_write_text(out / "best.json", json.dumps(best, indent=2, default=str) + "\n")
     print("\n[tune] trials:")
     for r in rows:
         v = "" if r["value"] is None else f"{r['value']:.4f}"

@@ -2,12 +2,12 @@
 
     harness grid STUDY [--scale S] --list                  the cells: id + overrides
     harness grid STUDY [--scale S] --write-configs DIR     DIR/<cell>.yaml (resolved configs) + cells.json
-    harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search (harness/tune.py)
-    harness summarize RESULTS_DIR --csv FILE              one row per cell (harness/summarize.py)
+    harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search (harness/experiment/tune.py)
+    harness summarize RESULTS_DIR --csv FILE              one row per cell (harness/experiment/summary.py)
     harness summarize RESULTS_DIR --figures DIR [--notebook analysis/<study>.py]
     harness probe STUDY [--scale S] [--out FILE]          the study's mechanism probe (harness/probes/)
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures/, from the run
-                                                          folders or from MLflow alone (harness/regenerate.py)
+                                                          folders or from MLflow alone (harness/experiment/regenerate.py)
     harness mlflow-sync [RESULTS_DIR ...]                 bring finished studies' MLflow experiments to the
                                                           current layout (harness/tracking/study_runs.py)
 
@@ -17,12 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 COMMANDS = ("grid", "tune", "summarize", "probe", "figures", "mlflow-sync")
@@ -75,13 +70,13 @@ def add_commands(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.grid import StudyError
+    from harness.experiment.study import StudyError
 
     try:
         if args.command == "grid":
             return _grid(args)
         if args.command == "tune":
-            from harness.tune import run_tune
+            from harness.experiment.tune import run_tune
 
             run_tune(args.study, scale=args.scale, trials=args.trials, jobs=args.jobs, results=args.results)
             return 0
@@ -102,13 +97,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _grid(args) -> int:
-    from harness.grid import atomic_write, cells_index, describe, load_study, write_configs
+    from harness.atomic import atomic_write_text
+    from harness.experiment import cells_index, describe, load_study, write_configs
 
     study = load_study(args.study, args.scale)
     if args.write_configs:
         out = Path(args.write_configs)
         paths = write_configs(study, out)
-        atomic_write(out / "cells.json", json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n")
+        atomic_write_text(out / "cells.json", json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n",
+                          only_if_changed=True)
         print(f"wrote {len(paths)} configs to {out}/", file=sys.stderr)
     if args.json:
         print(json.dumps([{"id": c.id, "overrides": c.overrides, "tags": c.tags} for c in study.cells],
@@ -119,7 +116,7 @@ def _grid(args) -> int:
 
 
 def _probe(args) -> int:
-    from harness.grid import load_study, study_dir
+    from harness.experiment import load_study, study_dir
     from harness.probes import run_probe
 
     study = load_study(args.study, args.scale)
@@ -141,7 +138,7 @@ def _probe(args) -> int:
 
 
 def _figures(args) -> int:
-    from harness.regenerate import regenerate
+    from harness.experiment.regenerate import regenerate
 
     paths = regenerate(args.study, args.scale, from_mlflow=args.from_mlflow, out=args.out)
     print(f"wrote {paths['summary']} and {paths['figures']}/ (inputs: {paths['inputs']})")
@@ -149,7 +146,7 @@ def _figures(args) -> int:
 
 
 def _mlflow_sync(args) -> int:
-    from harness.grid import StudyError
+    from harness.experiment.study import StudyError
     from harness.tracking.experiment import mark_all
     from harness.tracking.study_runs import client_for, study_dirs, sync
 
@@ -166,67 +163,24 @@ def _mlflow_sync(args) -> int:
 
 
 def _summarize(args) -> int:
-    from harness.summarize import make_figures, write_csv
+    from harness.experiment.render import make_figures
+    from harness.experiment.summary import write_csv
 
     d = Path(args.study_dir)
     if not (d / "cells.json").exists():  # a study name: its default results folder
-        from harness.grid import load_study, study_dir
+        from harness.experiment import load_study, study_dir
 
         d = study_dir(load_study(args.study_dir, args.scale))
     if not args.csv and not args.figures:
-        from harness.summarize import summary_table
+        from harness.experiment.summary import summary_table
 
         print(summary_table(d).to_string(index=False))
     if args.csv:
         print(f"wrote {write_csv(d, args.csv)}")
         if not args.no_mlflow:
-            from harness.summarize import log_cell_evals
+            from harness.experiment.render import log_cell_evals
 
             print(f"recorded eval.json, groups.jsonl and results of {log_cell_evals(d)} cells in MLflow")
     if args.figures:
         print(f"wrote {make_figures(d, args.figures, args.notebook, log_mlflow=not args.no_mlflow)}")
     return 0
-
-
-# ----------------------------------------------------------------------------- local MLflow server
-
-def start_mlflow_server(backend_uri: str, artifacts: str | os.PathLike, log: str | os.PathLike,
-                        workers: int = 1, timeout_s: float = 300) -> tuple[subprocess.Popen, str]:
-    """`mlflow server` on 127.0.0.1 (a free port) over `backend_uri`; returns (process, uri) once /health
-    answers. The Snakefile starts it with `--config mlflow_server=1`; benchmarks/mlflow_concurrency.py
-    measures the same server. Stop it with stop_mlflow_server."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    out = open(log, "w")
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", backend_uri, "--artifacts-destination", str(Path(artifacts).resolve()),
-         "--workers", str(workers)],
-        stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with {proc.returncode}; see {log}")
-        try:
-            with urllib.request.urlopen(uri + "/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, uri
-        except OSError:
-            time.sleep(0.5)
-    stop_mlflow_server(proc)
-    raise RuntimeError(f"mlflow server not healthy after {timeout_s} s; see {log}")
-
-
-def stop_mlflow_server(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group; SIGKILL it if it lingers."""
-    try:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.wait(timeout=20)
-    except ProcessLookupError:
-        pass

@@ -1,0 +1,95 @@
+"""Grid expansion: a parsed study -> its cells (Cartesian product of the axes minus `exclude`),
+each with its id, tags, tracking settings and validated RunConfig."""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from typing import Any
+
+from harness.experiment.ids import format_value, short_names
+from harness.experiment.keys import apply_override
+from harness.experiment.study import ARM, SEED, Cell, Study, StudyError
+
+
+def expand(study: Study, validate: bool = True) -> list[Cell]:
+    """The cells of the study (Cartesian product of axes minus exclusions), each validated."""
+    key_names = short_names([k for ax in study.axes for k in ax.keys])
+    # exclusion keys may be dotted keys, their short names, `arm` or `seed`
+    lookup = {ARM: ARM, SEED: "seed"}
+    for k, s in key_names.items():
+        lookup[k] = lookup[s] = k
+    for i, ex in enumerate(study.exclude):
+        for k in ex:
+            if k not in lookup:
+                raise StudyError(f"exclude[{i}].{k}: not an axis of the study; axes: {list(key_names) + [ARM, SEED]}")
+    hits = [0] * len(study.exclude)
+
+    base = copy.deepcopy(study.base)
+    for k, v in study.scale_overrides.items():
+        apply_override(base, k, v)
+
+    cells: list[Cell] = []
+    ids: dict[str, dict] = {}
+    for combo in itertools.product(*[range(len(ax)) for ax in study.axes]):
+        parts, axes_vals, overrides = [], {}, {}
+        for ax, j in zip(study.axes, combo):
+            point = ax.values[j]
+            overrides.update(dict(zip(ax.keys, point)))
+            if ax.labels:
+                parts.append(f"{ARM}={format_value(ax.labels[j])}")
+                axes_vals[ARM] = ax.labels[j]
+            else:
+                for k, v in zip(ax.keys, point):
+                    parts.append(f"{key_names[k]}={format_value(v)}")
+            for k, v in zip(ax.keys, point):
+                axes_vals[k] = v
+        cid = "__".join(parts)
+        dropped = False
+        for i, ex in enumerate(study.exclude):
+            if all(axes_vals.get(lookup[k]) == v for k, v in ex.items()):
+                hits[i] += 1
+                dropped = True
+        if dropped:
+            continue
+        if cid in ids:
+            raise StudyError(f"cells {ids[cid]} and {overrides} get the same id {cid!r}; make the values distinct")
+        ids[cid] = overrides
+
+        data = copy.deepcopy(base)
+        for k, v in overrides.items():
+            apply_override(data, k, v)
+        tags = {"study": study.name, "scale": study.scale, "cell": cid,
+                "variant": "__".join(p for p in parts if not p.startswith(f"{SEED}=")) or "base"}
+        tags.update({k: _tag_value(v) for k, v in axes_vals.items()})
+        tracking = dict(data.get("tracking") or {})
+        tracking.update({"experiment": study.experiment, "run_name": cid,
+                         "tags": {**{str(k): str(v) for k, v in (tracking.get("tags") or {}).items()}, **tags}})
+        data["tracking"] = tracking
+        cells.append(Cell(id=cid, axes=axes_vals, overrides=overrides, data=data, tags=tags))
+
+    for i, n in enumerate(hits):
+        if n == 0:
+            raise StudyError(f"exclude[{i}]: {study.exclude[i]} matches no cell (a typo in a key or value?)")
+    if not cells:
+        raise StudyError("the study has no cells left after `exclude`")
+    if validate:
+        from harness.config import ConfigError, build_config
+
+        for c in cells:
+            try:
+                c.config = build_config(c.data)
+            except ConfigError as err:
+                axes = ", ".join(f"{k}={v!r}" for k, v in c.overrides.items())
+                where = f"{study.path}: " if study.path else ""
+                raise StudyError(f"{where}study {study.name} ({study.scale}), cell {c.id} [{axes}]: {err}") from None
+    study.cells = cells
+    return cells
+
+
+def _tag_value(v: Any) -> str:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)

@@ -1,0 +1,48 @@
+"""Shared pieces of the analysis notebooks (analysis/<study>.py): load a study's results
+folder, curves over seeds with a 95% t-interval, consistent arm colours, saving figures,
+and the markdown summary the notebooks print.
+
+    from harness.experiment import figures as F
+    data = F.StudyData.from_env("length_bias")        # HARNESS_STUDY_DIR (set by `harness summarize`)
+    for arm, cells in data.by("objective.preset").items():
+        F.plot_curve(ax, F.curve(data, cells, "length/incorrect"), arm, data.color(arm))
+
+Reads only the run-directory contract (cells.json, study.json, runs/<cell>/metrics.jsonl,
+groups.jsonl, eval.json, config.yaml), like harness/experiment/summary.py.
+
+    style.py             conventions (x axis, markers, how many seeds are drawn one by one), setup()
+    data.py              StudyData: the results folder, per-cell files, colours per arm
+    curves.py            curves over seeds, paired differences, the one-metric panel
+    numbers.py           per-arm final / tail values with intervals, verdict sentences, tables
+    output.py            where figures and summary.md go
+    learning.py          the paired rise of held-out pass@1 per arm and seed
+    probe.py             probe.json: loading, points with intervals, verdicts
+    length_probe.py      the length-bias probe's figure and lines (docs/studies.md (a))
+    difficulty_probe.py  the difficulty-bias probe's figure and lines (docs/studies.md (b))
+
+Conventions of every figure: x = training step (policy iterations); with up to
+SEED_LINES_MAX (3) seeds every seed is a thin line and their mean a bold one (a t-interval
+from 2-3 seeds is wider than the data and says little); with more seeds, the mean with the
+shaded 95% t-interval, clipped to the range the quantity can take (a fraction stays in
+[0, 1]); with one seed, the line alone and "n=1 seed" in the legend. At a step where some
+seeds have no value (no correct response that step, say) the mean and interval use the seeds
+that do.
+"""
+from harness.experiment.figures.curves import (Curve, combine, curve, integer_steps, legend, note, paired_difference,
+                                               paired_series, panel, plot_curve, plot_seeds, seed_series)
+from harness.experiment.figures.data import StudyData
+from harness.experiment.figures.difficulty_probe import difficulty_probe_figure, difficulty_probe_lines
+from harness.experiment.figures.learning import paired_rises, rise_lines, rise_panel
+from harness.experiment.figures.length_probe import length_probe_figure, length_probe_lines
+from harness.experiment.figures.numbers import (Final, eval_json_value, final, last_value, markdown_table,
+                                                no_signal_lines, tail_mean, tail_of, verdict)
+from harness.experiment.figures.output import figures_dir, save, write_summary
+from harness.experiment.figures.probe import load_probe, probe_points, probe_verdict
+from harness.experiment.figures.style import MARKERS, SEED_LINES_MAX, X_STEP, seeds_label, setup
+
+__all__ = ["Curve", "Final", "MARKERS", "SEED_LINES_MAX", "StudyData", "X_STEP", "combine", "curve",
+           "difficulty_probe_figure", "difficulty_probe_lines", "eval_json_value", "figures_dir", "final",
+           "integer_steps", "last_value", "legend", "length_probe_figure", "length_probe_lines", "load_probe",
+           "markdown_table", "no_signal_lines", "note", "paired_difference", "paired_rises", "paired_series", "panel",
+           "plot_curve", "plot_seeds", "probe_points", "probe_verdict", "rise_lines", "rise_panel", "save",
+           "seed_series", "seeds_label", "setup", "tail_mean", "tail_of", "verdict", "write_summary"]

@@ -1,0 +1,168 @@
+"""Curves over seeds: a metric vs step per arm, its mean and 95% t-interval (or each seed drawn),
+and the panel that draws one metric for every arm."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dataclasses import dataclass, field
+
+from harness.experiment.figures.style import SEED_LINES_MAX, X_STEP, _finite, seeds_label
+from harness.experiment.stats import t_interval
+
+if TYPE_CHECKING:
+    from harness.experiment.figures.data import StudyData
+
+
+@dataclass
+class Curve:
+    steps: list[int] = field(default_factory=list)
+    mean: list[float] = field(default_factory=list)
+    lo: list[float] = field(default_factory=list)
+    hi: list[float] = field(default_factory=list)
+    n: int = 0  # seeds with at least one value
+    series: list[dict[int, float]] = field(default_factory=list)  # each seed's {step: value}
+
+    def __bool__(self) -> bool:
+        return bool(self.steps)
+
+
+def seed_series(data: StudyData, cells: list[dict], key: str, window: int = 1) -> list[dict[int, float]]:
+    """One {step: value} per cell (seed) with a finite value of `key`; window > 1: the max over
+    the last `window` logged values (spikes stay visible after averaging over seeds)."""
+    out = []
+    for c in cells:
+        s = {int(r["step"]): float(r[key]) for r in data.metrics(c) if _finite(r.get(key))}
+        if s and window > 1:
+            steps = sorted(s)
+            s = {st: max(s[x] for x in steps[max(0, i - window + 1):i + 1]) for i, st in enumerate(steps)}
+        if s:
+            out.append(s)
+    return out
+
+
+def combine(series: list[dict[int, float]]) -> Curve:
+    """Mean and 95% t-interval over the series at each step (over the series that have the step)."""
+    cur = Curve(n=len(series), series=list(series))
+    for st in sorted(set().union(*series)) if series else []:
+        vals = [s[st] for s in series if st in s]
+        m, h = t_interval(vals)
+        cur.steps.append(st)
+        cur.mean.append(m)
+        cur.lo.append(m - h)
+        cur.hi.append(m + h)
+    return cur
+
+
+def curve(data: StudyData, cells: list[dict], key: str, window: int = 1) -> Curve:
+    return combine(seed_series(data, cells, key, window))
+
+
+def paired_series(data: StudyData, cells_a: list[dict], cells_b: list[dict], key: str) -> list[dict[int, float]]:
+    """a - b per seed, {step: difference}, cells matched by seed (same warm start, prompts and eval set)."""
+    sb = {c.get("seed"): c for c in cells_b}
+    out = []
+    for c in cells_a:
+        if c.get("seed") not in sb:
+            continue
+        a = {st: v for s in seed_series(data, [c], key) for st, v in s.items()}
+        b = {st: v for s in seed_series(data, [sb[c.get("seed")]], key) for st, v in s.items()}
+        d = {st: a[st] - b[st] for st in a if st in b}
+        if d:
+            out.append(d)
+    return out
+
+
+def paired_difference(data: StudyData, cells_a: list[dict], cells_b: list[dict], key: str) -> Curve:
+    """Curve of a - b, paired by seed (see paired_series)."""
+    return combine(paired_series(data, cells_a, cells_b, key))
+
+
+def plot_curve(ax, cur: Curve, label: str, color: str, style: str = "-", marker: str = "o", marker_below: int = 30,
+               band: bool = True, bounds: tuple[float, float] | None = None, **kw) -> None:
+    """The mean line; with band: each seed as a thin line when there are 2..SEED_LINES_MAX seeds,
+    else the shaded 95% interval, clipped to `bounds` (the range the quantity can take). label
+    gets '(n=.. seed(s))'. Markers only on short curves (< marker_below steps)."""
+    if not cur:
+        return
+    few = 1 < cur.n <= SEED_LINES_MAX
+    ax.plot(cur.steps, cur.mean, style, color=color, marker=marker if len(cur.steps) < marker_below else None, ms=5,
+            mfc="none", mew=1.3, lw=2.2 if few and band else 1.5,
+            label=f"{label} ({seeds_label(cur.n)}{', mean bold' if few and band else ''})", **kw)  # hollow markers
+    if not band or cur.n < 2:
+        return
+    if few:
+        for s in cur.series:
+            st = sorted(s)
+            ax.plot(st, [s[x] for x in st], style, color=color, lw=0.8, alpha=0.45)
+        return
+    lo, hi = cur.lo, cur.hi
+    if bounds is not None:
+        lo = [max(v, bounds[0]) for v in lo]
+        hi = [min(v, bounds[1]) for v in hi]
+    ax.fill_between(cur.steps, lo, hi, color=color, alpha=0.18, lw=0)
+
+
+def plot_seeds(ax, data: StudyData, cells: list[dict], key: str, label: str, color: str) -> bool:
+    """Every seed's raw series as a thin line (spikes are not averaged away); one legend entry."""
+    series = seed_series(data, cells, key)
+    for i, s in enumerate(series):
+        steps = sorted(s)
+        ax.plot(steps, [s[x] for x in steps], "-", color=color, lw=0.9, alpha=0.8,
+                marker=data.marker(label) if len(steps) < 30 else None, ms=3,
+                label=f"{label} ({seeds_label(len(series))}, each drawn)" if i == 0 else None)
+    return bool(series)
+
+
+def legend(axes, **kw) -> None:
+    """A legend on the panel, or on the LAST of a list of panels, that has labelled artists (no
+    empty box on an empty panel)."""
+    for ax in reversed(list(axes) if isinstance(axes, (list, tuple)) or hasattr(axes, "flat") else [axes]):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(**kw)
+            return
+
+
+def integer_steps(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def note(ax, text: str) -> None:
+    """A grey message in the middle of an empty panel (a metric the runs did not log, say)."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.35", wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def panel(ax, data: StudyData, groups: dict[str, list[dict]], key: str, ylabel: str, title: str,
+          window: int = 1, logy: bool = False, fraction: bool = False, empty: str | None = None) -> bool:
+    """One metric vs step, one curve per group (label -> cells). A note when no cell has a finite
+    value (`empty`, or a generic one). fraction: a y range inside [0, 1] that starts at 0."""
+    curves = {lab: curve(data, cells, key, window) for lab, cells in groups.items()}
+    if not any(curves.values()):
+        logged = any(key in r for cells in groups.values() for c in cells for r in data.metrics(c))
+        note(ax, empty or (f"'{key}' is NaN at every logged step" if logged else f"'{key}' not logged by these runs"))
+        ax.set_title(title)
+        return False
+    if logy:  # log axes: only positive values; the band's lower edge is floored at a tenth of the mean
+        for lab, cur in curves.items():
+            keep = [i for i, m in enumerate(cur.mean) if m > 0]
+            curves[lab] = Curve([cur.steps[i] for i in keep], [cur.mean[i] for i in keep],
+                                [max(cur.lo[i], cur.mean[i] / 10) for i in keep], [cur.hi[i] for i in keep], cur.n)
+        if not any(curves.values()):
+            note(ax, empty or f"'{key}' is 0 at every logged step (nothing to draw on a log axis)")
+            ax.set_title(title)
+            return False
+    for lab, cur in curves.items():
+        plot_curve(ax, cur, lab, data.color(lab), marker=data.marker(lab), bounds=(0.0, 1.0) if fraction else None)
+    if logy:
+        ax.set_yscale("log")
+    if fraction:
+        top = min(max(ax.get_ylim()[1], 0.05), 1.02)
+        ax.set_ylim(-0.02 * top, top)
+    ax.set_xlabel(X_STEP)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    integer_steps(ax)
+    return True

@@ -1,0 +1,116 @@
+"""StudyData: a study's results folder as the notebooks read it (cells, study.json, each cell's
+run files, cached), with one colour and marker per arm."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import yaml
+
+from harness.experiment.figures.style import MARKERS, SEED_LINES_MAX, _finite
+from harness.experiment.results import load_index, read_jsonl
+
+
+class StudyData:
+    """A study's results folder: cells (cells.json), study.json, and each cell's run files (cached)."""
+
+    def __init__(self, study_dir: str | os.PathLike):
+        self.dir = Path(study_dir)
+        self.study, self.cells = load_index(self.dir)
+        self.name = self.study.get("name") or self.dir.parent.name
+        self.scale = self.study.get("scale") or self.dir.name
+        self._cache: dict[tuple[str, str], object] = {}
+        self._colors: dict[str, str] = {}
+
+    @classmethod
+    def from_env(cls, name: str) -> "StudyData":
+        """HARNESS_STUDY_DIR (set by `harness summarize --notebook`), else <results>/<name>/<scale> for
+        the first scale folder that exists (cpu, smoke, gpu); <results> is HARNESS_RESULTS (set by
+        `make notebooks`, whose kernels start in analysis/) or ./results."""
+        env = os.environ.get("HARNESS_STUDY_DIR")
+        if env:
+            return cls(env)
+        for scale in ("cpu", "smoke", "gpu"):
+            d = Path(os.environ.get("HARNESS_RESULTS") or "results") / name / scale
+            if (d / "cells.json").exists():
+                return cls(d)
+        raise FileNotFoundError(f"no results for study {name!r}: set HARNESS_STUDY_DIR to a results folder "
+                                f"(results/{name}/<scale>) or run `snakemake --config study={name}`")
+
+    # ------------------------------------------------------------------ per cell files
+    def run_dir(self, cell: dict) -> Path:
+        """runs/<cell> of this folder (cells.json's run_dir is relative to where Snakemake ran)."""
+        here = self.dir / "runs" / cell["id"]
+        return here if here.exists() else Path(cell["run_dir"])
+
+    def _load(self, cell: dict, what: str, fn):
+        key = (cell["id"], what)
+        if key not in self._cache:
+            self._cache[key] = fn(self.run_dir(cell))
+        return self._cache[key]
+
+    def metrics(self, cell: dict) -> list[dict]:
+        return self._load(cell, "metrics", lambda d: read_jsonl(d / "metrics.jsonl"))
+
+    def groups(self, cell: dict) -> list[dict]:
+        """groups.jsonl: one record per prompt group and step (harness/train/diagnostics/group_stats.py)."""
+        return self._load(cell, "groups", lambda d: read_jsonl(d / "groups.jsonl"))
+
+    def final_eval(self, cell: dict) -> dict:
+        """eval.json (`harness eval`: held-out pass@k of the final checkpoint), {} when absent."""
+        return self._load(cell, "eval", lambda d: json.loads((d / "eval.json").read_text())
+                          if (d / "eval.json").exists() else {})
+
+    def config(self, cell: dict) -> dict:
+        def read(d: Path) -> dict:
+            p = d / "config.yaml"
+            if not p.exists():
+                p = Path(cell.get("config", ""))
+            return yaml.safe_load(p.read_text()) if p.is_file() else {}
+
+        return self._load(cell, "config", read)
+
+    def has_metric(self, key: str) -> bool:
+        return any(_finite(r.get(key)) for c in self.cells for r in self.metrics(c))
+
+    # ------------------------------------------------------------------ grouping
+    def by(self, *axes: str, cells: list[dict] | None = None) -> dict[str, list[dict]]:
+        """label -> cells, label = the axis values joined (the seeds of one arm share a label);
+        labels in the order of cells.json (the study file's order)."""
+        out: dict[str, list[dict]] = {}
+        for c in cells if cells is not None else self.cells:
+            out.setdefault(" / ".join(str(c["axes"].get(a)) for a in axes), []).append(c)
+        return out
+
+    def values(self, axis: str) -> list:
+        """The distinct values of an axis, in cells.json order."""
+        seen = []
+        for c in self.cells:
+            v = c["axes"].get(axis)
+            if v not in seen:
+                seen.append(v)
+        return seen
+
+    def color(self, label: str) -> str:
+        """A fixed colour per label (first come, first served), so an arm has one colour in every figure."""
+        if label not in self._colors:
+            self._colors[label] = f"C{len(self._colors) % 10}"
+        return self._colors[label]
+
+    def marker(self, label: str) -> str:
+        """A fixed marker per label (with its colour), so overlapping lines stay apart."""
+        return MARKERS[int(self.color(label)[1:]) % len(MARKERS)]
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.study.get("seeds") or {c.get("seed") for c in self.cells})
+
+    def title(self, what: str, note: str | None = None) -> str:
+        """'<study> (<scale>): what' and a second line saying how seeds are drawn (or `note`)."""
+        n = self.n_seeds
+        if note is None:
+            note = ("n=1 seed (no interval)" if n == 1 else
+                    f"n={n} seeds: each a thin line, their mean bold" if n <= SEED_LINES_MAX else
+                    f"mean of n={n} seeds, shaded = 95% t-interval")
+        return f"{self.name} ({self.scale}): {what}\n{note}"

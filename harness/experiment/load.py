@@ -1,0 +1,164 @@
+"""Studies: find a study file, read it through its schema (schema.py), build its axes; load_study
+also expands the cells (expand.py), each with stable, readable ids.
+
+A study file (experiments/<name>.yaml) declares (every key checked by schema.StudyFile)
+
+    name: demo                      # optional; default: the file's stem
+    description: ...                # optional, free text
+    base: runs/smoke.yaml           # a run config: a path (relative to the study file) or an inline mapping
+    grid:                           # axes of the Cartesian product: dotted run-config key -> values
+      objective.preset: [grpo, dr_grpo, dapo]
+      train.group_size: [4, 8]
+    zip:                            # optional: groups of keys that vary TOGETHER (equal-length lists);
+      - arm: [grpo, gspo]           #   `arm` (optional) names the group's values in ids and tags
+        objective.preset: [grpo, gspo]
+        train.mini_batches: [4, 4]
+    seeds: [1, 2, 3]                # the `seed` axis (always last in the id)
+    exclude:                        # optional: partial cells to drop (every key must match)
+      - {objective.preset: dapo, train.group_size: 4}
+    scale: smoke                    # default scale: smoke | cpu | gpu (override: --scale / --config scale=)
+    scales:                         # per-scale overrides of the base (dotted keys), plus `seeds` and
+      smoke: {train.steps: 4}       #   `final_eval` ({n_samples: N} for `harness eval`)
+      gpu: {model.name: smollm2-135m, rollout.backend: vllm}
+    probe: {batches: 12}            # optional: settings of the study's mechanism probe (`harness probe`),
+                                    #   also per scale
+    final_eval: {n_samples: 8}      # optional: `harness eval` of each final checkpoint, also per scale
+    tune: {...}                     # optional: an Optuna search (see harness/experiment/tune.py)
+
+A cell's run config = base <- scale overrides <- the cell's axis values <- seed <- tracking
+(experiment `<study>/<scale>`, run name = cell id, one tag per axis). Every cell is built
+as a `RunConfig` (harness.config.build_config) when the study is loaded, so a wrong key or
+value fails before any job runs, with a message naming the key and the cell.
+
+Cell ids join `axis=value` with `__` in declaration order (grid, then zip groups, then the
+seed): `preset=dapo__group_size=8__seed=1`. The axis name is the last component of the
+dotted key (more components when that is ambiguous); values are sanitised for paths.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.experiment.expand import expand
+from harness.experiment.schema import SAFE_NAME, TOP_LEVEL_KEYS, validate_study_file
+from harness.experiment.study import ARM, SCALES, SEED, Axis, Study, StudyError
+
+__all__ = ["TOP_LEVEL_KEYS", "find_study", "load_study", "parse_study"]
+
+
+STUDY_DIRS = ("experiments",)
+
+
+def find_study(name_or_path: str | os.PathLike, root: str | os.PathLike | None = None) -> Path:
+    """`demo` -> experiments/demo.yaml (under root, then cwd); a path is taken as is."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.is_file():
+        if not p.is_file():
+            raise StudyError(f"study file {str(p)!r} does not exist")
+        return p
+    if p.is_dir():
+        raise StudyError(f"{str(p)!r} is a folder, not a study: a study's results folder holds cells.json (written by "
+                         "the Snakefile or `harness grid STUDY --write-configs`); a study is a name under experiments/ "
+                         "or a study YAML")
+    if len(p.parts) > 1:  # a path, not a name: never looked up under experiments/
+        raise StudyError(f"{str(p)!r} does not exist (neither a study YAML nor a study's results folder)")
+    bases = [Path(root)] if root else []
+    bases += [Path.cwd(), Path(__file__).resolve().parents[2]]
+    for b in bases:
+        for d in STUDY_DIRS:
+            for ext in (".yaml", ".yml"):
+                cand = b / d / f"{name_or_path}{ext}"
+                if cand.is_file():
+                    return cand
+    raise StudyError(f"no study named {str(name_or_path)!r} (looked for experiments/{name_or_path}.yaml)")
+
+
+def _load_base(base: Any, study_path: Path | None) -> dict:
+    if base is None:
+        return {}
+    if isinstance(base, dict):
+        return copy.deepcopy(base)
+    if isinstance(base, str):
+        cands = [Path(base)] if Path(base).is_absolute() else []
+        if study_path is not None:
+            cands.append(study_path.parent / base)
+        cands += [Path.cwd() / base, Path(__file__).resolve().parents[2] / base]
+        for c in cands:
+            if c.is_file():
+                from harness.config import read_yaml
+
+                data = read_yaml(c, "base run config", StudyError)
+                if not isinstance(data, dict):
+                    raise StudyError(f"base: {c} must hold a mapping of run-config sections")
+                return data
+        raise StudyError(f"base: run config file {base!r} not found (relative to the study file or the cwd)")
+    raise StudyError(f"base: must be a run-config mapping or a path to a run YAML (got {type(base).__name__})")
+
+
+def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
+                scale: str | None = None) -> Study:
+    """Check the study file against its schema (schema.py), then build its axes for `scale`
+    (no run config is built here: expand.py does that per cell)."""
+    spec = validate_study_file(raw, str(path) if path else "study")
+    name = str(spec.name or name or (path.stem if path else "study"))
+    if not SAFE_NAME.match(name):
+        raise StudyError(f"name: {name!r} may only use letters, digits and . _ + -")
+    scale = scale or spec.scale or "smoke"
+    if scale not in SCALES:
+        raise StudyError(f"scale: {scale!r} is not one of {list(SCALES)}")
+    scale_ov = dict((raw.get("scales") or {}).get(scale) or {})
+    base = _load_base(raw.get("base"), path)
+
+    grid_axes = [Axis((key,), tuple((v,) for v in values), None, "grid") for key, values in (raw.get("grid") or {}).items()]
+    zip_axes: list[Axis] = []
+    for i, group in enumerate(raw.get("zip") or []):
+        keys = tuple(k for k in group if k != ARM)
+        labels = tuple(str(x) for x in group[ARM]) if ARM in group else None
+        zip_axes.append(Axis(keys, tuple(zip(*(group[k] for k in keys))), labels, f"zip[{i}]"))
+    # ids list the axes in the order the file declares them (`zip:` before `grid:` puts arms first)
+    order = [k for k in raw if k in ("grid", "zip")]
+    axes = grid_axes + zip_axes if order != ["zip", "grid"] else zip_axes + grid_axes
+
+    all_keys = [k for ax in axes for k in ax.keys]
+    dup = sorted({k for k in all_keys if all_keys.count(k) > 1})
+    if dup:
+        raise StudyError(f"grid/zip: key(s) {dup} appear in more than one axis")
+    if sum(1 for ax in axes if ax.labels) > 1:
+        raise StudyError(f"zip: only one group may carry `{ARM}` labels")
+    clash = sorted(k for k in scale_ov if k in all_keys)
+    if clash:
+        raise StudyError(f"scales.{scale}: {clash} are grid axes; a scale may not override an axis")
+    for k in (SEED, "tracking.experiment", "tracking.run_name", "tracking.tags"):
+        if k in all_keys:
+            raise StudyError(f"grid: '{k}' is set by the study itself and cannot be an axis")
+
+    seeds = scale_ov.pop("seeds", None)
+    if seeds is None:
+        seeds = raw.get("seeds", [int(base.get("seed", 0))])
+    axes.append(Axis((SEED,), tuple((s,) for s in seeds), None, "seeds"))
+
+    final_eval = dict(raw.get("final_eval") or {})
+    final_eval.update(scale_ov.pop("final_eval", None) or {})
+    probe = dict(raw.get("probe") or {})
+    probe.update(scale_ov.pop("probe", None) or {})
+    return Study(name=name, path=path, scale=scale, raw=raw, base=base, scale_overrides=scale_ov,
+                 axes=axes, seeds=list(seeds), exclude=list(raw.get("exclude") or []), final_eval=final_eval,
+                 probe=probe)
+
+
+def load_study(name_or_path: str | os.PathLike | dict, scale: str | None = None, *, validate: bool = True,
+               name: str | None = None, path: str | os.PathLike | None = None) -> Study:
+    """Load, check and expand a study (a name under experiments/, a path, or an already-loaded
+    mapping; with a mapping, `path` is the file it came from: relative `base:` paths start there)."""
+    if isinstance(name_or_path, dict):
+        raw, path = name_or_path, (Path(path) if path else None)
+    else:
+        from harness.config import read_yaml
+
+        path = find_study(name_or_path)
+        raw = read_yaml(path, "study", StudyError)
+    study = parse_study(raw, path=path, name=name, scale=scale)
+    expand(study, validate=validate)
+    return study

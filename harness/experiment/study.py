@@ -1,0 +1,78 @@
+"""A study and its cells: the data the experiment layer passes around (harness/experiment/load.py
+builds it from a study file, expand.py fills its cells)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+SCALES = ("smoke", "cpu", "gpu")
+ARM = "arm"          # optional label key of a zip group
+SEED = "seed"
+
+
+class StudyError(ValueError):
+    """A study file is wrong; the message names the offending key (and cell)."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One dimension of the grid: a single key, or a zip group of keys varying together."""
+
+    keys: tuple[str, ...]          # dotted run-config keys set by this axis
+    values: tuple[tuple, ...]      # one tuple (aligned with keys) per point of the axis
+    labels: tuple[str, ...] | None = None   # zip `arm` labels, one per point
+    source: str = "grid"           # "grid", "zip[i]" or "seeds" (for messages)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+@dataclass
+class Cell:
+    id: str
+    axes: dict[str, Any]           # axis name in tags/tables (dotted key, `arm`, `seed`) -> value
+    overrides: dict[str, Any]      # dotted run-config key -> value set by this cell's axes (incl. seed)
+    data: dict                     # the cell's full (unvalidated) run-config mapping
+    tags: dict[str, str]
+    config: Any = None             # harness.config.RunConfig once validated
+
+    def config_yaml(self) -> str:
+        from harness.config import dump_config
+
+        return dump_config(self.config)
+
+
+@dataclass
+class Study:
+    name: str
+    path: Path | None
+    scale: str
+    raw: dict
+    base: dict
+    scale_overrides: dict[str, Any]
+    axes: list[Axis]
+    seeds: list[int]
+    exclude: list[dict]
+    final_eval: dict = field(default_factory=dict)
+    probe: dict = field(default_factory=dict)   # settings of `harness probe` (harness/probes/)
+    cells: list[Cell] = field(default_factory=list)
+
+    @property
+    def experiment(self) -> str:
+        """The MLflow experiment of this study at this scale."""
+        return f"{self.name}/{self.scale}"
+
+    def axis_names(self) -> list[str]:
+        """Columns naming a cell: every axis key (zip groups: `arm` if labelled, else their keys), then `seed`."""
+        names: list[str] = []
+        for ax in self.axes:
+            if ax.source == "seeds":
+                continue
+            names.extend([ARM] if ax.labels else ax.keys)
+        return names + [SEED]
+
+    def variant_of(self, cell: Cell) -> str:
+        """The cell id without its seed: cells that differ only by seed are one variant (a curve with a CI)."""
+        return cell.tags["variant"]
