@@ -22,6 +22,7 @@ from typing import Iterator
 
 import torch
 
+from harness import threads
 from harness.config import RunConfig
 from harness.rollout import make_backend
 from harness.tracking.pending import make_tracker, sync_pending
@@ -220,12 +221,14 @@ class Shell:
         tr, last_ckpt_seconds = self.cfg.train, 0.0
         for step in self.trainer.schedule(start):
             t_step = time.perf_counter()
+            threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
             rec: dict = {"step": step}
             if is_eval_step(self.cfg, step, False):
                 rec.update(self._eval(ctx, step))
             samples = self.trainer.step(ctx, step, rec)
             rec.update({"perf/checkpoint_seconds": last_ckpt_seconds, "perf/step_seconds": time.perf_counter() - t_step,
-                        "perf/peak_mem_mb": peak_mem_mb(), "perf/elapsed_seconds": self._elapsed()})
+                        "perf/peak_mem_mb": peak_mem_mb(), "perf/elapsed_seconds": self._elapsed(),
+                        **threads.governor_metrics()})
             self.pending_metrics.append(rec)
             self.pending_samples.extend(samples)
             self._print(rec)
