@@ -62,7 +62,8 @@ def assemble_routing(calls: list[list[torch.Tensor]], prompt_lens: torch.Tensor,
     seq = torch.stack([torch.cat([layer[0].view(b, prompt_width, k), *(x.view(b, 1, k) for x in layer[1:])], dim=1)
                        for layer in calls], dim=2)
     W, S = seq.shape[1], prompt_width + resp_width
-    pos = torch.arange(S).unsqueeze(0)  # (1, S) position in the training layout
+    prompt_lens, resp_lens = prompt_lens.to(seq.device), resp_lens.to(seq.device)  # on a GPU: the router's device
+    pos = torch.arange(S, device=seq.device).unsqueeze(0)  # (1, S) position in the training layout
     src = pos + (prompt_width - prompt_lens).unsqueeze(1)  # (b, S) same token in the generation layout
     valid = (src < W) & (pos < (prompt_lens + resp_lens).unsqueeze(1))
     out = seq.gather(1, src.clamp(max=W - 1)[:, :, None, None].expand(-1, -1, seq.shape[2], k))
