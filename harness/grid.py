@@ -17,7 +17,8 @@ A study file (experiments/<name>.yaml) declares
       - {objective.preset: dapo, train.group_size: 4}
     scale: smoke                    # default scale: smoke | cpu | gpu (override: --scale / --config scale=)
     scales:                         # per-scale overrides of the base (dotted keys), plus `seeds` and
-      smoke: {train.steps: 4}       #   `final_eval` ({n_samples: N} for `harness eval`)
+      smoke: {train.steps: 4}       #   `final_eval` (`harness eval` of each cell: {n_samples: N,
+                                    #   num_prompts: P, vs_initial: true = also the starting policy, paired})
       gpu: {model.name: smollm2-135m, rollout.backend: vllm}
     probe: {batches: 12}            # optional: settings of the study's mechanism probe (`harness probe`),
                                     #   also per scale
@@ -376,6 +377,7 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
 
     final_eval = dict(raw.get("final_eval") or {})
     final_eval.update(scale_ov.pop("final_eval", None) or {})
+    check_final_eval(final_eval, f"scales.{scale}.final_eval")
     probe = dict(raw.get("probe") or {})
     probe.update(scale_ov.pop("probe", None) or {})
 
@@ -386,6 +388,27 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
     return Study(name=name, path=path, scale=scale, raw=raw, base=base, scale_overrides=scale_ov,
                  axes=axes, seeds=list(seeds), exclude=exclude, final_eval=final_eval,
                  probe=probe)
+
+
+FINAL_EVAL_KEYS = {"n_samples": "an integer >= 1", "num_prompts": "an integer >= 1", "vs_initial": "true or false"}
+
+
+def check_final_eval(final_eval: dict, where: str) -> None:
+    """The `final_eval` settings (flags of `harness eval` in the Snakefile's eval rule)."""
+    for k, v in final_eval.items():
+        if k not in FINAL_EVAL_KEYS:
+            raise StudyError(f"{where}: unknown key {k!r}; allowed: {sorted(FINAL_EVAL_KEYS)}")
+        ok = isinstance(v, bool) if k == "vs_initial" else (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+        if not ok:
+            raise StudyError(f"{where}.{k}={v!r}: must be {FINAL_EVAL_KEYS[k]}")
+
+
+def final_eval_flags(final_eval: dict) -> str:
+    """`harness eval` flags for a study's `final_eval` settings: '--n-samples 64 --vs-initial'."""
+    flags = [f"--n-samples {final_eval['n_samples']}"] if final_eval.get("n_samples") else []
+    flags += [f"--num-prompts {final_eval['num_prompts']}"] if final_eval.get("num_prompts") else []
+    flags += ["--vs-initial"] if final_eval.get("vs_initial") else []
+    return " ".join(flags)
 
 
 def expand(study: Study, validate: bool = True) -> list[Cell]:
