@@ -30,6 +30,7 @@
 # 3 seeds each seed is a thin line and the mean a bold one.
 
 # %%
+import difflib
 import json
 
 import matplotlib.pyplot as plt
@@ -53,6 +54,15 @@ def change_series(cells, key):
     return out
 
 
+def common_steps(series):
+    """The series cut to the steps every seed has: runs end at different steps (the pair count, and
+    so the steps per epoch, differs by seed), and a mean over fewer seeds at the end would jump."""
+    if not series:
+        return series
+    keep = set.intersection(*(set(s) for s in series))
+    return [{st: v for st, v in s.items() if st in keep} for s in series]
+
+
 def last_change(cells, key):
     """Per seed: the change of `key` from the first to the last logged step; mean and 95% t-interval."""
     return F.final([s[max(s)] for s in change_series(cells, key)])
@@ -61,48 +71,53 @@ def last_change(cells, key):
 # %% [markdown]
 # ## Regime: are the pairs alike, and does the margin grow?
 # The mechanism needs chosen and rejected answers that share most of their tokens. Measured on
-# each run's pairs (pairs.jsonl, sampled from the warm start): the length of the common prefix
-# of y_w and y_l as a share of y_w's length (characters = tokens for the tiny models'
-# character tokenizer), and the pairs' count. Then whether DPO does what it is for: the margin
-# grows on the pairs it trains on, and held-out pass@1 before and after.
+# each run's pairs (pairs.jsonl, sampled from the warm start): the similarity of y_w and y_l
+# (difflib's ratio 2M / (|y_w| + |y_l|), M = characters in matching blocks; characters =
+# tokens for the tiny models' character tokenizer), the common prefix as a share of y_w's
+# length, and the pairs' count. Then, on `dpo` alone, whether DPO does what it is for: the
+# margin grows on the pairs it trains on; and held-out pass@1 before and after.
 
 # %%
 def pair_stats(cell):
     path = data.run_dir(cell) / "pairs.jsonl"
     if not path.exists():
         return None
-    shares, n = [], 0
+    shares, sims, n = [], [], 0
     for line in path.read_text().splitlines():
         p = json.loads(line)
         w, l = p["chosen"], p["rejected"]
         common = next((i for i, (a, b) in enumerate(zip(w, l)) if a != b), min(len(w), len(l)))
         shares.append(common / max(len(w), 1))
+        sims.append(difflib.SequenceMatcher(None, w, l, autojunk=False).ratio())
         n += 1
-    return {"n": n, "shares": shares}
+    return {"n": n, "shares": shares, "sims": sims}
 
 
 STATS = {c["id"]: pair_stats(c) for c in data.cells}
-all_shares = [x for s in STATS.values() if s for x in s["shares"]]
+all_sims = [x for s in STATS.values() if s for x in s["sims"]]
 regime = []
-if all_shares:
-    per_run = F.final([sum(s["shares"]) / len(s["shares"]) for s in STATS.values() if s and s["shares"]])
-    regime.append(f"- common prefix of chosen and rejected, share of the chosen answer's length (mean over pairs, "
-                  f"per run): {per_run.fmt()}")
+if all_sims:
+    def per_run(what):
+        return F.final([sum(s[what]) / len(s[what]) for s in STATS.values() if s and s[what]])
+
+    regime.append(f"- similarity of chosen and rejected (difflib ratio, mean over pairs, per run): {per_run('sims').fmt()}")
+    regime.append(f"- common prefix, share of the chosen answer's length (mean over pairs, per run): "
+                  f"{per_run('shares').fmt()}")
     regime.append(f"- pairs per run: {F.final([s['n'] for s in STATS.values() if s]).fmt()}")
-for arm, cells in ARMS.items():
-    regime.append(f"- {arm}: margin at the last eval (β × nats): {F.last_value(data, cells, 'eval/pairs/margin').fmt()}")
-for arm, cells in ARMS.items():
-    regime += F.rise_lines(data, arm, cells)
+if BASE in ARMS:
+    regime.append(f"- {BASE}: margin at the last eval (β × nats): "
+                  f"{F.last_value(data, ARMS[BASE], 'eval/pairs/margin').fmt()}")
+    regime += F.rise_lines(data, BASE, ARMS[BASE])
 print("\n".join(regime))
 
 # %%
 fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
-if all_shares:
-    axs[0].hist(all_shares, bins=[i / 20 for i in range(21)], color="0.4")
+if all_sims:
+    axs[0].hist(all_sims, bins=[i / 20 for i in range(21)], color="0.4")
     axs[0].set_xlim(0, 1)
-    axs[0].set_xlabel("common prefix of chosen and rejected answer (share of the chosen answer's length)")
+    axs[0].set_xlabel("similarity of chosen and rejected answer (difflib ratio: 1 = identical, 0 = nothing shared)")
     axs[0].set_ylabel("pairs (all runs)")
-    axs[0].set_title("how alike are the pairs? (1 = identical up to the end)")
+    axs[0].set_title("how alike are the pairs?")
 else:
     F.note(axs[0], "no pairs.jsonl in the run folders")
 F.rise_panel(axs[1], data, ARMS)
@@ -113,7 +128,9 @@ F.save(fig, data, "regime")
 # ## The displacement: log-probs of the chosen and rejected answers, and the margin
 # Left and middle: the change since step 0 of the mean log-probability of the chosen (solid)
 # and rejected (dashed) answers, per arm, on the SAME pairs throughout. Displacement = the
-# chosen curve falls below 0 while the margin (right) grows.
+# chosen curve falls below 0 while the margin (right) grows. The curves stop at the last eval
+# every seed has (the runs' lengths differ by a few steps: the pair count differs by seed); the
+# numbers below use each seed's own last eval.
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(16, 4.5), layout="constrained")
@@ -122,7 +139,7 @@ for ax, arm in zip(axs[:2], (BASE, RPO)):
         F.note(ax, f"arm '{arm}' not in this study")
         continue
     for which, style in (("chosen", "-"), ("rejected", "--")):
-        cur = F.combine(change_series(ARMS[arm], KEYS[which]))
+        cur = F.combine(common_steps(change_series(ARMS[arm], KEYS[which])))
         F.plot_curve(ax, cur, f"{which} answers", "C2" if which == "chosen" else "C3", style=style,
                      marker="o" if which == "chosen" else "s")
     ax.axhline(0, color="k", lw=0.8)
@@ -136,7 +153,8 @@ hi = max(ax.get_ylim()[1] for ax in axs[:2])
 for ax in axs[:2]:
     ax.set_ylim(lo, hi)  # the two arms on one scale
 for arm, cells in ARMS.items():
-    F.plot_curve(axs[2], F.curve(data, cells, "eval/pairs/margin"), arm, data.color(arm), marker=data.marker(arm))
+    F.plot_curve(axs[2], F.combine(common_steps(F.seed_series(data, cells, "eval/pairs/margin"))), arm,
+                 data.color(arm), marker=data.marker(arm))
 axs[2].axhline(0, color="k", lw=0.8)
 axs[2].set_xlabel(F.X_STEP)
 axs[2].set_ylabel("DPO margin β·[Δlog π(y_w) − Δlog π(y_l)]\n(mean over pairs; β × nats)")
@@ -156,7 +174,7 @@ fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
 drawn = False
 if BASE in ARMS and RPO in ARMS:
     for ax, key, what in ((axs[0], KEYS["chosen"], "chosen"), (axs[1], KEYS["rejected"], "rejected")):
-        cur = F.paired_difference(data, ARMS[RPO], ARMS[BASE], key)  # step-0 values are equal per seed: the gap starts at 0
+        cur = F.combine(common_steps(F.paired_series(data, ARMS[RPO], ARMS[BASE], key)))  # equal at step 0 per seed
         F.plot_curve(ax, cur, f"{RPO} − {BASE}", "C4", marker="D")
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xlabel(F.X_STEP)
@@ -185,6 +203,7 @@ table = F.markdown_table(["arm", "Δ log π(chosen), step 0 → end (nats)", "Δ
 lines = [f"# {data.name} ({data.scale}): log-probs of chosen and rejected answers, DPO vs RPO", "",
          "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
          f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm; ± = 95% t-interval half-width.", "", table, "",
+         *[x for arm, cells in ARMS.items() if arm != BASE for x in F.rise_lines(data, arm, cells)], "",
          "Displacement (the chosen answers' log-prob falls while the margin grows):", ""]
 for arm, cells in ARMS.items():
     lines.append("- " + F.verdict(last_change(cells, KEYS["chosen"]), f"{arm}: change of log π(chosen), step 0 → end",
