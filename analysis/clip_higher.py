@@ -82,7 +82,7 @@ top = max(a.get_ylim()[1] for a in axs[1:])
 for ax in axs[1:]:
     ax.set_ylim(0, top)  # shares in [0, 1]; both panels on one scale
 F.legend(list(axs))
-fig.suptitle(data.title("regime: every arm learns, and how often each clip bound binds"))
+fig.suptitle(data.title("regime: does each arm learn, and how often does each clip bound bind?"))
 F.save(fig, data, "regime")
 
 # %% [markdown]
