@@ -41,7 +41,7 @@ min_version("9.0")
 
 from harness.atomic import atomic_write_text
 from harness.experiment import StudyError, cells_index, load_study, study_dir
-from harness.experiment.files import study_json
+from harness.experiment.files import final_eval_flags, study_json
 from harness.experiment.load import TOP_LEVEL_KEYS
 
 RESULTS = config.get("results", "results")
@@ -109,7 +109,7 @@ for _name, _cfg in WS_CONFIGS.items():
 TRAIN_THREADS = {cid: (c.config.train.threads or (8 if GPU else 1)) for cid, c in CELLS.items()}
 RUNTIME_MIN = {"smoke": 30, "cpu": 360, "gpu": 720}[STUDY.scale]
 NOTEBOOK = Path(workflow.basedir) / "analysis" / f"{STUDY.name}.py"
-N_EVAL = STUDY.final_eval.get("n_samples")
+EVAL_FLAGS = final_eval_flags(STUDY.final_eval)  # the study's `final_eval`: --n-samples N --num-prompts P --vs-initial
 PROBE = bool(STUDY.probe)  # the study file's `probe:` section (for this scale)
 STUDY_ARG = shlex.quote(str(STUDY.path or STUDY.name))
 
@@ -205,7 +205,8 @@ rule train:
 
 
 rule eval:
-    """Held-out pass@k of the final policy (unbiased estimator), per difficulty bucket."""
+    """Held-out pass@k of the final policy (unbiased estimator), per difficulty bucket; with the
+    study's `final_eval: {vs_initial: true}` also of the starting policy on the same prompts (paired)."""
     input:
         OUT / "runs" / "{cell}" / "summary.json",
     output:
@@ -214,14 +215,14 @@ rule eval:
         OUT / "logs" / "eval" / "{cell}.log",
     params:
         run_dir=lambda w: OUT / "runs" / w.cell,
-        n=f"--n-samples {N_EVAL}" if N_EVAL else "",
+        flags=EVAL_FLAGS,
     threads: lambda w: TRAIN_THREADS[w.cell]
     resources:
         mem_mb=16000 if GPU else 3000,
         runtime=60,
         gpu=1 if GPU else 0,
     shell:
-        "OMP_NUM_THREADS={threads} {HARNESS} eval {params.run_dir} {params.n} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} {HARNESS} eval {params.run_dir} {params.flags} > {log} 2>&1"
 
 
 rule summary:

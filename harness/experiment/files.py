@@ -52,3 +52,11 @@ def study_json(study: Study, results: str | os.PathLike) -> dict:
     return {"name": study.name, "scale": study.scale, "experiment": study.experiment, "axes": study.axis_names(),
             "seeds": study.seeds, "final_eval": study.final_eval, "study_file": str(study.path or ""),
             "results": str(study_dir(study, results))}
+
+
+def final_eval_flags(final_eval: dict) -> str:
+    """`harness eval` flags for a study's `final_eval` settings: '--n-samples 64 --vs-initial'."""
+    flags = [f"--n-samples {final_eval['n_samples']}"] if final_eval.get("n_samples") else []
+    flags += [f"--num-prompts {final_eval['num_prompts']}"] if final_eval.get("num_prompts") else []
+    flags += ["--vs-initial"] if final_eval.get("vs_initial") else []
+    return " ".join(flags)

@@ -18,7 +18,8 @@ A study file (experiments/<name>.yaml) declares (every key checked by schema.Stu
       - {objective.preset: dapo, train.group_size: 4}
     scale: smoke                    # default scale: smoke | cpu | gpu (override: --scale / --config scale=)
     scales:                         # per-scale overrides of the base (dotted keys), plus `seeds` and
-      smoke: {train.steps: 4}       #   `final_eval` ({n_samples: N} for `harness eval`)
+      smoke: {train.steps: 4}       #   `final_eval` (`harness eval` of each cell: {n_samples: N,
+                                    #   num_prompts: P, vs_initial: true = also the starting policy, paired})
       gpu: {model.name: smollm2-135m, rollout.backend: vllm}
     probe: {batches: 12}            # optional: settings of the study's mechanism probe (`harness probe`),
                                     #   also per scale

@@ -91,7 +91,9 @@ class ProbeSettings(_Strict):
 class FinalEval(_Strict):
     """final_eval: settings of `harness eval` on each cell's final checkpoint (the Snakefile)."""
 
-    n_samples: Annotated[StrictInt, Field(ge=1)] | None = None
+    n_samples: Annotated[StrictInt, Field(ge=1)] | None = None      # --n-samples N
+    num_prompts: Annotated[StrictInt, Field(ge=1)] | None = None    # --num-prompts P
+    vs_initial: StrictBool | None = None  # --vs-initial: the starting policy too, same prompts and seed (paired)
 
 
 # ----------------------------------------------------------------------------- tune

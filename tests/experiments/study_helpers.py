@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PY = Path(sys.executable)
 SNAKEMAKE = PY.with_name("snakemake")
-SHIPPED_STUDIES = ("demo", "length_bias", "difficulty_bias", "moe_stability")
+SHIPPED_STUDIES = ("demo", "length_bias", "difficulty_bias", "moe_stability", "dpo_displacement", "clip_higher", "passk")
 
 
 def job_counts(output: str) -> dict[str, int]:

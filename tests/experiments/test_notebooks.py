@@ -26,7 +26,11 @@ EXPECTED = {
     "demo": ["learning", "difficulty_probe"],
     "moe_stability": ["regime", "probe", "reward_eval", "clip_fraction", "mismatch", "router_disagreement",
                       "grad_norm_entropy"],
+    "dpo_displacement": ["regime", "logps", "rpo_minus_dpo"],
+    "clip_higher": ["regime", "entropy", "pass_at_1_length"],
+    "passk": ["passk", "passk_delta"],
 }
+NO_PROBE = {"dpo_displacement", "clip_higher", "passk"}  # studies without a `probe:` section
 PROBE_KEYS = {  # what a fabricated probe batch holds per arm (the keys the probes record)
     "demo": ["eval/pass_at_1", "eval/pass_at_1/easy", "eval/pass_at_1/medium", "eval/pass_at_1/hard",
              "adv/share_extreme", "grad/share_extreme", "adv/closed_form_max_abs_err", "groups/zero_var_frac"],
@@ -193,6 +197,98 @@ def fixture_moe_stability(d, noises=(0.0, 0.5), noise_axis=True):
     _write_probe(d, "moe_stability", ["grpo", "grpo_r3", "gspo"])
 
 
+def _rise(d, cid, delta):
+    (d / "runs" / cid / "summary.json").write_text(json.dumps({"paired_rise": {
+        "from_step": 0, "to_step": STEPS, "prompts": 512, "delta_pass_at_1": delta,
+        "ci95": [delta - 0.01, delta + 0.01], "p_le_0": 0.0}}))
+
+
+def fixture_dpo_displacement(d):
+    """dpo: the chosen answers' log-prob falls 0.1 nats per step; rpo: it rises 0.05 per step;
+    rejected falls in both. Margin = beta * (chosen change - rejected change)."""
+    cells = []
+    for a, (arm, slope_c) in enumerate((("dpo", -0.1), ("rpo", 0.05))):
+        for seed in (1, 2):
+            cid = f"arm={arm}__seed={seed}"
+            c0, r0 = -3.5 - 0.1 * seed, -6.0 - 0.1 * seed  # the same pairs per seed in both arms
+            recs = []
+            for st in range(STEPS + 1):
+                r = {"step": st}
+                if st % 2 == 0 or st == STEPS:
+                    dc, dr = slope_c * st, -0.5 * st
+                    r.update({"eval/pairs/logps_chosen": c0 + dc, "eval/pairs/logps_rejected": r0 + dr,
+                              "eval/pairs/margin": 0.1 * (dc - dr), "eval/pass_at_1": 0.15 + 0.005 * st})
+                if st < STEPS:
+                    r.update({"loss/policy": 0.69 - 0.02 * st, "logps/chosen": c0, "logps/rejected": r0})
+                recs.append(r)
+            _run(d, cid, recs, {"objective": {"preset": "dpo", "dpo_sft_coef": float(a)}},
+                 {"eval/pass_at_1": 0.16 + 0.01 * a})
+            pairs = [{"prompt": "2*2=?\n", "chosen": "2*2=4\nAnswer: 4", "rejected": "2*2=8\nAnswer: 8"},
+                     {"prompt": "8-7=?\n", "chosen": "8-7=1\nAnswer: 1", "rejected": "8-7=0\nAnswer: 0"}]
+            (d / "runs" / cid / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+            _rise(d, cid, 0.01)
+            cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed,
+                          "axes": {"arm": arm, "objective.dpo_sft_coef": float(a), "seed": seed}})
+    _write_study(d, "dpo_displacement", cells, [1, 2])
+
+
+def fixture_clip_higher(d):
+    """symmetric: entropy falls 0.02 nats per step; clip_higher: 0.005 per step."""
+    cells = []
+    for a, (arm, eps, slope) in enumerate((("clip_higher", 0.28, 0.005), ("symmetric", 0.2, 0.02))):
+        for seed in (1, 2):
+            rng = random.Random(seed * 17 + a)
+            cid = f"arm={arm}__seed={seed}"
+            recs = []
+            for st in range(STEPS + 1):
+                r = {"step": st}
+                if st in (0, STEPS):
+                    r["eval/pass_at_1"] = 0.5 + 0.01 * st
+                if st < STEPS:
+                    r.update({"entropy": 0.2 - slope * st + rng.uniform(-0.002, 0.002), "clip/frac_high": 0.004 - 0.001 * a,
+                              "clip/frac_low": 0.015, "reward/accuracy": 0.5 + 0.01 * st, "length/mean": 25.0,
+                              "groups/kept": 32.0, "groups/zero_var_frac": 0.3})
+                recs.append(r)
+            _run(d, cid, recs, {"objective": {"preset": "dapo", "eps_high": eps}}, {"eval/pass_at_1": 0.55})
+            _rise(d, cid, 0.03)
+            cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed,
+                          "axes": {"arm": arm, "objective.preset": "dapo", "objective.eps_high": eps, "seed": seed}})
+    _write_study(d, "clip_higher", cells, [1, 2])
+
+
+def passk_eval_json(rl_p, init_p, ks=(1, 2, 4, 8)):
+    """An eval.json of `harness eval --vs-initial` whose per-prompt success chances are rl_p and
+    init_p (pass@k = mean of 1 - (1 - p)^k; a made-up interval of +-0.02 around each difference)."""
+    def pk(ps, k):
+        return sum(1 - (1 - p) ** k for p in ps) / len(ps)
+
+    ev = {"n_samples": ks[-1], "num_prompts": len(rl_p), "initial": {}}
+    for k in ks:
+        for b in (None, "easy", "medium", "hard"):
+            suffix = f"/{b}" if b else ""
+            ev[f"eval/pass_at_{k}{suffix}"] = pk(rl_p, k)
+            ev["initial"][f"eval/pass_at_{k}{suffix}"] = pk(init_p, k)
+        delta = pk(rl_p, k) - pk(init_p, k)
+        ev[f"delta/pass_at_{k}"] = delta
+        ev[f"delta/pass_at_{k}/ci95"] = [delta - 0.02, delta + 0.02]
+    return ev
+
+
+def fixture_passk(d):
+    """RL: p = 0.9 on half the prompts and 0 on the rest; warm start: 0.5 and 0.1. RL wins at
+    k = 1 (0.45 vs 0.30) and k = 2 (0.495 vs 0.47), loses from k = 4 on (0.49995 vs 0.640)."""
+    cells = []
+    for seed in (1, 2):
+        cid = f"arm=grpo__seed={seed}"
+        recs = [{"step": st, **({"reward/accuracy": 0.5} if st < STEPS else {}),
+                 **({"eval/pass_at_1": 0.3 + 0.02 * st} if st in (0, STEPS) else {})} for st in range(STEPS + 1)]
+        _run(d, cid, recs, {"objective": {"preset": "grpo"}}, passk_eval_json([0.9, 0.0] * 4, [0.5, 0.1] * 4))
+        _rise(d, cid, 0.12)
+        cells.append({"id": cid, "variant": "arm=grpo", "seed": seed,
+                      "axes": {"arm": "grpo", "objective.preset": "grpo", "seed": seed}})
+    _write_study(d, "passk", cells, [1, 2])
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
     d = tmp_path / "results" / name / "fixture"
@@ -213,7 +309,16 @@ def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
         assert len(rows) == 3
         errs = [float(r.rstrip(" |").split("|")[-1].split()[0]) for r in rows]
         assert max(errs) < 1e-5, rows
-    assert "## Probe" in summary
+    if name not in NO_PROBE:
+        assert "## Probe" in summary
+    if name == "dpo_displacement":  # dpo's chosen log-prob falls, rpo's rises (fabricated slopes)
+        assert "dpo: change of log π(chosen), step 0 → end: -0.6" in summary and "APPEARS" in summary
+        assert "rpo − dpo, log π(chosen) at the end (same seed): +0.9" in summary
+    if name == "clip_higher":  # symmetric loses 0.015 nats/step more entropy than clip_higher
+        assert "entropy, last quarter, clip_higher − symmetric: +0.06" in summary
+    if name == "passk":  # RL wins at k = 1, 2 and loses from k = 4 (closed forms in fixture_passk)
+        assert "pass@1, grpo − warm start (mean over seeds of the per-seed paired difference): +0.15" in summary
+        assert "pass@8, grpo − warm start" in summary and "smallest k where the mean difference is <= 0: 4" in summary
     if name == "demo":
         assert "grpo, seed 1: held-out pass@1 rise +0.040 [+0.030, +0.050]" in summary and "learns" in summary
     else:

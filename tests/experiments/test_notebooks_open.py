@@ -19,7 +19,8 @@ def _without_stamp(text: str) -> str:
 
 
 def test_every_analysis_script_is_listed():
-    assert {p.stem for p in SCRIPTS} >= {"demo", "length_bias", "difficulty_bias", "moe_stability"}
+    assert {p.stem for p in SCRIPTS} >= {"demo", "length_bias", "difficulty_bias", "moe_stability",
+                                              "dpo_displacement", "clip_higher", "passk"}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

@@ -14,6 +14,9 @@ EXPECTED = {
     "length_bias": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},      # 3 aggregations
     "difficulty_bias": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},  # 3 advantage scales
     "moe_stability": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},    # 3 arms (5 in the probe)
+    "dpo_displacement": {"warmstart": 1, "train": 2, "eval": 2},             # dpo, rpo
+    "clip_higher": {"warmstart": 1, "train": 2, "eval": 2},                  # eps_high 0.28, 0.2
+    "passk": {"warmstart": 1, "train": 1, "eval": 1},                        # one grpo policy (eval --vs-initial)
 }
 TAIL = {"summary": 1, "figures": 1, "all": 1}
 

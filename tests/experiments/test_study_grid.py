@@ -1,6 +1,8 @@
 """Grid expansion (product, zip, exclude, seeds, stable ids) and validation errors that name the key."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from harness.experiment import StudyError, load_study, parse_study
@@ -126,7 +128,8 @@ def test_every_cell_is_validated_before_any_job(grid, needles):
         assert n in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["demo", "length_bias", "difficulty_bias", "moe_stability", "tune_demo"])
+@pytest.mark.parametrize("name", ["demo", "length_bias", "difficulty_bias", "moe_stability", "tune_demo",
+                                  "dpo_displacement", "clip_higher", "passk"])
 @pytest.mark.parametrize("scale", ["smoke", "cpu", "gpu"])
 def test_shipped_studies_validate_at_every_scale(name, scale):
     study = load_study(name, scale)
@@ -156,6 +159,42 @@ def test_shipped_study_shapes():
     assert all(c.config.objective.kl_coef == 0.0 for c in lb.cells)
     gpu = load_study("length_bias", "gpu").cells[0].config
     assert gpu.rollout.backend == "vllm" and gpu.model.name == "smollm2-135m"
+
+
+def test_seed_figure_study_shapes():
+    """The arms of the three figure studies differ in one key each (docs/studies.md (d)-(f))."""
+    dpo = load_study("dpo_displacement", "cpu")
+    assert {c.axes["arm"]: c.config.objective.dpo_sft_coef for c in dpo.cells} == {"dpo": 0.0, "rpo": 1.0}
+    assert all(c.config.dpo.rounds == 1 and c.config.objective.algorithm == "dpo" for c in dpo.cells)  # fixed pairs
+    clip = load_study("clip_higher", "cpu")
+    assert {c.axes["arm"]: (c.config.objective.eps_low, c.config.objective.eps_high) for c in clip.cells} == {
+        "clip_higher": (0.2, 0.28), "symmetric": (0.2, 0.2)}
+    assert all(c.config.objective.algorithm == "dapo" and c.config.train.inner_epochs == 4 for c in clip.cells)
+    pk = load_study("passk", "cpu")
+    assert pk.final_eval == {"n_samples": 64, "num_prompts": 256, "vs_initial": True}
+    assert len(pk.seeds) == 3
+
+
+@pytest.mark.parametrize("final_eval, needle", [
+    ({"n_sample": 8}, "unknown key 'scales.smoke.final_eval.n_sample' (did you mean 'n_samples'?); "
+                      "allowed keys here: ['n_samples', 'num_prompts', 'vs_initial']"),
+    ({"n_samples": 0}, "'scales.smoke.final_eval.n_samples': Input should be greater than or equal to 1 (got 0)"),
+    ({"num_prompts": "all"}, "'scales.smoke.final_eval.num_prompts': Input should be a valid integer (got 'all')"),
+    ({"vs_initial": "yes"}, "'scales.smoke.final_eval.vs_initial': Input should be a valid boolean (got 'yes')"),
+])
+def test_final_eval_errors_name_the_key(final_eval, needle):
+    with pytest.raises(StudyError, match=re.escape(needle)):
+        cells({"grid": {"train.lr": [1e-4]}, "scales": {"smoke": {"final_eval": final_eval}}})
+
+
+def test_final_eval_flags():
+    from harness.experiment.files import final_eval_flags
+
+    assert final_eval_flags({}) == ""
+    assert final_eval_flags({"n_samples": 8}) == "--n-samples 8"
+    assert final_eval_flags({"n_samples": 64, "num_prompts": 256, "vs_initial": True}) == \
+        "--n-samples 64 --num-prompts 256 --vs-initial"
+    assert final_eval_flags({"vs_initial": False}) == ""
 
 
 def test_cli_grid_list(capsys):

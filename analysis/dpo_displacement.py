@@ -1,0 +1,222 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     name: python3
+# ---
+
+# %% [markdown]
+# # (d) Likelihood displacement under DPO, and RPO's NLL term against it
+#
+# **What the papers showed** (Pal et al. 2402.13228; Razin et al. 2410.08847; RPO: Pang et
+# al. 2404.19733). DPO's loss depends on the policy only through the margin
+# β·[(log π(y_w) − log π_ref(y_w)) − (log π(y_l) − log π_ref(y_l))]. The margin can grow while
+# the log-probability of the CHOSEN answer y_w falls too, as long as the rejected one y_l falls
+# faster: probability mass leaves both. This is most likely when y_w and y_l share most of
+# their tokens. RPO adds the chosen answer's NLL (per token, `objective.dpo_sft_coef`), which
+# holds log π(y_w) up.
+#
+# **Arms** (`arm`): `dpo` (dpo_sft_coef 0) and `rpo` (dpo_sft_coef 1). Offline DPO: one fixed
+# set of pairs sampled from the warm start (the same per seed in both arms), 3 epochs; the
+# log-probs of ALL pairs are measured at every eval (`eval/pairs/*`), so a curve follows the
+# same answers over training.
+#
+# **Reading the figures.** Log-probabilities are sums over the answer's tokens (nats per
+# answer); the curves show their change since step 0 (the warm start = the reference). With
+# 3 seeds each seed is a thin line and the mean a bold one.
+
+# %%
+import difflib
+import json
+
+import matplotlib.pyplot as plt
+
+from harness.experiment import figures as F
+
+F.setup()
+data = F.StudyData.from_env("dpo_displacement")
+ARMS = data.by("arm") if "arm" in data.study.get("axes", []) else data.by("objective.dpo_sft_coef")
+BASE, RPO = "dpo", "rpo"
+KEYS = {"chosen": "eval/pairs/logps_chosen", "rejected": "eval/pairs/logps_rejected"}
+print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(ARMS)}, {F.seeds_label(data.n_seeds)}")
+
+
+def change_series(cells, key):
+    """Per seed: {step: value - value at the first logged step} (the change since the warm start)."""
+    out = []
+    for s in F.seed_series(data, cells, key):
+        s0 = s[min(s)]
+        out.append({st: v - s0 for st, v in s.items()})
+    return out
+
+
+def common_steps(series):
+    """The series cut to the steps every seed has: runs end at different steps (the pair count, and
+    so the steps per epoch, differs by seed), and a mean over fewer seeds at the end would jump."""
+    if not series:
+        return series
+    keep = set.intersection(*(set(s) for s in series))
+    return [{st: v for st, v in s.items() if st in keep} for s in series]
+
+
+def last_change(cells, key):
+    """Per seed: the change of `key` from the first to the last logged step; mean and 95% t-interval."""
+    return F.final([s[max(s)] for s in change_series(cells, key)])
+
+
+# %% [markdown]
+# ## Regime: are the pairs alike, and does the margin grow?
+# The mechanism needs chosen and rejected answers that share most of their tokens. Measured on
+# each run's pairs (pairs.jsonl, sampled from the warm start): the similarity of y_w and y_l
+# (difflib's ratio 2M / (|y_w| + |y_l|), M = characters in matching blocks; characters =
+# tokens for the tiny models' character tokenizer), the common prefix as a share of y_w's
+# length, and the pairs' count. Then, on `dpo` alone, whether DPO does what it is for: the
+# margin grows on the pairs it trains on; and held-out pass@1 before and after.
+
+# %%
+def pair_stats(cell):
+    path = data.run_dir(cell) / "pairs.jsonl"
+    if not path.exists():
+        return None
+    shares, sims, n = [], [], 0
+    for line in path.read_text().splitlines():
+        p = json.loads(line)
+        w, l = p["chosen"], p["rejected"]
+        common = next((i for i, (a, b) in enumerate(zip(w, l)) if a != b), min(len(w), len(l)))
+        shares.append(common / max(len(w), 1))
+        sims.append(difflib.SequenceMatcher(None, w, l, autojunk=False).ratio())
+        n += 1
+    return {"n": n, "shares": shares, "sims": sims}
+
+
+STATS = {c["id"]: pair_stats(c) for c in data.cells}
+all_sims = [x for s in STATS.values() if s for x in s["sims"]]
+regime = []
+if all_sims:
+    def per_run(what):
+        return F.final([sum(s[what]) / len(s[what]) for s in STATS.values() if s and s[what]])
+
+    regime.append(f"- similarity of chosen and rejected (difflib ratio, mean over pairs, per run): {per_run('sims').fmt()}")
+    regime.append(f"- common prefix, share of the chosen answer's length (mean over pairs, per run): "
+                  f"{per_run('shares').fmt()}")
+    regime.append(f"- pairs per run: {F.final([s['n'] for s in STATS.values() if s]).fmt()}")
+if BASE in ARMS:
+    regime.append(f"- {BASE}: margin at the last eval (β × nats): "
+                  f"{F.last_value(data, ARMS[BASE], 'eval/pairs/margin').fmt()}")
+    regime += F.rise_lines(data, BASE, ARMS[BASE])
+print("\n".join(regime))
+
+# %%
+fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
+if all_sims:
+    axs[0].hist(all_sims, bins=[i / 20 for i in range(21)], color="0.4")
+    axs[0].set_xlim(0, 1)
+    axs[0].set_xlabel("similarity of chosen and rejected answer (difflib ratio: 1 = identical, 0 = nothing shared)")
+    axs[0].set_ylabel("pairs (all runs)")
+    axs[0].set_title("how alike are the pairs?")
+else:
+    F.note(axs[0], "no pairs.jsonl in the run folders")
+F.rise_panel(axs[1], data, ARMS)
+fig.suptitle(data.title("regime: alike pairs, and held-out pass@1 from the warm start to the end"))
+F.save(fig, data, "regime")
+
+# %% [markdown]
+# ## The displacement: log-probs of the chosen and rejected answers, and the margin
+# Left and middle: the change since step 0 of the mean log-probability of the chosen (solid)
+# and rejected (dashed) answers, per arm, on the SAME pairs throughout. Displacement = the
+# chosen curve falls below 0 while the margin (right) grows. The curves stop at the last eval
+# every seed has (the runs' lengths differ by a few steps: the pair count differs by seed); the
+# numbers below use each seed's own last eval.
+
+# %%
+fig, axs = plt.subplots(1, 3, figsize=(16, 4.5), layout="constrained")
+for ax, arm in zip(axs[:2], (BASE, RPO)):
+    if arm not in ARMS:
+        F.note(ax, f"arm '{arm}' not in this study")
+        continue
+    for which, style in (("chosen", "-"), ("rejected", "--")):
+        cur = F.combine(common_steps(change_series(ARMS[arm], KEYS[which])))
+        F.plot_curve(ax, cur, f"{which} answers", "C2" if which == "chosen" else "C3", style=style,
+                     marker="o" if which == "chosen" else "s")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel(F.X_STEP + "; 3 epochs over the pairs")
+    ax.set_ylabel("change of mean log π(answer) since step 0\n(nats per answer)")
+    ax.set_title(f"{arm}: log-prob of chosen and rejected answers")
+    F.integer_steps(ax)
+    ax.legend(loc="lower left")
+lo = min(ax.get_ylim()[0] for ax in axs[:2])
+hi = max(ax.get_ylim()[1] for ax in axs[:2])
+for ax in axs[:2]:
+    ax.set_ylim(lo, hi)  # the two arms on one scale
+for arm, cells in ARMS.items():
+    F.plot_curve(axs[2], F.combine(common_steps(F.seed_series(data, cells, "eval/pairs/margin"))), arm,
+                 data.color(arm), marker=data.marker(arm))
+axs[2].axhline(0, color="k", lw=0.8)
+axs[2].set_xlabel(F.X_STEP)
+axs[2].set_ylabel("DPO margin β·[Δlog π(y_w) − Δlog π(y_l)]\n(mean over pairs; β × nats)")
+axs[2].set_title("the margin DPO maximises, per arm")
+F.integer_steps(axs[2])
+F.legend(axs[2])
+fig.suptitle(data.title("DPO vs RPO: log-probs of the same chosen and rejected answers while the margin grows"))
+F.save(fig, data, "logps")
+
+# %% [markdown]
+# ## RPO minus DPO, paired by seed
+# Same seed = same pairs, same batches: the per-seed difference of the chosen answers'
+# log-prob change carries only the NLL term.
+
+# %%
+fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
+drawn = False
+if BASE in ARMS and RPO in ARMS:
+    for ax, key, what in ((axs[0], KEYS["chosen"], "chosen"), (axs[1], KEYS["rejected"], "rejected")):
+        cur = F.combine(common_steps(F.paired_series(data, ARMS[RPO], ARMS[BASE], key)))  # equal at step 0 per seed
+        F.plot_curve(ax, cur, f"{RPO} − {BASE}", "C4", marker="D")
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xlabel(F.X_STEP)
+        ax.set_ylabel(f"log π({what} answer), {RPO} minus {BASE}\n(nats per answer, same seed)")
+        ax.set_title(f"{what} answers: {RPO} − {BASE}")
+        F.integer_steps(ax)
+        drawn |= bool(cur)
+if drawn:
+    F.legend(list(axs))
+else:
+    F.note(axs[0], f"needs arms '{BASE}' and '{RPO}' with a common seed")
+fig.suptitle(data.title(f"what the NLL term changes: {RPO} minus {BASE}, paired by seed"))
+F.save(fig, data, "rpo_minus_dpo")
+
+# %% [markdown]
+# ## Numbers: per arm, with 95% t-intervals over seeds
+
+# %%
+rows = []
+for arm, cells in ARMS.items():
+    rows.append([arm, last_change(cells, KEYS["chosen"]).fmt(), last_change(cells, KEYS["rejected"]).fmt(),
+                 F.last_value(data, cells, "eval/pairs/margin").fmt(),
+                 F.eval_json_value(data, cells, "eval/pass_at_1").fmt()])
+table = F.markdown_table(["arm", "Δ log π(chosen), step 0 → end (nats)", "Δ log π(rejected) (nats)",
+                          "margin at the end (β × nats)", "final held-out pass@1 (eval.json)"], rows)
+lines = [f"# {data.name} ({data.scale}): log-probs of chosen and rejected answers, DPO vs RPO", "",
+         "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
+         f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm; ± = 95% t-interval half-width.", "", table, "",
+         *[x for arm, cells in ARMS.items() if arm != BASE for x in F.rise_lines(data, arm, cells)], "",
+         "Displacement (the chosen answers' log-prob falls while the margin grows):", ""]
+for arm, cells in ARMS.items():
+    lines.append("- " + F.verdict(last_change(cells, KEYS["chosen"]), f"{arm}: change of log π(chosen), step 0 → end",
+                                  "nats"))
+    lines.append("- " + F.verdict(F.last_value(data, cells, "eval/pairs/margin"), f"{arm}: margin at the end",
+                                  "β × nats"))
+if BASE in ARMS and RPO in ARMS:
+    for what in ("chosen", "rejected"):
+        d = F.final([s[max(s)] for s in F.paired_series(data, ARMS[RPO], ARMS[BASE], KEYS[what])])
+        lines.append("- " + F.verdict(d, f"{RPO} − {BASE}, log π({what}) at the end (same seed)", "nats"))
+    d = F.final([data.final_eval(a).get("eval/pass_at_1", float("nan")) - data.final_eval(b).get("eval/pass_at_1", float("nan"))
+                 for a in ARMS[RPO] for b in ARMS[BASE] if a.get("seed") == b.get("seed")])
+    lines.append("- " + F.verdict(d, f"{RPO} − {BASE}, final held-out pass@1 (same seed)"))
+if data.scale == "smoke":
+    lines += ["", "Smoke scale: a few steps and 1 seed check the wiring only; no effect can be read from it."]
+F.write_summary(data, "\n".join(lines))
