@@ -56,6 +56,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from harness.objective import PRESETS, ObjectiveConfig
+from harness.objective.ratios import RATIO_CLIPS_ITSELF
+from harness.objective.surrogates import CLIP
 
 
 class ConfigError(ValueError):
@@ -245,7 +247,7 @@ class RunConfig(_Section):
             raise ValueError(f"train.group_size={t.group_size} is impossible with {' and '.join(group_stats)}: a group of "
                              "one response is its own mean (advantage 0) and has no std; allowed: train.group_size >= 2, "
                              "or objective.baseline batch_mean|none with objective.scale batch_std|none")
-        if rl and o.clip != "none":
+        if rl and (CLIP[o.clip].clips or o.ratio in RATIO_CLIPS_ITSELF):
             for k in ("eps_low", "eps_high"):
                 v = getattr(o, k)
                 if v is not None and v == 0:
@@ -355,8 +357,8 @@ class RunConfig(_Section):
                           "(set objective.dynamic_sampling=true, or drop the knob)")
         if not o.overlong_buffer and (pen := obj(("overlong_penalty",))):
             errors.append(f"{pen[0]} scales the punishment inside objective.overlong_buffer, which is 0 (off)")
-        clip_bounds = ("dual_clip",) if o.ratio == "geometric" else ("eps_low", "eps_high", "dual_clip")
-        if o.clip in ("none", "sapo", "dppo_tv", "dppo_kl") and (bounds := obj(clip_bounds)):
+        clip_bounds = ("dual_clip",) if o.ratio in RATIO_CLIPS_ITSELF else ("eps_low", "eps_high", "dual_clip")
+        if not CLIP[o.clip].clips and (bounds := obj(clip_bounds)):
             errors.append(f"{', '.join(bounds)} are ratio clip bounds; objective.clip={o.clip!r} reads none of them")
         zoo_knobs = (("passk_k", o.baseline == "passk", "objective.baseline='passk'"),
                      ("sapo_tau_pos", o.clip == "sapo", "objective.clip='sapo'"),

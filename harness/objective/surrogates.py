@@ -159,7 +159,7 @@ def _dppo_masks(kind: str):
 
 class Surrogate(NamedTuple):
     loss: object  # (ratio, adv, logp, lower bound | None, upper bound, dual_clip, ZooKnobs) -> l (B, T)
-    clips: bool  # whether the bounds 1-eps_low, 1+eps_high act (ppo, cispo)
+    clips: bool  # whether the bounds 1-eps_low, 1+eps_high act (ppo, cispo); the run config refuses eps_* otherwise
     masks: object = _bound_masks  # (ratio, adv, logp | None, lower | None, upper, ZooKnobs) -> (low, high) (B, T)
 
 
