@@ -58,6 +58,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from harness.objective import PRESETS, ObjectiveConfig
 from harness.objective.presets import preset_trainer
+from harness.objective.ratios import RATIO_CLIPS_ITSELF
+from harness.objective.surrogates import CLIP
 
 
 class ConfigError(ValueError):
@@ -260,7 +262,7 @@ class RunConfig(_Section):
             raise ValueError(f"train.group_size={t.group_size} is impossible with {' and '.join(group_stats)}: a group of "
                              "one response is its own mean (advantage 0) and has no std; allowed: train.group_size >= 2, "
                              "or objective.baseline batch_mean|none with objective.scale batch_std|none")
-        if rl and o.clip != "none":
+        if rl and (CLIP[o.clip].clips or o.ratio in RATIO_CLIPS_ITSELF):
             for k in ("eps_low", "eps_high"):
                 v = getattr(o, k)
                 if v is not None and v == 0:
@@ -281,6 +283,10 @@ class RunConfig(_Section):
         if t.old_logp == "rollout" and (why := self.rollout_logp_inexact()):
             raise ValueError(f"train.old_logp='rollout' needs the sampler's log-probs to be the policy's, but {why}; "
                              "use train.old_logp=recompute (or auto)")
+        if rl and o.baseline == "passk" and not o.passk_k < t.group_size:
+            raise ValueError(f"objective.passk_k={o.passk_k} with train.group_size={t.group_size}: pass@k of G samples "
+                             "with k >= G is 0 or 1 for every group (advantage 0); allowed: "
+                             f"objective.passk_k in 1..{t.group_size - 1}")
         if o.overlong_buffer and o.overlong_buffer >= self.rollout.max_new_tokens:
             raise ValueError(f"objective.overlong_buffer={o.overlong_buffer} must be < rollout.max_new_tokens={self.rollout.max_new_tokens}")
         if self.task.name not in _task_names():
@@ -366,8 +372,19 @@ class RunConfig(_Section):
                           "(set objective.dynamic_sampling=true, or drop the knob)")
         if not o.overlong_buffer and (pen := obj(("overlong_penalty",))):
             errors.append(f"{pen[0]} scales the punishment inside objective.overlong_buffer, which is 0 (off)")
-        if o.clip == "none" and (bounds := obj(("eps_low", "eps_high", "dual_clip"))):
-            errors.append(f"{', '.join(bounds)} are clip bounds; objective.clip='none' clips nothing")
+        clip_bounds = ("dual_clip",) if o.ratio in RATIO_CLIPS_ITSELF else ("eps_low", "eps_high", "dual_clip")
+        if not CLIP[o.clip].clips and (bounds := obj(clip_bounds)):
+            errors.append(f"{', '.join(bounds)} are ratio clip bounds; objective.clip={o.clip!r} reads none of them")
+        zoo_knobs = (("passk_k", o.baseline == "passk", "objective.baseline='passk'"),
+                     ("sapo_tau_pos", o.clip == "sapo", "objective.clip='sapo'"),
+                     ("sapo_tau_neg", o.clip == "sapo", "objective.clip='sapo'"),
+                     ("div_low", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"),
+                     ("div_high", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"),
+                     ("is_cap", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"))
+        for knob, read, reader in zoo_knobs:
+            if not read and (unread := obj((knob,))):
+                errors.append(f"{unread[0]} is read only with {reader}; objective.baseline={o.baseline!r}, "
+                              f"objective.clip={o.clip!r} ignore it")
         if o.kl_coef == 0 and (kl := obj(("kl_estimator", "kl_placement", "ref_update_every"))):
             errors.append(f"{', '.join(kl)} shape the KL term, and objective.kl_coef=0 turns it off (no reference model)")
         return errors, notes

@@ -6,7 +6,12 @@ Glossary: N prompts, G = group size, B = N*G sequences with groups contiguous (r
 Papers: GRPO 2402.03300 (group mean / group std), RLOO 2402.14740 (leave-one-out),
 Dr.GRPO 2503.20783 (no std), Lite PPO 2508.08221 (group mean, batch std of the rewards),
 REINFORCE++ 2501.03262 (batch std of the centred rewards), GAE Schulman et al. 1506.02438,
-PPO 1707.06347 (advantage whitening).
+PPO 1707.06347 (advantage whitening), MaxRL 2602.02710 (divide by the group mean: the
+gradient of log pass rate), Pass@k training (Chen et al.) 2508.10751 (the pass@k advantage).
+
+Binary rewards. `baseline: passk` and `scale: group_mean` are formulas of a pass rate: each
+reward must be exactly 0 or 1, checked on the reward tensor at every call (`check_binary`),
+which raises naming the knob, the offending value and what is allowed (docs/objective.md §12).
 
 Exactness: wherever a reward equals every reward its baseline averages over (an all-equal
 group under group_mean / leave_one_out, an all-equal batch under batch_mean) the advantage
@@ -16,7 +21,8 @@ so no scale ever produces NaN or inf.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
@@ -47,11 +53,20 @@ def group_advantages(cfg: "ObjectiveConfig", rewards: torch.Tensor, group_size: 
     """Sequence advantages (B,) from sequence rewards (B,), groups of `group_size` contiguous:
     `sequence_advantages` with the config's baseline, scale, std, batch_std_of and adv_eps."""
     return sequence_advantages(rewards, group_size, baseline=cfg.baseline, scale=cfg.scale, std=cfg.std,
-                               batch_std_of=cfg.batch_std_of, adv_eps=cfg.adv_eps)
+                               batch_std_of=cfg.batch_std_of, adv_eps=cfg.adv_eps, passk_k=cfg.passk_k)
+
+
+class AdvKnobs(NamedTuple):
+    """The knobs a baseline or scale mode may read besides the rewards."""
+
+    std: str = "sample"
+    batch_std_of: str = "reward"
+    adv_eps: float = 1e-6
+    passk_k: int = 4
 
 
 def sequence_advantages(rewards: torch.Tensor, group_size: int, *, baseline: str, scale: str, std: str = "sample",
-                        batch_std_of: str = "reward", adv_eps: float = 1e-6) -> torch.Tensor:
+                        batch_std_of: str = "reward", adv_eps: float = 1e-6, passk_k: int = 4) -> torch.Tensor:
     """Sequence advantages (B,) from sequence rewards (B,), groups of `group_size` contiguous.
 
     baseline b_i:  group_mean     b_i = (1/G) sum_j r_j                       (GRPO 2402.03300 Eq. 3)
@@ -59,9 +74,11 @@ def sequence_advantages(rewards: torch.Tensor, group_size: int, *, baseline: str
                                   so r_i - b_i = G/(G-1) * (r_i - mean)
                    batch_mean     b   = mean over all B rewards
                    none           b   = 0
+                   passk          the whole Pass@k advantage (2508.10751, `passk_advantages`; scale none)
     scale:         group_std      std_g(r) + adv_eps                         (GRPO; Dr.GRPO removes it)
                    batch_std      std_B(r) (batch_std_of=reward, Lite PPO) or std_B(r - b)
                                   (batch_std_of=centered, REINFORCE++-baseline) + adv_eps
+                   group_mean     mean_g(r) + adv_eps                        (MaxRL 2602.02710; binary rewards)
                    none           1
     std: sample (N-1) or population (N). baseline='critic' is per token: use gae_advantages.
     Computed in float64, returned in the rewards' dtype, no gradient.
@@ -78,8 +95,9 @@ def sequence_advantages(rewards: torch.Tensor, group_size: int, *, baseline: str
     out_dtype = rewards.dtype if rewards.is_floating_point() else torch.get_default_dtype()
     r = rewards.detach().to(torch.float64)
     g = r.view(-1, group_size)  # (N, G)
-    u = BASELINE[baseline](g, r)  # r - b, (N, G)
-    a = SCALE[scale](u, g, r, std, batch_std_of, adv_eps)
+    kn = AdvKnobs(std=std, batch_std_of=batch_std_of, adv_eps=adv_eps, passk_k=passk_k)
+    u = BASELINE[baseline](g, r, kn)  # r - b, (N, G)
+    a = SCALE[scale](u, g, r, kn)
     return a.reshape(-1).to(out_dtype)
 
 
@@ -87,12 +105,12 @@ def _same(g: torch.Tensor) -> torch.Tensor:
     return (g.amax(-1) == g.amin(-1)).unsqueeze(-1)  # (N, 1) all-equal groups
 
 
-def _group_mean(g: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+def _group_mean(g: torch.Tensor, r: torch.Tensor, kn: AdvKnobs) -> torch.Tensor:
     u = g - g.mean(-1, keepdim=True)  # r_i - mean_g
     return torch.where(_same(g), torch.zeros_like(u), u)
 
 
-def _leave_one_out(g: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+def _leave_one_out(g: torch.Tensor, r: torch.Tensor, kn: AdvKnobs) -> torch.Tensor:
     G = g.shape[-1]
     if G < 2:
         raise ValueError(
@@ -103,9 +121,56 @@ def _leave_one_out(g: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     return torch.where(_same(g), torch.zeros_like(g), g - loo)
 
 
-def _batch_mean(g: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+def _batch_mean(g: torch.Tensor, r: torch.Tensor, kn: AdvKnobs) -> torch.Tensor:
     u = g - r.mean()
     return torch.zeros_like(u) if r.amax() == r.amin() else u
+
+
+def check_binary(rewards: torch.Tensor, knob: str) -> None:
+    """Raise unless every reward is exactly 0 or 1 (the pass-rate formulas of `knob`)."""
+    bad = (rewards != 0) & (rewards != 1)
+    if bool(bad.any()):
+        i = int(bad.reshape(-1).nonzero()[0].item())
+        raise ValueError(
+            f"{knob} needs binary rewards (each exactly 0 or 1: it counts correct samples), got "
+            f"{float(rewards.reshape(-1)[i])} at row {i}; allowed rewards: 0 and 1 (a task with format_weight 0, "
+            "no overlong_buffer shaping)"
+        )
+
+
+def passk_advantages(g: torch.Tensor, k: int, adv_eps: float = 1e-6) -> torch.Tensor:
+    """Pass@k advantages (N, G) of binary rewards g (N, G), n = G samples per group
+    (Chen et al. 2508.10751, the analytic form of the group's pass@k gradient):
+
+        rho   = 1 - C(n-c, k) / C(n, k)                    pass@k of the group, c = # correct
+        sigma = sqrt(rho (1 - rho))
+        A     = (1 - rho) / (sigma + adv_eps)                                  correct samples
+        A     = (1 - rho - C(n-c-1, k-1) / C(n-1, k-1)) / (sigma + adv_eps)    wrong samples
+    A group with sigma = 0 (pass@k exactly 0 or 1: all wrong, or every k-subset holds a correct
+    sample) has advantage exactly 0. Needs 1 <= k <= G; computed in float64."""
+    check_binary(g, "baseline='passk'")
+    n = g.shape[-1]
+    if not 1 <= k <= n:
+        raise ValueError(f"passk_k={k} must lie in [1, group_size={n}] (pass@k draws k of the G samples); "
+                         f"allowed passk_k here: 1..{n}")
+    out = torch.zeros_like(g)
+    c = g.sum(-1).round().long()  # (N,)
+    for row, ci in enumerate(c.tolist()):
+        rho = 1.0 - math.comb(n - ci, k) / math.comb(n, k)
+        sigma = math.sqrt(rho * (1.0 - rho))
+        if sigma == 0.0:
+            continue  # pass@k is 0 or 1 whatever is sampled: no signal, exactly 0
+        wrong_share = math.comb(n - ci - 1, k - 1) / math.comb(n - 1, k - 1) if n - ci - 1 >= 0 else 0.0
+        a_correct = (1.0 - rho) / (sigma + adv_eps)
+        a_wrong = (1.0 - rho - wrong_share) / (sigma + adv_eps)
+        out[row] = torch.where(g[row] == 1, torch.full_like(g[row], a_correct), torch.full_like(g[row], a_wrong))
+    return out
+
+
+def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, r: torch.Tensor, kn: AdvKnobs) -> torch.Tensor:
+    """MaxRL: u / (mean_g(r) + adv_eps); a group of mean 0 (all wrong) divides by 1 (u is 0 there)."""
+    check_binary(g, "scale='group_mean'")
+    return _divide(u, g.mean(-1, keepdim=True), kn.adv_eps)
 
 
 # The `baseline` knob (docs/objective.md §1): name -> u = r - b from (g (N, G), r (B,)) in float64;
@@ -114,18 +179,22 @@ BASELINE: Modes = Modes("baseline", {
     "group_mean": Mode(_group_mean, "b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)"),
     "leave_one_out": Mode(_leave_one_out, "b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)"),
     "batch_mean": Mode(_batch_mean, "b = mean of all B rewards"),
-    "none": Mode(lambda g, r: g.clone(), "b = 0 (plain REINFORCE)"),
+    "none": Mode(lambda g, r, kn: g.clone(), "b = 0 (plain REINFORCE)"),
+    "passk": Mode(lambda g, r, kn: passk_advantages(g, kn.passk_k, kn.adv_eps),
+                  "the Pass@k advantage of the group (Chen et al. 2508.10751); binary rewards, scale none, passk_k"),
     "critic": Mode(None, "a learned value model and GAE: per-token advantages (PPO 1707.06347, GAE 1506.02438)"),
 })
 
-# The `scale` knob (docs/objective.md §1): name -> a from (u, g, r, std, batch_std_of, adv_eps).
+# The `scale` knob (docs/objective.md §1): name -> a from (u, g, r, AdvKnobs).
 SCALE: Modes = Modes("scale", {
-    "group_std": Mode(lambda u, g, r, std, of, eps: _divide(u, _spread(g, std).unsqueeze(-1), eps),
+    "group_std": Mode(lambda u, g, r, kn: _divide(u, _spread(g, kn.std).unsqueeze(-1), kn.adv_eps),
                       "divide by the group's std + adv_eps (GRPO; the difficulty bias)"),
-    "batch_std": Mode(lambda u, g, r, std, of, eps: _divide(u, _spread(BATCH_STD_OF[of](r, u), std), eps),
+    "batch_std": Mode(lambda u, g, r, kn: _divide(u, _spread(BATCH_STD_OF[kn.batch_std_of](r, u), kn.std), kn.adv_eps),
                       "divide by the batch's std + adv_eps (Lite PPO 2508.08221, REINFORCE++ 2501.03262); "
                       "with the critic: whiten the per-token advantages"),
-    "none": Mode(lambda u, g, r, std, of, eps: u, "no division (Dr.GRPO 2503.20783)"),
+    "group_mean": Mode(_group_mean_scale, "divide by the group's mean reward + adv_eps (MaxRL 2602.02710: the "
+                       "gradient of log pass rate); binary rewards"),
+    "none": Mode(lambda u, g, r, kn: u, "no division (Dr.GRPO 2503.20783)"),
 })
 
 # The `std` knob: name -> the correction of torch.std (N - correction in the denominator).

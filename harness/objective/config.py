@@ -11,7 +11,9 @@ the knob as its location); combinations that would be silently ignored raise too
 Papers: GRPO 2402.03300, Dr.GRPO 2503.20783, DAPO 2503.14476, GSPO 2507.18071,
 CISPO/MiniMax-M1 2506.13585, RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221,
 GPG 2504.02546, PPO 1707.06347, GAE 1506.02438, dual-clip PPO 1912.09729, DPO 2305.18290,
-IPO 2310.12036, k1/k2/k3: Schulman, "Approximating KL Divergence" (2020 blog).
+IPO 2310.12036, k1/k2/k3: Schulman, "Approximating KL Divergence" (2020 blog); the zoo of
+docs/objective.md §12: MaxRL 2602.02710, Pass@k training 2508.10751, SAPO 2511.20347,
+GMPO 2507.20673, DPPO 2602.04879.
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ from harness.objective.dpo import DPO_LOSS
 from harness.objective.kl import KL_ESTIMATOR, KL_PLACEMENT
 from harness.objective.modes import Modes
 from harness.objective.presets import PRESETS, preset_trainer
-from harness.objective.ratios import RATIO
-from harness.objective.surrogates import CLIP
+from harness.objective.ratios import RATIO, RATIO_CLIPS_ITSELF
+from harness.objective.surrogates import CLIP, NEEDS_TOKEN_RATIO
 
 NonNeg = Annotated[float, Field(ge=0)]
 
@@ -61,12 +63,18 @@ class ObjectiveConfig(BaseModel):
     baseline: BaselineMode = Field(
         "group_mean",
         description="b_i: group_mean (GRPO 2402.03300), leave_one_out (RLOO 2402.14740, unbiased), "
-        "batch_mean, none (REINFORCE), critic (PPO: value head + GAE 1506.02438, per-token)",
+        "batch_mean, none (REINFORCE), critic (PPO: value head + GAE 1506.02438, per-token), passk (the Pass@k "
+        "advantage, 2508.10751; binary rewards, scale none)",
     )
     scale: ScaleMode = Field(
         "group_std",
         description="divide by: group_std (GRPO; over-weights easy/hard prompts = difficulty bias), "
-        "batch_std (Lite PPO 2508.08221, REINFORCE++ 2501.03262), none (Dr.GRPO 2503.20783 fix)",
+        "batch_std (Lite PPO 2508.08221, REINFORCE++ 2501.03262), group_mean (MaxRL 2602.02710, binary rewards), "
+        "none (Dr.GRPO 2503.20783 fix)",
+    )
+    passk_k: int = Field(
+        4, ge=1, description="k of baseline=passk (Pass@k training 2508.10751): the advantage of the group's pass@k; "
+        "1 <= k < group_size",
     )
     std: StdMode = Field(
         "sample", description="std with N-1 (sample, torch.std default as in TRL/verl GRPO) or N (population)"
@@ -84,12 +92,14 @@ class ObjectiveConfig(BaseModel):
     ratio: RatioMode = Field(
         "token",
         description="importance ratio: token (PPO/GRPO), sequence (GSPO 2507.18071, length-normalised, "
-        "MoE-stable), sequence_token (GSPO-token), none (on-policy REINFORCE/GPG 2504.02546)",
+        "MoE-stable), sequence_token (GSPO-token), none (on-policy REINFORCE/GPG 2504.02546), geometric (GMPO "
+        "2507.20673: geometric mean of token ratios clipped in log space; clip none)",
     )
     clip: ClipMode = Field(
         "ppo",
         description="surrogate: ppo (clipped min, 1707.06347), cispo (clip the detached IS weight, never drop a "
-        "token, 2506.13585), none (rho*A)",
+        "token, 2506.13585), none (rho*A), sapo (soft sigmoid gate, 2511.20347), dppo_tv | dppo_kl (divergence "
+        "trust region on the token probability, 2602.04879)",
     )
     eps_low: NonNeg | None = Field(
         0.2, description="lower clip distance: bound 1-eps_low; null = no lower bound (CISPO)"
@@ -100,6 +110,23 @@ class ObjectiveConfig(BaseModel):
     dual_clip: float | None = Field(
         None, gt=1,
         description="dual-clip PPO constant c > 1 (1912.09729): for A<0 the loss is capped at -c*A (ppo clip only)",
+    )
+    sapo_tau_pos: float = Field(
+        1.0, gt=0, description="SAPO gate temperature where A > 0 (2511.20347; clip=sapo): larger = sharper gate"
+    )
+    sapo_tau_neg: float = Field(
+        1.05, gt=0, description="SAPO gate temperature where A <= 0 (2511.20347; clip=sapo; > tau_pos damps "
+        "negative updates faster)",
+    )
+    div_low: NonNeg = Field(
+        0.15, description="DPPO divergence bound where A <= 0 (2602.04879; clip=dppo_tv: total variation, "
+        "dppo_kl: binary KL)",
+    )
+    div_high: NonNeg = Field(
+        0.15, description="DPPO divergence bound where A > 0 (2602.04879; clip=dppo_tv | dppo_kl)"
+    )
+    is_cap: float = Field(
+        20.0, gt=0, description="DPPO: cap of the detached IS weight min(rho, is_cap) (2602.04879; clip=dppo_*)"
     )
 
     # §4 KL to the reference
@@ -209,7 +236,38 @@ class ObjectiveConfig(BaseModel):
             raise ValueError(
                 f"dual_clip={self.dual_clip} needs clip='ppo' (got clip={self.clip!r}); allowed dual_clip here: [None]"
             )
+        self._zoo_combinations()
         return self
+
+    def _zoo_combinations(self) -> None:
+        """The rules of docs/objective.md §12 (MaxRL, pass@k, SAPO, GMPO, DPPO)."""
+        if self.ratio in RATIO_CLIPS_ITSELF and self.clip != "none":
+            raise ValueError(
+                f"clip={self.clip!r} with ratio={self.ratio!r}: the geometric ratio clips each token in log space "
+                "itself (eps_low/eps_high, GMPO); allowed clip with ratio='geometric': ['none']"
+            )
+        if self.clip in NEEDS_TOKEN_RATIO and self.ratio != "token":
+            raise ValueError(
+                f"ratio={self.ratio!r} with clip={self.clip!r}: DPPO's trust region is on each sampled token's "
+                "probability; allowed ratio with clip dppo_tv | dppo_kl: ['token']"
+            )
+        if self.baseline == "passk" and self.scale != "none":
+            raise ValueError(
+                f"scale={self.scale!r} with baseline='passk': the Pass@k advantage is already normalised by its "
+                "sigma; allowed scale with baseline='passk': ['none']"
+            )
+        if self.baseline == "critic" and self.scale == "group_mean":
+            raise ValueError(
+                "scale='group_mean' with baseline='critic': critic advantages are per token, not per group; "
+                "allowed scale with the critic: ['batch_std', 'none']"
+            )
+        binary = [k for k, on in (("baseline='passk'", self.baseline == "passk"),
+                                  ("scale='group_mean'", self.scale == "group_mean")) if on]
+        if binary and self.overlong_buffer:
+            raise ValueError(
+                f"overlong_buffer={self.overlong_buffer} with {' and '.join(binary)}: the overlong penalty makes "
+                "the rewards non-binary, and the formula counts correct samples; allowed overlong_buffer here: [0]"
+            )
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "ObjectiveConfig":

@@ -12,7 +12,8 @@ Inputs (all (B, T) log-probs of the SAMPLED tokens):
     adv          (B,) per-sequence or (B, T) per-token advantages (no gradient)
 
 Papers: PPO 1707.06347, GRPO 2402.03300, DAPO 2503.14476, GSPO 2507.18071,
-CISPO 2506.13585, GPG 2504.02546, Dr.GRPO 2503.20783; TIS: Yao et al., "Your efficient RL
+CISPO 2506.13585, GPG 2504.02546, Dr.GRPO 2503.20783, SAPO 2511.20347, GMPO 2507.20673,
+DPPO 2602.04879; TIS: Yao et al., "Your efficient RL
 framework secretly brings you off-policy RL training" (2025 blog); k3: Schulman,
 "Approximating KL Divergence".
 """
@@ -24,8 +25,8 @@ import torch
 
 from harness.objective.aggregation import aggregate, masked_mean, seq_mean
 from harness.objective.kl import kl_penalty
-from harness.objective.ratios import importance_ratio, is_sequence_level
-from harness.objective.surrogates import clip_masks, surrogate_loss
+from harness.objective.ratios import RATIO_CLIPS_ITSELF, RatioClip, geometric_clip_masks, importance_ratio, is_sequence_level
+from harness.objective.surrogates import ZooKnobs, clip_masks, surrogate_loss
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -90,9 +91,12 @@ def policy_loss(
     a = adv.detach().to(logp.dtype)
     A = a.unsqueeze(-1).expand_as(lp) if a.dim() == 1 else torch.where(m, a, zero)  # (B, T)
 
-    # §2 ratio, §3 surrogate
-    rho = importance_ratio(cfg.ratio, lp, old, m)
-    loss_pg = surrogate_loss(cfg.clip, rho, A, lp, cfg.eps_low, cfg.eps_high, cfg.dual_clip)
+    # §2 ratio, §3 surrogate (§12: sapo, dppo_*, geometric)
+    rclip = RatioClip(A, cfg.eps_low, cfg.eps_high) if cfg.ratio in RATIO_CLIPS_ITSELF else None
+    rho = importance_ratio(cfg.ratio, lp, old, m, rclip)
+    zoo = ZooKnobs(old_logp=old, sapo_tau_pos=cfg.sapo_tau_pos, sapo_tau_neg=cfg.sapo_tau_neg,
+                   div_low=cfg.div_low, div_high=cfg.div_high, is_cap=cfg.is_cap)
+    loss_pg = surrogate_loss(cfg.clip, rho, A, lp, cfg.eps_low, cfg.eps_high, cfg.dual_clip, zoo)
 
     # §6 truncated importance sampling: w = min(pi_old_train / pi_rollout, cap), no gradient
     if cfg.tis_cap is not None and rollout_logp is not None:
@@ -119,7 +123,10 @@ def policy_loss(
     with torch.no_grad():
         seq_level = is_sequence_level(cfg.ratio)
         share = seq_mean if seq_level else masked_mean
-        low, high = clip_masks(cfg.clip, rho, A, cfg.eps_low, cfg.eps_high)
+        low, high = clip_masks(cfg.clip, rho, A, cfg.eps_low, cfg.eps_high, zoo, logp=lp)
+        if rclip is not None:  # GMPO: the tokens whose log-ratio the clip replaced by its bound
+            g_low, g_high = geometric_clip_masks(lp.detach() - old, A, cfg.eps_low, cfg.eps_high)
+            low, high = low | g_low, high | g_high
         r_vals = rho.detach()
         metrics: dict[str, float] = {
             "clip/frac": share((low | high).to(lp.dtype), m),

@@ -12,7 +12,8 @@ was picked and which knob reaches the other.
 Papers: PPO 1707.06347 (+ InstructGPT 2203.02155 for LM-PPO), GRPO 2402.03300,
 Dr.GRPO 2503.20783, DAPO 2503.14476, GSPO 2507.18071, CISPO / MiniMax-M1 2506.13585,
 RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221, GPG 2504.02546,
-DPO 2305.18290, IPO 2310.12036.
+DPO 2305.18290, IPO 2310.12036; the zoo (docs/objective.md §12): MaxRL 2602.02710,
+Pass@k training 2508.10751, SAPO 2511.20347, GMPO 2507.20673, DPPO 2602.04879.
 """
 from __future__ import annotations
 
@@ -151,6 +152,67 @@ PRESETS: dict[str, dict] = {
         baseline="group_mean", scale="none", std="sample",
         ratio="none", clip="none", eps_low=0.2, eps_high=0.2,
         agg="token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # ---------------------------------------------------------------- the zoo (docs/objective.md §12)
+    # MaxRL (2602.02710): A_i = (r_i - mean_g) / (mean_g + adv_eps), an unbiased estimate
+    # of grad log pass-rate (the maximum-likelihood objective) for BINARY rewards (checked on every
+    # reward tensor). An all-wrong group gives exactly 0 (no division by adv_eps alone). Singleton
+    # groups (G = 1): the group mean is the reward itself, so A = 0 -- no signal; the run config
+    # refuses group_size < 2 with a group baseline. Token-level PPO clip .2/.2, token_mean, no KL.
+    "maxrl": dict(
+        baseline="group_mean", scale="group_mean", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # Pass@k training (2508.10751): the analytic pass@k advantage of each group
+    # (baseline=passk, already normalised: scale none), k = 4; binary
+    # rewards. passk_k must be < group_size (k = G makes pass@k 0 or 1 for every group, A = 0).
+    "passk": dict(
+        baseline="passk", scale="none", std="sample", passk_k=4,
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # SAPO (2511.20347): a soft sigmoid gate (4/tau) sigma(tau (rho - 1)) replaces the
+    # hard clip; tau_pos 1.0, tau_neg 1.05 (the reference implementations' values: tau_neg > tau_pos
+    # damps negative-advantage tokens faster). Aggregation: seq_mean_token_mean (GRPO's, the
+    # paper's) -- picked; verl's and TRL's SAPO losses ignore their aggregation-mode setting,
+    # here `agg` is honoured like for every other preset. eps_low/eps_high are unused.
+    "sapo": dict(
+        baseline="group_mean", scale="group_std", std="sample",
+        ratio="token", clip="sapo", eps_low=0.2, eps_high=0.2, sapo_tau_pos=1.0, sapo_tau_neg=1.05,
+        agg="seq_mean_token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # GMPO (2507.20673): the geometric mean of the token ratios, each clipped in log
+    # space at (-0.4, 0.4) in the direction of the advantage, -s_i A_i per sequence. verl's and
+    # TRL's GMPO losses ignore their aggregation-mode setting (one term per sequence); with a ratio
+    # constant along the sequence, seq_mean_token_mean gives exactly (1/B) sum_i -s_i A_i, that
+    # per-sequence mean -- picked; `agg` is honoured if changed (token_mean weighs long responses more).
+    "gmpo": dict(
+        baseline="group_mean", scale="group_std", std="sample",
+        ratio="geometric", clip="none", eps_low=0.4, eps_high=0.4,
+        agg="seq_mean_token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    # DPPO (2602.04879): REINFORCE with a detached, capped IS weight, -A sg(min(rho, is_cap)) logp,
+    # on the tokens inside a trust region of the sampled token's probability (total variation
+    # |pi - mu| or the binary KL), checked in the direction of the advantage. Dr.GRPO-style
+    # advantage (no std) and aggregation (norm_constant = max_new_tokens). verl's DPPO caps the IS
+    # weight at 3 by default; the paper's runs use a large cap -- is_cap 20, picked (`is_cap: 3`
+    # reaches verl's). Divergence bounds 0.15 (tv) and 0.05 (binary KL).
+    "dppo_tv": dict(
+        baseline="group_mean", scale="none", std="sample",
+        ratio="token", clip="dppo_tv", eps_low=0.2, eps_high=0.2, div_low=0.15, div_high=0.15, is_cap=20.0,
+        agg="seq_mean_token_sum_norm",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+    ),
+    "dppo_kl": dict(
+        baseline="group_mean", scale="none", std="sample",
+        ratio="token", clip="dppo_kl", eps_low=0.2, eps_high=0.2, div_low=0.05, div_high=0.05, is_cap=20.0,
+        agg="seq_mean_token_sum_norm",
         kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
     ),
     # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);

@@ -6,13 +6,30 @@ advantage broadcast to tokens. eps_low/eps_high are DISTANCES from 1 for every c
 
 Papers: PPO 1707.06347 (L^CLIP, Eq. 7), dual-clip PPO Ye et al. 1912.09729,
 DAPO 2503.14476 (decoupled eps_low/eps_high: clip-higher), CISPO / MiniMax-M1 2506.13585,
-GSPO 2507.18071 (same clip on the sequence ratio).
+GSPO 2507.18071 (same clip on the sequence ratio), SAPO 2511.20347 (a soft sigmoid gate instead
+of the hard clip), DPPO 2602.04879 (a trust region on the divergence of the token's probability:
+total variation or binary KL).
+
+The clip/frac metrics (docs/objective.md §9, §12) count, for every mode, the response tokens whose
+gradient the trust region removed or damped: ppo/cispo where the clip binds, sapo where the gate's
+gradient weight is below half its peak, dppo_* where the divergence mask drops the token.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import torch
+
+
+class ZooKnobs(NamedTuple):
+    """What the sapo and dppo surrogates read besides rho, A and logp (ignored by the others)."""
+
+    old_logp: torch.Tensor | None = None  # (B, T) behaviour log-probs (dppo: mu = exp(old_logp))
+    sapo_tau_pos: float = 1.0
+    sapo_tau_neg: float = 1.05
+    div_low: float = 0.15
+    div_high: float = 0.15
+    is_cap: float = 20.0
 
 from harness.objective.modes import Mode, Modes
 
@@ -29,6 +46,7 @@ def surrogate_loss(
     eps_low: float | None,
     eps_high: float,
     dual_clip: float | None = None,
+    zoo: ZooKnobs | None = None,
 ) -> torch.Tensor:
     """Per-token loss l (B, T) to MINIMISE.
 
@@ -37,13 +55,15 @@ def surrogate_loss(
     cispo  l = -sg(clip(rho, 1-eps_low, 1+eps_high)) * A * logp                   (CISPO objective, 2506.13585)
            the weight is clipped, the token is never dropped; eps_low None = no lower bound
     none   l = -rho*A
-    ratio, adv, logp: (B, T); adv carries no gradient.
+    sapo   l = -(4/tau) sigma(tau (rho - 1)) A, tau = sapo_tau_pos where A > 0 else sapo_tau_neg   (SAPO)
+    dppo_tv / dppo_kl   l = -A sg(min(rho, is_cap)) logp m, m the divergence mask (`dppo_mask`)  (DPPO)
+    ratio, adv, logp: (B, T); adv carries no gradient. zoo: the sapo/dppo knobs (dppo needs old_logp).
     """
     lo, hi = _bounds(eps_low, eps_high)
-    return CLIP[clip].loss(ratio, adv, logp, lo, hi, dual_clip)
+    return CLIP[clip].loss(ratio, adv, logp, lo, hi, dual_clip, zoo or ZooKnobs())
 
 
-def _ppo(ratio, adv, logp, lo, hi, dual_clip):
+def _ppo(ratio, adv, logp, lo, hi, dual_clip, zoo):
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, min=lo, max=hi) * adv
     loss = -torch.minimum(unclipped, clipped)
@@ -53,18 +73,94 @@ def _ppo(ratio, adv, logp, lo, hi, dual_clip):
     return loss
 
 
-def _cispo(ratio, adv, logp, lo, hi, dual_clip):
+def _cispo(ratio, adv, logp, lo, hi, dual_clip, zoo):
     weight = torch.clamp(ratio, min=lo, max=hi).detach()  # sg(r_hat)
     return -weight * adv * logp
 
 
-def _none(ratio, adv, logp, lo, hi, dual_clip):
+def _none(ratio, adv, logp, lo, hi, dual_clip, zoo):
     return -ratio * adv
 
 
+def sapo_tau(adv: torch.Tensor, tau_pos: float, tau_neg: float) -> torch.Tensor:
+    """tau (B, T): tau_pos where A > 0, tau_neg elsewhere (SAPO's asymmetric temperatures)."""
+    return torch.where(adv > 0, torch.full_like(adv, tau_pos), torch.full_like(adv, tau_neg))
+
+
+def _sapo(ratio, adv, logp, lo, hi, dual_clip, zoo):
+    # SAPO 2511.20347: f(rho) = (4/tau) sigma(tau (rho - 1)); grad_theta f = 4 p (1 - p) rho grad logp,
+    # p = sigma(tau (rho - 1)): weight 1 at rho = 1 (the on-policy gradient), decaying smoothly off it.
+    tau = sapo_tau(adv, zoo.sapo_tau_pos, zoo.sapo_tau_neg)
+    return -(4.0 / tau) * torch.sigmoid(tau * (ratio - 1.0)) * adv
+
+
+def sapo_weight(ratio: torch.Tensor, adv: torch.Tensor, tau_pos: float, tau_neg: float) -> torch.Tensor:
+    """The gate's gradient weight 4 p (1 - p), p = sigma(tau (rho - 1)) (B, T), no grad: 1 at rho = 1."""
+    tau = sapo_tau(adv, tau_pos, tau_neg)
+    p = torch.sigmoid(tau * (ratio.detach() - 1.0))
+    return 4.0 * p * (1.0 - p)
+
+
+def dppo_mask(kind: str, logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
+              div_low: float, div_high: float) -> torch.Tensor:
+    """DPPO's trust-region mask m (B, T) bool (2602.04879), on the sampled token's probabilities
+    pi = exp(logp), mu = exp(old_logp), no gradient:
+      tv  m = (pi - mu <= div_high) where A > 0;  (pi - mu >= -div_low) elsewhere
+      kl  D = mu (log mu - log pi) + (1 - mu) log((1 - mu + 1e-8) / (1 - pi + 1e-8))   (binary KL)
+          m = (D <= div_high) or (pi <= mu) where A > 0;  (D <= div_low) or (pi >= mu) elsewhere
+    A token is dropped only when it moved too far in the direction its advantage pushes."""
+    lp, old = logp.detach(), old_logp.detach()
+    pi, mu = torch.exp(lp), torch.exp(old)
+    pos = adv > 0
+    if kind == "tv":
+        return torch.where(pos, pi - mu <= div_high, pi - mu >= -div_low)
+    if kind == "kl":
+        d = mu * (old - lp) + (1.0 - mu) * torch.log((1.0 - mu + 1e-8) / (1.0 - pi + 1e-8))
+        return torch.where(pos, (d <= div_high) | (pi <= mu), (d <= div_low) | (pi >= mu))
+    raise ValueError(f"unknown DPPO divergence {kind!r}; allowed: ['tv', 'kl']")
+
+
+def _dppo(kind: str):
+    def loss(ratio, adv, logp, lo, hi, dual_clip, zoo):
+        if zoo.old_logp is None:
+            raise ValueError(f"clip='dppo_{kind}' needs the behaviour log-probs: pass zoo=ZooKnobs(old_logp=...)")
+        m = dppo_mask(kind, logp, zoo.old_logp, adv, zoo.div_low, zoo.div_high)
+        w = torch.clamp(ratio, max=zoo.is_cap).detach()  # rho_bar = sg(min(rho, is_cap))
+        return -adv * w * logp * m.to(logp.dtype)  # l = -A rho_bar logp m
+    return loss
+
+
+def _bound_masks(ratio, adv, logp, lo, hi, zoo):
+    """ppo / cispo: where the clip binds in the direction of the advantage."""
+    low = (adv < 0) & (ratio < lo) if lo is not None else torch.zeros_like(ratio, dtype=torch.bool)
+    return low, (adv > 0) & (ratio > hi)
+
+
+def _no_masks(ratio, adv, logp, lo, hi, zoo):
+    f = torch.zeros_like(ratio, dtype=torch.bool)
+    return f, f
+
+
+def _sapo_masks(ratio, adv, logp, lo, hi, zoo):
+    """The gate damps a token to below half its peak gradient: 4p(1-p) < 1/2 (|tau (rho - 1)| > 1.7627);
+    low = such a token with rho < 1, high = with rho > 1 (the gate damps both directions, whatever A)."""
+    damped = (sapo_weight(ratio, adv, zoo.sapo_tau_pos, zoo.sapo_tau_neg) < 0.5) & (adv != 0)
+    return damped & (ratio < 1), damped & (ratio > 1)
+
+
+def _dppo_masks(kind: str):
+    def masks(ratio, adv, logp, lo, hi, zoo):
+        if zoo.old_logp is None or logp is None:
+            raise ValueError(f"the clip masks of clip='dppo_{kind}' need logp and zoo.old_logp (B, T)")
+        dropped = ~dppo_mask(kind, logp, zoo.old_logp, adv, zoo.div_low, zoo.div_high)
+        return dropped & (adv < 0), dropped & (adv > 0)
+    return masks
+
+
 class Surrogate(NamedTuple):
-    loss: object  # (ratio, adv, logp, lower bound | None, upper bound, dual_clip) -> l (B, T)
-    clips: bool  # whether the bounds 1-eps_low, 1+eps_high act (clip_masks, the clip/frac metrics)
+    loss: object  # (ratio, adv, logp, lower bound | None, upper bound, dual_clip, ZooKnobs) -> l (B, T)
+    clips: bool  # whether the bounds 1-eps_low, 1+eps_high act (ppo, cispo); the run config refuses eps_* otherwise
+    masks: object = _bound_masks  # (ratio, adv, logp | None, lower | None, upper, ZooKnobs) -> (low, high) (B, T)
 
 
 # The `clip` knob (docs/objective.md §3).
@@ -72,25 +168,30 @@ CLIP: Modes = Modes("clip", {
     "ppo": Mode(Surrogate(_ppo, True), "-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), dual_clip optional (PPO 1707.06347)"),
     "cispo": Mode(Surrogate(_cispo, True), "-sg(clip(rho, 1-eps_low, 1+eps_high)) A logp: the IS weight is clipped, "
                   "no token dropped (CISPO 2506.13585)"),
-    "none": Mode(Surrogate(_none, False), "-rho A, no clipping"),
+    "none": Mode(Surrogate(_none, False, _no_masks), "-rho A, no clipping"),
+    "sapo": Mode(Surrogate(_sapo, False, _sapo_masks), "-(4/tau) sigmoid(tau (rho - 1)) A: a soft gate, "
+                 "tau = sapo_tau_pos (A > 0) / sapo_tau_neg (SAPO 2511.20347)"),
+    "dppo_tv": Mode(Surrogate(_dppo("tv"), False, _dppo_masks("tv")), "-A sg(min(rho, is_cap)) logp, tokens whose "
+                    "probability moved more than div_low/div_high (total variation) dropped (DPPO 2602.04879)"),
+    "dppo_kl": Mode(Surrogate(_dppo("kl"), False, _dppo_masks("kl")), "as dppo_tv with the binary KL of the "
+                    "sampled token's probability as the divergence (DPPO 2602.04879)"),
 })
+# The surrogates that read the behaviour log-probs themselves (only with ratio='token').
+NEEDS_TOKEN_RATIO = frozenset({"dppo_tv", "dppo_kl"})
 CLIP_MODES = CLIP.names
 
 
 def clip_masks(
-    clip: str, ratio: torch.Tensor, adv: torch.Tensor, eps_low: float | None, eps_high: float
+    clip: str, ratio: torch.Tensor, adv: torch.Tensor, eps_low: float | None, eps_high: float,
+    zoo: ZooKnobs | None = None, logp: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(low, high) bool (B, T): where the clip binds in the direction of the advantage.
+    """(low, high) bool (B, T): the tokens whose gradient the trust region removed or damped.
 
-    low:  A < 0 and rho < 1 - eps_low   (the update that would push rho further down is cut)
-    high: A > 0 and rho > 1 + eps_high  (the update that would push rho further up is cut)
-    For cispo the same conditions mark where the IS weight is capped; clip 'none' never binds.
+    ppo, cispo  low: A < 0 and rho < 1 - eps_low; high: A > 0 and rho > 1 + eps_high (the clip binds in
+                the direction of the advantage; for cispo: where the IS weight is capped)
+    sapo        the gate's gradient weight 4p(1-p) < 1/2; low: rho < 1, high: rho > 1
+    dppo_*      the divergence mask drops the token; low: A < 0, high: A > 0 (needs logp, zoo.old_logp)
+    none        never
     """
-    r = ratio.detach()
-    if not CLIP[clip].clips:
-        f = torch.zeros_like(r, dtype=torch.bool)
-        return f, f
     lo, hi = _bounds(eps_low, eps_high)
-    low = (adv < 0) & (r < lo) if lo is not None else torch.zeros_like(r, dtype=torch.bool)
-    high = (adv > 0) & (r > hi)
-    return low, high
+    return CLIP[clip].masks(ratio.detach(), adv, None if logp is None else logp.detach(), lo, hi, zoo or ZooKnobs())

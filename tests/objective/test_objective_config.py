@@ -24,6 +24,13 @@ EXPECTED_TABLE = {
     "reinforce_pp": ("group_mean", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.01, "k1", "reward"),
     "lite_ppo":     ("group_mean", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "gpg":          ("group_mean", "none", "none", "none", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    # the zoo (docs/objective.md §12)
+    "maxrl":        ("group_mean", "group_mean", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "passk":        ("passk", "none", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "sapo":         ("group_mean", "group_std", "token", "sapo", 0.2, 0.2, "seq_mean_token_mean", 0.0, "k3", "loss"),
+    "gmpo":         ("group_mean", "group_std", "geometric", "none", 0.4, 0.4, "seq_mean_token_mean", 0.0, "k3", "loss"),
+    "dppo_tv":      ("group_mean", "none", "token", "dppo_tv", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
+    "dppo_kl":      ("group_mean", "none", "token", "dppo_kl", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {
@@ -33,11 +40,15 @@ EXPECTED_EXTRAS = {
     "reinforce_pp": dict(batch_std_of="centered"),
     "lite_ppo": dict(batch_std_of="reward"),
     "dpo": dict(dpo_beta=0.1, dpo_loss_type="sigmoid", kl_coef=0.0),
+    "passk": dict(passk_k=4),
+    "sapo": dict(sapo_tau_pos=1.0, sapo_tau_neg=1.05),
+    "dppo_tv": dict(div_low=0.15, div_high=0.15, is_cap=20.0),
+    "dppo_kl": dict(div_low=0.05, div_high=0.05, is_cap=20.0),
 }
 
 
 def _make(name: str, **kw) -> ObjectiveConfig:
-    if name == "dr_grpo":
+    if PRESETS[name].get("agg") == "seq_mean_token_sum_norm":
         kw.setdefault("norm_constant", 64.0)  # the run config fills it from max_new_tokens
     return ObjectiveConfig.preset(name, **kw)
 

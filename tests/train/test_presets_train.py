@@ -10,7 +10,10 @@ from harness.train import train
 from harness.train.run.warmstart import ensure_warm_start
 
 
-PRESETS = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "gspo_token", "cispo", "rloo", "reinforce_pp", "lite_ppo", "gpg"]
+PRESETS = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "gspo_token", "cispo", "rloo", "reinforce_pp", "lite_ppo", "gpg",
+           "maxrl", "passk", "sapo", "gmpo", "dppo_tv", "dppo_kl"]
+# the fast config samples G = 4: pass@k needs k < G
+EXTRA = {"passk": ["objective.passk_k=2"]}
 
 
 def _weights(folder):
@@ -19,7 +22,7 @@ def _weights(folder):
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, tmp_path):
-    cfg = fast_config(f"objective.preset={preset}", "train.steps=1", "train.checkpoint_every=1")
+    cfg = fast_config(f"objective.preset={preset}", *EXTRA.get(preset, []), "train.steps=1", "train.checkpoint_every=1")
     before = _weights(ensure_warm_start(cfg))
     train(cfg, tmp_path / "run")
     after = _weights(tmp_path / "run" / "checkpoints" / "step_000001")

@@ -1,0 +1,59 @@
+"""λ-GRPO's learnable length weighting (arXiv 2510.06870), docs/objective.md §13 -- the math only.
+
+NOT YET TRAINABLE: λ is a learned scalar with its own learning rate, so a trainer must own it
+(a parameter, an optimizer at `lambda_lr`, checkpoint and resume, the `agg/lambda` metric). Until
+that wiring exists `lambda_length` is not a value of the `agg` knob and there is no preset.
+
+Glossary: B = N*G sequences (groups contiguous), T padded response length, M response mask (B, T),
+|o_i| = sum_t M[i, t]. Per group g of G responses:
+
+    mu_g = mean_j |o_j|,  sigma_g = std_j |o_j|                    (population std)
+    z_i  = (|o_i| - mu_g) / sigma_g                                 (0 when sigma_g = 0)
+    h_i  = max(1 + r z_i, 1e-6),  r = lambda_r
+    f_i  = G * softmax_j(h_j^lambda)_i                              (sum_i f_i = G)
+    loss = sum_i f_i sum_t M l_it / sum_{i,t} M                     (the whole mini-batch's token count)
+
+At λ = 0 every h^0 = 1, f_i = 1 exactly and the loss is `token_mean`'s, bit for bit (tested);
+λ < 0 favours short responses (towards GRPO's 1/|o_i|), λ > 0 long ones.
+
+Where the paper left a choice (we could not read its code), picked here and said so:
+  - the std of the lengths is the population one (N), and a group of equal lengths has z = 0;
+  - h is floored at 1e-6 so that h^λ is defined when r z_i <= -1 (a very short response);
+  - the weights are normalised within each group (G softmax over the G responses of a prompt),
+    not over the whole batch;
+  - the denominator is the mini-batch's token count (token_mean's), so λ = 0 is DAPO's loss;
+  - λ is learned by gradient descent on this same loss (its gradient is `loss.backward()`'s).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def lambda_length_weights(lengths: torch.Tensor, group_size: int, lam: torch.Tensor | float,
+                          lambda_r: float) -> torch.Tensor:
+    """f (B,) from response lengths (B,) (groups of `group_size` contiguous): the module docstring's
+    f_i = G softmax(h^λ)_i. Differentiable in `lam` (a 0-dim tensor with grad, or a float)."""
+    if lengths.dim() != 1 or group_size < 1 or lengths.shape[0] % group_size:
+        raise ValueError(f"lengths must be (B,) with B divisible by group_size={group_size}, got {tuple(lengths.shape)}")
+    L = lengths.to(torch.get_default_dtype()).view(-1, group_size)  # (N, G)
+    sigma = L.std(-1, correction=0, keepdim=True)
+    z = torch.where(sigma > 0, (L - L.mean(-1, keepdim=True)) / torch.where(sigma > 0, sigma, 1.0), 0.0)
+    h = (1.0 + lambda_r * z).clamp(min=1e-6)
+    lam_t = torch.as_tensor(lam, dtype=h.dtype)
+    g = torch.pow(h, lam_t)  # h^λ: exactly 1 at λ = 0
+    e = torch.exp(g - g.amax(-1, keepdim=True))
+    f = e * group_size / e.sum(-1, keepdim=True)  # G * softmax; all-equal g -> exactly 1
+    return f.reshape(-1)
+
+
+def lambda_length_aggregate(loss_tok: torch.Tensor, mask: torch.Tensor, group_size: int, lam: torch.Tensor | float,
+                            lambda_r: float, num_tokens: float | None = None) -> torch.Tensor:
+    """Scalar loss sum_i f_i sum_t M l_it / num_tokens from the per-token loss (B, T).
+    num_tokens: the whole mini-batch's response tokens (default: this batch's); 0 is treated as 1."""
+    if loss_tok.shape != mask.shape or loss_tok.dim() != 2:
+        raise ValueError(f"loss {tuple(loss_tok.shape)} and mask {tuple(mask.shape)} must both be (B, T)")
+    m = mask > 0
+    ell = torch.where(m, loss_tok, torch.zeros_like(loss_tok))
+    f = lambda_length_weights(m.sum(-1), group_size, lam, lambda_r).to(ell.dtype)
+    n_tok = max(float(m.sum().item() if num_tokens is None else num_tokens), 1.0)
+    return (f.unsqueeze(-1) * ell).sum() / n_tok

@@ -1,0 +1,108 @@
+"""PRIME's implicit process rewards (arXiv 2502.01456), docs/objective.md §13 -- the math only.
+
+NOT YET TRAINABLE: PRIME trains a second model, the implicit process reward model pi_phi
+(initialised from the warm start, one optimizer step per training step at `prm_lr` on the outcome
+labels, checkpointed and resumed with the run), like PPO's critic. Until the trainer owns it the
+knobs below are arguments of these functions, not fields of ObjectiveConfig, and there is no preset.
+
+Glossary: N prompts, G group size (PRIME's n), B = N*G sequences (groups contiguous), T padded
+response length, M response mask (B, T). q = log pi_phi - log pi_ref of the sampled tokens (B, T).
+
+    process reward     r^p_t = prime_beta * q_t                     (the implicit PRM's token reward)
+    reward-model loss  BCE(sigmoid(prime_beta * sum_t M q_t), outcome)   (binary outcomes)
+    advantages         RLOO over the group of the process rewards (x prime_coef) and of the outcome
+                       at the last token (x outcome_coef), summed; returns = reverse cumulative sums;
+                       advantages = the returns whitened over the batch's response tokens; PPO-clip loss.
+
+This follows verl's PRIME recipe (the `prime_*` of verl/recipe/prime), whose worked example is
+tested to 1e-6, including three details of that code:
+  - it DROPS the last response token's process reward (prime_keep_last_token=False); the PRIME
+    repository keeps it (prime_keep_last_token=True; also tested);
+  - before the RLOO it divides the process rewards by the batch's largest |reverse cumulative sum|
+    + 1e-6 (its `prime_norm: batch_norm`);
+  - its RLOO of the process rewards is per token: r_t n/(n-1) - (sum_j mean_t r_j)/(n-1), the group's
+    per-response token means (the response's own included) over n - 1; its whitening uses the
+    sample variance and (x - mean) / sqrt(var + 1e-8).
+"""
+from __future__ import annotations
+
+import torch
+
+from harness.objective.advantages import check_binary
+
+
+def _last_token(mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: the last response token of each row (right-padded mask)."""
+    m = mask > 0
+    lengths = m.sum(-1)
+    out = torch.zeros_like(m)
+    rows = torch.nonzero(lengths > 0).flatten()
+    out[rows, lengths[rows] - 1] = True
+    return out
+
+
+def prime_process_rewards(q: torch.Tensor, mask: torch.Tensor, prime_beta: float = 0.05,
+                          prime_keep_last_token: bool = False) -> torch.Tensor:
+    """Token rewards (B, T) = prime_beta * q on the response tokens, no grad; the last response
+    token's is 0 unless prime_keep_last_token (verl drops it, the PRIME repository keeps it)."""
+    m = mask > 0
+    r = torch.where(m, prime_beta * q.detach(), torch.zeros_like(q))
+    if not prime_keep_last_token:
+        r = torch.where(_last_token(m), torch.zeros_like(r), r)
+    return r
+
+
+def prime_rm_loss(q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tensor,
+                  prime_beta: float = 0.05) -> torch.Tensor:
+    """The implicit PRM's loss: mean over B of BCE(sigmoid(prime_beta * sum_t M q), outcome).
+    q (B, T) carries the gradient of pi_phi; outcomes (B,) must be 0 or 1."""
+    check_binary(outcomes, "PRIME's reward-model loss")
+    m = mask > 0
+    score = prime_beta * torch.where(m, q, torch.zeros_like(q)).sum(-1)
+    return torch.nn.functional.binary_cross_entropy_with_logits(score, outcomes.to(score.dtype))
+
+
+def prime_rm_accuracy(q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tensor) -> float:
+    """`prm/accuracy`: share of sequences whose PRM score predicts the outcome (sum_t M q > 0 iff correct)."""
+    m = mask > 0
+    score = torch.where(m, q.detach(), torch.zeros_like(q)).sum(-1)
+    return float(((score > 0) == (outcomes > 0.5)).to(torch.float64).mean().item())
+
+
+def _masked_rloo(r: torch.Tensor, m: torch.Tensor, n: int) -> torch.Tensor:
+    """verl's per-token RLOO (module docstring) over groups of n contiguous rows; 0 off the mask."""
+    if n < 2:
+        raise ValueError(f"PRIME's RLOO needs group_size >= 2, got {n}")
+    r = torch.where(m, r, torch.zeros_like(r))
+    means = r.sum(-1) / m.sum(-1).clamp(min=1).to(r.dtype)  # (B,) mean over each row's masked tokens
+    base = means.view(-1, n).sum(-1, keepdim=True).expand(-1, n).reshape(-1) / (n - 1)  # (B,)
+    out = r * (n / (n - 1)) - base.unsqueeze(-1)
+    return torch.where(m, out, torch.zeros_like(out))
+
+
+def _whiten_verl(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    vals = x[m]
+    mean = vals.mean()
+    var = ((vals - mean) ** 2).sum() / max(vals.numel() - 1, 1)
+    return torch.where(m, (x - mean) * torch.rsqrt(var + 1e-8), torch.zeros_like(x))
+
+
+def prime_advantages(process_rewards: torch.Tensor, outcomes: torch.Tensor, mask: torch.Tensor, group_size: int,
+                     prime_coef: float = 5.0, outcome_coef: float = 5.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages (B, T), returns (B, T)), no grad, from the process rewards (B, T)
+    (`prime_process_rewards`) and the binary outcomes (B,), groups of `group_size` contiguous:
+
+        p   = process_rewards / (max_{i,t} |sum_{s>=t} process_rewards_is| + 1e-6)      (batch norm)
+        R_t = prime_coef * rloo(p)_t + outcome_coef * [t last] * rloo(outcome)          (per token)
+        returns_t = sum_{s>=t} M R_s;   advantages = whiten(returns) over the response tokens
+    """
+    check_binary(outcomes, "PRIME's outcome reward")
+    m = mask > 0
+    p = torch.where(m, process_rewards.detach(), torch.zeros_like(process_rewards))
+    p = p / (p.flip(-1).cumsum(-1).flip(-1).abs().max() + 1e-6)
+    last = _last_token(m)
+    out = torch.where(last, outcomes.to(p.dtype).unsqueeze(-1).expand_as(p), torch.zeros_like(p))
+    total = prime_coef * _masked_rloo(p, m, group_size) + outcome_coef * _masked_rloo(out, last, group_size)
+    returns = torch.where(m, total, torch.zeros_like(total)).flip(-1).cumsum(-1).flip(-1)
+    returns = torch.where(m, returns, torch.zeros_like(returns))
+    return _whiten_verl(returns, m), returns
