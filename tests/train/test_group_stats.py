@@ -16,7 +16,8 @@ from harness.train.rl.episode import Episode
 from harness.train.batch import Batch
 from harness.train.diagnostics.group_stats import extreme_grad_share, extreme_rows, group_records
 from harness.models.logprobs import response_logprobs
-from harness.train.run.rundir import GROUP_RECORDS, RunDir, read_jsonl
+from harness.jsonl import read_jsonl
+from harness.train.run.rundir import GROUP_RECORDS, RunDir
 
 
 def _episode(correct_per_group: list[list[int]], T: int = 3, response_ids: torch.Tensor | None = None,

@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from harness.atomic import atomic_folder, atomic_write_text
+from harness.jsonl import read_jsonl
 
 KEEP_CHECKPOINTS = 2  # the newest checkpoint and the one before it (a fallback if the newest is unreadable)
 STALE = (".step_*.tmp-*", ".step_*.old-*", ".tmp_step_*")  # atomic_folder's temp names (and the older one)
@@ -160,19 +161,6 @@ class RunDir:
                 shutil.rmtree(self.root / name)
                 removed.append(name + "/")
         return removed
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """Records of a JSONL file, stopping at a torn last line."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            break
-    return out
 
 
 def _is_clean(path: Path, n_records: int) -> bool:

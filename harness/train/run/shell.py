@@ -32,7 +32,8 @@ from harness.train.run.faults import RunFault, StoppedBySignal
 from harness.train.run.nonfinite import on_nonfinite
 from harness.train.run.resume import resume_point
 from harness.train.run.components import Component, Trained, adamw, build_components
-from harness.train.run.rundir import RunDir, read_jsonl
+from harness.jsonl import read_jsonl
+from harness.train.run.rundir import RunDir
 from harness.train.run.setup import open_run, start_run
 from harness.train.run.stop import StopOnSignal
 
