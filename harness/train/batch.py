@@ -35,6 +35,7 @@ class Batch:
     ref_logp: torch.Tensor | None = None  # (B, T) pi_ref
     old_values: torch.Tensor | None = None  # (B, T) a value model's predictions at rollout time
     returns: torch.Tensor | None = None  # (B, T) value targets
+    outcomes: torch.Tensor | None = None  # (B,) the rewards as labels of a trained reward model (PRIME)
     index: list[int] = field(default_factory=list)  # the step's row number of each row (empty: 0..B-1)
 
     def __post_init__(self) -> None:
