@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.objective.advantages import critic_advantages, group_advantages
+from harness.objective.lambda_grpo import lambda_row_weights
 from harness.objective.kl import KL_PLACEMENT, kl_in_reward, token_rewards_with_kl
 from harness.objective.policy import policy_loss
 from harness.objective.prime import prime_advantages, prime_process_rewards, prime_rm_accuracy, prime_rm_loss
@@ -50,6 +51,8 @@ class Needs:
     prm_logp             PRIME's implicit reward model pi_phi (baseline: prime, §13): its log-probs
                          of the sampled tokens (B, T) before the update for `advantages`, with
                          gradient in `loss` (its BCE), and `LossInputs.outcomes`; needs ref_logp too
+    lam                  λ-GRPO's learned scalar λ (agg: lambda_length, §13) in `LossInputs.lam`,
+                         with each row's `group_lengths` (b, G) and `group_pos` (b,)
     """
 
     ref_logp: bool
@@ -60,6 +63,7 @@ class Needs:
     entropy_grad: bool
     adv_only_gradient: bool
     prm_logp: bool = False
+    lam: bool = False
 
 
 def _kl_in(obj: "ObjectiveConfig", placement: str) -> bool:
@@ -86,6 +90,7 @@ def inputs_needed(obj: "ObjectiveConfig") -> Needs:
         entropy_grad=bool(obj.entropy_coef),
         adv_only_gradient=not (_kl_in(obj, "loss") or obj.entropy_coef),
         prm_logp=_prime(obj),
+        lam=obj.agg == "lambda_length",
     )
 
 
@@ -184,6 +189,8 @@ class LossInputs:
     returns       value targets from `advantages` (Scored.returns)
     prm_logp      PRIME's reward model's log-probs, with grad (baseline: prime)
     outcomes      (b,) the binary outcome labels its BCE is trained on (baseline: prime)
+    lam           λ-GRPO's learned λ, a 0-dim tensor with grad (agg: lambda_length)
+    group_lengths (b, G) the lengths of each row's group; group_pos (b,) the row's place in it
     """
 
     logp: torch.Tensor
@@ -198,6 +205,19 @@ class LossInputs:
     returns: torch.Tensor | None = None
     prm_logp: torch.Tensor | None = None
     outcomes: torch.Tensor | None = None
+    lam: torch.Tensor | None = None
+    group_lengths: torch.Tensor | None = None
+    group_pos: torch.Tensor | None = None
+
+
+def _lambda_weights(obj: "ObjectiveConfig", x: LossInputs) -> torch.Tensor | None:
+    """λ-GRPO's row weights f (b,) (agg: lambda_length, §13), differentiable in x.lam; None otherwise."""
+    if obj.agg != "lambda_length":
+        return None
+    if x.lam is None or x.group_lengths is None or x.group_pos is None:
+        raise ValueError("agg='lambda_length' needs lam (the learned λ), group_lengths (b, G) and group_pos (b,) "
+                         "in LossInputs: inputs_needed(obj).lam")
+    return lambda_row_weights(x.group_lengths, x.group_pos, x.lam, obj.lambda_r)
 
 
 def loss(obj: "ObjectiveConfig", x: LossInputs, num_seqs: float | None = None,
@@ -208,13 +228,16 @@ def loss(obj: "ObjectiveConfig", x: LossInputs, num_seqs: float | None = None,
     Decided here: the entropy is detached when entropy_coef is 0 (it is then only a metric);
     the sampler's log-probs reach the loss only when tis_cap is set. Metrics: §9's
     (loss/policy, loss/kl, loss/entropy, clip/*, ratio/*, kl/*, entropy, and with values
-    loss/value, value/clip_frac, value/explained_variance; with prm_logp (PRIME) + its BCE, loss/prm)."""
+    loss/value, value/clip_frac, value/explained_variance; with prm_logp (PRIME) + its BCE, loss/prm;
+    agg: lambda_length: the row weights of the learned λ, agg/lambda)."""
     entropy = x.entropy
     if entropy is not None and not obj.entropy_coef:
         entropy = entropy.detach()
     total, metrics = policy_loss(obj, x.logp, x.old_logp, x.adv, x.mask, ref_logp=x.ref_logp, entropy=entropy,
                                  rollout_logp=x.rollout_logp if obj.tis_cap else None,
-                                 num_seqs=num_seqs, num_tokens=num_tokens)
+                                 num_seqs=num_seqs, num_tokens=num_tokens, row_weights=_lambda_weights(obj, x))
+    if x.lam is not None:
+        metrics = {**metrics, "agg/lambda": float(x.lam.detach())}
     if x.values is not None:
         if x.old_values is None or x.returns is None:
             raise ValueError("values given without old_values and returns (b, T): the value loss needs all three")

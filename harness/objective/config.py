@@ -13,7 +13,7 @@ CISPO/MiniMax-M1 2506.13585, RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2
 GPG 2504.02546, PPO 1707.06347, GAE 1506.02438, dual-clip PPO 1912.09729, DPO 2305.18290,
 IPO 2310.12036, k1/k2/k3: Schulman, "Approximating KL Divergence" (2020 blog); the zoo of
 docs/objective.md §12: MaxRL 2602.02710, Pass@k training 2508.10751, SAPO 2511.20347,
-GMPO 2507.20673, DPPO 2602.04879; of §13: PRIME 2502.01456.
+GMPO 2507.20673, DPPO 2602.04879; of §13: PRIME 2502.01456, λ-GRPO 2510.06870.
 """
 from __future__ import annotations
 
@@ -146,7 +146,8 @@ class ObjectiveConfig(BaseModel):
     agg: AggMode = Field(
         "seq_mean_token_mean",
         description="seq_mean_token_mean (GRPO/GSPO; 1/|o_i| = length bias), token_mean (DAPO), "
-        "seq_mean_token_sum_norm (Dr.GRPO, /norm_constant), seq_mean_token_sum (RLOO)",
+        "seq_mean_token_sum_norm (Dr.GRPO, /norm_constant), seq_mean_token_sum (RLOO), lambda_length (λ-GRPO "
+        "2510.06870: learned length weights)",
     )
     norm_constant: float | None = Field(
         None, gt=0, description="C of seq_mean_token_sum_norm (Dr.GRPO: max generation length; run config fills it)"
@@ -175,6 +176,19 @@ class ObjectiveConfig(BaseModel):
     )
     routing_replay: bool = Field(
         False, description="MoE: replay the rollout's expert choice in the training forward (R3, 2510.11370)"
+    )
+
+    # λ-GRPO's learned length weights (docs/objective.md §13; agg: lambda_length)
+    lambda_init: float = Field(
+        0.0, description="λ-GRPO (2510.06870): λ's starting value; 0 = token_mean exactly (agg=lambda_length)"
+    )
+    lambda_lr: float = Field(
+        1e-2, gt=0, description="λ-GRPO: AdamW learning rate of the learned scalar λ (no weight decay; "
+        "agg=lambda_length)",
+    )
+    lambda_r: float = Field(
+        0.5, gt=0, description="λ-GRPO: h_i = max(1 + lambda_r z_i, 1e-6), z_i the length's z-score in its group "
+        "(agg=lambda_length)",
     )
 
     # PRIME's implicit process rewards (docs/objective.md §13; baseline: prime)

@@ -11,7 +11,7 @@ from harness.train.run.warmstart import ensure_warm_start
 
 
 PRESETS = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "gspo_token", "cispo", "rloo", "reinforce_pp", "lite_ppo", "gpg",
-           "maxrl", "passk", "sapo", "gmpo", "dppo_tv", "dppo_kl", "prime"]
+           "maxrl", "passk", "sapo", "gmpo", "dppo_tv", "dppo_kl", "prime", "lambda_grpo"]
 # the fast config samples G = 4: pass@k needs k < G
 EXTRA = {"passk": ["objective.passk_k=2"]}
 
@@ -44,6 +44,10 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
         prm = state["prm"]
         moved = sum(not torch.equal(before[k], prm["lm." + k]) for k in before if "lm." + k in prm)
         assert moved >= len(before) // 2 and state["prm_optimizer"]["state"], "the reward model took no step"
+    if preset == "lambda_grpo":  # λ (from lambda_init 0) logged, stepped with the policy, checkpointed
+        assert math.isfinite(step0["agg/lambda"]) and step0["agg/lambda"] != 0.0
+        state = torch.load(tmp_path / "run" / "checkpoints" / "step_000001" / "trainer_state.pt", weights_only=False)
+        assert float(state["lambda"]["value"]) != 0.0 and state["lambda_optimizer"]["state"]
     if preset == "grpo":  # the final checkpoint loads on its own for `harness eval RUN_DIR`
         from harness.train.eval.final_eval import eval_run
 

@@ -1,6 +1,6 @@
 """A PPO run killed mid-way resumes with its value model (a component: harness/train/run/components.py)
 and that model's optimizer restored exactly: the resumed run logs the numbers of an uninterrupted one.
-The same for PRIME's implicit reward model (docs/objective.md §13)."""
+The same for PRIME's implicit reward model and λ-GRPO's learned λ (docs/objective.md §13)."""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,8 @@ def _metrics(run) -> list[dict]:
             for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("preset, component, metric", [("ppo", "critic", "value/"), ("prime", "prm", "prm/")])
+@pytest.mark.parametrize("preset, component, metric", [("ppo", "critic", "value/"), ("prime", "prm", "prm/"),
+                                                        ("lambda_grpo", "lambda", "agg/lambda")])
 def test_killed_mid_way_resumes_the_component_and_its_optimizer(preset, component, metric, tmp_path, fast_config,
                                                                monkeypatch):
     import harness.train.rl.step as rl_step

@@ -20,6 +20,7 @@ import torch
 from harness.config import ConfigError
 from harness.models.moe import is_moe
 from harness.objective import advantages, inputs_needed, loss_mask
+from harness.objective.lambda_grpo import group_length_rows
 from harness.train.batch import Batch
 from harness.train.rl.collect import collect, step_seed
 from harness.train.rl.episode import Episode
@@ -142,8 +143,15 @@ class RLTrainer(Trainer):
         rewards = ep.rewards.to(dev)
         scored = advantages(obj, rewards, mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp, **given)
         return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, old_values=given.get("values"),
-                           returns=scored.returns, outcomes=rewards if self.needs.prm_logp else None), \
-            mismatch, scored.metrics
+                           returns=scored.returns, outcomes=rewards if self.needs.prm_logp else None,
+                           **self._groups(mask)), mismatch, scored.metrics
+
+    def _groups(self, mask: torch.Tensor) -> dict:
+        """Each row's group lengths and position (B, G), (B,): λ-GRPO's weights of random mini-batch rows."""
+        if not self.needs.lam:
+            return {}
+        lengths, pos = group_length_rows((mask > 0).sum(-1), self.cfg.train.group_size)
+        return {"group_lengths": lengths, "group_pos": pos}
 
     def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
         """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""

@@ -85,11 +85,27 @@ def _implicit_prm(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
     return ImplicitPRM(policy, cfg.rollout.temperature), cfg.objective.prm_lr
 
 
+class LearnedScalar(nn.Module):
+    """One trained scalar (λ-GRPO's λ, docs/objective.md §13); its output is the 0-dim parameter."""
+
+    def __init__(self, init: float):
+        super().__init__()
+        self.value = nn.Parameter(torch.tensor(float(init)))
+
+    def forward(self, *batch) -> torch.Tensor:
+        return self.value
+
+
+def _lambda(cfg, policy: nn.Module) -> tuple[nn.Module, float, float]:
+    return LearnedScalar(cfg.objective.lambda_init), cfg.objective.lambda_lr, 0.0  # no weight decay towards 0
+
+
 # provides -> (name in the checkpoint, builder(cfg, policy) -> (module, learning rate[, weight decay]),
 #              scores: its output before the update is an input of `advantages`)
 COMPONENTS: dict[str, tuple[str, Callable, bool]] = {
     "values": ("critic", _value_model, True),  # PPO's value model (objective.baseline=critic)
     "prm_logp": ("prm", _implicit_prm, True),  # PRIME's implicit reward model (objective.baseline=prime, §13)
+    "lam": ("lambda", _lambda, False),  # λ-GRPO's learned λ (objective.agg=lambda_length, §13)
 }
 
 
