@@ -254,8 +254,12 @@ class RunConfig(_Section):
                              f"trainer={want!r}; allowed trainer values: {list(TRAINERS)} (drop the key: the preset "
                              "sets it)")
         rl = self.trainer == "rl"  # the DPO trainer reads no group, clip or batch-shape knob
-        if rl and o.baseline == "leave_one_out" and t.group_size < 2:
-            raise ValueError(f"train.group_size={t.group_size} is impossible with objective.baseline=leave_one_out (RLOO needs G >= 2)")
+        if rl and o.agg == "lambda_length" and t.grad_share_every:
+            raise ValueError(f"train.grad_share_every={t.grad_share_every} with objective.agg='lambda_length': the "
+                             "gradient-share diagnostic has no access to the learned λ; allowed: train.grad_share_every=0")
+        if rl and o.baseline in ("leave_one_out", "prime") and t.group_size < 2:
+            raise ValueError(f"train.group_size={t.group_size} is impossible with objective.baseline={o.baseline} "
+                             "(its leave-one-out baseline needs G >= 2); allowed: train.group_size >= 2")
         group_stats = ([f"objective.baseline={o.baseline!r}"] if o.baseline == "group_mean" else []) + (
             ["objective.scale='group_std'"] if o.scale == "group_std" else [])
         if rl and t.group_size < 2 and group_stats:
@@ -380,7 +384,11 @@ class RunConfig(_Section):
                      ("sapo_tau_neg", o.clip == "sapo", "objective.clip='sapo'"),
                      ("div_low", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"),
                      ("div_high", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"),
-                     ("is_cap", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"))
+                     ("is_cap", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"),
+                     *((k, o.baseline == "prime", "objective.baseline='prime'")
+                       for k in ("prime_beta", "prime_coef", "outcome_coef", "prm_lr", "prime_keep_last_token")),
+                     *((k, o.agg == "lambda_length", "objective.agg='lambda_length'")
+                       for k in ("lambda_init", "lambda_lr", "lambda_r")))
         for knob, read, reader in zoo_knobs:
             if not read and (unread := obj((knob,))):
                 errors.append(f"{unread[0]} is read only with {reader}; objective.baseline={o.baseline!r}, "

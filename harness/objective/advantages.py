@@ -85,8 +85,8 @@ def sequence_advantages(rewards: torch.Tensor, group_size: int, *, baseline: str
     """
     if BASELINE[baseline] is None:
         raise ValueError(
-            f"baseline={baseline!r} gives per-token advantages from a value head: use "
-            "harness.objective.advantages(...) or gae_advantages (and whiten for scale='batch_std'), not group_advantages"
+            f"baseline={baseline!r} gives per-token advantages (a value head, or PRIME's reward model): use "
+            "harness.objective.advantages(...) (or gae_advantages / prime_advantages), not group_advantages"
         )
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be (B,), got shape {tuple(rewards.shape)}")
@@ -174,7 +174,7 @@ def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, r: torch.Tensor, kn: Adv
 
 
 # The `baseline` knob (docs/objective.md §1): name -> u = r - b from (g (N, G), r (B,)) in float64;
-# None = per token, dispatched by objective.api.advantages (critic + GAE).
+# None = per token, dispatched by objective.api.advantages (critic + GAE, PRIME).
 BASELINE: Modes = Modes("baseline", {
     "group_mean": Mode(_group_mean, "b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)"),
     "leave_one_out": Mode(_leave_one_out, "b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)"),
@@ -183,6 +183,8 @@ BASELINE: Modes = Modes("baseline", {
     "passk": Mode(lambda g, r, kn: passk_advantages(g, kn.passk_k, kn.adv_eps),
                   "the Pass@k advantage of the group (Chen et al. 2508.10751); binary rewards, scale none, passk_k"),
     "critic": Mode(None, "a learned value model and GAE: per-token advantages (PPO 1707.06347, GAE 1506.02438)"),
+    "prime": Mode(None, "PRIME's implicit process rewards + outcome, RLOO over the group, returns whitened: "
+                  "per-token advantages (2502.01456, docs/objective.md §13); binary rewards, scale batch_std"),
 })
 
 # The `scale` knob (docs/objective.md §1): name -> a from (u, g, r, AdvKnobs).

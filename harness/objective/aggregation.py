@@ -7,6 +7,8 @@ Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| =
     token_mean               sum_{i,t} M l / sum_{i,t} M          DAPO 2503.14476 (token-level policy gradient loss)
     seq_mean_token_sum_norm  (1/B) sum_i sum_t M l / C            Dr.GRPO (C = max generation length)
     seq_mean_token_sum       (1/B) sum_i sum_t M l                RLOO 2402.14740 (response = one action)
+    lambda_length            sum_i f_i sum_t M l / sum_{i,t} M    λ-GRPO 2510.06870 (f: learned length weights,
+                                                                  applied by policy_loss's row_weights; §13)
 
 B and sum M are the denominators of the WHOLE optimizer mini-batch: pass them as
 num_seqs / num_tokens when the mini-batch is split into micro-batches, and the sum of the
@@ -110,6 +112,11 @@ AGG: Modes = Modes("agg", {
         lambda ell, m, n_seq, n_tok, c: ell.sum() / n_seq,
         lambda m, n_seq, n_tok, c: m / n_seq),
         "(1/B) sum_i sum_t M l: the response is one action (RLOO 2402.14740)"),
+    "lambda_length": Mode(Aggregation(
+        lambda ell, m, n_seq, n_tok, c: ell.sum() / n_tok,
+        lambda m, n_seq, n_tok, c: m / n_tok),
+        "sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 (docs/objective.md §13; "
+        "policy_loss's row_weights); the token weights shown are λ = 0's, token_mean's"),
 })
 AGG_MODES = AGG.names
 

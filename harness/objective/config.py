@@ -13,7 +13,7 @@ CISPO/MiniMax-M1 2506.13585, RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2
 GPG 2504.02546, PPO 1707.06347, GAE 1506.02438, dual-clip PPO 1912.09729, DPO 2305.18290,
 IPO 2310.12036, k1/k2/k3: Schulman, "Approximating KL Divergence" (2020 blog); the zoo of
 docs/objective.md §12: MaxRL 2602.02710, Pass@k training 2508.10751, SAPO 2511.20347,
-GMPO 2507.20673, DPPO 2602.04879.
+GMPO 2507.20673, DPPO 2602.04879; of §13: PRIME 2502.01456, λ-GRPO 2510.06870.
 """
 from __future__ import annotations
 
@@ -146,7 +146,8 @@ class ObjectiveConfig(BaseModel):
     agg: AggMode = Field(
         "seq_mean_token_mean",
         description="seq_mean_token_mean (GRPO/GSPO; 1/|o_i| = length bias), token_mean (DAPO), "
-        "seq_mean_token_sum_norm (Dr.GRPO, /norm_constant), seq_mean_token_sum (RLOO)",
+        "seq_mean_token_sum_norm (Dr.GRPO, /norm_constant), seq_mean_token_sum (RLOO), lambda_length (λ-GRPO "
+        "2510.06870: learned length weights)",
     )
     norm_constant: float | None = Field(
         None, gt=0, description="C of seq_mean_token_sum_norm (Dr.GRPO: max generation length; run config fills it)"
@@ -175,6 +176,39 @@ class ObjectiveConfig(BaseModel):
     )
     routing_replay: bool = Field(
         False, description="MoE: replay the rollout's expert choice in the training forward (R3, 2510.11370)"
+    )
+
+    # λ-GRPO's learned length weights (docs/objective.md §13; agg: lambda_length)
+    lambda_init: float = Field(
+        0.0, description="λ-GRPO (2510.06870): λ's starting value; 0 = token_mean exactly (agg=lambda_length)"
+    )
+    lambda_lr: float = Field(
+        1e-2, gt=0, description="λ-GRPO: AdamW learning rate of the learned scalar λ (no weight decay; "
+        "agg=lambda_length)",
+    )
+    lambda_r: float = Field(
+        0.5, gt=0, description="λ-GRPO: h_i = max(1 + lambda_r z_i, 1e-6), z_i the length's z-score in its group "
+        "(agg=lambda_length)",
+    )
+
+    # PRIME's implicit process rewards (docs/objective.md §13; baseline: prime)
+    prime_beta: float = Field(
+        0.05, gt=0, description="PRIME (2502.01456) beta: token reward beta*(log pi_phi - log pi_ref) of the implicit "
+        "reward model, and its BCE's logit beta*sum_t of it (baseline=prime)",
+    )
+    prime_coef: NonNeg = Field(
+        5.0, description="PRIME: weight of the RLOO'd process rewards in the token return (verl recipe 5; baseline=prime)"
+    )
+    outcome_coef: NonNeg = Field(
+        5.0, description="PRIME: weight of the RLOO'd outcome at the last token (verl recipe 5; baseline=prime)"
+    )
+    prm_lr: float = Field(
+        1e-4, gt=0, description="PRIME: AdamW learning rate of the implicit reward model (the paper: 1e-6 at 7B, "
+        "twice the policy's; here train.lr's default; baseline=prime)",
+    )
+    prime_keep_last_token: bool = Field(
+        False, description="PRIME: keep the last response token's process reward (the PRIME repository) instead of "
+        "dropping it (verl's recipe); baseline=prime",
     )
 
     # PPO critic
@@ -261,8 +295,19 @@ class ObjectiveConfig(BaseModel):
                 "scale='group_mean' with baseline='critic': critic advantages are per token, not per group; "
                 "allowed scale with the critic: ['batch_std', 'none']"
             )
+        if self.baseline == "prime" and self.scale != "batch_std":
+            raise ValueError(
+                f"scale={self.scale!r} with baseline='prime': PRIME whitens its token returns over the batch "
+                "(docs/objective.md §13); allowed scale with baseline='prime': ['batch_std']"
+            )
+        if self.baseline == "prime" and self.kl_coef > 0 and self.kl_placement == "reward":
+            raise ValueError(
+                f"kl_placement='reward' with baseline='prime' (kl_coef={self.kl_coef}): PRIME's returns are built from "
+                "its process and outcome rewards only; allowed: kl_placement='loss', or kl_coef=0"
+            )
         binary = [k for k, on in (("baseline='passk'", self.baseline == "passk"),
-                                  ("scale='group_mean'", self.scale == "group_mean")) if on]
+                                  ("scale='group_mean'", self.scale == "group_mean"),
+                                  ("baseline='prime'", self.baseline == "prime")) if on]
         if binary and self.overlong_buffer:
             raise ValueError(
                 f"overlong_buffer={self.overlong_buffer} with {' and '.join(binary)}: the overlong penalty makes "
@@ -280,6 +325,7 @@ class ObjectiveConfig(BaseModel):
 
     @property
     def needs_reference(self) -> bool:
-        """Whether a frozen reference policy enters the objective: kl_coef > 0, or a preference loss
-        (a preset run by the pairs trainer, presets.PRESET_TRAINERS: its loss is relative to pi_ref)."""
-        return self.kl_coef > 0 or preset_trainer(self.algorithm) == "dpo"
+        """Whether a frozen reference policy enters the objective: kl_coef > 0, a preference loss
+        (a preset run by the pairs trainer, presets.PRESET_TRAINERS: its loss is relative to pi_ref),
+        or PRIME's implicit rewards (log pi_phi - log pi_ref, docs/objective.md §13)."""
+        return self.kl_coef > 0 or preset_trainer(self.algorithm) == "dpo" or self.baseline == "prime"

@@ -1,8 +1,10 @@
 """λ-GRPO's learnable length weighting (arXiv 2510.06870), docs/objective.md §13 -- the math only.
 
-NOT YET TRAINABLE: λ is a learned scalar with its own learning rate, so a trainer must own it
-(a parameter, an optimizer at `lambda_lr`, checkpoint and resume, the `agg/lambda` metric). Until
-that wiring exists `lambda_length` is not a value of the `agg` knob and there is no preset.
+Trained as `agg: lambda_length` (preset `lambda_grpo`): λ is a component of the run
+(harness/train/run/components.py, `lambda`): one scalar parameter from `lambda_init` with its own
+AdamW at `lambda_lr` (no weight decay), stepped with the policy, checkpointed and resumed, logged as
+`agg/lambda`. The trainer's mini-batches are random rows, so each row carries its group's lengths
+(`group_lengths` (B, G), its position `group_pos` (B,)) and `lambda_row_weights` computes its f_i.
 
 Glossary: B = N*G sequences (groups contiguous), T padded response length, M response mask (B, T),
 |o_i| = sum_t M[i, t]. Per group g of G responses:
@@ -57,3 +59,23 @@ def lambda_length_aggregate(loss_tok: torch.Tensor, mask: torch.Tensor, group_si
     f = lambda_length_weights(m.sum(-1), group_size, lam, lambda_r).to(ell.dtype)
     n_tok = max(float(m.sum().item() if num_tokens is None else num_tokens), 1.0)
     return (f.unsqueeze(-1) * ell).sum() / n_tok
+
+
+def group_length_rows(lengths: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(group_lengths (B, G), group_pos (B,)): each row's group's lengths and its position in the
+    group (groups of `group_size` contiguous rows), so a row's weight survives any row selection."""
+    if lengths.dim() != 1 or group_size < 1 or lengths.shape[0] % group_size:
+        raise ValueError(f"lengths must be (B,) with B divisible by group_size={group_size}, got {tuple(lengths.shape)}")
+    L = lengths.view(-1, group_size)
+    rows = L.repeat_interleave(group_size, dim=0)  # (B, G)
+    pos = torch.arange(lengths.shape[0], device=lengths.device) % group_size
+    return rows, pos
+
+
+def lambda_row_weights(group_lengths: torch.Tensor, group_pos: torch.Tensor, lam: torch.Tensor | float,
+                       lambda_r: float) -> torch.Tensor:
+    """f_i (b,) of rows taken from anywhere in the batch: `lambda_length_weights` of each row's group
+    (group_lengths (b, G)) read at the row's position (group_pos (b,)). Differentiable in `lam`."""
+    G = group_lengths.shape[-1]
+    f = lambda_length_weights(group_lengths.reshape(-1), G, lam, lambda_r).view(-1, G)  # (b, G)
+    return f.gather(1, group_pos.long().view(-1, 1)).squeeze(1)

@@ -57,6 +57,7 @@ def policy_loss(
     rollout_logp: torch.Tensor | None = None,
     num_seqs: int | float | torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
+    row_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss scalar, metrics) of one (micro-)batch.
 
@@ -67,6 +68,8 @@ def policy_loss(
     loss = aggregate(cfg.agg, l, M, norm_constant, num_seqs, num_tokens)   §5
     Truncated responses are removed by the caller (mask_truncated zeroes their mask rows).
     num_seqs / num_tokens: the whole optimizer mini-batch's denominators (gradient accumulation).
+    row_weights: (B,) f_i multiplying each row's token losses before the aggregation (λ-GRPO's
+    learned length weights, agg: lambda_length, §13; with their gradient); None: 1.
 
     Metrics (§9; means over this batch's response tokens, or over its sequences for the
     clip fractions and ratio stats of sequence-level ratios): clip/frac, clip/frac_low,
@@ -117,6 +120,9 @@ def policy_loss(
     ent = clean(entropy, detach=False)
     loss_ent = -cfg.entropy_coef * ent if ent is not None else zero
 
+    if row_weights is not None:  # λ-GRPO: sum_i f_i sum_t M l_it / sum M (§13)
+        f = row_weights.to(lp.dtype).unsqueeze(-1)
+        loss_pg, loss_kl, loss_ent = loss_pg * f, loss_kl * f, loss_ent * f
     agg = dict(agg=cfg.agg, mask=m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens)
     loss = aggregate(loss_tok=loss_pg + loss_kl + loss_ent, **agg)
 

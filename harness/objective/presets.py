@@ -215,6 +215,32 @@ PRESETS: dict[str, dict] = {
         agg="seq_mean_token_sum_norm",
         kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
     ),
+    # PRIME (Cui et al. 2502.01456), verl's recipe (verl/recipe/prime), docs/objective.md §13: an
+    # implicit process reward model pi_phi (a copy of the warm start, trained each step with
+    # BCE(sigmoid(beta sum_t log pi_phi/pi_ref), outcome) at prm_lr) gives token rewards
+    # beta*log(pi_phi/pi_ref), beta 0.05; RLOO of them (x5) and of the outcome (x5), returns
+    # whitened over the batch (scale batch_std); token-level PPO clip .2/.2, token_mean, no KL.
+    # verl drops the last token's process reward -- picked; the PRIME repository keeps it
+    # (`prime_keep_last_token: true`). The paper's PRM lr is 1e-6 at 7B (prm_lr; here 1e-4).
+    "prime": dict(
+        baseline="prime", scale="batch_std", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        prime_beta=0.05, prime_coef=5.0, outcome_coef=5.0, prm_lr=1e-4, prime_keep_last_token=False,
+    ),
+    # λ-GRPO (2510.06870), docs/objective.md §13: GRPO's advantage and clip with a learned length
+    # weight f_i = G softmax_j(h_j^λ) per group (agg lambda_length), λ from 0 (= token_mean, DAPO's
+    # loss) at its own lr 1e-2, lambda_r 0.5; no KL. The paper's code was not available: the
+    # choices made (population std, the 1e-6 floor of h, per-group normalisation, the token-count
+    # denominator) are in harness/objective/lambda_grpo.py's docstring.
+    "lambda_grpo": dict(
+        baseline="group_mean", scale="group_std", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="lambda_length",
+        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        lambda_init=0.0, lambda_lr=1e-2, lambda_r=0.5,
+    ),
     # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);
     # `dpo_loss_type: ipo` gives IPO (Azar et al. 2310.12036). The reference model enters through
     # dpo_beta, not kl_coef; the policy-gradient knobs are unused by dpo_loss.

@@ -1,9 +1,10 @@
 """PRIME's implicit process rewards (arXiv 2502.01456), docs/objective.md §13 -- the math only.
 
-NOT YET TRAINABLE: PRIME trains a second model, the implicit process reward model pi_phi
-(initialised from the warm start, one optimizer step per training step at `prm_lr` on the outcome
-labels, checkpointed and resumed with the run), like PPO's critic. Until the trainer owns it the
-knobs below are arguments of these functions, not fields of ObjectiveConfig, and there is no preset.
+Trained by the RL loop as `baseline: prime` (preset `prime`, docs/objective.md §13): the implicit
+process reward model pi_phi is a component (harness/train/run/components.py) like PPO's critic,
+initialised from the warm start, stepped with the policy at `prm_lr` on the outcome labels,
+checkpointed and resumed with the run. The token rewards come from pi_phi BEFORE the step's update
+(the scores of the rollout), then the update trains it. The knobs below are ObjectiveConfig fields.
 
 Glossary: N prompts, G group size (PRIME's n), B = N*G sequences (groups contiguous), T padded
 response length, M response mask (B, T). q = log pi_phi - log pi_ref of the sampled tokens (B, T).
@@ -53,13 +54,19 @@ def prime_process_rewards(q: torch.Tensor, mask: torch.Tensor, prime_beta: float
 
 
 def prime_rm_loss(q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tensor,
-                  prime_beta: float = 0.05) -> torch.Tensor:
-    """The implicit PRM's loss: mean over B of BCE(sigmoid(prime_beta * sum_t M q), outcome).
-    q (B, T) carries the gradient of pi_phi; outcomes (B,) must be 0 or 1."""
+                  prime_beta: float = 0.05, num_seqs: float | None = None) -> torch.Tensor:
+    """The implicit PRM's loss: mean over the rows with a response token of
+    BCE(sigmoid(prime_beta * sum_t M q), outcome). q (B, T) carries the gradient of pi_phi;
+    outcomes (B,) must be 0 or 1. num_seqs: the whole mini-batch's row count (the trainer's
+    micro-batches then sum to the mini-batch's mean, like the policy loss, docs/objective.md §5);
+    None: this batch's."""
     check_binary(outcomes, "PRIME's reward-model loss")
     m = mask > 0
+    rows = m.any(-1)
     score = prime_beta * torch.where(m, q, torch.zeros_like(q)).sum(-1)
-    return torch.nn.functional.binary_cross_entropy_with_logits(score, outcomes.to(score.dtype))
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(score, outcomes.to(score.dtype), reduction="none")
+    denom = float(rows.sum().item()) if num_seqs is None else float(num_seqs)
+    return torch.where(rows, bce, torch.zeros_like(bce)).sum() / max(denom, 1.0)
 
 
 def prime_rm_accuracy(q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tensor) -> float:

@@ -35,6 +35,9 @@ class Batch:
     ref_logp: torch.Tensor | None = None  # (B, T) pi_ref
     old_values: torch.Tensor | None = None  # (B, T) a value model's predictions at rollout time
     returns: torch.Tensor | None = None  # (B, T) value targets
+    outcomes: torch.Tensor | None = None  # (B,) the rewards as labels of a trained reward model (PRIME)
+    group_lengths: torch.Tensor | None = None  # (B, G) the response lengths of each row's group (λ-GRPO)
+    group_pos: torch.Tensor | None = None  # (B,) the row's position in its group (λ-GRPO)
     index: list[int] = field(default_factory=list)  # the step's row number of each row (empty: 0..B-1)
 
     def __post_init__(self) -> None:

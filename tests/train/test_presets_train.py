@@ -11,7 +11,7 @@ from harness.train.run.warmstart import ensure_warm_start
 
 
 PRESETS = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "gspo_token", "cispo", "rloo", "reinforce_pp", "lite_ppo", "gpg",
-           "maxrl", "passk", "sapo", "gmpo", "dppo_tv", "dppo_kl"]
+           "maxrl", "passk", "sapo", "gmpo", "dppo_tv", "dppo_kl", "prime", "lambda_grpo"]
 # the fast config samples G = 4: pass@k needs k < G
 EXTRA = {"passk": ["objective.passk_k=2"]}
 
@@ -34,6 +34,20 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
         assert key in step0 and math.isfinite(step0[key]), (preset, key, step0.get(key))
     assert step0["adv/abs_mean"] > 0, f"{preset}: no learning signal in the test batch"
     assert "eval/pass_at_1" in records[-1] and "eval/pass_at_1" in step0
+    if preset == "prime":  # the implicit reward model trained beside the policy (docs/objective.md §13)
+        for key in ("prm/loss", "prm/accuracy", "reward/process_mean", "loss/prm", "perf/peak_mem_mb"):
+            assert key in step0 and math.isfinite(step0[key]), (key, step0.get(key))
+        assert 0.0 <= step0["prm/accuracy"] <= 1.0
+        # pi_phi starts as the warm start = pi_ref: q = 0, so the first scores are 0, the BCE log 2
+        assert step0["reward/process_mean"] == 0.0 and step0["prm/loss"] == pytest.approx(math.log(2), abs=1e-6)
+        state = torch.load(tmp_path / "run" / "checkpoints" / "step_000001" / "trainer_state.pt", weights_only=False)
+        prm = state["prm"]
+        moved = sum(not torch.equal(before[k], prm["lm." + k]) for k in before if "lm." + k in prm)
+        assert moved >= len(before) // 2 and state["prm_optimizer"]["state"], "the reward model took no step"
+    if preset == "lambda_grpo":  # λ (from lambda_init 0) logged, stepped with the policy, checkpointed
+        assert math.isfinite(step0["agg/lambda"]) and step0["agg/lambda"] != 0.0
+        state = torch.load(tmp_path / "run" / "checkpoints" / "step_000001" / "trainer_state.pt", weights_only=False)
+        assert float(state["lambda"]["value"]) != 0.0 and state["lambda_optimizer"]["state"]
     if preset == "grpo":  # the final checkpoint loads on its own for `harness eval RUN_DIR`
         from harness.train.eval.final_eval import eval_run
 

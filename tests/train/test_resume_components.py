@@ -1,5 +1,6 @@
 """A PPO run killed mid-way resumes with its value model (a component: harness/train/run/components.py)
-and that model's optimizer restored exactly: the resumed run logs the numbers of an uninterrupted one."""
+and that model's optimizer restored exactly: the resumed run logs the numbers of an uninterrupted one.
+The same for PRIME's implicit reward model and λ-GRPO's learned λ (docs/objective.md §13)."""
 from __future__ import annotations
 
 import json
@@ -17,11 +18,14 @@ def _metrics(run) -> list[dict]:
             for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_ppo_killed_mid_way_resumes_value_model_and_its_optimizer(tmp_path, fast_config, monkeypatch):
+@pytest.mark.parametrize("preset, component, metric", [("ppo", "critic", "value/"), ("prime", "prm", "prm/"),
+                                                        ("lambda_grpo", "lambda", "agg/lambda")])
+def test_killed_mid_way_resumes_the_component_and_its_optimizer(preset, component, metric, tmp_path, fast_config,
+                                                               monkeypatch):
     import harness.train.rl.step as rl_step
     from harness.train import train
 
-    cfg = fast_config("objective.preset=ppo", "train.steps=4", "train.checkpoint_every=2", "train.mini_batches=2",
+    cfg = fast_config(f"objective.preset={preset}", "train.steps=4", "train.checkpoint_every=2", "train.mini_batches=2",
                       "train.threads=1")
     clean = tmp_path / "clean"
     train(cfg, clean)
@@ -41,10 +45,10 @@ def test_ppo_killed_mid_way_resumes_value_model_and_its_optimizer(tmp_path, fast
             train(cfg, run)
     assert [r["step"] for r in _metrics(run)] == [0, 1]
     state = torch.load(run / "checkpoints" / "step_000001" / "trainer_state.pt", weights_only=False)
-    assert set(state["critic"]) and state["critic_optimizer"]["state"]  # weights and Adam moments of the critic
+    assert set(state[component]) and state[f"{component}_optimizer"]["state"]  # its weights and Adam moments
 
     train(cfg, run)  # resumes at step 2 from step_000001
     resumed, uninterrupted = _metrics(run), _metrics(clean)
     assert [r["step"] for r in resumed] == [0, 1, 2, 3, 4]
-    assert any(k.startswith("value/") for k in resumed[2])
+    assert any(k.startswith(metric) for k in resumed[2])
     assert resumed == uninterrupted

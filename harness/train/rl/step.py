@@ -20,6 +20,7 @@ import torch
 from harness.config import ConfigError
 from harness.models.moe import is_moe
 from harness.objective import advantages, inputs_needed, loss_mask
+from harness.objective.lambda_grpo import group_length_rows
 from harness.train.batch import Batch
 from harness.train.rl.collect import collect, step_seed
 from harness.train.rl.episode import Episode
@@ -95,7 +96,7 @@ class RLTrainer(Trainer):
         ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step)
         t_rollout = time.perf_counter() - t0
         t0 = time.perf_counter()
-        batch, mismatch = self._score(ctx, ep)
+        batch, mismatch, scored_metrics = self._score(ctx, ep)
         t_score = time.perf_counter() - t0
         t0 = time.perf_counter()
         rec.update(self._update(ctx, step, ep, batch, mismatch))
@@ -104,6 +105,7 @@ class RLTrainer(Trainer):
         rec.update(rollout_metrics(ep))
         rec.update(coll)
         rec.update(mismatch.result())
+        rec.update(scored_metrics)  # e.g. PRIME's prm/loss, prm/accuracy, reward/process_mean
         adv, mask = batch.adv, batch.mask
         rec["adv/abs_mean"] = float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
         rec.update({"perf/rollout_seconds": t_rollout, "perf/score_seconds": t_score, "perf/update_seconds": t_update,
@@ -114,8 +116,9 @@ class RLTrainer(Trainer):
                  "reward": float(ep.rewards[i * G]), "correct": bool(ep.scores[i * G].correct)}
                 for i, p in enumerate(ep.problems[:tr.samples_to_log])]
 
-    def _score(self, ctx: RunContext, ep: Episode) -> tuple[Batch, MismatchStats]:
-        """The step's batch with old / ref log-probs, advantages (and value targets)."""
+    def _score(self, ctx: RunContext, ep: Episode) -> tuple[Batch, MismatchStats, dict]:
+        """The step's batch with old / ref log-probs, advantages (and value targets, or outcome
+        labels for a reward model), and the scoring's metrics."""
         cfg, obj, dev = self.cfg, self.cfg.objective, ctx.device
         r = ep.rollout
         mask = loss_mask(obj, r.response_mask.to(dev), r.truncated)
@@ -136,10 +139,19 @@ class RLTrainer(Trainer):
         cur = old_logp
         if cur is None and self.needs.current_logp_for_kl:
             cur = old_policy_logprobs(ctx.model, batch, pad, T, micro, replay)
-        given = {c.provides: c.predict(batch, pad, micro) for c in ctx.components}  # e.g. values (B, T)
-        scored = advantages(obj, ep.rewards.to(dev), mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp, **given)
+        given = {c.provides: c.predict(batch, pad, micro) for c in ctx.components if c.scores}  # values, prm_logp
+        rewards = ep.rewards.to(dev)
+        scored = advantages(obj, rewards, mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp, **given)
         return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, old_values=given.get("values"),
-                           returns=scored.returns), mismatch
+                           returns=scored.returns, outcomes=rewards if self.needs.prm_logp else None,
+                           **self._groups(mask)), mismatch, scored.metrics
+
+    def _groups(self, mask: torch.Tensor) -> dict:
+        """Each row's group lengths and position (B, G), (B,): λ-GRPO's weights of random mini-batch rows."""
+        if not self.needs.lam:
+            return {}
+        lengths, pos = group_length_rows((mask > 0).sum(-1), self.cfg.train.group_size)
+        return {"group_lengths": lengths, "group_pos": pos}
 
     def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
         """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""

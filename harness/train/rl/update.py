@@ -80,7 +80,8 @@ def _forward(policy: Trained, components: list[Component], part: Batch, cfg, pad
         if capture:
             mismatch.add_routing(part.index, part.prompt_ids, part.mask, calls, part.routing)
     old = logp.detach() if single_pass else part.old_logp
-    live = {c.provides: c(part, pad_id) for c in components}  # e.g. values (b, T), with gradient
+    live = {c.provides: c(part, pad_id) for c in components}  # values, prm_logp (b, T), with gradient
     x = LossInputs(logp=logp, old_logp=old, adv=part.adv, mask=part.mask, entropy=entropy, ref_logp=part.ref_logp,
-                   rollout_logp=part.rollout_logp, old_values=part.old_values, returns=part.returns, **live)
+                   rollout_logp=part.rollout_logp, old_values=part.old_values, returns=part.returns,
+                   outcomes=part.outcomes, group_lengths=part.group_lengths, group_pos=part.group_pos, **live)
     return objective_loss(obj, x, num_seqs, num_tokens)

@@ -1,7 +1,7 @@
 """Trained modules of a run: the policy and its components, each with its own optimizer.
 
-A component is a trained auxiliary model beside the policy (PPO's value model now, PRIME's
-implicit reward model next): it gives the objective one named input (`provides`, e.g.
+A component is a trained auxiliary model beside the policy (PPO's value model, PRIME's
+implicit reward model): it gives the objective one named input (`provides`, e.g.
 "values"), is stepped with the policy in every optimizer step, and is checkpointed and
 restored by the run shell under its `name` (state[name], state[name + "_optimizer"]).
 Adding one is an entry in `COMPONENTS` plus its module: the trainers iterate over
@@ -57,9 +57,11 @@ class Trained:
 class Component(Trained):
     """A trained auxiliary model giving the objective the input `provides`."""
 
-    def __init__(self, name: str, provides: str, module: nn.Module, optimizer: torch.optim.Optimizer):
+    def __init__(self, name: str, provides: str, module: nn.Module, optimizer: torch.optim.Optimizer,
+                 scores: bool = True):
         super().__init__(name, module, optimizer)
         self.provides = provides
+        self.scores = scores  # its output before the update is an input of `advantages` (values, prm_logp)
 
     def __call__(self, part: Batch, pad_id: int) -> torch.Tensor:
         """(b, T) its output on the rows `part`, with gradient."""
@@ -77,9 +79,33 @@ def _value_model(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
     return ValueModel(policy), cfg.train.critic_lr
 
 
-# provides -> (name in the checkpoint, builder(cfg, policy) -> (module, learning rate))
-COMPONENTS: dict[str, tuple[str, Callable]] = {
-    "values": ("critic", _value_model),  # PPO's value model (objective.baseline=critic)
+def _implicit_prm(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
+    from harness.models.implicit_prm import ImplicitPRM
+
+    return ImplicitPRM(policy, cfg.rollout.temperature), cfg.objective.prm_lr
+
+
+class LearnedScalar(nn.Module):
+    """One trained scalar (λ-GRPO's λ, docs/objective.md §13); its output is the 0-dim parameter."""
+
+    def __init__(self, init: float):
+        super().__init__()
+        self.value = nn.Parameter(torch.tensor(float(init)))
+
+    def forward(self, *batch) -> torch.Tensor:
+        return self.value
+
+
+def _lambda(cfg, policy: nn.Module) -> tuple[nn.Module, float, float]:
+    return LearnedScalar(cfg.objective.lambda_init), cfg.objective.lambda_lr, 0.0  # no weight decay towards 0
+
+
+# provides -> (name in the checkpoint, builder(cfg, policy) -> (module, learning rate[, weight decay]),
+#              scores: its output before the update is an input of `advantages`)
+COMPONENTS: dict[str, tuple[str, Callable, bool]] = {
+    "values": ("critic", _value_model, True),  # PPO's value model (objective.baseline=critic)
+    "prm_logp": ("prm", _implicit_prm, True),  # PRIME's implicit reward model (objective.baseline=prime, §13)
+    "lam": ("lambda", _lambda, False),  # λ-GRPO's learned λ (objective.agg=lambda_length, §13)
 }
 
 
@@ -87,10 +113,10 @@ def build_components(cfg, policy: nn.Module, wanted: list[str], device) -> list[
     """The components giving the objective inputs `wanted` (e.g. ["values"]), each with its AdamW."""
     out = []
     for provides in wanted:
-        name, build = COMPONENTS[provides]
-        module, lr = build(cfg, policy)
+        name, build, scores = COMPONENTS[provides]
+        module, lr, *wd = build(cfg, policy)
         module = module.to(device)
-        out.append(Component(name, provides, module, adamw(module, lr, cfg.train.betas)))
+        out.append(Component(name, provides, module, adamw(module, lr, cfg.train.betas, *wd), scores))
     return out
 
 
