@@ -387,6 +387,8 @@ class RunConfig(_Section):
                      ("is_cap", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"),
                      *((k, o.baseline == "prime", "objective.baseline='prime'")
                        for k in ("prime_beta", "prime_coef", "outcome_coef", "prm_lr", "prime_keep_last_token")),
+                     *((k, o.simko_top_k > 0, "objective.simko_top_k > 0")
+                       for k in ("simko_tau", "simko_mix", "simko_neg_scale")),
                      *((k, o.agg == "lambda_length", "objective.agg='lambda_length'")
                        for k in ("lambda_init", "lambda_lr", "lambda_r")))
         for knob, read, reader in zoo_knobs:

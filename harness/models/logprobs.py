@@ -51,6 +51,32 @@ def response_logprobs(model, prompt_ids: list[list[int]], response_ids: torch.Te
     next-token distribution if with_entropy else None. Gradients flow unless under no_grad.
     routing: (B, S, L, k) expert choices to replay (MoE routing replay, R3 2510.11370), or None
     for the model's own routing."""
+    logp, entropy, _, out = _response_logits(model, prompt_ids, response_ids, response_mask, pad_id, temperature,
+                                             with_entropy, model_kwargs, routing)
+    return logp, entropy, out
+
+
+def response_logprobs_topk(model, prompt_ids: list[list[int]], response_ids: torch.Tensor,
+                           response_mask: torch.Tensor, pad_id: int, temperature: float, k: int,
+                           topk_index: torch.Tensor | None = None, with_entropy: bool = False,
+                           routing: torch.Tensor | None = None):
+    """`response_logprobs` plus the log-probs of K candidates per response token (SimKO,
+    docs/objective.md §13): -> (logp (B, T), entropy (B, T) or None, topk_logp (B, T, K),
+    topk_index (B, T, K) long). topk_index None: the K most likely tokens of this forward (in
+    decreasing order); given (pi_old's, from an earlier forward): the log-probs of those tokens.
+    0 on padding; gradients flow unless under no_grad."""
+    logp, entropy, (logits, logz, mask), _ = _response_logits(model, prompt_ids, response_ids, response_mask, pad_id,
+                                                              temperature, with_entropy, None, routing)
+    if topk_index is None:
+        topk_index = logits.detach().topk(k, dim=-1).indices  # (B, T, K)
+    topk_index = topk_index.to(logits.device)
+    topk_logp = (logits.gather(-1, topk_index) - logz.unsqueeze(-1)) * mask.unsqueeze(-1)
+    return logp, entropy, topk_logp, topk_index
+
+
+def _response_logits(model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy,
+                     model_kwargs, routing):
+    """One forward -> (logp (B, T), entropy or None, (logits (B, T, V), logz (B, T), mask (B, T)), out)."""
     ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id)
     ids, att, index = ids.to(model.device), att.to(model.device), index.to(model.device)
     replay = replay_routing(model, replay_choices(routing, ids.shape[1])) if routing is not None else nullcontext()
@@ -66,4 +92,4 @@ def response_logprobs(model, prompt_ids: list[list[int]], response_ids: torch.Te
     if with_entropy:
         probs = torch.softmax(logits, dim=-1)
         entropy = (logz - (probs * logits).sum(-1)) * mask  # H = log Z - E_p[logit]
-    return logp, entropy, out
+    return logp, entropy, (logits, logz, mask), out

@@ -7,8 +7,8 @@ surrogates.py (§3), kl.py (§4), aggregation.py (§5), policy.py (the loss + §
 value.py (PPO critic), shaping.py (§6 DAPO), dpo.py (§8), passk.py (eval);
 modes.py (one registry per mode knob: validation, dispatch, docs), api.py (the trainer's calls,
 §11: inputs_needed, loss_mask, advantages, loss); the zoo's knobs (§12) live in those rooms;
-lambda_grpo.py, simko.py, prime.py hold the math of §13 (trained: PRIME as `baseline: prime`, λ-GRPO as
-`agg: lambda_length`; SimKO not yet).
+lambda_grpo.py, simko.py, prime.py hold the math of §13 (λ-GRPO: `agg: lambda_length`; SimKO:
+`simko_top_k > 0`; PRIME: `baseline: prime`).
 
 Glossary for every docstring: N prompts, G group size, B = N*G sequences (groups contiguous),
 T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].

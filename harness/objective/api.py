@@ -53,6 +53,9 @@ class Needs:
                          gradient in `loss` (its BCE), and `LossInputs.outcomes`; needs ref_logp too
     lam                  λ-GRPO's learned scalar λ (agg: lambda_length, §13) in `LossInputs.lam`,
                          with each row's `group_lengths` (b, G) and `group_pos` (b,)
+    topk_logp            K > 0 (SimKO, simko_top_k, §13): the training forward's log-probs of pi_old's
+                         K most likely tokens (b, T, K) with gradient, pi_old's (b, T, K), and whether
+                         the sampled token is pi_old's argmax (b, T) in `LossInputs`; entropy too
     """
 
     ref_logp: bool
@@ -64,6 +67,7 @@ class Needs:
     adv_only_gradient: bool
     prm_logp: bool = False
     lam: bool = False
+    topk_logp: int = 0
 
 
 def _kl_in(obj: "ObjectiveConfig", placement: str) -> bool:
@@ -91,6 +95,7 @@ def inputs_needed(obj: "ObjectiveConfig") -> Needs:
         adv_only_gradient=not (_kl_in(obj, "loss") or obj.entropy_coef),
         prm_logp=_prime(obj),
         lam=obj.agg == "lambda_length",
+        topk_logp=obj.simko_top_k,
     )
 
 
@@ -191,6 +196,8 @@ class LossInputs:
     outcomes      (b,) the binary outcome labels its BCE is trained on (baseline: prime)
     lam           λ-GRPO's learned λ, a 0-dim tensor with grad (agg: lambda_length)
     group_lengths (b, G) the lengths of each row's group; group_pos (b,) the row's place in it
+    topk_logp     (b, T, K) log-probs of pi_old's top-K tokens under the current policy, with grad (SimKO)
+    old_topk_logp (b, T, K) the same under pi_old; is_argmax (b, T) bool: sampled token = pi_old's argmax
     """
 
     logp: torch.Tensor
@@ -208,6 +215,9 @@ class LossInputs:
     lam: torch.Tensor | None = None
     group_lengths: torch.Tensor | None = None
     group_pos: torch.Tensor | None = None
+    topk_logp: torch.Tensor | None = None
+    old_topk_logp: torch.Tensor | None = None
+    is_argmax: torch.Tensor | None = None
 
 
 def _lambda_weights(obj: "ObjectiveConfig", x: LossInputs) -> torch.Tensor | None:
@@ -235,7 +245,8 @@ def loss(obj: "ObjectiveConfig", x: LossInputs, num_seqs: float | None = None,
         entropy = entropy.detach()
     total, metrics = policy_loss(obj, x.logp, x.old_logp, x.adv, x.mask, ref_logp=x.ref_logp, entropy=entropy,
                                  rollout_logp=x.rollout_logp if obj.tis_cap else None,
-                                 num_seqs=num_seqs, num_tokens=num_tokens, row_weights=_lambda_weights(obj, x))
+                                 num_seqs=num_seqs, num_tokens=num_tokens, row_weights=_lambda_weights(obj, x),
+                                 topk=(x.topk_logp, x.old_topk_logp, x.is_argmax) if obj.simko_top_k else None)
     if x.lam is not None:
         metrics = {**metrics, "agg/lambda": float(x.lam.detach())}
     if x.values is not None:

@@ -13,7 +13,7 @@ CISPO/MiniMax-M1 2506.13585, RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2
 GPG 2504.02546, PPO 1707.06347, GAE 1506.02438, dual-clip PPO 1912.09729, DPO 2305.18290,
 IPO 2310.12036, k1/k2/k3: Schulman, "Approximating KL Divergence" (2020 blog); the zoo of
 docs/objective.md §12: MaxRL 2602.02710, Pass@k training 2508.10751, SAPO 2511.20347,
-GMPO 2507.20673, DPPO 2602.04879; of §13: PRIME 2502.01456, λ-GRPO 2510.06870.
+GMPO 2507.20673, DPPO 2602.04879; of §13: PRIME 2502.01456, λ-GRPO 2510.06870, SimKO 2510.14807.
 """
 from __future__ import annotations
 
@@ -178,6 +178,23 @@ class ObjectiveConfig(BaseModel):
         False, description="MoE: replay the rollout's expert choice in the training forward (R3, 2510.11370)"
     )
 
+    # SimKO's top-K spreading (docs/objective.md §13)
+    simko_top_k: int = Field(
+        0, ge=0, description="SimKO (2510.14807): K top candidates per token that share the gradient of a correct "
+        "response at high-entropy tokens; 0 = SimKO off (the trainer then computes no top-K log-probs)",
+    )
+    simko_tau: float = Field(
+        0.8, gt=0, lt=1, description="SimKO: a token is gated when its entropy exceeds this quantile of its "
+        "response's token entropies (simko_top_k > 0)",
+    )
+    simko_mix: float = Field(
+        0.01, ge=0, le=1, description="SimKO: share of a gated token's gradient spread over the top-K candidates "
+        "(correct responses; simko_top_k > 0)",
+    )
+    simko_neg_scale: NonNeg = Field(
+        1.1, description="SimKO: A <- simko_neg_scale * A at gated argmax tokens of wrong responses (simko_top_k > 0)"
+    )
+
     # λ-GRPO's learned length weights (docs/objective.md §13; agg: lambda_length)
     lambda_init: float = Field(
         0.0, description="λ-GRPO (2510.06870): λ's starting value; 0 = token_mean exactly (agg=lambda_length)"
@@ -294,6 +311,14 @@ class ObjectiveConfig(BaseModel):
             raise ValueError(
                 "scale='group_mean' with baseline='critic': critic advantages are per token, not per group; "
                 "allowed scale with the critic: ['batch_std', 'none']"
+            )
+        if self.simko_top_k and (self.clip != "ppo" or self.ratio != "token" or self.dual_clip is not None
+                                 or self.eps_low is None):
+            raise ValueError(
+                f"simko_top_k={self.simko_top_k} with clip={self.clip!r}, ratio={self.ratio!r}, dual_clip="
+                f"{self.dual_clip}, eps_low={self.eps_low}: SimKO's loss is the token-level PPO clip of its mixed "
+                "ratio (docs/objective.md §13); allowed with simko_top_k > 0: clip='ppo', ratio='token', "
+                "dual_clip=None, eps_low a number"
             )
         if self.baseline == "prime" and self.scale != "batch_std":
             raise ValueError(

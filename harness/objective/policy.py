@@ -25,6 +25,7 @@ import torch
 
 from harness.objective.aggregation import aggregate, masked_mean, seq_mean
 from harness.objective.kl import kl_penalty
+from harness.objective.simko import simko_token_loss
 from harness.objective.ratios import RATIO_CLIPS_ITSELF, RatioClip, geometric_clip_masks, importance_ratio, is_sequence_level
 from harness.objective.surrogates import ZooKnobs, clip_masks, surrogate_loss
 
@@ -45,6 +46,18 @@ def _check_shapes(logp: torch.Tensor, mask: torch.Tensor, adv: torch.Tensor, **o
         raise ValueError(f"adv must be (B,) = {(B,)} or (B, T) = {(B, T)}, got {tuple(adv.shape)}")
 
 
+def _simko(cfg: "ObjectiveConfig", lp, old, A, m, entropy, topk) -> torch.Tensor:
+    """SimKO's per-token loss (B, T) (docs/objective.md §13) from the inputs `topk` carries."""
+    if topk is None or any(t is None for t in topk) or entropy is None:
+        raise ValueError(f"simko_top_k={cfg.simko_top_k} needs the top-K log-probs of the training forward and of "
+                         "pi_old, the argmax flag and the entropy of every response token (LossInputs.topk_logp, "
+                         ".old_topk_logp, .is_argmax, .entropy): inputs_needed(obj).topk_logp")
+    topk_logp, old_topk_logp, is_argmax = topk
+    return simko_token_loss(lp, old, topk_logp, old_topk_logp.to(lp.dtype), is_argmax.to(m.device), entropy, A, m,
+                            simko_top_k=cfg.simko_top_k, simko_tau=cfg.simko_tau, simko_mix=cfg.simko_mix,
+                            simko_neg_scale=cfg.simko_neg_scale, eps_low=cfg.eps_low, eps_high=cfg.eps_high)
+
+
 def policy_loss(
     cfg: "ObjectiveConfig",
     logp: torch.Tensor,
@@ -58,6 +71,7 @@ def policy_loss(
     num_seqs: int | float | torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
     row_weights: torch.Tensor | None = None,
+    topk: tuple | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss scalar, metrics) of one (micro-)batch.
 
@@ -70,6 +84,8 @@ def policy_loss(
     num_seqs / num_tokens: the whole optimizer mini-batch's denominators (gradient accumulation).
     row_weights: (B,) f_i multiplying each row's token losses before the aggregation (λ-GRPO's
     learned length weights, agg: lambda_length, §13; with their gradient); None: 1.
+    topk: SimKO (simko_top_k > 0, §13): (topk_logp (B, T, K) with grad, old_topk_logp (B, T, K),
+    is_argmax (B, T) bool); the surrogate is then `simko_token_loss` (needs `entropy` for its gate).
 
     Metrics (§9; means over this batch's response tokens, or over its sequences for the
     clip fractions and ratio stats of sequence-level ratios): clip/frac, clip/frac_low,
@@ -99,7 +115,10 @@ def policy_loss(
     rho = importance_ratio(cfg.ratio, lp, old, m, rclip)
     zoo = ZooKnobs(old_logp=old, sapo_tau_pos=cfg.sapo_tau_pos, sapo_tau_neg=cfg.sapo_tau_neg,
                    div_low=cfg.div_low, div_high=cfg.div_high, is_cap=cfg.is_cap)
-    loss_pg = surrogate_loss(cfg.clip, rho, A, lp, cfg.eps_low, cfg.eps_high, cfg.dual_clip, zoo)
+    if cfg.simko_top_k:  # SimKO (§13): PPO clip of the top-K-mixed ratio, the negative branch scaled
+        loss_pg = _simko(cfg, lp, old, A, m, entropy, topk)
+    else:
+        loss_pg = surrogate_loss(cfg.clip, rho, A, lp, cfg.eps_low, cfg.eps_high, cfg.dual_clip, zoo)
 
     # §6 truncated importance sampling: w = min(pi_old_train / pi_rollout, cap), no gradient
     if cfg.tis_cap is not None and rollout_logp is not None:

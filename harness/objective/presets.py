@@ -13,7 +13,8 @@ Papers: PPO 1707.06347 (+ InstructGPT 2203.02155 for LM-PPO), GRPO 2402.03300,
 Dr.GRPO 2503.20783, DAPO 2503.14476, GSPO 2507.18071, CISPO / MiniMax-M1 2506.13585,
 RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221, GPG 2504.02546,
 DPO 2305.18290, IPO 2310.12036; the zoo (docs/objective.md §12): MaxRL 2602.02710,
-Pass@k training 2508.10751, SAPO 2511.20347, GMPO 2507.20673, DPPO 2602.04879.
+Pass@k training 2508.10751, SAPO 2511.20347, GMPO 2507.20673, DPPO 2602.04879; §13: λ-GRPO
+2510.06870, SimKO 2510.14807, PRIME 2502.01456.
 """
 from __future__ import annotations
 
@@ -215,7 +216,7 @@ PRESETS: dict[str, dict] = {
         agg="seq_mean_token_sum_norm",
         kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
     ),
-    # PRIME (Cui et al. 2502.01456), verl's recipe (verl/recipe/prime), docs/objective.md §13: an
+    # PRIME (Cui et al. 2502.01456), verl's PRIME recipe, docs/objective.md §13: an
     # implicit process reward model pi_phi (a copy of the warm start, trained each step with
     # BCE(sigmoid(beta sum_t log pi_phi/pi_ref), outcome) at prm_lr) gives token rewards
     # beta*log(pi_phi/pi_ref), beta 0.05; RLOO of them (x5) and of the outcome (x5), returns
@@ -228,6 +229,19 @@ PRESETS: dict[str, dict] = {
         agg="token_mean",
         kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
         prime_beta=0.05, prime_coef=5.0, outcome_coef=5.0, prm_lr=1e-4, prime_keep_last_token=False,
+    ),
+    # SimKO (2510.14807), docs/objective.md §13: GRPO (this table's grpo row, its KL included) plus,
+    # at the tokens above their response's 0.8 entropy quantile, a share 0.01 of a correct
+    # response's gradient spread over pi_old's top-3 tokens and wrong responses' argmax tokens
+    # pushed 1.1x harder. The reference code (verl-based) gates both branches and marks a response
+    # correct by reward == 1 -- here by A > 0 (the same responses except all-correct groups, A = 0);
+    # it clips symmetrically -- here eps_low / eps_high (0.2 / 0.2, the same).
+    "simko": dict(
+        baseline="group_mean", scale="group_std", std="sample",
+        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        agg="seq_mean_token_mean",
+        kl_coef=0.04, kl_estimator="k3", kl_placement="loss",
+        simko_top_k=3, simko_tau=0.8, simko_mix=0.01, simko_neg_scale=1.1,
     ),
     # λ-GRPO (2510.06870), docs/objective.md §13: GRPO's advantage and clip with a learned length
     # weight f_i = G softmax_j(h_j^λ) per group (agg lambda_length), λ from 0 (= token_mean, DAPO's

@@ -1,8 +1,9 @@
-"""SimKO, Simple Pass@K Optimization (arXiv 2510.14807), docs/objective.md §13 -- the math only.
+"""SimKO, Simple Pass@K Optimization (arXiv 2510.14807), docs/objective.md §13.
 
-NOT YET TRAINABLE: the loss reads, per response token, the top-K log-probs of the training
-forward (with gradient) and of pi_old, and whether the sampled token is the argmax; the trainer
-does not compute them yet, so the knobs are not fields of ObjectiveConfig and there is no preset.
+The loss reads, per response token, the top-K log-probs of the training forward (with gradient)
+and of pi_old, and whether the sampled token is the argmax: the RL trainer computes them only when
+`simko_top_k > 0` (inputs_needed(obj).topk_logp), the candidates being pi_old's K most likely
+tokens; `policy_loss` then uses `simko_token_loss` as its surrogate (preset `simko`).
 
 Glossary: B sequences, T padded response length, K = simko_top_k, M response mask (B, T).
 At the tokens whose entropy is above the response's `simko_tau` quantile (w = 1):

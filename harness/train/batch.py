@@ -38,6 +38,8 @@ class Batch:
     outcomes: torch.Tensor | None = None  # (B,) the rewards as labels of a trained reward model (PRIME)
     group_lengths: torch.Tensor | None = None  # (B, G) the response lengths of each row's group (λ-GRPO)
     group_pos: torch.Tensor | None = None  # (B,) the row's position in its group (λ-GRPO)
+    topk_index: torch.Tensor | None = None  # (B, T, K) pi_old's K most likely tokens (SimKO); None: the update's first forward's
+    old_topk_logp: torch.Tensor | None = None  # (B, T, K) their log-probs under pi_old (SimKO)
     index: list[int] = field(default_factory=list)  # the step's row number of each row (empty: 0..B-1)
 
     def __post_init__(self) -> None:

@@ -32,6 +32,7 @@ EXPECTED_TABLE = {
     "dppo_tv":      ("group_mean", "none", "token", "dppo_tv", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
     "dppo_kl":      ("group_mean", "none", "token", "dppo_kl", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
     "lambda_grpo":  ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "lambda_length", 0.0, "k3", "loss"),
+    "simko":        ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "prime":        ("prime", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
@@ -47,6 +48,7 @@ EXPECTED_EXTRAS = {
     "dppo_tv": dict(div_low=0.15, div_high=0.15, is_cap=20.0),
     "dppo_kl": dict(div_low=0.05, div_high=0.05, is_cap=20.0),
     "lambda_grpo": dict(lambda_init=0.0, lambda_lr=1e-2, lambda_r=0.5),
+    "simko": dict(simko_top_k=3, simko_tau=0.8, simko_mix=0.01, simko_neg_scale=1.1),
     "prime": dict(prime_beta=0.05, prime_coef=5.0, outcome_coef=5.0, prm_lr=1e-4, prime_keep_last_token=False),
 }
 

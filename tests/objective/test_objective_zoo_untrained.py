@@ -1,5 +1,5 @@
-"""The math of the zoo members that need trainer support (docs/objective.md §13; PRIME and λ-GRPO
-are wired into the trainer: test_objective_prime_wired.py, test_objective_lambda_wired.py):
+"""The math of the zoo members that need trainer support (docs/objective.md §13; all three are
+wired into the trainer: test_objective_{lambda,simko,prime}_wired.py):
 λ-GRPO's length weights, SimKO's top-K spreading, PRIME's implicit process rewards.
 Worked examples are the reference implementations' numbers."""
 from __future__ import annotations

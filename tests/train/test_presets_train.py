@@ -11,7 +11,7 @@ from harness.train.run.warmstart import ensure_warm_start
 
 
 PRESETS = ["ppo", "grpo", "dr_grpo", "dapo", "gspo", "gspo_token", "cispo", "rloo", "reinforce_pp", "lite_ppo", "gpg",
-           "maxrl", "passk", "sapo", "gmpo", "dppo_tv", "dppo_kl", "prime", "lambda_grpo"]
+           "maxrl", "passk", "sapo", "gmpo", "dppo_tv", "dppo_kl", "prime", "lambda_grpo", "simko"]
 # the fast config samples G = 4: pass@k needs k < G
 EXTRA = {"passk": ["objective.passk_k=2"]}
 

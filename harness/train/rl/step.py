@@ -25,7 +25,7 @@ from harness.train.batch import Batch
 from harness.train.rl.collect import collect, step_seed
 from harness.train.rl.episode import Episode
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
-from harness.models.logprobs import response_logprobs
+from harness.models.logprobs import response_logprobs, response_logprobs_topk
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.diagnostics.mismatch import MismatchStats, router_old_new
 from harness.train.run.nonfinite import NonFiniteUpdate, first_nonfinite
@@ -53,6 +53,20 @@ def old_policy_logprobs(model, batch: Batch, pad_id: int, temperature: float, mi
                 mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
         outs.append(lp)
     return torch.cat(outs)
+
+
+@torch.no_grad()
+def old_policy_topk(model, batch: Batch, pad_id: int, temperature: float, micro: int | None, k: int,
+                    replay: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(old_topk_logp (B, T, K), topk_index (B, T, K)): pi_old's K most likely tokens per response
+    token and their log-probs (SimKO, docs/objective.md §13)."""
+    lps, idxs = [], []
+    for part in batch.micro_batches(micro):
+        _, _, lp, idx = response_logprobs_topk(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
+                                               temperature, k, routing=part.routing if replay else None)
+        lps.append(lp)
+        idxs.append(idx)
+    return torch.cat(lps), torch.cat(idxs)
 
 
 class RLTrainer(Trainer):
@@ -144,7 +158,17 @@ class RLTrainer(Trainer):
         scored = advantages(obj, rewards, mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp, **given)
         return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, old_values=given.get("values"),
                            returns=scored.returns, outcomes=rewards if self.needs.prm_logp else None,
-                           **self._groups(mask)), mismatch, scored.metrics
+                           **self._groups(mask), **self._topk(ctx, batch)), mismatch, scored.metrics
+
+    def _topk(self, ctx: RunContext, batch: Batch) -> dict:
+        """SimKO: pi_old's top-K tokens and log-probs (B, T, K), unless the update's first forward is pi_old."""
+        k = self.needs.topk_logp
+        if not k or self.single_pass:
+            return {}
+        cfg = self.cfg
+        old_topk, index = old_policy_topk(ctx.model, batch, ctx.pad_id, cfg.rollout.temperature,
+                                          cfg.train.micro_batch_size or len(batch), k, cfg.objective.routing_replay)
+        return {"old_topk_logp": old_topk, "topk_index": index}
 
     def _groups(self, mask: torch.Tensor) -> dict:
         """Each row's group lengths and position (B, G), (B,): λ-GRPO's weights of random mini-batch rows."""

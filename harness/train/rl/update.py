@@ -16,7 +16,8 @@ from harness.objective import loss as objective_loss
 from harness.objective.aggregation import batch_denominators
 from harness.models.moe import is_moe
 from harness.train.batch import Batch
-from harness.models.logprobs import response_logprobs
+from harness.models.logprobs import response_logprobs, response_logprobs_topk
+from harness.objective import inputs_needed
 from harness.train.diagnostics.metrics import UpdateMetrics
 from harness.train.diagnostics.mismatch import MismatchStats
 from harness.train.diagnostics.routing import capture_routing
@@ -71,10 +72,20 @@ def _forward(policy: Trained, components: list[Component], part: Batch, cfg, pad
     observe = mismatch is not None and single_pass
     capture = observe and is_moe(model)
     replay = obj.routing_replay and part.routing is not None
+    k = inputs_needed(obj).topk_logp  # SimKO's top-K (docs/objective.md §13)
+    simko = {}
     with capture_routing(model) if capture else nullcontext() as calls:
-        logp, entropy, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.mask, pad_id,
-                                             cfg.rollout.temperature, with_entropy=True,
-                                             routing=part.routing if replay else None)
+        if k:  # pi_old's top-K tokens (the first forward's own when it is pi_old)
+            logp, entropy, topk, index = response_logprobs_topk(
+                model, part.prompt_ids, part.response_ids, part.mask, pad_id, cfg.rollout.temperature, k,
+                topk_index=None if single_pass else part.topk_index, with_entropy=True,
+                routing=part.routing if replay else None)
+            simko = {"topk_logp": topk, "old_topk_logp": topk.detach() if single_pass else part.old_topk_logp,
+                     "is_argmax": part.response_ids.to(index.device) == index[..., 0]}
+        else:
+            logp, entropy, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.mask, pad_id,
+                                                 cfg.rollout.temperature, with_entropy=True,
+                                                 routing=part.routing if replay else None)
     if observe:  # single pass: logp is the old policy's
         mismatch.add_logprobs(logp, part.rollout_logp, part.mask)
         if capture:
@@ -83,5 +94,6 @@ def _forward(policy: Trained, components: list[Component], part: Batch, cfg, pad
     live = {c.provides: c(part, pad_id) for c in components}  # values, prm_logp (b, T), with gradient
     x = LossInputs(logp=logp, old_logp=old, adv=part.adv, mask=part.mask, entropy=entropy, ref_logp=part.ref_logp,
                    rollout_logp=part.rollout_logp, old_values=part.old_values, returns=part.returns,
-                   outcomes=part.outcomes, group_lengths=part.group_lengths, group_pos=part.group_pos, **live)
+                   outcomes=part.outcomes, group_lengths=part.group_lengths, group_pos=part.group_pos, **simko,
+                   **live)
     return objective_loss(obj, x, num_seqs, num_tokens)
