@@ -94,15 +94,16 @@ class Aggregation(NamedTuple):
     weights: object  # (M float64 (B, T), num_seqs, num_tokens, norm_constant) -> w (B, T)
 
 
+_TOKEN_MEAN = Aggregation(lambda ell, m, n_seq, n_tok, c: ell.sum() / n_tok,
+                          lambda m, n_seq, n_tok, c: m / n_tok)
+
 # The `agg` knob (docs/objective.md §5): the loss and its token weights w_it (aggregate = sum w l).
 AGG: Modes = Modes("agg", {
     "seq_mean_token_mean": Mode(Aggregation(
         _seq_mean_token_mean,
         lambda m, n_seq, n_tok, c: m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)),
         "(1/B) sum_i (1/|o_i|) sum_t M l: a long response's tokens weigh less, the length bias (GRPO, GSPO)"),
-    "token_mean": Mode(Aggregation(
-        lambda ell, m, n_seq, n_tok, c: ell.sum() / n_tok,
-        lambda m, n_seq, n_tok, c: m / n_tok),
+    "token_mean": Mode(_TOKEN_MEAN,
         "sum M l / sum M (DAPO 2503.14476, PPO, CISPO, REINFORCE++, Lite PPO, GPG)"),
     "seq_mean_token_sum_norm": Mode(Aggregation(
         lambda ell, m, n_seq, n_tok, c: ell.sum() / (n_seq * _need_c(c)),
@@ -112,9 +113,7 @@ AGG: Modes = Modes("agg", {
         lambda ell, m, n_seq, n_tok, c: ell.sum() / n_seq,
         lambda m, n_seq, n_tok, c: m / n_seq),
         "(1/B) sum_i sum_t M l: the response is one action (RLOO 2402.14740)"),
-    "lambda_length": Mode(Aggregation(
-        lambda ell, m, n_seq, n_tok, c: ell.sum() / n_tok,
-        lambda m, n_seq, n_tok, c: m / n_tok),
+    "lambda_length": Mode(_TOKEN_MEAN,  # the row weights f_i enter in policy_loss
         "sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 (docs/objective.md §13; "
         "policy_loss's row_weights); the token weights shown are λ = 0's, token_mean's"),
 })
