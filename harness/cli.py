@@ -4,6 +4,7 @@
     harness config CONFIG [dotted.key=value ...]            print the resolved, validated config
     harness warmstart CONFIG [dotted.key=value ...]         build (or find) the cached SFT warm start
     harness eval RUN_DIR [--n-samples N] [--vs-initial]      pass@k of a finished run -> RUN_DIR/eval.json
+    harness compare RUN_A RUN_B [--step N] [--ks 1,8] [--json]   B vs A prompt by prompt on their saved evals
     harness grid STUDY [--scale S] --list | --write-configs DIR   expand a study's grid (harness/experiment/)
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
@@ -39,6 +40,11 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
     return value
+
+
+def _int_list(text: str) -> list[int]:
+    """argparse type: "1,8,64" -> [1, 8, 64], each >= 1."""
+    return [positive_int(t.strip()) for t in text.split(",") if t.strip()]
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
@@ -79,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     p_eval.add_argument("--num-prompts", type=positive_int, default=None, help=">= 1 (default: the run's eval.num_prompts)")
     p_eval.add_argument("--vs-initial", action="store_true", help="also eval the starting policy on the same prompts "
                         "and seed: paired rise of pass@k with a bootstrap 95%% interval over prompts")
+
+    p_cmp = sub.add_parser("compare", help="run B vs run A prompt by prompt on the evals both saved (paired bootstrap)")
+    p_cmp.add_argument("run_a", help="run directory A (the reference)")
+    p_cmp.add_argument("run_b", help="run directory B")
+    p_cmp.add_argument("--step", type=int, default=None, help="eval step to compare (default: the last step both saved)")
+    p_cmp.add_argument("--ks", type=_int_list, default=None, help="comma-separated k of pass@k, each <= eval.n_samples "
+                       "(default: the runs' eval.ks)")
+    p_cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
     # --- experiment layer: grid / tune / summarize (harness/experiment/cli.py) ---
     from harness.experiment import cli as _study_cli
@@ -129,6 +143,14 @@ def _run(args: argparse.Namespace) -> int:
         from harness.train.eval.final_eval import eval_run
 
         print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts, args.vs_initial), indent=2))
+        return 0
+    if args.command == "compare":
+        import json
+
+        from harness.train.eval.compare import compare_runs, format_comparison
+
+        result = compare_runs(args.run_a, args.run_b, args.step, args.ks)
+        print(json.dumps(result, indent=2) if args.json else format_comparison(result))
         return 0
     cfg = load_config(args.config, args.overrides)
 
