@@ -70,6 +70,7 @@ mlflow-ui: venv
 # .py back (outputs are not kept). JupyterLab is notebook-only: requirements-notebooks.txt, installed
 # once against the runtime pins (fails if it would change a package already in the venv). Kernels
 # start in analysis/; HARNESS_RESULTS points them at results/ (harness/experiment/figures/data.py StudyData.from_env).
+# As root (a container), --allow-root: Jupyter refuses to start as root otherwise.
 NB_STAMP := $(VENV)/.notebooks-installed
 NB_PORT ?= 8888
 
@@ -87,7 +88,7 @@ $(NB_STAMP): $(STAMP) requirements-notebooks.txt requirements.txt analysis/jupyt
 notebooks: $(NB_STAMP)
 	HARNESS_RESULTS=$(CURDIR)/results PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab \
 		--ip 127.0.0.1 --port $(NB_PORT) --ServerApp.root_dir=$(CURDIR) \
-		--LabApp.default_url=/lab/tree/analysis
+		--LabApp.default_url=/lab/tree/analysis $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 clean-venv:
 	rm -rf $(VENV)

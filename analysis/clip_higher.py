@@ -23,12 +23,14 @@
 #
 # **What the mechanism needs** (experiments/clip_higher.yaml): an upper clip that binds, i.e.
 # the policy moving > 20% in ratio within one batch on some A > 0 tokens (4 epochs x 4
-# mini-batches per batch here), and entropy that can fall. The "Regime" section checks both
-# on the symmetric arm before the arms are compared.
+# mini-batches per batch here), entropy that falls under the symmetric clip, and a symmetric
+# arm that learns (countdown sampled at T = 1.4 at the cpu scale). The "Regime" section checks
+# all three on the symmetric arm before the arms are compared.
 #
-# **Reading the figures.** Entropy is the policy's mean per-token entropy on the training
-# rollouts (nats per token), measured during the update. With 3 seeds each seed is a thin
-# line and the mean a bold one.
+# **Reading the figures.** Entropy is the mean per-token entropy of the sampling distribution
+# (logits / rollout temperature) on the training rollouts (nats per token), measured during the
+# update. With up to 3 seeds each seed is a thin line and the mean a bold one; with more, the
+# mean and its 95% t-interval (shaded).
 
 # %%
 import matplotlib.pyplot as plt
