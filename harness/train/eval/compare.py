@@ -23,7 +23,7 @@ import yaml
 
 from harness.config import ConfigError
 from harness.objective.passk import pass_at_k
-from harness.train.eval.evaluate import EVAL_PROMPTS
+from harness.train.eval.evaluate import saved_evals
 from harness.train.eval.paired import paired_bootstrap
 
 # the config keys that fix which prompts an eval draws and how it samples them
@@ -45,12 +45,6 @@ def run_config(run_dir: Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"{run_dir}: no config.yaml (not a run directory, or no step finished yet)")
     return yaml.safe_load(path.read_text())
-
-
-def eval_steps(run_dir: Path) -> dict[int, Path]:
-    """step -> RUN/eval_prompts/step_N.json, for every eval the run saved."""
-    files = sorted((Path(run_dir) / EVAL_PROMPTS).glob("step_*.json"))
-    return {int(f.stem.split("_")[1]): f for f in files}
 
 
 def check_paired(cfg_a: dict, cfg_b: dict, run_a: Path, run_b: Path) -> None:
@@ -93,13 +87,13 @@ def compare_runs(run_a: str | Path, run_b: str | Path, step: int | None = None, 
     run_a, run_b = Path(run_a), Path(run_b)
     cfg_a, cfg_b = run_config(run_a), run_config(run_b)
     check_paired(cfg_a, cfg_b, run_a, run_b)
-    steps_a, steps_b = eval_steps(run_a), eval_steps(run_b)
+    steps_a, steps_b = saved_evals(run_a), saved_evals(run_b)
     at = pick_step(steps_a, steps_b, step, run_a, run_b)
     n = int(dotted(cfg_a, "eval.n_samples"))
     ks = sorted(set(ks or dotted(cfg_a, "eval.ks") or [1]))
-    too_big = [k for k in ks if k < 1 or k > n]
-    if too_big:
-        raise ConfigError(f"--ks: {too_big[0]} is outside 1..eval.n_samples = {n}")
+    outside = [k for k in ks if k < 1 or k > n]
+    if outside:
+        raise ConfigError(f"--ks: {outside[0]} is outside 1..eval.n_samples = {n}")
     counts = [correct_counts(json.loads(s[at].read_text())["pass_at_1"], n, s[at]) for s in (steps_a, steps_b)]
     if len(counts[0]) != len(counts[1]):
         raise ConfigError(f"eval prompts: {len(counts[0])} in {run_a} but {len(counts[1])} in {run_b} at step {at}")

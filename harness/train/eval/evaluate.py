@@ -70,11 +70,17 @@ def save_prompt_scores(run_root: Path, step: int, pass_at_1: list[float]) -> Non
     atomic_write_text(folder / f"step_{step:06d}.json", json.dumps({"step": step, "pass_at_1": pass_at_1}))
 
 
+def saved_evals(run_root: Path) -> dict[int, Path]:
+    """step -> DIR/eval_prompts/step_N.json, for every eval the run saved, in step order."""
+    files = sorted((Path(run_root) / EVAL_PROMPTS).glob("step_*.json"))
+    return {int(f.stem.split("_")[1]): f for f in files}
+
+
 def paired_rise(run_root: Path) -> dict | None:
     """The paired rise of pass@1 from the first eval of a run to its last (same prompts, same
     sampling seed), with a bootstrap 95% interval over prompts (paired.py); None if fewer than
     two evals were saved."""
-    files = sorted((Path(run_root) / EVAL_PROMPTS).glob("step_*.json"))
+    files = list(saved_evals(run_root).values())
     if len(files) < 2:
         return None
     first, last = (json.loads(f.read_text()) for f in (files[0], files[-1]))
