@@ -40,7 +40,7 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 from harness.atomic import atomic_write_text
-from harness.experiment import StudyError, cells_index, load_study, study_dir
+from harness.experiment import StudyError, cells_index, load_study, study_dir, write_configs
 from harness.experiment.files import final_eval_flags, study_json
 from harness.experiment.load import TOP_LEVEL_KEYS
 
@@ -70,8 +70,7 @@ _bin = Path(sys.executable).with_name("harness")
 HARNESS = shlex.quote(str(_bin)) if _bin.exists() else f"{shlex.quote(sys.executable)} -m harness.cli"
 
 # ---------------------------------------------------------------- files written at parse time (only if changed)
-for c in STUDY.cells:
-    atomic_write_text(OUT / "configs" / f"{c.id}.yaml", c.config_yaml(), only_if_changed=True)
+write_configs(STUDY, OUT / "configs")
 atomic_write_text(OUT / "cells.json", json.dumps(cells_index(STUDY, RESULTS), indent=1, default=str) + "\n",
                   only_if_changed=True)
 atomic_write_text(OUT / "study.json", json.dumps(study_json(STUDY, RESULTS), indent=1) + "\n", only_if_changed=True)

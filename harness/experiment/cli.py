@@ -126,7 +126,6 @@ def _probe(args) -> int:
 
         out = Path(args.out) if args.out else study_dir(study) / "regime.json"
         doc = run_regime(study.cells[0].config, args.batches or 4)
-        out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out, json.dumps({"study": study.name, "scale": study.scale, "cell": study.cells[0].id,
                                            **doc}, indent=1))
         print(f"[regime] {study.name} ({study.scale}), cell {study.cells[0].id} -> {out}")

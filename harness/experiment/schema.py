@@ -98,41 +98,37 @@ class FinalEval(_Strict):
 
 # ----------------------------------------------------------------------------- tune
 
-class FloatDistribution(_Strict):
+class _Range(_Strict):
+    """A numeric search range: low < high, and low > 0 on a log scale."""
+
+    @model_validator(mode="after")
+    def _range(self):
+        if self.low >= self.high:
+            raise ValueError(f"low={self.low} must be < high={self.high}")
+        if self.log and self.low <= 0:
+            raise ValueError(f"log=true needs low > 0 (got low={self.low})")
+        return self
+
+
+class FloatDistribution(_Range):
     type: Literal["float"]
     low: Number
     high: Number
     log: StrictBool = False
     step: Annotated[Number, Field(gt=0)] | None = None
 
-    @model_validator(mode="after")
-    def _range(self):
-        return _check_range(self)
 
-
-class IntDistribution(_Strict):
+class IntDistribution(_Range):
     type: Literal["int"]
     low: StrictInt
     high: StrictInt
     log: StrictBool = False
     step: Annotated[StrictInt, Field(ge=1)] | None = None
 
-    @model_validator(mode="after")
-    def _range(self):
-        return _check_range(self)
-
 
 class CategoricalDistribution(_Strict):
     type: Literal["categorical"]
     choices: AxisValues
-
-
-def _check_range(d):
-    if d.low >= d.high:
-        raise ValueError(f"low={d.low} must be < high={d.high}")
-    if d.log and d.low <= 0:
-        raise ValueError(f"log=true needs low > 0 (got low={d.low})")
-    return d
 
 
 Distribution = Annotated[Union[FloatDistribution, IntDistribution, CategoricalDistribution],

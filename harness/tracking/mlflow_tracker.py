@@ -14,6 +14,7 @@ from pathlib import Path
 from harness.atomic import atomic_write_text
 from harness.tracking.base import Tracker
 from harness.tracking.experiment import ensure_experiment
+from harness.tracking.runs import RUN_ID_FILE, run_id_of
 from harness.tracking.store import default_tracking_uri, ensure_store, retry_locked
 from harness.tracking.study_runs import nest_run
 
@@ -44,8 +45,7 @@ class MlflowTracker(Tracker):
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
         exp_id = ensure_experiment(self.client, experiment, self.uri)  # a model-training experiment
-        id_file = Path(run_dir) / "mlflow_run_id"
-        run_id = id_file.read_text().strip() if id_file.exists() else None
+        run_id = run_id_of(run_dir)
         if run_id:
             if mark_running:  # a resumed attempt (not a sync of a finished run's pending records)
                 retry_locked(self.client.update_run, run_id, status="RUNNING")
@@ -53,7 +53,7 @@ class MlflowTracker(Tracker):
             run = retry_locked(self.client.create_run, exp_id, run_name=run_name or Path(run_dir).name,
                                tags={**tags, "run_dir": str(Path(run_dir).resolve())})
             run_id = run.info.run_id
-            atomic_write_text(id_file, run_id)  # right away: a crash from here on resumes this run, never a new one
+            atomic_write_text(Path(run_dir) / RUN_ID_FILE, run_id)  # right away: a crash from here on resumes this run, never a new one
             nest_run(self.client, exp_id, run_id, tags)  # under its study's run (harness/tracking/study_runs.py)
         # on resume too (a crash may have come before them); re-logging an identical param is allowed
         params = [self._Param(k, v) for k, v in flatten(config).items()]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from harness.atomic import atomic_write_text
 from harness.tracking.experiment import NOTE_TAG, RESULT_PREFIX, ensure_experiment
+from harness.tracking.runs import run_id_of
 from harness.tracking.store import default_tracking_uri, ensure_store, retry_locked
 
 PARENT_TAG = "mlflow.parentRunId"
@@ -131,14 +132,13 @@ def record_cells(study_dir: str | os.PathLike, uri: str | None = None) -> int:
 
     d = Path(study_dir)
     study, cells = _index(d)
-    todo = [(c, Path(c["run_dir"]) / "mlflow_run_id") for c in cells]
-    todo = [(c, p) for c, p in todo if p.exists()]
+    todo = [(c, run_id_of(c["run_dir"])) for c in cells]
+    todo = [(c, run_id) for c, run_id in todo if run_id]
     if not todo:
         return 0
     client, uri = client_for(uri)
     parent = open_study(d, uri)
-    for cell, id_file in todo:
-        run_id = id_file.read_text().strip()
+    for cell, run_id in todo:
         for name in CELL_FILES:
             if (Path(cell["run_dir"]) / name).exists():
                 retry_locked(client.log_artifact, run_id, str(Path(cell["run_dir"]) / name))
