@@ -254,9 +254,6 @@ class RunConfig(_Section):
                              f"trainer={want!r}; allowed trainer values: {list(TRAINERS)} (drop the key: the preset "
                              "sets it)")
         rl = self.trainer == "rl"  # the DPO trainer reads no group, clip or batch-shape knob
-        if rl and o.agg == "lambda_length" and t.grad_share_every:
-            raise ValueError(f"train.grad_share_every={t.grad_share_every} with objective.agg='lambda_length': the "
-                             "gradient-share diagnostic has no access to the learned λ; allowed: train.grad_share_every=0")
         if rl and o.baseline in ("leave_one_out", "prime") and t.group_size < 2:
             raise ValueError(f"train.group_size={t.group_size} is impossible with objective.baseline={o.baseline} "
                              "(its leave-one-out baseline needs G >= 2); allowed: train.group_size >= 2")

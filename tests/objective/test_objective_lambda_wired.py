@@ -76,7 +76,5 @@ def test_missing_lambda_raises_and_needs_say_so():
 def test_run_config_refuses_lambda_knobs_without_lambda_length():
     with pytest.raises(ConfigError, match="lambda_lr"):
         load_config(None, ["objective.preset=grpo", "objective.lambda_lr=0.1"])
-    with pytest.raises(ConfigError, match="grad_share_every"):
-        load_config(None, ["objective.preset=lambda_grpo", "train.grad_share_every=2"])
     with pytest.raises(ConfigError, match="lambda_lr"):
         load_config(None, ["objective.preset=lambda_grpo", "objective.lambda_lr=0"])

@@ -140,3 +140,24 @@ def test_extreme_grad_share_splits_the_whole_batch_gradient():
     ne, nr = out["grad/norm_extreme"], out["grad/norm_rest"]
     assert ne > 0 and nr > 0
     assert out["grad/share_extreme"] == pytest.approx(ne / (ne + nr))
+
+
+@pytest.mark.parametrize("preset", ["simko", "lambda_grpo", "ppo"])
+def test_grad_share_runs_on_the_updates_own_loss(preset, fast_config, tmp_path):
+    """The diagnostic takes the update's loss, so presets with extra inputs (SimKO's top-K, λ-GRPO's λ,
+    PPO's critic) are measured too, and it leaves no gradient on the components (the first update's
+    grad/norm equals the run's without the diagnostic)."""
+    import json
+
+    from harness.train import train
+
+    norms = {}
+    for every in (0, 1):
+        out = tmp_path / f"every{every}"
+        train(fast_config(f"objective.preset={preset}", "train.steps=1", f"train.grad_share_every={every}"), out)
+        rec = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+        norms[every] = rec["grad/norm"]
+        if every:
+            assert 0 <= rec["grad/share_extreme"] <= 1, rec["grad/share_extreme"]
+            assert math.isfinite(rec["grad/norm_total"]) and rec["grad/norm_total"] > 0
+    assert norms[1] == pytest.approx(norms[0], rel=1e-5)

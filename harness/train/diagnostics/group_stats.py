@@ -34,14 +34,15 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Sequence
 
 import torch
 
-from harness.objective import LossInputs, inputs_needed, loss
+from harness.objective import inputs_needed
 from harness.objective.aggregation import batch_denominators
 from harness.train.batch import Batch
 from harness.train.rl.episode import Episode
-from harness.models.logprobs import response_logprobs
+from harness.train.rl.update import forward_loss
 from harness.train.run.rundir import GROUP_RECORDS
 
 P_LOW, P_HIGH = 0.2, 0.8  # extreme groups: p < P_LOW (hard for the policy) or p > P_HIGH (easy)
@@ -89,13 +90,16 @@ def group_records(ep: Episode, adv: torch.Tensor, mask: torch.Tensor | None, ste
             GROUP_RECORDS: records}
 
 
-def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int) -> dict[str, float]:
+def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int,
+                       components: Sequence = ()) -> dict[str, float]:
     """Gradient-norm share of the extreme groups (see the module docstring). One extra
     forward/backward over the batch's rows, split in two; the model's .grad is left empty.
 
     batch: as for policy_update (its routing (B,S,L,k) replayed when objective.routing_replay).
     The ratio is taken against the current policy (= the rollout policy, before the update), so
-    the gradient is the update's first-step direction."""
+    the gradient is the update's first-step direction. The loss is the update's own (rl/update.py
+    forward_loss), so every input the objective needs is there (SimKO's top-K, λ-GRPO's λ from
+    `components`); the components' .grad is left empty too."""
     t0 = time.perf_counter()
     obj, tr = cfg.objective, cfg.train
     rows_e = extreme_rows(ep)
@@ -105,21 +109,17 @@ def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int) -> di
     if needs.adv_only_gradient:  # A = 0 rows (zero-variance groups) give an exactly zero gradient: skip them
         a = batch.adv.detach().cpu()
         live = (a != 0).any(-1) if a.dim() == 2 else a != 0
-    replay = obj.routing_replay  # MoE routing replay, as in the update
     params = [q for q in model.parameters() if q.requires_grad]
     model.train()
     grads: dict[str, list[torch.Tensor | None]] = {}
     for name, sel in (("extreme", rows_e & live), ("rest", ~rows_e & live)):
         model.zero_grad(set_to_none=True)
         for part in batch.rows(sel.nonzero().flatten().tolist()).micro_batches(tr.micro_batch_size):
-            logp, entropy, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.mask, pad_id,
-                                                 cfg.rollout.temperature, with_entropy=needs.entropy_grad,
-                                                 routing=part.routing if replay else None)
-            x = LossInputs(logp=logp, old_logp=logp.detach(), adv=part.adv, mask=part.mask, entropy=entropy,
-                           ref_logp=part.ref_logp, rollout_logp=part.rollout_logp)
-            loss(obj, x, num_seqs, num_tokens)[0].backward()
+            forward_loss(model, components, part, cfg, pad_id, True, None, num_seqs, num_tokens)[0].backward()
         grads[name] = [None if q.grad is None else q.grad.detach().float().clone() for q in params]
     model.zero_grad(set_to_none=True)
+    for c in components:
+        c.zero_grad()
 
     def norm(gs) -> float:
         return math.sqrt(sum(float((g ** 2).sum()) for g in gs if g is not None))

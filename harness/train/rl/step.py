@@ -186,7 +186,7 @@ class RLTrainer(Trainer):
         out.update(group_records(ep, batch.adv, batch.mask, step))
         out.update(eos_weight_shares(obj, batch.adv, batch.mask, ep.rollout.truncated, ep.correct))  # length bias
         if tr.grad_share_every and step % tr.grad_share_every == 0 and bad is None:
-            out.update(extreme_grad_share(ctx.model, batch, ep, cfg, ctx.pad_id))
+            out.update(extreme_grad_share(ctx.model, batch, ep, cfg, ctx.pad_id, ctx.components))
         gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, 555))
         try:
             if bad is not None:

@@ -50,8 +50,8 @@ def policy_update(policy: Trained, components: list[Component], batch: Batch, cf
             s = 0
             for part in mb.micro_batches(tr.micro_batch_size):
                 where = f"(epoch {epoch}, mini-batch {m}, rows {s}..{s + len(part) - 1})"
-                loss, metrics = _forward(policy, components, part, cfg, pad_id, on_policy_single_pass, mismatch,
-                                         num_seqs, num_tokens)
+                loss, metrics = forward_loss(policy.module, components, part, cfg, pad_id, on_policy_single_pass,
+                                             mismatch, num_seqs, num_tokens)
                 check_finite(trained, "loss/policy", loss, where)
                 loss.backward()
                 acc.add(metrics, float(part.mask.sum()))
@@ -64,11 +64,11 @@ def policy_update(policy: Trained, components: list[Component], batch: Batch, cf
     return out
 
 
-def _forward(policy: Trained, components: list[Component], part: Batch, cfg, pad_id: int, single_pass: bool,
-             mismatch: MismatchStats | None, num_seqs: float, num_tokens: float):
-    """Forward of the policy (and every component) on one micro-batch -> the objective's (loss, metrics)."""
+def forward_loss(model, components: list[Component], part: Batch, cfg, pad_id: int, single_pass: bool,
+                 mismatch: MismatchStats | None, num_seqs: float, num_tokens: float):
+    """Forward of the policy `model` (and every component) on one micro-batch -> the objective's (loss, metrics).
+    single_pass: the forward's own log-probs (and top-K) are pi_old's (ratio 1 at the first step)."""
     obj = cfg.objective
-    model = policy.module
     observe = mismatch is not None and single_pass
     capture = observe and is_moe(model)
     replay = obj.routing_replay and part.routing is not None
