@@ -170,7 +170,7 @@ def _prime_scored(obj: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Ten
                          "(the reference's), both (B, T): inputs_needed(obj).prm_logp / .ref_logp")
     q = (prm_logp - ref_logp).detach()  # log pi_phi - log pi_ref per sampled token
     proc = prime_process_rewards(q, mask, obj.prime_beta, obj.prime_keep_last_token)
-    adv, _ = prime_advantages(proc, rewards, mask, group_size, obj.prime_coef, obj.outcome_coef)
+    adv, _ = prime_advantages(proc, rewards, mask, group_size, obj.prime_coef, obj.outcome_coef, obj.std, obj.adv_eps)
     m = mask > 0
     metrics = {"prm/loss": float(prime_rm_loss(q, mask, rewards, obj.prime_beta)),
                "prm/accuracy": prime_rm_accuracy(q, mask, rewards),

@@ -23,13 +23,14 @@ tested to 1e-6, including three details of that code:
     + 1e-6 (its `prime_norm: batch_norm`);
   - its RLOO of the process rewards is per token: r_t n/(n-1) - (sum_j mean_t r_j)/(n-1), the group's
     per-response token means (the response's own included) over n - 1; its whitening uses the
-    sample variance and (x - mean) / sqrt(var + 1e-8).
+    sample variance and (x - mean) / sqrt(var + 1e-8). Here the objective's whitening
+    (advantages.whiten: (x - mean) / (std + adv_eps)); the two differ by ~1e-7 on the worked example.
 """
 from __future__ import annotations
 
 import torch
 
-from harness.objective.advantages import check_binary
+from harness.objective.advantages import check_binary, whiten
 
 
 def _last_token(mask: torch.Tensor) -> torch.Tensor:
@@ -87,22 +88,16 @@ def _masked_rloo(r: torch.Tensor, m: torch.Tensor, n: int) -> torch.Tensor:
     return torch.where(m, out, torch.zeros_like(out))
 
 
-def _whiten_verl(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    vals = x[m]
-    mean = vals.mean()
-    var = ((vals - mean) ** 2).sum() / max(vals.numel() - 1, 1)
-    return torch.where(m, (x - mean) * torch.rsqrt(var + 1e-8), torch.zeros_like(x))
-
-
 def prime_advantages(process_rewards: torch.Tensor, outcomes: torch.Tensor, mask: torch.Tensor, group_size: int,
-                     prime_coef: float = 5.0, outcome_coef: float = 5.0) -> tuple[torch.Tensor, torch.Tensor]:
+                     prime_coef: float = 5.0, outcome_coef: float = 5.0, std: str = "sample",
+                     eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages (B, T), returns (B, T)), no grad, from the process rewards (B, T)
     (`prime_process_rewards`) and the binary outcomes (B,), groups of `group_size` contiguous:
 
         p   = process_rewards / (max_{i,t} |sum_{s>=t} process_rewards_is| + 1e-6)      (batch norm)
         R_t = prime_coef * rloo(p)_t + outcome_coef * [t last] * rloo(outcome)          (per token)
         returns_t = sum_{s>=t} M R_s;   advantages = whiten(returns) over the response tokens
-    """
+    (advantages.whiten, the objective's `std` and `adv_eps`: the preset's scale=batch_std)."""
     check_binary(outcomes, "PRIME's outcome reward")
     m = mask > 0
     p = torch.where(m, process_rewards.detach(), torch.zeros_like(process_rewards))
@@ -112,4 +107,4 @@ def prime_advantages(process_rewards: torch.Tensor, outcomes: torch.Tensor, mask
     total = prime_coef * _masked_rloo(p, m, group_size) + outcome_coef * _masked_rloo(out, last, group_size)
     returns = torch.where(m, total, torch.zeros_like(total)).flip(-1).cumsum(-1).flip(-1)
     returns = torch.where(m, returns, torch.zeros_like(returns))
-    return _whiten_verl(returns, m), returns
+    return whiten(returns, m, std=std, eps=eps), returns

@@ -32,13 +32,9 @@ def entropy_gate(entropy: torch.Tensor, mask: torch.Tensor, tau: float) -> torch
     response tokens (linear interpolation, as torch.quantile). E.g. [0.1, 0.5, 2.0, 0.3, 1.2] at
     tau 0.8: quantile 1.36, only the third token."""
     m = mask > 0
-    out = torch.zeros_like(m)
     ent = entropy.detach()
-    for i in range(ent.shape[0]):
-        if bool(m[i].any()):
-            q = torch.quantile(ent[i][m[i]], tau)
-            out[i] = m[i] & (ent[i] > q)
-    return out
+    q = ent.masked_fill(~m, float("nan")).nanquantile(tau, dim=-1, keepdim=True)  # (B, 1); NaN for an empty row
+    return m & (ent > q)
 
 
 def simko_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, topk_logp: torch.Tensor,

@@ -54,9 +54,12 @@ ENT = [[0.1, 0.5, 2.0, 0.3, 1.2]]
 
 
 def test_simko_entropy_gate_worked_example():
-    # torch.quantile([0.1, 0.3, 0.5, 1.2, 2.0], 0.8) = 1.2 + 0.2 * 0.8 = 1.36: only the third token
-    assert torch.quantile(T(ENT[0]), 0.8).item() == pytest.approx(1.36)
+    # quantile_0.8 of [0.1, 0.3, 0.5, 1.2, 2.0] = 1.2 + 0.2 * 0.8 = 1.36: only the third token
     assert entropy_gate(T(ENT), torch.ones(1, 5), 0.8).tolist() == [[False, False, True, False, False]]
+    # per row, over its own response tokens: with the 2.0 token masked, quantile_0.8 of [0.1, 0.3, 0.5, 1.2]
+    # = 0.5 + 0.4 * (1.2 - 0.5) = 0.78, so only the 1.2 token; a row with no response token gates nothing
+    rows, mask = T(ENT + ENT), T([[1, 1, 0, 1, 1], [0, 0, 0, 0, 0]])
+    assert entropy_gate(rows, mask, 0.8).tolist() == [[False, False, False, False, True], [False] * 5]
 
 
 def _simko_grads(adv, is_argmax):
