@@ -39,7 +39,6 @@ def test_advantages_reproduce_the_worked_example(keep, expected):
     obj = ObjectiveConfig.preset("prime", prime_keep_last_token=keep)
     s = advantages(obj, T(OUT), T(MASK), 2, prm_logp=_prm_logp(), ref_logp=T(REF))
     torch.testing.assert_close(s.adv, T(expected), rtol=0, atol=1e-6)
-    assert s.returns is None
     # BCE of sigmoid(0.05 * [0.8, 0.2]) against [1, 0]; both scores > 0: one of two predicted
     assert s.metrics["prm/loss"] == pytest.approx(0.685753, abs=1e-6)
     assert s.metrics["prm/accuracy"] == 0.5

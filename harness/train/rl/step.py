@@ -36,37 +36,38 @@ from harness.train.rl.update import policy_update
 
 
 @torch.no_grad()
-def old_policy_logprobs(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
-                        replay: bool = False, mismatch: MismatchStats | None = None) -> torch.Tensor:
-    """(B, T) log-probs of the batch's responses (response_mask) under `model`. replay: force the
-    rollout's expert choices (batch.routing, MoE). mismatch: a MismatchStats fed with these
-    log-probs (as the old policy's) against the sampler's on the loss mask, and with the routing used."""
+def old_policy_forward(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
+                       replay: bool = False, mismatch: MismatchStats | None = None, k: int = 0):
+    """One no-grad forward of `model` over the batch's responses (response_mask), by micro-batch ->
+    (logp (B, T), topk_logp (B, T, K), topk_index (B, T, K)); with k = 0 no top-K is computed (both None);
+    with k > 0 the K most likely tokens per response token and their log-probs (SimKO, docs/objective.md
+    §13). replay: force the rollout's expert choices (batch.routing, MoE). mismatch: a MismatchStats fed
+    with these log-probs (as the old policy's) against the sampler's on the loss mask, and with the routing."""
     capture = mismatch is not None and is_moe(model)
-    outs = []
+    lps, tops, idxs = [], [], []
     for part in batch.micro_batches(micro):
+        routing = part.routing if replay else None
         with capture_routing(model) if capture else nullcontext() as calls:
-            lp, _, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
-                                         temperature, routing=part.routing if replay else None)
+            if k:
+                lp, _, top, idx = response_logprobs_topk(model, part.prompt_ids, part.response_ids,
+                                                         part.response_mask, pad_id, temperature, k, routing=routing)
+                tops.append(top)
+                idxs.append(idx)
+            else:
+                lp, _, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
+                                             temperature, routing=routing)
         if mismatch is not None:
             mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
             if capture:
                 mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
-        outs.append(lp)
-    return torch.cat(outs)
-
-
-@torch.no_grad()
-def old_policy_topk(model, batch: Batch, pad_id: int, temperature: float, micro: int | None, k: int,
-                    replay: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """(old_topk_logp (B, T, K), topk_index (B, T, K)): pi_old's K most likely tokens per response
-    token and their log-probs (SimKO, docs/objective.md §13)."""
-    lps, idxs = [], []
-    for part in batch.micro_batches(micro):
-        _, _, lp, idx = response_logprobs_topk(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
-                                               temperature, k, routing=part.routing if replay else None)
         lps.append(lp)
-        idxs.append(idx)
-    return torch.cat(lps), torch.cat(idxs)
+    return torch.cat(lps), (torch.cat(tops) if k else None), (torch.cat(idxs) if k else None)
+
+
+def old_policy_logprobs(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
+                        replay: bool = False, mismatch: MismatchStats | None = None) -> torch.Tensor:
+    """(B, T) log-probs of the batch's responses under `model` (old_policy_forward without top-K)."""
+    return old_policy_forward(model, batch, pad_id, temperature, micro, replay, mismatch)[0]
 
 
 class RLTrainer(Trainer):
@@ -143,12 +144,17 @@ class RLTrainer(Trainer):
         micro, T, pad = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, ctx.pad_id
         replay = obj.routing_replay
         mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
-        if self.single_pass:
+        k = self.needs.topk_logp  # SimKO: pi_old's top-K (B, T, K), from the forward that gives its log-probs
+        top = (None, None)
+        if self.single_pass:  # the update's first forward is pi_old's (its top-K too)
             old_logp = None
         elif self.old_from_rollout:
             old_logp = r.sampler_logp.to(dev)
+            if k:  # the sampler gives no top-K: one forward for it
+                top = old_policy_forward(ctx.model, batch, pad, T, micro, replay, k=k)[1:]
         else:
-            old_logp = old_policy_logprobs(ctx.model, batch, pad, T, micro, replay, mismatch)
+            old_logp, *top = old_policy_forward(ctx.model, batch, pad, T, micro, replay, mismatch, k)
+        topk = {} if top[0] is None else {"old_topk_logp": top[0], "topk_index": top[1]}
         ref_logp = old_policy_logprobs(self.ref, batch, pad, T, micro) if self.ref is not None else None
         cur = old_logp
         if cur is None and self.needs.current_logp_for_kl:
@@ -158,18 +164,7 @@ class RLTrainer(Trainer):
         scored = advantages(obj, rewards, mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp, **given)
         return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, old_values=given.get("values"),
                            returns=scored.returns, outcomes=rewards if self.needs.prm_logp else None,
-                           **self._groups(mask), **self._topk(ctx, batch)), mismatch, scored.metrics
-
-    def _topk(self, ctx: RunContext, batch: Batch) -> dict:
-        """SimKO: pi_old's top-K tokens and log-probs (B, T, K), unless the update's first forward is pi_old."""
-        k = self.needs.topk_logp
-        if not k or self.single_pass:
-            return {}
-        cfg = self.cfg
-        old_topk, index = old_policy_topk(ctx.model, batch, ctx.pad_id, cfg.rollout.temperature,
-                                          cfg.train.micro_batch_size or len(batch), k, cfg.objective.routing_replay)
-        return {"old_topk_logp": old_topk, "topk_index": index}
-
+                           **self._groups(mask), **topk), mismatch, scored.metrics
     def _groups(self, mask: torch.Tensor) -> dict:
         """Each row's group lengths and position (B, G), (B,): λ-GRPO's weights of random mini-batch rows."""
         if not self.needs.lam:
