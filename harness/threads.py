@@ -49,7 +49,13 @@ def cpu_busy_seconds(cpus: set[int], stat_text: str) -> float:
     return total / CLK_TCK
 
 
+# child processes that are not this run's work (`harness bench --busy N`'s busy loops, started by the
+# benchmark in its own process with --in-process): counted as other processes, not as this one's
+FOREIGN: set[int] = set()
+
+
 def _descendants(pid: int) -> list[int]:
+    """Live descendants of pid, leaving out FOREIGN processes (and theirs)."""
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
@@ -59,7 +65,8 @@ def _descendants(pid: int) -> list[int]:
             continue
         for tid in tids:
             try:
-                kids = [int(k) for k in open(f"/proc/{p}/task/{tid}/children").read().split()]
+                kids = [int(k) for k in open(f"/proc/{p}/task/{tid}/children").read().split()
+                        if int(k) not in FOREIGN]
             except OSError:
                 continue
             out.extend(kids)
@@ -67,9 +74,9 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def own_cpu_seconds(pid: int | None = None) -> float:
+def own_cpu_seconds() -> float:
     """CPU seconds (user + system) of this process and its live descendants (a vLLM worker)."""
-    pid = pid or os.getpid()
+    pid = os.getpid()
     total = 0
     for p in [pid, *_descendants(pid)]:
         try:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+from harness import threads
+
 BUSY_LOOP = "while True:\n    pass\n"
 # libgomp's own spin when OMP_WAIT_POLICY is unset; set explicitly so harness/threads.py keeps out of it
 LIBGOMP_DEFAULT_SPIN = "300000"
@@ -22,6 +24,8 @@ def busy_processes(n: int):
     """Start n CPU-bound processes (pure Python busy loops); yields their pids; stops them after."""
     procs = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(n)]
+    pids = {p.pid for p in procs}
+    threads.FOREIGN.update(pids)  # another job's load to the governor, also when the case runs in this process
     try:
         yield [p.pid for p in procs]
     finally:
@@ -29,6 +33,7 @@ def busy_processes(n: int):
             p.kill()
         for p in procs:
             p.wait()
+        threads.FOREIGN.difference_update(pids)
 
 
 def wait_policy_env(policy: str, env: dict) -> dict:

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from harness.bench.load import busy_processes, describe_policy, wait_policy_env
+from harness.bench.load import BUSY_LOOP, busy_processes, describe_policy, wait_policy_env
 from harness.cli import main
 import time
 
@@ -78,11 +78,33 @@ def test_governor_is_off_when_asked_or_when_the_user_chose_a_wait_policy():
 
 def test_own_cpu_seconds_counts_a_busy_child():
     before = own_cpu_seconds()
-    with busy_processes(1):
+    child = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])  # this run's work, e.g. a vLLM worker
+    try:
         deadline = time.monotonic() + 10.0  # a loaded machine may give the child little CPU at first
         while (during := own_cpu_seconds()) - before <= 0.3 and time.monotonic() < deadline:
             time.sleep(0.2)
+    finally:
+        child.kill()
+        child.wait()
     assert during - before > 0.3  # the child's CPU time, not just ours (we sleep)
+
+
+def test_bench_busy_loops_count_as_other_processes():
+    """`harness bench --in-process --busy N` starts its busy loops as children of the run: the governor
+    must see them as another job's load, not as this run's CPU."""
+    with busy_processes(1) as (pid,):
+        busy0, own0 = _cpu_of(pid), own_cpu_seconds()
+        deadline = time.monotonic() + 10.0  # a loaded machine may give the loop little CPU at first
+        while _cpu_of(pid) - busy0 <= 0.3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        busy, own = _cpu_of(pid) - busy0, own_cpu_seconds() - own0
+    assert busy > 0.3
+    assert own < 0.5 * busy  # we sleep: the loop's CPU is not counted as ours
+
+
+def _cpu_of(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def test_no_wait_policy_is_set_by_import_harness():

@@ -19,6 +19,7 @@ from harness.train.eval.paired import paired_bootstrap
 from harness.train.run.policy_init import DTYPES, initial_policy, make_render
 from harness.atomic import atomic_write_text
 from harness.train.run.rundir import RunDir
+from harness.threads import start_governor
 
 
 def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None,
@@ -38,8 +39,7 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
         overrides.append(f"eval.ks={[k for k in (1, 2, 4, 8, 16, 32, 64) if k <= n_samples]}")
     cfg = load_config(run.config_path, overrides)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
+    start_governor(cfg.train.threads)  # as a training run: fewer threads while another process holds a core
     task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
                      **cfg.task.options)
     problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
