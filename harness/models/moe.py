@@ -25,8 +25,7 @@ from torch import nn
 
 # config fields that count routed experts (Mixtral / Qwen-MoE / OLMoE, Qwen2-MoE, DeepSeek)
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
-DENSE_NAMES = ("tiny-dense", "smollm2-135m")  # registered names whose architecture is known without a file
-MOE_NAMES = ("tiny-moe",)
+DENSE_NAMES = ("smollm2-135m",)  # a registered name besides the tiny configs (models/registry.py), known dense
 
 
 def is_moe(what: Any) -> bool | None:
@@ -35,15 +34,18 @@ def is_moe(what: Any) -> bool | None:
 
       - a model (nn.Module with `.config`) or a transformers config: its expert count;
       - a mapping (a config.json already read): its expert count;
-      - a model name (`model.name` before any model loads): tiny-moe / tiny-dense / smollm2-135m
-        by name, a folder by its config.json; None when that cannot be told (no such folder).
+      - a model name (`model.name` before any model loads): a tiny model by its transformers config
+        (built, no weights), smollm2-135m by name, a folder by its config.json; None when that
+        cannot be told (no such folder).
 
     For the models this project builds, a model is MoE exactly when `routers(model)` is not empty
     (tests/models/test_models_moe.py checks both agree)."""
     if isinstance(what, (str, Path)):
+        from harness.models.registry import _TINY_CONFIGS
+
         name = str(what)
-        if name in MOE_NAMES:
-            return True
+        if name in _TINY_CONFIGS:
+            return is_moe(_TINY_CONFIGS[name]())
         if name in DENSE_NAMES:
             return False
         config = Path(name) / "config.json"

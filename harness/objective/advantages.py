@@ -160,7 +160,7 @@ def passk_advantages(g: torch.Tensor, k: int, adv_eps: float = 1e-6) -> torch.Te
         sigma = math.sqrt(rho * (1.0 - rho))
         if sigma == 0.0:
             continue  # pass@k is 0 or 1 whatever is sampled: no signal, exactly 0
-        wrong_share = math.comb(n - ci - 1, k - 1) / math.comb(n - 1, k - 1) if n - ci - 1 >= 0 else 0.0
+        wrong_share = math.comb(n - ci - 1, k - 1) / math.comb(n - 1, k - 1)  # sigma > 0: n - c >= k >= 1
         a_correct = (1.0 - rho) / (sigma + adv_eps)
         a_wrong = (1.0 - rho - wrong_share) / (sigma + adv_eps)
         out[row] = torch.where(g[row] == 1, torch.full_like(g[row], a_correct), torch.full_like(g[row], a_wrong))

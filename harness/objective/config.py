@@ -278,9 +278,9 @@ class ObjectiveConfig(BaseModel):
                 f"kl_estimator={self.kl_estimator!r} with kl_placement='reward': the reward placement subtracts "
                 "kl_coef*k1 (docs/objective.md §4); allowed kl_estimator there: ['k1']"
             )
-        if self.baseline == "critic" and self.scale == "group_std":
+        if self.baseline == "critic" and self.scale not in ("batch_std", "none"):
             raise ValueError(
-                "scale='group_std' with baseline='critic': critic advantages are per token, not per group; "
+                f"scale={self.scale!r} with baseline='critic': critic advantages are per token, not per group; "
                 "allowed scale with the critic: ['batch_std', 'none']"
             )
         if self.dual_clip is not None and self.clip != "ppo":
@@ -306,11 +306,6 @@ class ObjectiveConfig(BaseModel):
             raise ValueError(
                 f"scale={self.scale!r} with baseline='passk': the Pass@k advantage is already normalised by its "
                 "sigma; allowed scale with baseline='passk': ['none']"
-            )
-        if self.baseline == "critic" and self.scale == "group_mean":
-            raise ValueError(
-                "scale='group_mean' with baseline='critic': critic advantages are per token, not per group; "
-                "allowed scale with the critic: ['batch_std', 'none']"
             )
         if self.simko_top_k and (self.clip != "ppo" or self.ratio != "token" or self.dual_clip is not None
                                  or self.eps_low is None):

@@ -48,19 +48,6 @@ def lambda_length_weights(lengths: torch.Tensor, group_size: int, lam: torch.Ten
     return f.reshape(-1)
 
 
-def lambda_length_aggregate(loss_tok: torch.Tensor, mask: torch.Tensor, group_size: int, lam: torch.Tensor | float,
-                            lambda_r: float, num_tokens: float | None = None) -> torch.Tensor:
-    """Scalar loss sum_i f_i sum_t M l_it / num_tokens from the per-token loss (B, T).
-    num_tokens: the whole mini-batch's response tokens (default: this batch's); 0 is treated as 1."""
-    if loss_tok.shape != mask.shape or loss_tok.dim() != 2:
-        raise ValueError(f"loss {tuple(loss_tok.shape)} and mask {tuple(mask.shape)} must both be (B, T)")
-    m = mask > 0
-    ell = torch.where(m, loss_tok, torch.zeros_like(loss_tok))
-    f = lambda_length_weights(m.sum(-1), group_size, lam, lambda_r).to(ell.dtype)
-    n_tok = max(float(m.sum().item() if num_tokens is None else num_tokens), 1.0)
-    return (f.unsqueeze(-1) * ell).sum() / n_tok
-
-
 def group_length_rows(lengths: torch.Tensor, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(group_lengths (B, G), group_pos (B,)): each row's group's lengths and its position in the
     group (groups of `group_size` contiguous rows), so a row's weight survives any row selection."""

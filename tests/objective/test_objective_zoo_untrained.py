@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from harness.objective.aggregation import aggregate
-from harness.objective.lambda_grpo import lambda_length_aggregate, lambda_length_weights
+from harness.objective.lambda_grpo import group_length_rows, lambda_length_weights, lambda_row_weights
 from harness.objective.prime import (prime_advantages, prime_process_rewards, prime_rm_accuracy,
                                      prime_rm_loss)
 from harness.objective.simko import entropy_gate, simko_token_loss
@@ -21,7 +21,14 @@ def T(x):
 
 
 # --------------------------------------------------------------------------- λ-GRPO
-def test_lambda_zero_is_token_mean_exactly(make_policy):
+def lambda_length_aggregate(loss_tok, mask, G, lam, lambda_r):
+    """The trainer's λ-GRPO loss (policy_loss with row_weights, agg lambda_length = token_mean's
+    normaliser): sum_i f_i sum_t M l_it / sum M, f from each row's group lengths."""
+    f = lambda_row_weights(*group_length_rows(mask.sum(-1), G), lam, lambda_r)
+    return aggregate("token_mean", loss_tok * f.to(loss_tok.dtype).unsqueeze(-1), mask)
+
+
+def test_lambda_zero_is_token_mean_exactly():
     g = torch.Generator().manual_seed(3)
     loss_tok = torch.randn(6, 5, generator=g, dtype=torch.float64)
     mask = T([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 0, 0]])
