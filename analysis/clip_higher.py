@@ -155,9 +155,9 @@ for arm, cells in ARMS.items():
 if BASE in ARMS and HIGH in ARMS:
     gap = F.tail_of(F.paired_series(data, ARMS[HIGH], ARMS[BASE], "entropy"))
     lines.append("- " + F.verdict(gap, f"entropy, last quarter, {HIGH} − {BASE}", "nats"))
-    ev = F.final([s[max(s)] for s in F.paired_series(data, ARMS[HIGH], ARMS[BASE], "eval/pass_at_1")])
+    ev = F.last_of(F.paired_series(data, ARMS[HIGH], ARMS[BASE], "eval/pass_at_1"))
     lines.append("- " + F.verdict(ev, f"held-out pass@1 at the last eval, {HIGH} − {BASE} (matched accuracy?)"))
-    ev8 = F.final([s[max(s)] for s in F.paired_series(data, ARMS[HIGH], ARMS[BASE], "eval/pass_at_8")])
+    ev8 = F.last_of(F.paired_series(data, ARMS[HIGH], ARMS[BASE], "eval/pass_at_8"))
     lines.append("- " + F.verdict(ev8, f"held-out pass@8 at the last eval, {HIGH} − {BASE} (exploration kept?)"))
     acc = F.tail_of(F.paired_series(data, ARMS[HIGH], ARMS[BASE], "reward/accuracy"))
     lines.append("- " + F.verdict(acc, f"accuracy of the kept (mixed) groups, last quarter, {HIGH} − {BASE} "

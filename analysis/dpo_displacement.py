@@ -65,7 +65,7 @@ def common_steps(series):
 
 def last_change(cells, key):
     """Per seed: the change of `key` from the first to the last logged step; mean and 95% t-interval."""
-    return F.final([s[max(s)] for s in change_series(cells, key)])
+    return F.last_of(change_series(cells, key))
 
 
 # %% [markdown]
@@ -212,7 +212,7 @@ for arm, cells in ARMS.items():
                                   "β × nats"))
 if BASE in ARMS and RPO in ARMS:
     for what in ("chosen", "rejected"):
-        d = F.final([s[max(s)] for s in F.paired_series(data, ARMS[RPO], ARMS[BASE], KEYS[what])])
+        d = F.last_of(F.paired_series(data, ARMS[RPO], ARMS[BASE], KEYS[what]))
         lines.append("- " + F.verdict(d, f"{RPO} − {BASE}, log π({what}) at the end (same seed)", "nats"))
     d = F.final([data.final_eval(a).get("eval/pass_at_1", float("nan")) - data.final_eval(b).get("eval/pass_at_1", float("nan"))
                  for a in ARMS[RPO] for b in ARMS[BASE] if a.get("seed") == b.get("seed")])

@@ -200,7 +200,7 @@ if BASE in ARMS:
     for arm in others:
         gap_train = F.tail_of(F.paired_series(data, ARMS[BASE], ARMS[arm], "length/incorrect"))
         lines.append("- " + F.verdict(gap_train, f"train, last quarter, {BASE} − {arm}", "tokens"))
-        gap_eval = F.final([s[max(s)] for s in F.paired_series(data, ARMS[BASE], ARMS[arm], "eval/length/incorrect")])
+        gap_eval = F.last_of(F.paired_series(data, ARMS[BASE], ARMS[arm], "eval/length/incorrect"))
         lines.append("- " + F.verdict(gap_eval, f"held-out eval at the last step, {BASE} − {arm}", "tokens"))
         acc = F.tail_of(F.paired_series(data, ARMS[BASE], ARMS[arm], "reward/accuracy"))
         lines.append("- " + F.verdict(acc, f"train accuracy, last quarter, {BASE} − {arm} (matched accuracy?)"))

@@ -32,7 +32,7 @@ def curves(cells: list[dict], key: str, relative: bool = False) -> dict[str, dic
     return out
 
 
-def _plot(ax, data: dict[str, dict], label_suffix: str = "", style: str = "-") -> None:
+def _plot(ax, data: dict[str, dict]) -> None:
     import matplotlib
 
     many = len(data) > 10  # past 10 series the default cycle repeats: 20 colours, and a marker per ten
@@ -41,8 +41,8 @@ def _plot(ax, data: dict[str, dict], label_suffix: str = "", style: str = "-") -
         marker = "osD^v"[(i // 10) % 5] if many else "o"
         lo = [m - h for m, h in zip(d["mean"], d["half"])]
         hi = [m + h for m, h in zip(d["mean"], d["half"])]
-        ax.plot(d["steps"], d["mean"], style, color=color, marker=marker if len(d["steps"]) < 30 else None, ms=3,
-                label=f"{variant}{label_suffix} (n={d['n']})")
+        ax.plot(d["steps"], d["mean"], "-", color=color, marker=marker if len(d["steps"]) < 30 else None, ms=3,
+                label=f"{variant} (n={d['n']})")
         if d["n"] > 1:
             ax.fill_between(d["steps"], lo, hi, color=color, alpha=0.2, lw=0)
     from matplotlib.ticker import MaxNLocator

@@ -72,9 +72,14 @@ def verdict(f: Final, effect: str, unit: str = "") -> str:
     return f"{effect}: {rng}: the interval includes 0, the difference does NOT appear at this scale."
 
 
+def last_of(series: list[dict[int, float]]) -> "Final":
+    """Per series: its value at its last step; then mean and 95% t-interval over the series (seeds)."""
+    return final([s[max(s)] for s in series])
+
+
 def last_value(data: StudyData, cells: list[dict], key: str) -> Final:
     """Per seed: the value at its last logged step with `key` (eval metrics: the final policy)."""
-    return final([s[max(s)] for s in seed_series(data, cells, key)])
+    return last_of(seed_series(data, cells, key))
 
 
 def eval_json_value(data: StudyData, cells: list[dict], key: str) -> Final:
