@@ -59,7 +59,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from harness.objective import PRESETS, ObjectiveConfig
 from harness.objective.presets import preset_trainer
 from harness.objective.ratios import RATIO_CLIPS_ITSELF
-from harness.objective.surrogates import CLIP
+from harness.objective.surrogates import CLIP, NEEDS_TOKEN_RATIO
 
 
 class ConfigError(ValueError):
@@ -376,22 +376,20 @@ class RunConfig(_Section):
         clip_bounds = ("dual_clip",) if o.ratio in RATIO_CLIPS_ITSELF else ("eps_low", "eps_high", "dual_clip")
         if not CLIP[o.clip].clips and (bounds := obj(clip_bounds)):
             errors.append(f"{', '.join(bounds)} are ratio clip bounds; objective.clip={o.clip!r} reads none of them")
-        zoo_knobs = (("passk_k", o.baseline == "passk", "objective.baseline='passk'"),
-                     ("sapo_tau_pos", o.clip == "sapo", "objective.clip='sapo'"),
-                     ("sapo_tau_neg", o.clip == "sapo", "objective.clip='sapo'"),
-                     ("div_low", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"),
-                     ("div_high", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"),
-                     ("is_cap", o.clip in ("dppo_tv", "dppo_kl"), "objective.clip=dppo_tv|dppo_kl"),
-                     *((k, o.baseline == "prime", "objective.baseline='prime'")
-                       for k in ("prime_beta", "prime_coef", "outcome_coef", "prm_lr", "prime_keep_last_token")),
-                     *((k, o.simko_top_k > 0, "objective.simko_top_k > 0")
-                       for k in ("simko_tau", "simko_mix", "simko_neg_scale")),
-                     *((k, o.agg == "lambda_length", "objective.agg='lambda_length'")
-                       for k in ("lambda_init", "lambda_lr", "lambda_r")))
-        for knob, read, reader in zoo_knobs:
-            if not read and (unread := obj((knob,))):
-                errors.append(f"{unread[0]} is read only with {reader}; objective.baseline={o.baseline!r}, "
-                              f"objective.clip={o.clip!r} ignore it")
+        dppo = o.clip in NEEDS_TOKEN_RATIO
+        zoo_knobs = (  # (knobs, read?, when they are read, the governing knob's value now)
+            (("passk_k",), o.baseline == "passk", "objective.baseline='passk'", f"baseline={o.baseline!r}"),
+            (("sapo_tau_pos", "sapo_tau_neg"), o.clip == "sapo", "objective.clip='sapo'", f"clip={o.clip!r}"),
+            (("div_low", "div_high", "is_cap"), dppo, f"objective.clip in {sorted(NEEDS_TOKEN_RATIO)}", f"clip={o.clip!r}"),
+            (("prime_beta", "prime_coef", "outcome_coef", "prm_lr", "prime_keep_last_token"), o.baseline == "prime",
+             "objective.baseline='prime'", f"baseline={o.baseline!r}"),
+            (("simko_tau", "simko_mix", "simko_neg_scale"), o.simko_top_k > 0, "objective.simko_top_k > 0",
+             f"simko_top_k={o.simko_top_k}"),
+            (("lambda_init", "lambda_lr", "lambda_r"), o.agg == "lambda_length", "objective.agg='lambda_length'",
+             f"agg={o.agg!r}"))
+        for knobs, read, reader, now in zoo_knobs:
+            for unread in ([] if read else obj(knobs)):
+                errors.append(f"{unread} is read only with {reader}, and objective.{now}: drop the knob")
         if o.kl_coef == 0 and (kl := obj(("kl_estimator", "kl_placement", "ref_update_every"))):
             errors.append(f"{', '.join(kl)} shape the KL term, and objective.kl_coef=0 turns it off (no reference model)")
         return errors, notes

@@ -105,3 +105,20 @@ def test_the_check_runs_per_cell_of_a_study():
     with pytest.raises(StudyError) as e:
         expand(parse_study(raw, name="t"))
     assert "preset=grpo" in str(e.value) and "train.critic_lr" in str(e.value)
+
+
+@pytest.mark.parametrize("knob, message", [
+    ("objective.simko_tau=0.5", "objective.simko_tau=0.5 is read only with objective.simko_top_k > 0, and "
+                                "objective.simko_top_k=0: drop the knob"),
+    ("objective.div_low=0.1", "objective.div_low=0.1 is read only with objective.clip in ['dppo_kl', 'dppo_tv'], "
+                              "and objective.clip='ppo': drop the knob"),
+    ("objective.passk_k=2", "objective.passk_k=2 is read only with objective.baseline='passk', and "
+                            "objective.baseline='group_mean': drop the knob"),
+    ("objective.prm_lr=0.001", "objective.prm_lr=0.001 is read only with objective.baseline='prime', and "
+                               "objective.baseline='group_mean': drop the knob"),
+])
+def test_zoo_knob_without_its_mode_names_the_knob_that_governs_it(knob, message):
+    """The error names the knob, when it is read, and the governing knob's value now (not unrelated ones)."""
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["objective.preset=grpo", knob])
+    assert message in str(err.value)
