@@ -146,7 +146,7 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
     probe.update(scale_ov.pop("probe", None) or {})
     return Study(name=name, path=path, scale=scale, raw=raw, base=base, scale_overrides=scale_ov,
                  axes=axes, seeds=list(seeds), exclude=list(raw.get("exclude") or []), final_eval=final_eval,
-                 probe=probe)
+                 probe=probe, tune=spec.tune)
 
 
 def load_study(name_or_path: str | os.PathLike | dict, scale: str | None = None, *, validate: bool = True,

@@ -57,6 +57,7 @@ class Study:
     exclude: list[dict]
     final_eval: dict = field(default_factory=dict)
     probe: dict = field(default_factory=dict)   # settings of `harness probe` (harness/probes/)
+    tune: Any = None                             # the validated `tune:` section (schema.TuneSection), if any
     cells: list[Cell] = field(default_factory=list)
 
     @property

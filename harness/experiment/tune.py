@@ -41,11 +41,9 @@ from typing import Any
 def suggest(trial, key: str, spec: dict) -> Any:
     t = spec["type"]
     if t == "float":
-        return trial.suggest_float(key, float(spec["low"]), float(spec["high"]), log=bool(spec.get("log", False)),
-                                   step=spec.get("step"))
+        return trial.suggest_float(key, float(spec["low"]), float(spec["high"]), log=spec["log"], step=spec.get("step"))
     if t == "int":
-        return trial.suggest_int(key, int(spec["low"]), int(spec["high"]), log=bool(spec.get("log", False)),
-                                 step=int(spec.get("step", 1)))
+        return trial.suggest_int(key, int(spec["low"]), int(spec["high"]), log=spec["log"], step=spec.get("step", 1))
     return trial.suggest_categorical(key, spec["choices"])
 
 
@@ -58,23 +56,23 @@ class TuneSpec:
         from harness.config import read_yaml
         from harness.experiment.expand import expand
         from harness.experiment.load import find_study, parse_study
-        from harness.experiment.schema import validate_study_file
+        from harness.experiment.schema import Pruner, Sampler
         from harness.experiment.study import StudyError
 
         path = find_study(source)
         raw = read_yaml(path, "tune file", StudyError)
         if not isinstance(raw, dict) or not isinstance(raw.get("tune"), dict):
             raise StudyError(f"{path}: no `tune:` section (see harness/experiment/tune.py for its keys)")
-        tune = validate_study_file(raw, str(path)).tune  # the whole file, tune: included (schema.TuneSection)
         study_raw = {k: v for k, v in raw.items() if k not in ("grid", "zip", "exclude")}
-        self.study = parse_study(study_raw, path=path, scale=scale)
+        self.study = parse_study(study_raw, path=path, scale=scale)  # validates the file, tune: included
+        tune = self.study.tune  # schema.TuneSection
         cell = expand(self.study, validate=True)[0]
         self.base = copy.deepcopy(cell.data)
         self.name, self.scale = self.study.name, self.study.scale
         self.metric, self.direction, self.trials, self.timeout_s = tune.metric, tune.direction, tune.trials, tune.timeout_s
-        self.sampler = dict(raw["tune"].get("sampler") or {"name": "tpe"})
-        self.pruner = dict(raw["tune"].get("pruner") or {"name": "median"})
-        self.space = dict(raw["tune"]["space"])  # as written: dotted key -> {type, low, high, ...}
+        self.sampler = (tune.sampler or Sampler()).model_dump()  # name, seed and the Optuna options
+        self.pruner = (tune.pruner or Pruner()).model_dump()
+        self.space = {k: d.model_dump(exclude_none=True) for k, d in tune.space.items()}  # dotted key -> {type, low, ...}
         # every corner of the space must be a valid run config before any trial runs
         for key, spec in self.space.items():
             values = spec["choices"] if spec["type"] == "categorical" else [spec["low"], spec["high"]]
@@ -109,8 +107,8 @@ def _study_dir(spec: TuneSpec, results: str) -> Path:
 def _make_sampler(spec: TuneSpec):
     import optuna
 
-    seed = spec.sampler.get("seed")
-    if spec.sampler.get("name", "tpe") == "random":
+    seed = spec.sampler["seed"]
+    if spec.sampler["name"] == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     kw = {k: v for k, v in spec.sampler.items() if k not in ("name", "seed")}
     return optuna.samplers.TPESampler(seed=seed, **kw)
@@ -119,7 +117,7 @@ def _make_sampler(spec: TuneSpec):
 def _make_pruner(spec: TuneSpec):
     import optuna
 
-    if spec.pruner.get("name", "median") == "none":
+    if spec.pruner["name"] == "none":
         return optuna.pruners.NopPruner()
     kw = {k: v for k, v in spec.pruner.items() if k != "name"}
     return optuna.pruners.MedianPruner(**kw)
