@@ -265,7 +265,6 @@ class StudyFile(_Strict):
 
 
 TOP_LEVEL_KEYS = tuple(StudyFile.model_fields)
-SCALE_SPECIAL_KEYS = tuple(ScaleSection.model_fields)
 
 
 # ----------------------------------------------------------------------------- errors

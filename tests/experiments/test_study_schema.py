@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from harness.experiment import StudyError, load_study
-from harness.experiment.schema import SCALE_SPECIAL_KEYS, TOP_LEVEL_KEYS, StudyFile, validate_study_file
+from harness.experiment.schema import TOP_LEVEL_KEYS, ScaleSection, StudyFile, validate_study_file
 
 STUDIES = sorted(Path("experiments").glob("*.yaml"))
 LR = {"train.lr": {"type": "float", "low": 1e-5, "high": 1e-3, "log": True}}
@@ -37,7 +37,7 @@ def test_a_file_with_every_key_parses():
     }
     spec = validate_study_file(raw)
     assert set(TOP_LEVEL_KEYS) == set(raw)  # the test covers every key the schema has
-    assert set(SCALE_SPECIAL_KEYS) == {"seeds", "final_eval", "probe"}
+    assert set(ScaleSection.model_fields) == {"seeds", "final_eval", "probe"}  # the keys a scale may set besides run-config keys
     assert spec.tune.space["train.group_size"].step == 2 and spec.scales["cpu"] is None
 
 
