@@ -13,6 +13,15 @@ os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pytest  # noqa: E402
 
 
+def pytest_report_header(config):
+    """The machine whose kernels computed every number below (harness/machine.py)."""
+    from harness import machine
+
+    d = machine.describe()
+    versions = ", ".join(f"{k} {v}" for k, v in d["packages"].items())
+    return [f"machine: {machine.one_line(d)}", f"packages: {versions}"]
+
+
 @pytest.fixture(scope="session")
 def warm_cache():
     """The warm-start cache the tests share (the default one: entries are keyed by model, task

@@ -48,7 +48,9 @@ def clipped_value_loss(
         V_clip = V_old + clip(V - V_old, -value_clip, +value_clip)
         l_v    = 1/2 * max((V - R)^2, (V_clip - R)^2)        (value_clip None: 1/2 (V - R)^2)
     Metrics: loss/value (the vf_coef-weighted term), value/clip_frac (share of response tokens
-    where the clipped branch is the larger), value/explained_variance.
+    where the clip binds: |V - V_old| > value_clip and the clipped branch is the larger; inside
+    the band V_clip = V_old + (V - V_old) equals V only up to rounding, which must not count),
+    value/explained_variance.
     """
     for name, t in (("old_values", old_values), ("returns", returns), ("mask", mask)):
         if t.shape != values.shape or values.dim() != 2:
@@ -63,7 +65,8 @@ def clipped_value_loss(
         v_clip = v_old + torch.clamp(v - v_old, -value_clip, value_clip)
         clipped = (v_clip - ret) ** 2
         per_tok = 0.5 * torch.maximum(unclipped, clipped)
-        clip_frac = masked_mean((clipped > unclipped).to(values.dtype), m)
+        binds = ((v - v_old).abs() > value_clip) & (clipped > unclipped)
+        clip_frac = masked_mean(binds.to(values.dtype), m)
     else:
         per_tok = 0.5 * unclipped
         clip_frac = 0.0

@@ -32,6 +32,17 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def machine_tags() -> dict[str, str]:
+    """MLflow tags naming the machine and code of this attempt (harness/machine.py)."""
+    from harness import machine
+
+    d = machine.describe()
+    return {"machine": machine.one_line(d), "machine.cpu": str(d["cpu"]),
+            "machine.cpu_capability": str(d["cpu_capability"]), "machine.torch": str(d["torch"]),
+            "machine.blas": str(d["blas"]), "machine.kernel_path": machine.kernel_path_digest(),
+            "code.commit": machine.git_commit() or "unknown"}
+
+
 class MlflowTracker(Tracker):
     def __init__(self, run_dir: Path, experiment: str, config: dict, tags: dict[str, str],
                  run_name: str | None = None, uri: str | None = None, mark_running: bool = True):
@@ -59,6 +70,8 @@ class MlflowTracker(Tracker):
         params = [self._Param(k, v) for k, v in flatten(config).items()]
         for i in range(0, len(params), 100):
             retry_locked(self.client.log_batch, run_id, params=params[i:i + 100])
+        # the machine of this attempt (run.json lists every attempt's): tags, since a resumed run may move
+        retry_locked(self.client.log_batch, run_id, tags=[self._RunTag(k, v) for k, v in machine_tags().items()])
         self.run_id = run_id
         self._last = max((m.step for m in retry_locked(self.client.get_metric_history, run_id, SENTINEL)), default=-1)
 

@@ -35,6 +35,25 @@ def test_value_loss_clipping_by_hand():
     assert plain.item() == pytest.approx(0.0125, abs=1e-12)
 
 
+def test_value_clip_frac_counts_no_token_inside_the_band():
+    """Inside the band V_clip = V_old + (V - V_old) equals V only up to rounding: in fp32, V = 0.2409158,
+    V_old = 0.1156637 (a pair from a PPO run) gives V_clip = V - 1.5e-8, so the clipped branch is the
+    larger for a return just above V (0.25). Such a token is not clipped (its gradient is V's); one past the band
+    whose clipped branch is larger is."""
+    cfg = ObjectiveConfig.preset("ppo")  # value_clip 0.2
+    f32 = dict(dtype=torch.float32)  # (this folder's default is float64)
+    v, v_old = torch.tensor([[0.24091584980487823]], **f32), torch.tensor([[0.11566365510225296]], **f32)
+    ret, mask = torch.tensor([[0.25]], **f32), torch.ones(1, 1, **f32)
+    v_clip = v_old + torch.clamp(v - v_old, -0.2, 0.2)
+    assert v_clip.item() != v.item() and ((v_clip - ret) ** 2 > (v - ret) ** 2).item()  # rounding alone
+    _, m = value_loss(cfg, v, v_old, ret, mask)
+    assert m["value/clip_frac"] == 0.0
+    # past the band: V - V_old = 0.3; token 0's return lies beyond V (the clipped branch, nearer V_old, is
+    # further from it: larger -> clipped); token 1's return lies below V_old (the unclipped is larger)
+    _, m = value_loss(cfg, T([[1.3, 1.3]]), T([[1.0, 1.0]]), T([[2.0, 0.0]]), T([[1, 1]]))
+    assert m["value/clip_frac"] == pytest.approx(0.5, abs=1e-12)
+
+
 def test_explained_variance():
     # R = [1, 2, 3], V = [1, 2, 2]: Var[R - V] = Var[0, 0, 1] = 2/9, Var[R] = 2/3 -> 1 - 1/3 = 2/3
     ev = explained_variance(T([[1.0, 2.0, 2.0, 7.0]]), T([[1.0, 2.0, 3.0, 0.0]]), T([[1, 1, 1, 0]]))

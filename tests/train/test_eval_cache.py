@@ -46,3 +46,21 @@ def test_other_eval_settings_miss_the_cache(fast_config):
     # not part of the key: the run's seed, preset, eval cadence
     for same in ("seed=3", "objective.preset=dapo", "eval.every=5"):
         assert eval_cache_path(fast_config(*EVAL, same), folder) == base, same
+
+
+def test_other_kernels_or_code_miss_the_cache(fast_config, monkeypatch):
+    """An eval cached on another kernel path (AVX512 vs AVX2, another BLAS) or by other sampling or
+    scoring code is another eval: its key differs (harness/machine.py)."""
+    from harness import machine
+    from harness.train.eval import eval_cache
+
+    cfg = fast_config(*EVAL)
+    folder = ensure_warm_start(cfg)
+    base = eval_cache_path(cfg, folder)
+    here = machine.kernel_path()
+    monkeypatch.setattr(machine, "kernel_path", lambda: {**here, "cpu_capability": "AVX512"})
+    assert eval_cache_path(cfg, folder) != base
+    monkeypatch.setattr(machine, "kernel_path", lambda: here)
+    assert eval_cache_path(cfg, folder) == base
+    monkeypatch.setattr(eval_cache, "eval_code_digest", lambda cfg: "other-code")
+    assert eval_cache_path(cfg, folder) != base

@@ -50,6 +50,19 @@ class RunDir:
         self.groups_path = self.root / "groups.jsonl"
         self.config_path = self.root / "config.yaml"
         self.summary_path = self.root / "summary.json"
+        self.run_json_path = self.root / "run.json"
+
+    # ------------------------------------------------------------------ the machine on record
+    def record_attempt(self, info: dict) -> None:
+        """Append one attempt (start time, commit, machine: harness/machine.py) to run.json, so every
+        number of the run can be traced to the machine and code that made it (a resumed run that moved
+        to another machine lists both)."""
+        try:
+            data = json.loads(self.run_json_path.read_text())
+        except (OSError, ValueError):
+            data = {"attempts": []}
+        data.setdefault("attempts", []).append(info)
+        atomic_write_text(self.run_json_path, json.dumps(data, indent=1) + "\n")
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoints(self) -> list[Path]:
@@ -135,7 +148,7 @@ class RunDir:
 
     # ------------------------------------------------------------------ attempts
     # what an attempt writes before its first checkpoint, all of it derived from its config
-    ATTEMPT_FILES = ("config.yaml", "metrics.jsonl", "samples.jsonl", "groups.jsonl", "mlflow_run_id", ".mlflow_run_id.tmp*",
+    ATTEMPT_FILES = ("config.yaml", "run.json", "metrics.jsonl", "samples.jsonl", "groups.jsonl", "mlflow_run_id", ".mlflow_run_id.tmp*",
                      "mlflow_pending.jsonl",
                      "pairs*.jsonl", "pairs_report*.json", "pairs_ref*.pt", ".pairs_ref*.pt.tmp*")
     ATTEMPT_DIRS = ("checkpoints", "eval_prompts")

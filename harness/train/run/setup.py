@@ -4,12 +4,14 @@ the initial policy and its prompt renderer."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import yaml
 
+from harness import machine
 from harness.config import ConfigError, RunConfig, dump_config
 from harness.tasks import make_task
 from harness.atomic import atomic_write_text
@@ -65,9 +67,12 @@ class Setup:
 
 
 def start_run(run: RunDir, cfg: RunConfig) -> Setup:
-    """Write the resolved config, set threads and seed, build the task and the initial policy."""
+    """Write the resolved config, set threads and seed, record the machine (run.json), build the task and
+    the initial policy."""
     atomic_write_text(run.config_path, dump_config(cfg))
     start_governor(cfg.train.threads)  # torch threads, fewer while another process holds a core (harness/threads.py)
+    run.record_attempt({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": machine.git_commit(),
+                        "machine": machine.describe()})
     torch.manual_seed(cfg.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),

@@ -5,6 +5,13 @@ task's demonstrations brings it to a non-trivial, non-saturated accuracy; the ch
 is cached under warm_start.cache_dir, keyed by model + task + SFT settings (not by the run
 seed or the difficulty mix), so every run and grid cell that shares them reuses it.
 The SFT itself always uses seed 0 and the task's default difficulty mix.
+
+The key also holds what else changes the weights (harness/machine.py): a digest of the code
+that builds them (the model, tokenizer, task and SFT modules; comments and formatting do not
+count) and the machine's kernel path (CPU capability, BLAS and oneDNN builds, torch version).
+1000 SFT steps amplify the last bit of a matmul, so a warm start built by other code or on a
+CPU with other kernels (AVX512 vs AVX2) is another warm start: it is rebuilt, never reused,
+and the run says why (`stale_warm_starts`).
 """
 from __future__ import annotations
 
@@ -17,17 +24,26 @@ from pathlib import Path
 
 import torch
 
-from harness import threads
+from harness import machine, threads
 from harness.models import build_model, render_prompt, save_model
 from harness.tasks import make_task
 
-SFT_VERSION = 1  # bump when the SFT recipe changes, to invalidate caches
+SFT_VERSION = 1  # bump when the SFT recipe changes in a way the code digest cannot see
+# The modules whose code builds a warm start (the task's own modules are added from its class).
+SFT_MODULES = ("harness.train.run.warmstart", "harness.models.registry", "harness.models.tiny",
+               "harness.models.tokenizer", "harness.rollout.hf", "harness.rollout.base")
 
 
 def warm_start_key(cfg) -> dict:
+    """Everything that changes the warm start's weights: the SFT recipe and settings, the code, the kernels."""
+    from harness.tasks import TASKS
+
+    task_cls = TASKS.get(cfg.task.name)
+    code = machine.code_digest([*SFT_MODULES, *([task_cls] if task_cls else [])])
     return {"version": SFT_VERSION, "model": cfg.model.name, "overrides": cfg.model.overrides,
             "task": cfg.task.name, "task_options": cfg.task.options, "steps": cfg.warm_start.steps,
-            "batch_size": cfg.warm_start.batch_size, "lr": cfg.warm_start.lr}
+            "batch_size": cfg.warm_start.batch_size, "lr": cfg.warm_start.lr,
+            "code": code, "kernels": machine.kernel_path()}
 
 
 def warm_start_folder(cfg) -> Path:
@@ -36,11 +52,32 @@ def warm_start_folder(cfg) -> Path:
     return Path(cfg.warm_start.cache_dir) / f"{cfg.model.name}-{cfg.task.name}-{digest}"
 
 
+def stale_warm_starts(cfg) -> list[tuple[Path, list[str]]]:
+    """Cached warm starts of the same model, task and SFT settings that another code or another
+    kernel path built, with what differs: (folder, ["code", "kernels: cpu_capability AVX512 -> AVX2"])."""
+    key, out = warm_start_key(cfg), []
+    same = ("version", "model", "overrides", "task", "task_options", "steps", "batch_size", "lr")
+    for report in Path(cfg.warm_start.cache_dir).glob(f"{cfg.model.name}-{cfg.task.name}-*/warmstart.json"):
+        try:
+            old = json.loads(report.read_text()).get("key", {})
+        except (OSError, ValueError):
+            continue
+        if report.parent == warm_start_folder(cfg) or any(old.get(k) != key[k] for k in same):
+            continue
+        why = ["code"] if old.get("code") != key["code"] else []
+        kernels = old.get("kernels") or {}
+        why += [f"kernels: {k} {kernels.get(k, '?')} -> {v}" for k, v in key["kernels"].items() if kernels.get(k) != v]
+        out.append((report.parent, why or ["an older cache format"]))
+    return out
+
+
 def ensure_warm_start(cfg) -> Path:
     """Folder of the cached SFT checkpoint, training it first if missing (process-safe)."""
     folder = warm_start_folder(cfg)
     if (folder / "warmstart.json").exists():
         return folder
+    for old, why in stale_warm_starts(cfg):
+        print(f"[warm start] not reusing {old}: built with other {'; '.join(why)}", flush=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(str(folder) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -92,7 +129,8 @@ def sft(cfg, folder: Path) -> None:
             print(f"[warm start] step {step:4d} loss {loss.item():.4f}", flush=True)
     seconds = time.perf_counter() - t0
     model.eval()
-    report = {"key": warm_start_key(cfg), "final_loss": sum(losses[-10:]) / max(1, len(losses[-10:])),
+    report = {"key": warm_start_key(cfg), "machine": machine.describe(), "commit": machine.git_commit(),
+              "final_loss": sum(losses[-10:]) / max(1, len(losses[-10:])),
               "seconds": seconds, **_accuracy(model, tok, task, cfg)}
     save_model(model, tok, folder)
     (folder / "warmstart.json").write_text(json.dumps(report, indent=2))
