@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-COMMANDS = ("grid", "tune", "summarize", "probe", "figures", "mlflow-sync")
+COMMANDS = ("grid", "tune", "summarize", "probe", "figures", "mlflow-sync", "reproduce")
 
 
 def add_commands(sub) -> None:
@@ -64,6 +64,17 @@ def add_commands(sub) -> None:
     p.add_argument("--out", help="where summary.csv and figures/ go (default: results/<study>/<scale>, with "
                    "--from-mlflow results/<study>/<scale>/from_mlflow)")
 
+    p = sub.add_parser("reproduce", help="rerun one cell of a study's report and compare every number the report "
+                       "took from it (harness/experiment/reproduce.py)")
+    p.add_argument("study", help="study name (its report's record: analysis/reports/<study>/record.json)")
+    p.add_argument("--cell", help="the cell to rerun (e.g. arm=grpo__seed=2)")
+    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="default: the record's")
+    p.add_argument("--results", default=None, help="results root of the rerun (default: results/reproduce; with "
+                   "--write-record: results)")
+    p.add_argument("--cores", type=int, default=2, help="snakemake --cores for the rerun (default 2)")
+    p.add_argument("--write-record", action="store_true", help="write the report's record.json from the study's "
+                   "results folder (when the report is made)")
+
     p = sub.add_parser("mlflow-sync", help="one-off: nest finished studies' cells under their study run, attach "
                        "their files and results, mark every experiment as model training")
     p.add_argument("study_dirs", nargs="*", help="results/<study>/<scale> folders (default: every one under results/)")
@@ -88,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
             return _figures(args)
         if args.command == "mlflow-sync":
             return _mlflow_sync(args)
+        if args.command == "reproduce":
+            return _reproduce(args)
     except StudyError as err:
         if getattr(args, "debug", False):  # harness --debug: the traceback
             raise
@@ -183,3 +196,28 @@ def _summarize(args) -> int:
     if args.figures:
         print(f"wrote {make_figures(d, args.figures, args.notebook, log_mlflow=not args.no_mlflow)}")
     return 0
+
+
+def _reproduce(args) -> int:
+    from harness.experiment import reproduce as rp
+
+    if args.write_record:
+        path = rp.write_record(args.study, args.scale, args.results or "results")
+        print(f"record -> {path}")
+        return 0
+    if not args.cell:
+        print("harness: reproduce needs --cell CELL (or --write-record)", file=sys.stderr)
+        return 2
+    try:
+        rows, ctx = rp.reproduce(args.study, args.cell, args.scale, args.results or "results/reproduce", args.cores)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"harness: {err}", file=sys.stderr)
+        return 2
+    print(f"{ctx['study']} ({ctx['scale']}), cell {ctx['cell']}: report at {ctx['report_commit']}, rerun at "
+          f"{ctx['rerun_commit']}")
+    print(f"  report machine: {ctx['report_machine']}\n  rerun machine:  {ctx['rerun_machine']}")
+    print(f"  {rp.describe_case(ctx)}")
+    print(rp.format_rows(rows))
+    bad = rp.failed(rows)
+    print(f"{len(rows) - len(bad)} of {len(rows)} numbers reproduce" + (f"; {len(bad)} do not" if bad else ""))
+    return 1 if bad else 0

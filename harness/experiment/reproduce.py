@@ -1,0 +1,252 @@
+"""Does a report reproduce? Rerun one cell of a study the way its report did, and compare every
+number the report took from that cell.
+
+    harness reproduce STUDY --cell CELL [--scale S] [--results DIR] [--cores N]
+    harness reproduce STUDY --write-record [--scale S] [--results DIR]    # when a report is made
+
+A report's record (analysis/reports/<study>/record.json) says what the report stands on and
+what it took from each cell:
+
+    {"study": ..., "scale": ..., "commit": ..., "machine": {...} | null, "warm_starts": {...},
+     "cells": {CELL: {NAME: number | {"value": v, "ci95": [lo, hi]}}}}
+
+NAME is one of `cell_numbers`' names: `paired_rise_pass_at_1` (with its bootstrap interval),
+`initial_pass_at_1`, `final_pass_at_1`, `final_eval eval/...` and `final_eval delta/...` (with
+intervals) from the final eval, `change eval/...` (last eval minus first), and for every logged
+metric KEY `mean KEY`, `last_quarter KEY` and `max KEY` over the training steps. A number copied
+by hand from a report's text carries `"decimals"`: a rerun matches it when rounded to them.
+
+How numbers are compared depends on the machine (harness/machine.py). On the report's kernel
+path (same CPU capability, BLAS, oneDNN, torch) a cell is deterministic: every number must come
+back equal (to 1e-9 relative). On another kernel path, trained and sampled numbers move with the
+CPU's rounding, amplified by training: a number with an interval must come back inside it (the
+paired effects carry across machines: measured, README "Machines"); levels without an interval
+are listed, not judged. A record made before machines were recorded (`machine: null`) is
+treated as another kernel path.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import machine
+from harness.experiment.results import load_index, read_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+REPORTS = REPO / "analysis" / "reports"
+EQUAL_REL = 1e-9
+
+
+def record_path(study: str) -> Path:
+    return REPORTS / study / "record.json"
+
+
+# ------------------------------------------------------------------------------ a cell's numbers
+def cell_numbers(run_dir: str | os.PathLike) -> dict:
+    """Every number a report may take from one cell's run directory."""
+    run = Path(run_dir)
+    out: dict = {}
+    summary = _json(run / "summary.json")
+    rise = summary.get("paired_rise") or {}
+    if rise.get("delta_pass_at_1") is not None:
+        out["paired_rise_pass_at_1"] = {"value": rise["delta_pass_at_1"], "ci95": list(rise.get("ci95") or [])}
+    for name, section in (("initial_pass_at_1", "initial_eval"), ("final_pass_at_1", "final_eval")):
+        value = (summary.get(section) or {}).get("eval/pass_at_1")
+        if value is not None:
+            out[name] = value
+    final = _json(run / "eval.json")
+    for key, value in final.items():
+        if key.startswith("eval/") and _is_number(value):
+            out[f"final_eval {key}"] = value
+    for key, value in final.items():  # --vs-initial: the paired rise of pass@k over the starting policy
+        if key.startswith("delta/") and key.count("/") == 1 and _is_number(value):
+            out[f"final_eval {key}"] = {"value": value, "ci95": list(final.get(f"{key}/ci95") or [])}
+    records = read_jsonl(run / "metrics.jsonl")
+    for key in sorted({k for r in records for k in r if k.startswith("eval/")}):  # evals: first -> last
+        values = [r[key] for r in records if _is_number(r.get(key)) and math.isfinite(r[key])]
+        if len(values) > 1:
+            out[f"change {key}"] = values[-1] - values[0]
+    train = [r for r in records if "reward/mean" in r or "loss/policy" in r]
+    tail = train[-max(1, len(train) // 4):]
+    for key in sorted({k for r in train for k in r if k != "step" and not k.startswith("perf/")}):
+        values = [r[key] for r in train if _is_number(r.get(key)) and math.isfinite(r[key])]
+        if values:
+            out[f"mean {key}"] = sum(values) / len(values)
+            out[f"max {key}"] = max(values)
+            last = [r[key] for r in tail if _is_number(r.get(key)) and math.isfinite(r[key])]
+            if last:
+                out[f"last_quarter {key}"] = sum(last) / len(last)
+    return out
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def run_machine(run_dir: str | os.PathLike) -> dict | None:
+    """The machine of a run's last attempt (run.json), None for a run made before it was recorded."""
+    attempts = _json(Path(run_dir) / "run.json").get("attempts") or []
+    return attempts[-1].get("machine") if attempts else None
+
+
+def warm_start_fingerprint(folder: str | os.PathLike) -> dict:
+    """A warm start's identity: the sha256 of its weights and its own sampled accuracy (warmstart.json)."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    for f in sorted(folder.glob("*.safetensors")):
+        digest.update(f.read_bytes())
+    report = _json(folder / "warmstart.json")
+    return {"weights_sha256": digest.hexdigest()[:16], "accuracy": report.get("accuracy"),
+            "kernels": (report.get("key") or {}).get("kernels"), "code": (report.get("key") or {}).get("code")}
+
+
+# ------------------------------------------------------------------------------ comparing
+def same_kernel_path(recorded: dict | None, now: dict) -> bool:
+    if not recorded:
+        return False
+    keys = ("arch", "cpu_vendor", "isa", "cpu_capability", "torch", "blas", "onednn", "env", "gpu")
+    return all(recorded.get(k) == now.get(k) for k in keys)
+
+
+def compare(recorded: dict, got: dict, same_path: bool) -> list[dict]:
+    """One row per recorded number: {name, report, rerun, verdict} with verdict in
+    equal | DIFFERS (same kernel path), inside | OUTSIDE (an interval, another path), level (not judged),
+    MISSING (the rerun lacks it); on another path "(equal)" is added where the rerun still equals the report."""
+    rows = []
+    for name, want in recorded.items():
+        want = want if isinstance(want, dict) else {"value": want}
+        value, ci, decimals = want.get("value"), want.get("ci95"), want.get("decimals")
+        have = got.get(name)
+        have_value = have.get("value") if isinstance(have, dict) else have
+        row = {"name": name, "report": value, "ci95": ci, "rerun": have_value}
+        if have_value is None:
+            row["verdict"] = "MISSING"
+            rows.append(row)
+            continue
+        equal = (round(have_value, decimals) == round(value, decimals) if decimals is not None
+                 else math.isclose(value, have_value, rel_tol=EQUAL_REL, abs_tol=1e-12))
+        if same_path:
+            row["verdict"] = "equal" if equal else "DIFFERS"
+        elif ci and len(ci) == 2:
+            row["verdict"] = ("inside" if ci[0] <= have_value <= ci[1] else "OUTSIDE") + (" (equal)" if equal else "")
+        else:
+            row["verdict"] = "level" + (" (equal)" if equal else "")
+        rows.append(row)
+    return rows
+
+
+def failed(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["verdict"].split()[0] in ("DIFFERS", "OUTSIDE", "MISSING")]
+
+
+def format_rows(rows: list[dict]) -> str:
+    def num(v):
+        return "-" if v is None else f"{v:+.4g}" if isinstance(v, float) else str(v)
+
+    lines = [f"{'number':48s} {'report':>11s} {'interval':>22s} {'rerun':>11s}  verdict"]
+    for r in rows:
+        ci = f"[{num(r['ci95'][0])}, {num(r['ci95'][1])}]" if r["ci95"] else ""
+        lines.append(f"{r['name'][:48]:48s} {num(r['report']):>11s} {ci:>22s} {num(r['rerun']):>11s}  {r['verdict']}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ records
+def write_record(study: str, scale: str | None, results: str | os.PathLike = "results", out: Path | None = None) -> Path:
+    """record.json of a study's results folder: the commit, machine and warm starts of its cells and
+    every number of every complete cell (the report is written from the same folder)."""
+    from harness.experiment import load_study, study_dir
+
+    st = load_study(study, scale)
+    folder = study_dir(st, results)
+    _, cells = load_index(folder)
+    machines, commits, cells_out, warm = [], set(), {}, {}
+    for cell in cells:
+        run = Path(cell["run_dir"])
+        if not (run / "summary.json").exists():
+            continue
+        cells_out[cell["id"]] = cell_numbers(run)
+        attempts = _json(run / "run.json").get("attempts") or []
+        for a in attempts:
+            commits.add(a.get("commit"))
+            if a.get("machine") and a["machine"] not in machines:
+                machines.append(a["machine"])
+    for c in st.cells:
+        if c.config.warm_start.enabled:
+            from harness.train.run.warmstart import warm_start_folder
+
+            f = warm_start_folder(c.config)
+            if f.exists():
+                warm[f.name] = warm_start_fingerprint(f)
+    record = {"study": st.name, "scale": st.scale, "commit": sorted(c for c in commits if c) or None,
+              "machine": machines[0] if len(machines) == 1 else None, "machines": machines,
+              "packages": machine.package_versions(), "warm_starts": warm, "cells": cells_out}
+    out = out or record_path(st.name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
+    return out
+
+
+def load_record(study: str) -> dict:
+    path = record_path(study)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no record for study {study!r} (reports with one: "
+                                f"{', '.join(sorted(p.parent.name for p in REPORTS.glob('*/record.json')))})")
+    return json.loads(path.read_text())
+
+
+# ------------------------------------------------------------------------------ rerunning a cell
+def rerun_cell(study: str, scale: str, cell: str, results: str, cores: int) -> Path:
+    """Train and evaluate one cell through the study's own Snakefile (the report's command, one target)."""
+    from harness.experiment import load_study, study_dir
+
+    st = load_study(study, scale)
+    if cell not in {c.id for c in st.cells}:
+        raise ValueError(f"--cell {cell!r} is not a cell of {study} ({scale}); cells: "
+                         f"{', '.join(c.id for c in st.cells)}")
+    run_dir = study_dir(st, results) / "runs" / cell
+    target = run_dir / "eval.json"
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--cores", str(cores),
+           "--nolock", "--config", f"study={study}", f"scale={scale}", f"results={results}", "--", str(target)]
+    print("[reproduce] " + " ".join(cmd), flush=True)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    subprocess.run(cmd, check=True, cwd=REPO, env=env)
+    return run_dir
+
+
+def reproduce(study: str, cell: str, scale: str | None = None, results: str = "results/reproduce",
+              cores: int = 2) -> tuple[list[dict], dict]:
+    """Rerun `cell` and compare it with the report's record -> (rows, context)."""
+    record = load_record(study)
+    scale = scale or record["scale"]
+    if cell not in record["cells"]:
+        raise ValueError(f"the {study} report records no cell {cell!r}; recorded: {', '.join(record['cells'])}")
+    run_dir = rerun_cell(study, scale, cell, results, cores)
+    now = run_machine(run_dir) or machine.describe()
+    same = same_kernel_path(record.get("machine"), now)
+    rows = compare(record["cells"][cell], cell_numbers(run_dir), same)
+    context = {"study": study, "scale": scale, "cell": cell, "run_dir": str(run_dir),
+               "report_commit": record.get("commit"), "rerun_commit": machine.git_commit(),
+               "report_machine": machine.one_line(record["machine"]) if record.get("machine") else "not recorded",
+               "rerun_machine": machine.one_line(now), "same_kernel_path": same}
+    (Path(run_dir) / "reproduce.json").write_text(json.dumps({**context, "rows": rows}, indent=1) + "\n")
+    return rows, context
+
+
+def describe_case(context: dict) -> str:
+    if context["same_kernel_path"]:
+        return ("same kernel path as the report: every number must come back equal "
+                f"(relative {EQUAL_REL:g})")
+    return ("another kernel path than the report's (or the report's was not recorded): numbers with an "
+            "interval must come back inside it; levels move with the CPU's rounding and are listed, not judged")

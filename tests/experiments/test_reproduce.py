@@ -1,0 +1,85 @@
+"""`harness reproduce` (harness/experiment/reproduce.py): a cell's numbers, how a rerun is judged on
+the report's kernel path and on another one, and (slow) a smoke-scale rerun end to end."""
+import json
+
+import pytest
+
+from harness import machine
+from harness.experiment import reproduce as rp
+
+
+def _run_dir(tmp_path, rise=0.05, ci=(0.03, 0.07), kl=(0.1, 0.3, 0.2, 0.4)):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({
+        "paired_rise": {"delta_pass_at_1": rise, "ci95": list(ci)},
+        "initial_eval": {"eval/pass_at_1": 0.45}, "final_eval": {"eval/pass_at_1": 0.5}}))
+    (run / "eval.json").write_text(json.dumps({"eval/pass_at_1": 0.51, "eval/pass_at_8": 0.8, "checkpoint": "step_4"}))
+    rows = [{"step": i, "reward/mean": 0.5, "mismatch/k3_kl": k, "perf/step_seconds": 3.0} for i, k in enumerate(kl)]
+    rows.insert(1, {"step": 0, "eval/pass_at_1": 0.45})  # an eval-only record is not a training step
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "run.json").write_text(json.dumps({"attempts": [{"machine": machine.describe()}]}))
+    return run
+
+
+def test_cell_numbers_by_hand(tmp_path):
+    n = rp.cell_numbers(_run_dir(tmp_path))
+    assert n["paired_rise_pass_at_1"] == {"value": 0.05, "ci95": [0.03, 0.07]}
+    assert n["initial_pass_at_1"] == 0.45 and n["final_pass_at_1"] == 0.5
+    assert n["final_eval eval/pass_at_8"] == 0.8 and "final_eval checkpoint" not in n
+    assert n["mean mismatch/k3_kl"] == pytest.approx(0.25) and n["max mismatch/k3_kl"] == 0.4
+    assert n["last_quarter mismatch/k3_kl"] == 0.4  # the last quarter of 4 steps: the last one
+    assert not any("perf/" in k for k in n) and "mean step" not in n
+
+
+def test_compare_on_the_same_kernel_path_wants_every_number_equal():
+    rec = {"paired_rise_pass_at_1": {"value": 0.05, "ci95": [0.03, 0.07]}, "mean mismatch/k3_kl": 0.25, "max x": 1.0}
+    got = {"paired_rise_pass_at_1": {"value": 0.05, "ci95": [0.03, 0.07]}, "mean mismatch/k3_kl": 0.2500001}
+    rows = {r["name"]: r["verdict"] for r in rp.compare(rec, got, same_path=True)}
+    assert rows == {"paired_rise_pass_at_1": "equal", "mean mismatch/k3_kl": "DIFFERS", "max x": "MISSING"}
+
+
+def test_compare_on_another_kernel_path_judges_intervals_and_lists_levels():
+    rec = {"paired_rise_pass_at_1": {"value": 0.055, "ci95": [0.042, 0.068]}, "initial_pass_at_1": 0.455}
+    inside = rp.compare(rec, {"paired_rise_pass_at_1": {"value": 0.064}, "initial_pass_at_1": 0.35}, same_path=False)
+    assert [r["verdict"] for r in inside] == ["inside", "level"] and not rp.failed(inside)
+    outside = rp.compare(rec, {"paired_rise_pass_at_1": {"value": 0.070}, "initial_pass_at_1": 0.35}, same_path=False)
+    assert [r["verdict"] for r in outside] == ["OUTSIDE", "level"] and len(rp.failed(outside)) == 1
+
+
+def test_same_kernel_path():
+    here = machine.describe()
+    assert rp.same_kernel_path(here, here)
+    assert not rp.same_kernel_path(None, here)  # a report made before machines were recorded
+    assert not rp.same_kernel_path({**here, "cpu_capability": "AVX512"}, here)
+    assert rp.same_kernel_path({**here, "cpu": "another model name", "threads": 7}, here)  # not kernel-selecting
+
+
+def test_every_report_has_a_record_naming_its_cells():
+    reports = sorted(p.stem for p in rp.REPORTS.glob("*.md") if p.stem != "README")
+    for study in reports:
+        record = rp.load_record(study)
+        assert record["study"] == study and record["cells"], study
+        for cell, numbers in record["cells"].items():
+            assert numbers, (study, cell)
+
+
+def test_reproduce_refuses_an_unknown_study_or_cell(capsys):
+    from harness.cli import main
+
+    assert main(["reproduce", "no_such_study", "--cell", "x"]) == 2
+    assert "no record for study 'no_such_study'" in capsys.readouterr().err
+    assert main(["reproduce", "moe_stability", "--cell", "arm=nope__seed=9"]) == 2
+    assert "records no cell 'arm=nope__seed=9'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_smoke_cell_reproduces_bitwise_on_this_machine(tmp_path, monkeypatch):
+    """Run a smoke cell, record it, rerun it in another results root: every number equal."""
+    monkeypatch.setattr(rp, "REPORTS", tmp_path / "reports")
+    results = str(tmp_path / "results")
+    rp.rerun_cell("demo", "smoke", "preset=grpo__seed=1", results, cores=2)
+    rp.write_record("demo", "smoke", results)
+    rows, ctx = rp.reproduce("demo", "preset=grpo__seed=1", "smoke", str(tmp_path / "again"), cores=2)
+    assert ctx["same_kernel_path"] and rows and not rp.failed(rows), rp.format_rows(rows)
+    assert any(r["name"] == "paired_rise_pass_at_1" for r in rows)
