@@ -133,7 +133,8 @@ class TrainSection(_Section):
         "them with a no-grad forward of the policy; 'rollout' reuses the sampler's (exact only for an hf rollout in "
         "the policy's dtype, top_p 1, no router noise, no TIS; saves one forward per step); 'auto' = rollout where "
         "that is exact, else recompute")
-    grad_clip: float | None = Field(1.0, gt=0)
+    grad_clip: float | None = Field(1.0, gt=0, description="clip each trained module's gradient to this global L2 "
+                                    "norm before its step; None = no clipping")
     max_refill_rounds: int = Field(4, ge=0, description="dynamic sampling: extra sampling rounds to refill dropped groups")
     checkpoint_every: int = Field(5, ge=1, description="checkpoint (and flush metrics) every N steps")
     samples_to_log: int = Field(8, ge=0, description="completions written to samples.jsonl per step")
@@ -166,7 +167,7 @@ class EvalSection(_Section):
 class TrackingSection(_Section):
     mlflow: bool = Field(True, description="log to MLflow (MLFLOW_TRACKING_URI, else sqlite under results/)")
     experiment: str = Field("harness", description="MLflow experiment name")
-    run_name: str | None = None
+    run_name: str | None = Field(None, description="MLflow run name; None = the run directory's name")
     tags: dict[str, str] = Field(default_factory=dict, description="MLflow tags, e.g. the grid axes of a cell")
 
 
@@ -207,7 +208,7 @@ TRAINERS = ("rl", "dpo")  # harness/train/run/shell.py make_trainer
 
 
 class RunConfig(_Section):
-    seed: int = 0
+    seed: int = Field(0, description="seed of the run: its prompts, samples, mini-batch order and weight init")
     trainer: Literal["rl", "dpo"] = Field(
         "rl", description="rl: the RL loop (rollouts, advantages, policy loss); dpo: the preference-pair trainer. "
         "Set by objective.preset (dpo -> dpo, every other preset -> rl); naming it is optional")
@@ -726,3 +727,23 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
 
 def dump_config(cfg: RunConfig) -> str:
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
+def explain_config(cfg: RunConfig) -> str:
+    """`harness config CONFIG --explain`: every knob of the resolved config with its value and its doc;
+    the objective's knobs also say which mode reads them and whether it is selected now (plugins'
+    knobs included: harness/objective/explain.py)."""
+    from harness.objective.explain import explain_objective
+
+    lines = [f"# {cfg.objective.algorithm} ({cfg.trainer} trainer): every knob, its value, its doc", ""]
+    for name, field in RunConfig.model_fields.items():
+        value = getattr(cfg, name)
+        if name == "objective":
+            lines += explain_objective(value)
+        elif isinstance(value, BaseModel):
+            for key, sub in type(value).model_fields.items():
+                lines.append(f"{name}.{key}: {_show(getattr(value, key))}")
+                lines.append(f"    {sub.description or '(no description)'}")
+        else:
+            lines += [f"{name}: {_show(value)}", f"    {field.description or '(no description)'}"]
+    return "\n".join(lines) + "\n"

@@ -177,7 +177,7 @@ def _passk(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
 
 
 def _passk_group_rule(cfg: "ObjectiveConfig", group_size: int) -> str | None:
-    """pass@k of G samples needs k < G (k = G gives pass@k 0 or 1 for every group: advantage 0)."""
+    """`passk_k` < `train.group_size`: pass@k of G samples with k = G is 0 or 1 for every group (advantage 0)"""
     if cfg.passk_k < group_size:
         return None
     return (f"objective.passk_k={cfg.passk_k} with train.group_size={group_size}: pass@k of G samples with k >= G "

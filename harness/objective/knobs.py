@@ -44,11 +44,12 @@ def reads(cfg: Any, knob: str) -> bool:
     return not who or any(_mode_is_active(cfg, kind, name) for kind, name, _ in who)
 
 
-def _switches() -> set[str]:
+def switches() -> set[str]:
+    """The knobs that turn an extension on (simko_top_k, kl_coef, ...): always read, they decide."""
     return {m.switch for m in KINDS["extension"].modes.values() if m.switch}
 
 
-def _when(who: list[tuple[str, str, Mode]]) -> str:
+def when_text(who: list[tuple[str, str, Mode]]) -> str:
     """'objective.clip in ['dppo_kl', 'dppo_tv'] or objective.simko_top_k > 0' for the readers `who`."""
     by_kind: dict[str, list[str]] = {}
     parts = []
@@ -75,16 +76,16 @@ def unread_message(cfg: Any, key: str, value: Any) -> str | None:
     who = readers(knob)
     if not who or any(_mode_is_active(cfg, kind, name) for kind, name, _ in who):
         return None
-    return f"{key}={value!r} is read only with {_when(who)}, and {_now(cfg, who)}: drop the knob"
+    return f"{key}={value!r} is read only with {when_text(who)}, and {_now(cfg, who)}: drop the knob"
 
 
 def unread_problems(cfg: Any, default: Callable[[str], Any], names: Iterable[str]) -> list[str]:
     """Knobs of `names` set away from `default(name)` (the preset's value) that no active mode reads.
     A switch (simko_top_k, kl_coef, ...) is always read: it decides."""
     out = []
-    switches = _switches()
+    switch_knobs = switches()
     for name in names:
-        if name in switches:
+        if name in switch_knobs:
             continue
         value = getattr(cfg, name)
         if value != default(name) and (msg := unread_message(cfg, f"objective.{name}", value)):

@@ -29,9 +29,9 @@ def plugin_names(value: object) -> tuple[str, ...]:
     if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
         raise ValueError(f"objective.plugins={value!r} must be a list of module names (e.g. [my_variants])")
     for n in names:
-        if not all(part.isidentifier() for part in n.split(".")):
+        if n.endswith(".py") or not all(part.isidentifier() for part in n.split(".")):
             raise ValueError(f"objective.plugins: {n!r} is not a module name (write my_variants or my_lab.variants, "
-                             "not a file path)")
+                             "not a file name or path)")
     return tuple(dict.fromkeys(names))
 
 
