@@ -63,11 +63,8 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. objective.preset=dapo train.steps=10")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness", description="RL post-training research harness")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (exit status 2 otherwise)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_config_commands(sub) -> None:
+    """The commands that take a run config: train, config, warmstart."""
     p_train = sub.add_parser("train", help="train or resume one run")
     _add_config_args(p_train)
     p_train.add_argument("--out", required=True, help="run directory (rerun the same command to resume)")
@@ -80,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     p_ws = sub.add_parser("warmstart", help="build or locate the cached SFT warm start")
     _add_config_args(p_ws)
     p_ws.add_argument("--out", help="also write a JSON {folder, accuracy, ...} here (atomically)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness", description="RL post-training research harness")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (exit status 2 otherwise)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_config_commands(sub)
 
     p_eval = sub.add_parser("eval", help="pass@k of a finished run's final checkpoint -> RUN_DIR/eval.json")
     p_eval.add_argument("run_dir")

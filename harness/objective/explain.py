@@ -2,7 +2,8 @@
 prints them for a resolved config, and docs/objective.md's knob table is `knob_table()` (a test keeps
 the page equal to it, so the page lists exactly what the registries declare).
 
-    python -m harness.objective.explain        # print the two tables docs/objective.md holds
+    python -m harness.objective.explain          # print the two tables docs/objective.md holds
+    python -m harness.objective.explain --write  # replace them in docs/objective.md
 
 A row: the knob, what it may hold (a mode knob: its registered modes), its default (the grpo
 preset's), when it is read (always, or the modes that own or read it) and its one line of doc.
@@ -134,8 +135,25 @@ def rules_table() -> str:
 
 __all__ = ["KnobRow", "knob_rows", "knob_table", "rules_table", "explain_objective", "Knob"]
 
+def write_tables(doc: str) -> str:
+    """`doc` (docs/objective.md's text) with its two generated tables replaced by the declarations' own."""
+    for marker, table in (("knob table", knob_table()), ("rules table", rules_table())):
+        head, rest = doc.split(f"<!-- {marker}: generated -->\n", 1)
+        _, tail = rest.split(f"\n<!-- end of the {marker} -->", 1)
+        doc = f"{head}<!-- {marker}: generated -->\n{table}\n<!-- end of the {marker} -->{tail}"
+    return doc
+
+
 if __name__ == "__main__":
-    print("### Every knob at a glance\n")
-    print(knob_table())
-    print("\n### Combinations\n")
-    print(rules_table())
+    import sys
+    from pathlib import Path
+
+    if "--write" in sys.argv[1:]:
+        page = Path("docs/objective.md")
+        page.write_text(write_tables(page.read_text()))
+        print(f"wrote the knob and rules tables of {page}")
+    else:
+        print("### Every knob at a glance\n")
+        print(knob_table())
+        print("\n### Combinations\n")
+        print(rules_table())

@@ -147,3 +147,23 @@ def test_nothing_cites_a_file_outside_the_repo():
     hits = [f"{p.relative_to(REPO)}: {name}" for p in _text_files() for name in OUTSIDE
             if name in p.read_text(errors="replace")]
     assert not hits, "cite docs/objective.md or docs/studies.md instead:\n" + "\n".join(hits)
+
+
+ARCHITECTURE = (REPO / "docs" / "architecture.md").read_text()
+
+
+def test_architecture_starts_from_the_reference_step():
+    first = ARCHITECTURE.split("\n## ", 1)[0]
+    assert "harness/objective/reference_grpo.py" in first and (REPO / "harness/objective/reference_grpo.py").exists()
+
+
+@pytest.mark.parametrize("knob", [r.name for r in knob_rows()])
+def test_architecture_explains_every_knob_as_a_difference_from_it(knob):
+    assert f"`{knob}`" in ARCHITECTURE, f"docs/architecture.md does not say how {knob!r} changes the reference step"
+
+
+def test_extending_shows_the_tested_plugin_file():
+    """docs/extending.md's file is tests/plugins/my_variants.py, which the plugin tests run."""
+    page = (REPO / "docs" / "extending.md").read_text()
+    block = page.split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == (REPO / "tests" / "plugins" / "my_variants.py").read_text()
