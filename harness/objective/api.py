@@ -105,8 +105,9 @@ def advantages(obj: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Tensor
     KL in the reward (kl_placement: reward, kl_coef > 0) needs `logp` (the behaviour policy's,
     (B, T)) and `ref_logp`. mask (B, T) is the loss mask (after `loss_mask`). extras: the
     components' outputs before the update (values (B, T) of the critic, prm_logp (B, T) of PRIME's
-    reward model); a keyword argument is one of them (`values=v` is `extras={"values": v}`). A mode with per-token advantages (critic:
-    GAE + whitening; PRIME) computes them from its hooks; otherwise r_i - kl_coef sum_t M k1 when
+    reward model); a keyword argument is one of them (`values=v` is `extras={"values": v}`). A mode
+    with per-token advantages (critic: GAE + whitening; PRIME) computes them from its hooks;
+    otherwise r_i - kl_coef sum_t M k1 when
     the KL is in the reward, then the group/batch baseline and scale (§1). Every active mode's
     `scoring` hook adds the per-row tensors its loss needs to `Scored.extras`.
     """

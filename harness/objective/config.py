@@ -34,8 +34,8 @@ from harness.objective.aggregation import AGG
 from harness.objective.dpo import DPO_LOSS
 from harness.objective.extensions import active_modes
 from harness.objective.kl import KL_ESTIMATOR, KL_PLACEMENT
-from harness.objective.modes import BUILTIN, KINDS, KnobError, Modes, all_knobs
-from harness.objective.plugins import import_plugins, plugin_names
+from harness.objective.modes import BUILTIN, RESERVED, KnobError, Modes, all_knobs
+from harness.objective.plugins import import_plugins
 from harness.objective.presets import PRESETS, preset_knobs, preset_trainer
 from harness.objective.prime import KNOBS as _PRIME_KNOBS  # noqa: F401 -- registers baseline 'prime'
 from harness.objective.ratios import RATIO
@@ -264,6 +264,9 @@ class ObjectiveConfig(BaseModel):
             m.hooks is not None and m.hooks.reference for _, _, m in active_modes(self))
 
 
+RESERVED.update(ObjectiveConfig.model_fields)
+
+
 def knob_default(name: str, algorithm: str = "custom") -> Any:
     """The value of knob `name` when nothing sets it: preset `algorithm`'s, else its declared default."""
     preset = PRESETS.get(algorithm, {})
@@ -274,4 +277,4 @@ def knob_default(name: str, algorithm: str = "custom") -> Any:
     return all_knobs()[name][0].default
 
 
-__all__ = ["ObjectiveConfig", "MODE_KNOBS", "knob_default", "KINDS", "plugin_names"]
+__all__ = ["ObjectiveConfig", "MODE_KNOBS", "knob_default"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.objective.config import MODE_KNOBS, ObjectiveConfig, knob_default
 from harness.objective.knobs import reads, switches, when_text
-from harness.objective.modes import BUILTIN, KIND_ORDER, KINDS, Knob, all_knobs, readers
+from harness.objective.modes import BUILTIN, KIND_ORDER, KINDS, all_knobs, readers
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def rules_table() -> str:
     return "\n".join(lines)
 
 
-__all__ = ["KnobRow", "knob_rows", "knob_table", "rules_table", "explain_objective", "Knob"]
+__all__ = ["KnobRow", "knob_rows", "knob_table", "rules_table", "explain_objective", "write_tables"]
 
 def write_tables(doc: str) -> str:
     """`doc` (docs/objective.md's text) with its two generated tables replaced by the declarations' own."""

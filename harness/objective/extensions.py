@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from harness.objective.modes import KINDS, Knob, Mode, Modes, Requires
+from harness.objective.modes import KINDS, Mode, Modes, Requires
 
 
 @dataclass(frozen=True)
@@ -181,5 +181,5 @@ EXTENSIONS: Modes = Modes("extension", {
                              when="objective.dynamic_sampling=true"),
 }, build=_build, active=_is_on)
 
-__all__ = ["Hooks", "TokenLogits", "Scored", "EXTENSIONS", "Knob", "active_modes", "active_hooks", "components",
+__all__ = ["Hooks", "TokenLogits", "Scored", "EXTENSIONS", "active_modes", "active_hooks", "components",
            "forward_extras", "old_forward_extras", "one_hook"]

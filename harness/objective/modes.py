@@ -29,6 +29,7 @@ its `switch` knob says so (SimKO: simko_top_k > 0).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -40,6 +41,7 @@ BUILTIN = "harness"  # the origin of every mode the package itself declares
 # kind -> its registry: "baseline", "scale", "std", "batch_std_of", "ratio", "clip", "kl_estimator",
 # "kl_placement", "agg", "dpo_loss_type" (the knobs that take a named mode) and "extension"
 KINDS: dict[str, "Modes"] = {}
+RESERVED: set[str] = set()  # the config's own fields (objective/config.py fills it): no mode may declare them
 KIND_ORDER = ("baseline", "scale", "std", "batch_std_of", "ratio", "clip", "kl_estimator", "kl_placement", "agg",
               "dpo_loss_type", "extension")  # documentation order (docs/objective.md, --explain)
 
@@ -78,6 +80,8 @@ class Knob:
     @property
     def annotation(self) -> Any:
         bounds = {k: v for k in ("ge", "gt", "le", "lt") if (v := getattr(self, k)) is not None}
+        if self.base_type is float:
+            bounds["allow_inf_nan"] = False  # a knob is a finite number, as every config value
         ann = Annotated[self.base_type, Field(**bounds)]
         return ann | None if self.nullable else ann
 
@@ -177,7 +181,7 @@ class Modes(Mapping[str, ImplT]):
         old = self.modes.get(name)
         if old is not None and old.origin != mode.origin:
             raise ValueError(f"{self.kind} {name!r} is already registered by {old.origin}; pick another name")
-        _check_knobs(mode, f"{self.kind} {name!r}")
+        _check_knobs(mode, self.kind, name)
         when = mode.when or (f"objective.{mode.switch} set" if mode.switch else f"objective.{self.kind}={name!r}")
         self.modes[name] = replace(mode, when=when)
         return self.modes[name]
@@ -235,15 +239,20 @@ class Modes(Mapping[str, ImplT]):
         return "\n".join(f"- `{n}`: {m.doc}" for n, m in self.modes.items())
 
 
-def _check_knobs(mode: Mode, who: str) -> None:
-    """A knob name is declared once (or identically by several modes, e.g. DPPO's two clips)."""
+def _check_knobs(mode: Mode, kind: str, name: str) -> None:
+    """A knob name is declared once (or identically by several modes, e.g. DPPO's two clips); the mode
+    being replaced (re-registered by its own module) does not count."""
     for knob in mode.knobs:
-        for kind, reg in KINDS.items():
+        if knob.name in RESERVED or not knob.name.isidentifier():
+            raise ValueError(f"{kind} {name!r} declares knob {knob.name!r}: a knob name is an identifier that is not "
+                             "already a field of every config (it may read one: reads=[...])")
+        for other_kind, reg in KINDS.items():
             for other_name, other in reg.modes.items():
-                for k in other.knobs:
-                    if k.name == knob.name and k != knob:
-                        raise ValueError(f"{who} declares knob {knob.name!r}, which {kind} {other_name!r} already "
-                                         "declares differently; use another name")
+                if (other_kind, other_name) == (kind, name):
+                    continue
+                if any(k.name == knob.name and k != knob for k in other.knobs):
+                    raise ValueError(f"{kind} {name!r} declares knob {knob.name!r}, which {other_kind} {other_name!r} "
+                                     "already declares differently; use another name")
 
 
 # ----------------------------------------------------------------------------- the decorator
@@ -296,17 +305,14 @@ register_kl_estimator = _kind("kl_estimator")
 register_extension = _kind("extension")
 
 
-def loading(module: str):
+@contextmanager
+def loading(module: str) -> Iterator[None]:
     """Context: what is registered inside has origin `module` (plugins.import_plugins)."""
-
-    class _Ctx:
-        def __enter__(self):
-            _LOADING.append(module)
-
-        def __exit__(self, *exc):
-            _LOADING.pop()
-
-    return _Ctx()
+    _LOADING.append(module)
+    try:
+        yield
+    finally:
+        _LOADING.pop()
 
 
 def all_knobs() -> dict[str, tuple[Knob, list[tuple[str, str, Mode]]]]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Iterable
 
 from harness.objective.modes import loading
 
@@ -58,7 +57,3 @@ def _import(name: str) -> None:
         reason = " ".join(f"{type(err).__name__}: {err}".split())
         raise ValueError(f"objective.plugins: module {name!r} does not import ({reason}); a plugin is a module on "
                          f"sys.path or in the working directory {cwd} (docs/extending.md)") from None
-
-
-def imported() -> Iterable[str]:
-    return tuple(_IMPORTED)

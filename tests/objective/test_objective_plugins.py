@@ -165,3 +165,18 @@ def test_a_bad_plugin_knob_value_in_a_grid_names_the_cell_and_the_key(project):
     with pytest.raises(StudyError) as e:
         load_study(study, "smoke", name="tanh")
     assert "'objective.tanh_wdith' is not a run-config key" in str(e.value) and "'tanh_width'" in str(e.value)
+
+
+def test_registration_refuses_a_taken_name_or_knob():
+    from harness.objective import Knob, register_baseline, register_clip, register_preset
+
+    with pytest.raises(ValueError, match="'group_mean' is already registered by harness"):
+        register_baseline("group_mean", doc="a second group mean")(lambda rewards, cfg: rewards)
+    with pytest.raises(ValueError, match="declares knob 'eps_high'"):  # a field of every config: read it instead
+        register_clip("wide", doc="x", knobs=[Knob("eps_high", 0.3, "x")])(lambda *a: None)
+    with pytest.raises(ValueError, match="already declares differently"):
+        register_clip("sapo2", doc="x", knobs=[Knob("sapo_tau_pos", 2.0, "x", gt=0)])(lambda *a: None)
+    with pytest.raises(ValueError, match="preset 'grpo' is built in"):
+        register_preset("grpo", clip="ppo")
+    with pytest.raises(ValueError, match="preset 'mine': 'no_such_knob' is not a knob"):
+        register_preset("mine", no_such_knob=1)
