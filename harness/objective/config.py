@@ -242,7 +242,8 @@ class ObjectiveConfig(BaseModel):
                     MODE_KNOBS[k].check(v)
                 elif k in cls.model_fields and k not in ("algorithm", "plugins"):
                     f = cls.model_fields[k]
-                    TypeAdapter(Annotated[f.annotation, *f.metadata]).validate_python(v)
+                    annotation = Annotated[f.annotation, *f.metadata] if f.metadata else f.annotation
+                    TypeAdapter(annotation).validate_python(v)
                 else:
                     raise ValueError(f"{k!r} is not a knob")
             except (ValueError, KnobError) as err:
