@@ -26,7 +26,8 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator, model_serializer,
+                      model_validator)
 
 from harness.objective import knobs as knob_rules
 from harness.objective.advantages import BASELINE, BATCH_STD_OF, SCALE, STD
@@ -220,6 +221,15 @@ class ObjectiveConfig(BaseModel):
         if problems:
             raise ValueError(problems[0])
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_empty_plugins(self, handler) -> dict:
+        """The dump (config.yaml, MLflow params) names `plugins` only when there are some, so a run
+        directory recorded before the key existed still holds the same config."""
+        out = handler(self)
+        if not out.get("plugins"):
+            out.pop("plugins", None)
+        return out
 
     # ------------------------------------------------------------------ the knobs
     def knob_names(self) -> list[str]:
