@@ -1,7 +1,8 @@
 """`harness` command line.
 
     harness train CONFIG [dotted.key=value ...] --out DIR   train (or resume) one run
-    harness config CONFIG [dotted.key=value ...]            print the resolved, validated config
+    harness config CONFIG [dotted.key=value ...] [--explain]  print the resolved, validated config (--explain:
+                                                         every knob with its doc and the mode that reads it)
     harness warmstart CONFIG [dotted.key=value ...]         build (or find) the cached SFT warm start
     harness eval RUN_DIR [--n-samples N] [--vs-initial]      pass@k of a finished run -> RUN_DIR/eval.json
     harness compare RUN_A RUN_B [--step N] [--ks 1,8] [--json]   B vs A prompt by prompt on their saved evals
@@ -27,7 +28,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from harness.config import ConfigError, ConfigWarning, dump_config, load_config
+from harness.config import ConfigError, ConfigWarning, dump_config, explain_config, load_config
 from harness.train.run.faults import RunFault, StoppedBySignal
 
 
@@ -62,21 +63,27 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. objective.preset=dapo train.steps=10")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness", description="RL post-training research harness")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (exit status 2 otherwise)")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_config_commands(sub) -> None:
+    """The commands that take a run config: train, config, warmstart."""
     p_train = sub.add_parser("train", help="train or resume one run")
     _add_config_args(p_train)
     p_train.add_argument("--out", required=True, help="run directory (rerun the same command to resume)")
 
     p_cfg = sub.add_parser("config", help="print the resolved config")
     _add_config_args(p_cfg)
+    p_cfg.add_argument("--explain", action="store_true", help="print every knob with its doc and the mode that "
+                       "reads it, instead of the YAML")
 
     p_ws = sub.add_parser("warmstart", help="build or locate the cached SFT warm start")
     _add_config_args(p_ws)
     p_ws.add_argument("--out", help="also write a JSON {folder, accuracy, ...} here (atomically)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness", description="RL post-training research harness")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (exit status 2 otherwise)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_config_commands(sub)
 
     p_eval = sub.add_parser("eval", help="pass@k of a finished run's final checkpoint -> RUN_DIR/eval.json")
     p_eval.add_argument("run_dir")
@@ -155,7 +162,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
 
     if args.command == "config":
-        print(dump_config(cfg), end="")
+        print(explain_config(cfg) if args.explain else dump_config(cfg), end="")
     elif args.command == "warmstart":
         from harness.train.run.warmstart import ensure_warm_start
 

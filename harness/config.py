@@ -57,9 +57,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from harness.objective import PRESETS, ObjectiveConfig
+from harness.objective import knobs as knob_rules
+from harness.objective.config import knob_default
+from harness.objective.modes import KnobError
+from harness.objective.plugins import import_plugins
 from harness.objective.presets import preset_trainer
-from harness.objective.ratios import RATIO_CLIPS_ITSELF
-from harness.objective.surrogates import CLIP, NEEDS_TOKEN_RATIO
 
 
 class ConfigError(ValueError):
@@ -131,7 +133,8 @@ class TrainSection(_Section):
         "them with a no-grad forward of the policy; 'rollout' reuses the sampler's (exact only for an hf rollout in "
         "the policy's dtype, top_p 1, no router noise, no TIS; saves one forward per step); 'auto' = rollout where "
         "that is exact, else recompute")
-    grad_clip: float | None = Field(1.0, gt=0)
+    grad_clip: float | None = Field(1.0, gt=0, description="clip each trained module's gradient to this global L2 "
+                                    "norm before its step; None = no clipping")
     max_refill_rounds: int = Field(4, ge=0, description="dynamic sampling: extra sampling rounds to refill dropped groups")
     checkpoint_every: int = Field(5, ge=1, description="checkpoint (and flush metrics) every N steps")
     samples_to_log: int = Field(8, ge=0, description="completions written to samples.jsonl per step")
@@ -164,7 +167,7 @@ class EvalSection(_Section):
 class TrackingSection(_Section):
     mlflow: bool = Field(True, description="log to MLflow (MLFLOW_TRACKING_URI, else sqlite under results/)")
     experiment: str = Field("harness", description="MLflow experiment name")
-    run_name: str | None = None
+    run_name: str | None = Field(None, description="MLflow run name; None = the run directory's name")
     tags: dict[str, str] = Field(default_factory=dict, description="MLflow tags, e.g. the grid axes of a cell")
 
 
@@ -205,7 +208,7 @@ TRAINERS = ("rl", "dpo")  # harness/train/run/shell.py make_trainer
 
 
 class RunConfig(_Section):
-    seed: int = 0
+    seed: int = Field(0, description="seed of the run: its prompts, samples, mini-batch order and weight init")
     trainer: Literal["rl", "dpo"] = Field(
         "rl", description="rl: the RL loop (rollouts, advantages, policy loss); dpo: the preference-pair trainer. "
         "Set by objective.preset (dpo -> dpo, every other preset -> rl); naming it is optional")
@@ -227,17 +230,16 @@ class RunConfig(_Section):
         if not isinstance(data, dict) or not isinstance(data.get("objective", {}), dict):
             return data
         obj = dict(data.get("objective") or {})
+        import_plugins(obj.get("plugins"))  # their presets, modes and knobs exist from here on
         for k, v in obj.items():
             fld = ObjectiveConfig.model_fields.get(k)
             if fld is not None and bool_as_number(fld.annotation, v):
                 raise ValueError(f"objective.{k}={v!r}: a boolean where a number is expected; write a number")
         preset = obj.pop("preset", None)
         if preset is not None:
-            if preset not in PRESETS:
-                raise ValueError(f"objective.preset={preset!r} is unknown; allowed: {sorted(PRESETS)}")
-            obj["algorithm"] = preset
+            obj["algorithm"] = preset  # ObjectiveConfig checks the name (presets.preset_knobs)
         max_new = (data.get("rollout") or {}).get("max_new_tokens", RolloutSection().max_new_tokens)
-        agg = obj.get("agg", PRESETS.get(obj.get("algorithm"), {}).get("agg", ObjectiveConfig().agg))
+        agg = obj.get("agg", PRESETS.get(obj.get("algorithm"), {}).get("agg", knob_default("agg")))
         if agg == "seq_mean_token_sum_norm" and obj.get("norm_constant") is None:
             obj["norm_constant"] = float(max_new)  # Dr.GRPO's constant: the max generation length
         merged = obj
@@ -254,22 +256,8 @@ class RunConfig(_Section):
                              f"trainer={want!r}; allowed trainer values: {list(TRAINERS)} (drop the key: the preset "
                              "sets it)")
         rl = self.trainer == "rl"  # the DPO trainer reads no group, clip or batch-shape knob
-        if rl and o.baseline in ("leave_one_out", "prime") and t.group_size < 2:
-            raise ValueError(f"train.group_size={t.group_size} is impossible with objective.baseline={o.baseline} "
-                             "(its leave-one-out baseline needs G >= 2); allowed: train.group_size >= 2")
-        group_stats = ([f"objective.baseline={o.baseline!r}"] if o.baseline == "group_mean" else []) + (
-            ["objective.scale='group_std'"] if o.scale == "group_std" else [])
-        if rl and t.group_size < 2 and group_stats:
-            raise ValueError(f"train.group_size={t.group_size} is impossible with {' and '.join(group_stats)}: a group of "
-                             "one response is its own mean (advantage 0) and has no std; allowed: train.group_size >= 2, "
-                             "or objective.baseline batch_mean|none with objective.scale batch_std|none")
-        if rl and (CLIP[o.clip].clips or o.ratio in RATIO_CLIPS_ITSELF):
-            for k in ("eps_low", "eps_high"):
-                v = getattr(o, k)
-                if v is not None and v == 0:
-                    raise ValueError(f"objective.{k}={v}: a clip distance of 0 pins the ratio's bound at 1, so every "
-                                     "token whose ratio moves past it gets no gradient; allowed: a value > 0"
-                                     f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none")
+        if rl:
+            self._objective_run_knobs()
         rows = t.prompts_per_step * t.group_size
         if rows % t.mini_batches:
             raise ValueError(f"train.mini_batches={t.mini_batches} must divide prompts_per_step*group_size={rows}")
@@ -284,10 +272,6 @@ class RunConfig(_Section):
         if t.old_logp == "rollout" and (why := self.rollout_logp_inexact()):
             raise ValueError(f"train.old_logp='rollout' needs the sampler's log-probs to be the policy's, but {why}; "
                              "use train.old_logp=recompute (or auto)")
-        if rl and o.baseline == "passk" and not o.passk_k < t.group_size:
-            raise ValueError(f"objective.passk_k={o.passk_k} with train.group_size={t.group_size}: pass@k of G samples "
-                             "with k >= G is 0 or 1 for every group (advantage 0); allowed: "
-                             f"objective.passk_k in 1..{t.group_size - 1}")
         if o.overlong_buffer and o.overlong_buffer >= self.rollout.max_new_tokens:
             raise ValueError(f"objective.overlong_buffer={o.overlong_buffer} must be < rollout.max_new_tokens={self.rollout.max_new_tokens}")
         if self.task.name not in _task_names():
@@ -301,6 +285,21 @@ class RunConfig(_Section):
         for note in notes:
             warnings.warn(note, ConfigWarning, stacklevel=2)
         return self
+
+    def _objective_run_knobs(self) -> None:
+        """What the selected modes need of the run (from their declarations, objective/knobs.py):
+        train.group_size (a group statistic needs 2; pass@k needs k < G), and a clip distance
+        eps_low / eps_high of 0 read by a clipping mode."""
+        o = self.objective
+        problems = knob_rules.group_size_problems(o, self.train.group_size)
+        if problems:
+            raise ValueError(problems[0])
+        for k in ("eps_low", "eps_high"):
+            v = getattr(o, k)
+            if v is not None and v == 0 and knob_rules.reads(o, k):
+                raise ValueError(f"objective.{k}={v}: a clip distance of 0 pins the ratio's bound at 1, so every "
+                                 "token whose ratio moves past it gets no gradient; allowed: a value > 0"
+                                 f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none")
 
     def _task_knobs(self) -> None:
         """Construct the task (cheap, no model) so that difficulty_mix and options fail here."""
@@ -332,66 +331,42 @@ class RunConfig(_Section):
             _check_model_overrides(m.name, m.overrides)
 
     def _ignored_knobs(self) -> tuple[list[str], list[str]]:
-        """(errors, warnings): knobs set away from their default that the chosen trainer or objective
-        would not read. Objective knobs are compared with the preset's value, section fields with
-        their field default, so only what the user set counts."""
-        o, t = self.objective, self.train
-        errors: list[str] = []
-        notes: list[str] = []
-
-        def obj(keys) -> list[str]:
-            return [f"objective.{k}={getattr(o, k)!r}" for k in keys if getattr(o, k) != _objective_default(o.algorithm, k)]
-
-        def sect(name: str, section: BaseModel, keys) -> list[str]:
-            return [f"{name}.{k}={_show(getattr(section, k))}" for k in keys if getattr(section, k) != _field_default(type(section), k)]
-
+        """(errors, warnings): knobs set away from their default (objective knobs: from the preset's
+        value) that the chosen trainer or objective would not read: the objective's knobs and the run
+        keys (train.*) its modes read, from the modes' declarations (harness/objective/knobs.py)."""
+        o = self.objective
         if self.trainer == "dpo":
-            bad = obj(k for k in ObjectiveConfig.model_fields if k not in DPO_OBJECTIVE_KNOBS + ("algorithm",))
-            if bad:
-                errors.append(f"objective.preset=dpo (the offline DPO trainer) ignores {', '.join(bad)}: its loss reads only "
-                              f"{', '.join('objective.' + k for k in DPO_OBJECTIVE_KNOBS)} (the reference enters through "
-                              "dpo_beta, not kl_coef); remove them or use an RL preset")
-            unused = sect("train", t, RL_TRAIN_KNOBS)
-            if unused:
-                notes.append(f"the DPO trainer (objective.preset=dpo) ignores {', '.join(unused)} (RL-loop knobs; its "
-                             "length is set by dpo.epochs, dpo.rounds and dpo.max_steps)")
-            return errors, notes
-        dpo = sect("dpo", self.dpo, DpoSection.model_fields) + obj(DPO_OBJECTIVE_KNOBS)
+            return self._dpo_ignores()
+        errors = knob_rules.unread_problems(o, o.preset_value, o.knob_names())
+        dpo = [f"dpo.{k}={_show(getattr(self.dpo, k))}" for k in DpoSection.model_fields
+               if getattr(self.dpo, k) != _field_default(DpoSection, k)]
+        dpo += [f"objective.{k}={getattr(o, k)!r}" for k in DPO_OBJECTIVE_KNOBS if getattr(o, k) != o.preset_value(k)]
         if dpo:
             errors.append(f"{', '.join(dpo)} only apply with objective.preset=dpo (the offline DPO trainer); "
                           f"objective.preset={o.algorithm} runs the RL loop, which ignores them: remove them")
-        if o.baseline != "critic":
-            critic = sect("train", t, ("critic_lr",)) + obj(("vf_coef", "value_clip", "gamma", "lam"))
-            if critic:
-                errors.append(f"{', '.join(critic)} configure the value model of objective.baseline=critic (ppo); "
-                              f"objective.baseline={o.baseline!r} trains none and ignores them")
-        if o.agg != "seq_mean_token_sum_norm" and o.norm_constant is not None:
-            errors.append(f"objective.norm_constant={o.norm_constant} is read only by objective.agg="
-                          f"'seq_mean_token_sum_norm' (Dr.GRPO); objective.agg={o.agg!r} ignores it")
-        if not o.dynamic_sampling and (refill := sect("train", t, ("max_refill_rounds",))):
-            errors.append(f"{refill[0]} refills the groups that objective.dynamic_sampling drops, and it is off "
-                          "(set objective.dynamic_sampling=true, or drop the knob)")
-        if not o.overlong_buffer and (pen := obj(("overlong_penalty",))):
-            errors.append(f"{pen[0]} scales the punishment inside objective.overlong_buffer, which is 0 (off)")
-        clip_bounds = ("dual_clip",) if o.ratio in RATIO_CLIPS_ITSELF else ("eps_low", "eps_high", "dual_clip")
-        if not CLIP[o.clip].clips and (bounds := obj(clip_bounds)):
-            errors.append(f"{', '.join(bounds)} are ratio clip bounds; objective.clip={o.clip!r} reads none of them")
-        dppo = o.clip in NEEDS_TOKEN_RATIO
-        zoo_knobs = (  # (knobs, read?, when they are read, the governing knob's value now)
-            (("passk_k",), o.baseline == "passk", "objective.baseline='passk'", f"baseline={o.baseline!r}"),
-            (("sapo_tau_pos", "sapo_tau_neg"), o.clip == "sapo", "objective.clip='sapo'", f"clip={o.clip!r}"),
-            (("div_low", "div_high", "is_cap"), dppo, f"objective.clip in {sorted(NEEDS_TOKEN_RATIO)}", f"clip={o.clip!r}"),
-            (("prime_beta", "prime_coef", "outcome_coef", "prm_lr", "prime_keep_last_token"), o.baseline == "prime",
-             "objective.baseline='prime'", f"baseline={o.baseline!r}"),
-            (("simko_tau", "simko_mix", "simko_neg_scale"), o.simko_top_k > 0, "objective.simko_top_k > 0",
-             f"simko_top_k={o.simko_top_k}"),
-            (("lambda_init", "lambda_lr", "lambda_r"), o.agg == "lambda_length", "objective.agg='lambda_length'",
-             f"agg={o.agg!r}"))
-        for knobs, read, reader, now in zoo_knobs:
-            for unread in ([] if read else obj(knobs)):
-                errors.append(f"{unread} is read only with {reader}, and objective.{now}: drop the knob")
-        if o.kl_coef == 0 and (kl := obj(("kl_estimator", "kl_placement", "ref_update_every"))):
-            errors.append(f"{', '.join(kl)} shape the KL term, and objective.kl_coef=0 turns it off (no reference model)")
+        for key in knob_rules.run_key_readers():
+            section, name = key.split(".", 1)
+            value = getattr(getattr(self, section), name)
+            if value != _field_default(type(getattr(self, section)), name):
+                if msg := knob_rules.unread_message(o, key, _show(value) if isinstance(value, tuple) else value):
+                    errors.append(msg)
+        return errors, []
+
+    def _dpo_ignores(self) -> tuple[list[str], list[str]]:
+        """The DPO trainer reads only the dpo_* objective knobs and train's optimizer knobs."""
+        o, t = self.objective, self.train
+        errors, notes = [], []
+        bad = [f"objective.{k}={getattr(o, k)!r}" for k in o.knob_names()
+               if k not in DPO_OBJECTIVE_KNOBS + ("algorithm", "plugins") and getattr(o, k) != o.preset_value(k)]
+        if bad:
+            errors.append(f"objective.preset=dpo (the offline DPO trainer) ignores {', '.join(bad)}: its loss reads only "
+                          f"{', '.join('objective.' + k for k in DPO_OBJECTIVE_KNOBS)} (the reference enters through "
+                          "dpo_beta, not kl_coef); remove them or use an RL preset")
+        unused = [f"train.{k}={_show(getattr(t, k))}" for k in RL_TRAIN_KNOBS
+                  if getattr(t, k) != _field_default(TrainSection, k)]
+        if unused:
+            notes.append(f"the DPO trainer (objective.preset=dpo) ignores {', '.join(unused)} (RL-loop knobs; its "
+                         "length is set by dpo.epochs, dpo.rounds and dpo.max_steps)")
         return errors, notes
 
     def rollout_logp_inexact(self) -> str | None:
@@ -488,11 +463,6 @@ def bool_as_number(annotation: Any, value: Any) -> bool:
 
 def _field_default(model: type[BaseModel], key: str) -> Any:
     return model.model_fields[key].get_default(call_default_factory=True)
-
-
-def _objective_default(algorithm: str, key: str) -> Any:
-    """The value objective knob `key` takes when it is not set: the preset's, else the field default."""
-    return PRESETS.get(algorithm, {}).get(key, _field_default(ObjectiveConfig, key))
 
 
 def _show(v: Any) -> str:
@@ -709,6 +679,10 @@ def _format_error(err: ValidationError) -> str:
             allowed = allowed_keys(loc[:-1])
             near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) if loc else []
             lines.append(f"unknown key '{key}'{f' (did you mean {near[0]!r}?)' if near else ''}; allowed keys here: {allowed}")
+        elif isinstance(err := (e.get("ctx") or {}).get("error"), KnobError):  # a knob a mode declares
+            lines.append(f"'{key}.{err.knob}': {err.reason} (got {err.value!r})")
+        elif loc == ("objective",) and e["type"] == "value_error":  # a rule of the objective: its message says it all
+            lines.append(msg)
         else:
             got = e.get("input")
             lines.append(f"'{key}': {msg} (got {got!r})" if key != "<config>" else msg)
@@ -753,3 +727,23 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
 
 def dump_config(cfg: RunConfig) -> str:
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+
+
+def explain_config(cfg: RunConfig) -> str:
+    """`harness config CONFIG --explain`: every knob of the resolved config with its value and its doc;
+    the objective's knobs also say which mode reads them and whether it is selected now (plugins'
+    knobs included: harness/objective/explain.py)."""
+    from harness.objective.explain import explain_objective
+
+    lines = [f"# {cfg.objective.algorithm} ({cfg.trainer} trainer): every knob, its value, its doc", ""]
+    for name, field in RunConfig.model_fields.items():
+        value = getattr(cfg, name)
+        if name == "objective":
+            lines += explain_objective(value)
+        elif isinstance(value, BaseModel):
+            for key, sub in type(value).model_fields.items():
+                lines.append(f"{name}.{key}: {_show(getattr(value, key))}")
+                lines.append(f"    {sub.description or '(no description)'}")
+        else:
+            lines += [f"{name}: {_show(value)}", f"    {field.description or '(no description)'}"]
+    return "\n".join(lines) + "\n"

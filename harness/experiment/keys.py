@@ -24,8 +24,13 @@ def _section_model(path: tuple[str, ...]):
                 raise KeyError((path[:i + 1], []))
             return "leaf", None
         fld = model.model_fields.get(part)
+        declared = _declared_knobs() if path[:i] == ("objective",) else ()
+        if fld is None and part in declared:  # a knob a mode declares (a plugin's: imported by load.py)
+            if i != len(path) - 1:
+                raise KeyError((path[:i + 1], []))
+            return "leaf", None
         if fld is None:
-            allowed = sorted(model.model_fields) + (["preset"] if path[:i] == ("objective",) else [])
+            allowed = sorted(model.model_fields) + (["preset", *sorted(declared)] if path[:i] == ("objective",) else [])
             raise KeyError((path[:i], allowed))
         ann = fld.annotation
         if isinstance(ann, type) and issubclass(ann, BaseModel):
@@ -38,6 +43,13 @@ def _section_model(path: tuple[str, ...]):
             raise KeyError((path[:i + 1], []))
         return "leaf", None
     return "model", model
+
+
+def _declared_knobs() -> tuple[str, ...]:
+    """The objective knobs the modes declare (harness/objective/modes.py), plugins' included."""
+    from harness.objective.modes import all_knobs
+
+    return tuple(all_knobs())
 
 
 def key_problem(key: Any) -> str | None:

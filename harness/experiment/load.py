@@ -98,10 +98,39 @@ def _load_base(base: Any, study_path: Path | None) -> dict:
     raise StudyError(f"base: must be a run-config mapping or a path to a run YAML (got {type(base).__name__})")
 
 
+def _import_plugins(raw: Any, path: Path | None) -> None:
+    """Import every module `objective.plugins` names in the study: in its base, its scales, a grid or zip axis."""
+    if not isinstance(raw, dict):
+        return
+    names: list = []
+    if isinstance(raw.get("base"), (str, dict)):
+        try:
+            base = _load_base(raw["base"], path)
+        except StudyError:
+            base = {}  # parse_study reports it
+        names.append(((base.get("objective") or {}) if isinstance(base, dict) else {}).get("plugins"))
+    key = "objective.plugins"
+    for axes in (raw.get("grid"), *(raw.get("zip") or [])):  # an axis: a list of values
+        if isinstance(axes, dict) and isinstance(axes.get(key), list):
+            names += axes[key]
+    for scale in (raw.get("scales") or {}).values():  # a scale: one value
+        if isinstance(scale, dict) and key in scale:
+            names.append(scale[key])
+    from harness.objective.plugins import import_plugins
+
+    for value in names:
+        try:
+            import_plugins(value)
+        except ValueError as err:
+            raise StudyError(f"{path or 'study'}: {err}") from None
+
+
 def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
                 scale: str | None = None) -> Study:
     """Check the study file against its schema (schema.py), then build its axes for `scale`
-    (no run config is built here: expand.py does that per cell)."""
+    (no run config is built here: expand.py does that per cell). The plugins the study names
+    (objective.plugins) are imported first: their knobs are grid keys like any other."""
+    _import_plugins(raw, path)
     spec = validate_study_file(raw, str(path) if path else "study")
     name = str(spec.name or name or (path.stem if path else "study"))
     if not SAFE_NAME.match(name):

@@ -6,11 +6,13 @@ trainer's log-probs equal the sampler's (the importance ratio starts at 1).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 
 import torch
 
 from harness.models.moe import replay_routing
+from harness.objective.extensions import TokenLogits
 
 
 def pack(prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor, pad_id: int):
@@ -56,22 +58,18 @@ def response_logprobs(model, prompt_ids: list[list[int]], response_ids: torch.Te
     return logp, entropy, out
 
 
-def response_logprobs_topk(model, prompt_ids: list[list[int]], response_ids: torch.Tensor,
-                           response_mask: torch.Tensor, pad_id: int, temperature: float, k: int,
-                           topk_index: torch.Tensor | None = None, with_entropy: bool = False,
-                           routing: torch.Tensor | None = None):
-    """`response_logprobs` plus the log-probs of K candidates per response token (SimKO,
-    docs/objective.md §13): -> (logp (B, T), entropy (B, T) or None, topk_logp (B, T, K),
-    topk_index (B, T, K) long). topk_index None: the K most likely tokens of this forward (in
-    decreasing order); given (pi_old's, from an earlier forward): the log-probs of those tokens.
-    0 on padding; gradients flow unless under no_grad."""
+def response_forward(model, prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor,
+                     pad_id: int, temperature: float = 1.0, *, with_entropy: bool = False,
+                     routing: torch.Tensor | None = None, head: Callable[[TokenLogits], dict] | None = None):
+    """`response_logprobs` plus what `head` reads from the same forward's logits -> (logp (B, T),
+    entropy (B, T) or None, head's tensors: a dict, {} without a head). head gets the forward's
+    TokenLogits (harness/objective/extensions.py: logits (B, T, V) at the temperature, their
+    log-sum-exp, the mask, the sampled tokens): an extension's `old_forward` / `train_forward`
+    (SimKO's top-K log-probs). Gradients flow unless under no_grad."""
     logp, entropy, (logits, logz, mask), _ = _response_logits(model, prompt_ids, response_ids, response_mask, pad_id,
                                                               temperature, with_entropy, None, routing)
-    if topk_index is None:
-        topk_index = logits.detach().topk(k, dim=-1).indices  # (B, T, K)
-    topk_index = topk_index.to(logits.device)
-    topk_logp = (logits.gather(-1, topk_index) - logz.unsqueeze(-1)) * mask.unsqueeze(-1)
-    return logp, entropy, topk_logp, topk_index
+    extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
+    return logp, entropy, extras
 
 
 def _response_logits(model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy,

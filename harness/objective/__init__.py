@@ -5,10 +5,14 @@ Pure functions on tensors and floats -- no model, no I/O. Rooms:
 config.py (knobs), presets.py (named algorithms), advantages.py (§1, GAE), ratios.py (§2),
 surrogates.py (§3), kl.py (§4), aggregation.py (§5), policy.py (the loss + §9 metrics),
 value.py (PPO critic), shaping.py (§6 DAPO), dpo.py (§8), passk.py (eval);
-modes.py (one registry per mode knob: validation, dispatch, docs), api.py (the trainer's calls,
-§11: inputs_needed, loss_mask, advantages, loss); the zoo's knobs (§12) live in those rooms;
-lambda_grpo.py, simko.py, prime.py hold the math of §13 (λ-GRPO: `agg: lambda_length`; SimKO:
-`simko_top_k > 0`; PRIME: `baseline: prime`).
+modes.py (the registries: every mode with its knobs, rules and hooks; `register` adds a researcher's
+own, docs/extending.md), knobs.py (the checks derived from them), extensions.py (the extras slot:
+what a variant needs beyond the core tensors), plugins.py (`objective.plugins`: modules imported
+before validation), explain.py (`harness config --explain`, docs/objective.md's knob table),
+api.py (the trainer's calls, §11: inputs_needed, loss_mask, advantages, loss); the zoo's knobs
+(§12) live in those rooms; lambda_grpo.py, simko.py, prime.py hold the math of §13 (λ-GRPO:
+`agg: lambda_length`; SimKO: `simko_top_k > 0`; PRIME: `baseline: prime`). reference_grpo.py is
+one GRPO step in plain tensors, top to bottom: start reading there (docs/architecture.md).
 
 Glossary for every docstring: N prompts, G group size, B = N*G sequences (groups contiguous),
 T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
@@ -17,6 +21,10 @@ from harness.objective.advantages import gae_advantages, group_advantages
 from harness.objective.api import LossInputs, Needs, Scored, advantages, inputs_needed, loss, loss_mask
 from harness.objective.aggregation import aggregate
 from harness.objective.config import MODE_KNOBS, ObjectiveConfig
+from harness.objective.extensions import EXTENSIONS, Hooks, TokenLogits
+from harness.objective.modes import (Knob, Requires, register, register_agg, register_baseline, register_clip,
+                                     register_extension, register_kl_estimator, register_ratio, register_scale)
+from harness.objective.presets import register_preset
 from harness.objective.dpo import dpo_loss
 from harness.objective.kl import kl_penalty
 from harness.objective.passk import pass_at_k
@@ -49,4 +57,18 @@ __all__ = [
     "loss",
     "LossInputs",
     "MODE_KNOBS",
+    "EXTENSIONS",
+    "Knob",
+    "Requires",
+    "Hooks",
+    "TokenLogits",
+    "register",
+    "register_baseline",
+    "register_scale",
+    "register_ratio",
+    "register_clip",
+    "register_agg",
+    "register_kl_estimator",
+    "register_extension",
+    "register_preset",
 ]

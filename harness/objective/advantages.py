@@ -22,11 +22,14 @@ so no scale ever produces NaN or inf.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import torch
 
-from harness.objective.modes import Mode, Modes
+from harness.objective.extensions import Hooks, Scored
+from harness.objective.kl import reward_kl_on, token_rewards_with_kl
+from harness.objective.modes import Knob, Mode, Modes, Requires
+from harness.objective.value import value_loss
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -50,23 +53,6 @@ def _divide(u: torch.Tensor, spread: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def group_advantages(cfg: "ObjectiveConfig", rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Sequence advantages (B,) from sequence rewards (B,), groups of `group_size` contiguous:
-    `sequence_advantages` with the config's baseline, scale, std, batch_std_of and adv_eps."""
-    return sequence_advantages(rewards, group_size, baseline=cfg.baseline, scale=cfg.scale, std=cfg.std,
-                               batch_std_of=cfg.batch_std_of, adv_eps=cfg.adv_eps, passk_k=cfg.passk_k)
-
-
-class AdvKnobs(NamedTuple):
-    """The knobs a baseline or scale mode may read besides the rewards."""
-
-    std: str = "sample"
-    batch_std_of: str = "reward"
-    adv_eps: float = 1e-6
-    passk_k: int = 4
-
-
-def sequence_advantages(rewards: torch.Tensor, group_size: int, *, baseline: str, scale: str, std: str = "sample",
-                        batch_std_of: str = "reward", adv_eps: float = 1e-6, passk_k: int = 4) -> torch.Tensor:
     """Sequence advantages (B,) from sequence rewards (B,), groups of `group_size` contiguous.
 
     baseline b_i:  group_mean     b_i = (1/G) sum_j r_j                       (GRPO 2402.03300 Eq. 3)
@@ -80,12 +66,14 @@ def sequence_advantages(rewards: torch.Tensor, group_size: int, *, baseline: str
                                   (batch_std_of=centered, REINFORCE++-baseline) + adv_eps
                    group_mean     mean_g(r) + adv_eps                        (MaxRL 2602.02710; binary rewards)
                    none           1
-    std: sample (N-1) or population (N). baseline='critic' is per token: use gae_advantages.
-    Computed in float64, returned in the rewards' dtype, no gradient.
+    std: sample (N-1) or population (N). A baseline with per-token advantages (critic, prime) is
+    computed by harness.objective.advantages, not here. Computed in float64, returned in the
+    rewards' dtype, no gradient. A registered baseline is `fn(rewards (N, G), cfg) -> r - b (N, G)`,
+    a scale `fn(centred (N, G), rewards (N, G), cfg) -> advantages (N, G)`, both in float64.
     """
-    if BASELINE[baseline] is None:
+    if BASELINE[cfg.baseline] is None:
         raise ValueError(
-            f"baseline={baseline!r} gives per-token advantages (a value head, or PRIME's reward model): use "
+            f"baseline={cfg.baseline!r} gives per-token advantages (a value head, or PRIME's reward model): use "
             "harness.objective.advantages(...) (or gae_advantages / prime_advantages), not group_advantages"
         )
     if rewards.dim() != 1:
@@ -93,11 +81,9 @@ def sequence_advantages(rewards: torch.Tensor, group_size: int, *, baseline: str
     if group_size < 1 or rewards.shape[0] % group_size:
         raise ValueError(f"group_size={group_size} must be >= 1 and divide B={rewards.shape[0]}")
     out_dtype = rewards.dtype if rewards.is_floating_point() else torch.get_default_dtype()
-    r = rewards.detach().to(torch.float64)
-    g = r.view(-1, group_size)  # (N, G)
-    kn = AdvKnobs(std=std, batch_std_of=batch_std_of, adv_eps=adv_eps, passk_k=passk_k)
-    u = BASELINE[baseline](g, r, kn)  # r - b, (N, G)
-    a = SCALE[scale](u, g, r, kn)
+    g = rewards.detach().to(torch.float64).view(-1, group_size)  # (N, G)
+    u = BASELINE[cfg.baseline](g, cfg)  # r - b, (N, G)
+    a = SCALE[cfg.scale](u, g, cfg)
     return a.reshape(-1).to(out_dtype)
 
 
@@ -105,12 +91,12 @@ def _same(g: torch.Tensor) -> torch.Tensor:
     return (g.amax(-1) == g.amin(-1)).unsqueeze(-1)  # (N, 1) all-equal groups
 
 
-def _group_mean(g: torch.Tensor, r: torch.Tensor, kn: AdvKnobs) -> torch.Tensor:
+def _group_mean(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
     u = g - g.mean(-1, keepdim=True)  # r_i - mean_g
     return torch.where(_same(g), torch.zeros_like(u), u)
 
 
-def _leave_one_out(g: torch.Tensor, r: torch.Tensor, kn: AdvKnobs) -> torch.Tensor:
+def _leave_one_out(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
     G = g.shape[-1]
     if G < 2:
         raise ValueError(
@@ -121,7 +107,8 @@ def _leave_one_out(g: torch.Tensor, r: torch.Tensor, kn: AdvKnobs) -> torch.Tens
     return torch.where(_same(g), torch.zeros_like(g), g - loo)
 
 
-def _batch_mean(g: torch.Tensor, r: torch.Tensor, kn: AdvKnobs) -> torch.Tensor:
+def _batch_mean(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+    r = g.reshape(-1)
     u = g - r.mean()
     return torch.zeros_like(u) if r.amax() == r.amin() else u
 
@@ -167,36 +154,64 @@ def passk_advantages(g: torch.Tensor, k: int, adv_eps: float = 1e-6) -> torch.Te
     return out
 
 
-def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, r: torch.Tensor, kn: AdvKnobs) -> torch.Tensor:
+def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
     """MaxRL: u / (mean_g(r) + adv_eps); a group of mean 0 (all wrong) divides by 1 (u is 0 there)."""
     check_binary(g, "scale='group_mean'")
-    return _divide(u, g.mean(-1, keepdim=True), kn.adv_eps)
+    return _divide(u, g.mean(-1, keepdim=True), cfg.adv_eps)
 
 
-# The `baseline` knob (docs/objective.md §1): name -> u = r - b from (g (N, G), r (B,)) in float64;
-# None = per token, dispatched by objective.api.advantages (critic + GAE, PRIME).
+def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+    return _divide(u, _spread(g, cfg.std).unsqueeze(-1), cfg.adv_eps)
+
+
+def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+    return _divide(u, _spread(BATCH_STD_OF[cfg.batch_std_of](g.reshape(-1), u), cfg.std), cfg.adv_eps)
+
+
+BINARY = "the overlong penalty makes the rewards non-binary, and the formula counts correct samples"
+GROUP_STAT = "a group of one response is its own mean (advantage 0) and has no std"
+
+
+def _passk(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+    return passk_advantages(g, cfg.passk_k, cfg.adv_eps)
+
+
+def _passk_group_rule(cfg: "ObjectiveConfig", group_size: int) -> str | None:
+    """`passk_k` < `train.group_size`: pass@k of G samples with k = G is 0 or 1 for every group (advantage 0)"""
+    if cfg.passk_k < group_size:
+        return None
+    return (f"objective.passk_k={cfg.passk_k} with train.group_size={group_size}: pass@k of G samples with k >= G "
+            f"is 0 or 1 for every group (advantage 0); allowed: objective.passk_k in 1..{group_size - 1}")
+
+
+# The `baseline` knob (docs/objective.md §1): name -> u = r - b from the rewards (N, G) in float64 and
+# the config; None = per-token advantages from its hooks (critic + GAE below, PRIME in prime.py).
 BASELINE: Modes = Modes("baseline", {
-    "group_mean": Mode(_group_mean, "b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)"),
-    "leave_one_out": Mode(_leave_one_out, "b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)"),
+    "group_mean": Mode(_group_mean, "b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)",
+                       min_group_size=2),
+    "leave_one_out": Mode(_leave_one_out, "b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)",
+                          min_group_size=2),
     "batch_mean": Mode(_batch_mean, "b = mean of all B rewards"),
-    "none": Mode(lambda g, r, kn: g.clone(), "b = 0 (plain REINFORCE)"),
-    "passk": Mode(lambda g, r, kn: passk_advantages(g, kn.passk_k, kn.adv_eps),
-                  "the Pass@k advantage of the group (Chen et al. 2508.10751); binary rewards, scale none, passk_k"),
-    "critic": Mode(None, "a learned value model and GAE: per-token advantages (PPO 1707.06347, GAE 1506.02438)"),
-    "prime": Mode(None, "PRIME's implicit process rewards + outcome, RLOO over the group, returns whitened: "
-                  "per-token advantages (2502.01456, docs/objective.md §13); binary rewards, scale batch_std"),
+    "none": Mode(lambda g, cfg: g.clone(), "b = 0 (plain REINFORCE)"),
+    "passk": Mode(_passk, "the Pass@k advantage of the group (Chen et al. 2508.10751); binary rewards, scale none",
+                  knobs=(Knob("passk_k", 4, "k of baseline=passk (Pass@k training 2508.10751): the advantage of the "
+                              "group's pass@k; 1 <= k < group_size", ge=1),),
+                  requires=(Requires("scale", ("none",), "the Pass@k advantage is already normalised by its sigma"),
+                            Requires("overlong_buffer", (0,), BINARY)),
+                  group_rule=_passk_group_rule),
 })
 
-# The `scale` knob (docs/objective.md §1): name -> a from (u, g, r, AdvKnobs).
+# The `scale` knob (docs/objective.md §1): name -> a from (u (N, G), rewards (N, G), cfg).
 SCALE: Modes = Modes("scale", {
-    "group_std": Mode(lambda u, g, r, kn: _divide(u, _spread(g, kn.std).unsqueeze(-1), kn.adv_eps),
-                      "divide by the group's std + adv_eps (GRPO; the difficulty bias)"),
-    "batch_std": Mode(lambda u, g, r, kn: _divide(u, _spread(BATCH_STD_OF[kn.batch_std_of](r, u), kn.std), kn.adv_eps),
+    "group_std": Mode(_group_std_scale, "divide by the group's std + adv_eps (GRPO; the difficulty bias)",
+                      min_group_size=2),
+    "batch_std": Mode(_batch_std_scale,
                       "divide by the batch's std + adv_eps (Lite PPO 2508.08221, REINFORCE++ 2501.03262); "
                       "with the critic: whiten the per-token advantages"),
     "group_mean": Mode(_group_mean_scale, "divide by the group's mean reward + adv_eps (MaxRL 2602.02710: the "
-                       "gradient of log pass rate); binary rewards"),
-    "none": Mode(lambda u, g, r, kn: u, "no division (Dr.GRPO 2503.20783)"),
+                       "gradient of log pass rate); binary rewards",
+                       requires=(Requires("overlong_buffer", (0,), BINARY),)),
+    "none": Mode(lambda u, g, cfg: u, "no division (Dr.GRPO 2503.20783)"),
 })
 
 # The `std` knob: name -> the correction of torch.std (N - correction in the denominator).
@@ -280,3 +295,42 @@ def gae_whitened(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.
     if scale == "batch_std":
         adv = whiten(adv, mask, std=std, eps=adv_eps)
     return adv, returns
+
+
+# ----------------------------------------------------------------------------- the critic (PPO)
+def _critic_scored(cfg: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Tensor, group_size: int,
+                   inputs: dict) -> Scored:
+    """Per-token rewards r_t = -kl_coef k1_t + [t last] r_i (KL only when placed in the reward), GAE,
+    whitening for scale batch_std (§1); inputs: values (B, T) of the value model, logp and ref_logp."""
+    values = inputs.get("values")
+    if values is None:
+        raise ValueError(f"baseline={cfg.baseline!r} needs values (B, T) from the value model "
+                         "(inputs_needed(obj).components: 'values')")
+    kl_reward = reward_kl_on(cfg)
+    shape_src = inputs["logp"] if kl_reward else torch.zeros_like(values)  # only shape and dtype when no KL
+    tok = token_rewards_with_kl(cfg, rewards, shape_src, inputs.get("ref_logp") if kl_reward else None, mask)
+    adv, returns = critic_advantages(cfg, tok, values, mask)
+    return Scored(adv=adv, returns=returns, rewards=tok.sum(-1), extras={"old_values": values, "returns": returns})
+
+
+def _value_term(cfg: "ObjectiveConfig", x, num_seqs, num_tokens):
+    """The value loss (§1) when the value model's output `values` (b, T) is among the loss inputs."""
+    values = x.extras.get("values")
+    if values is None:
+        return None, {}
+    old_values, returns = x.extras.get("old_values"), x.extras.get("returns")
+    if old_values is None or returns is None:
+        raise ValueError("values given without old_values and returns (b, T): the value loss needs all three")
+    return value_loss(cfg, values, old_values, returns, x.mask, num_seqs=num_seqs, num_tokens=num_tokens)
+
+
+BASELINE.register("critic", Mode(
+    None, "a learned value model and GAE: per-token advantages (PPO 1707.06347, GAE 1506.02438)",
+    knobs=(Knob("gamma", 1.0, "GAE discount (critic baseline; 1.0 for LM PPO, TRL/OpenRLHF)", ge=0, le=1),
+           Knob("lam", 0.95, "GAE lambda (critic baseline; bias-variance trade-off, 1506.02438)", ge=0, le=1),
+           Knob("vf_coef", 0.1, "value-loss weight (critic baseline; TRL PPO 0.1)", ge=0),
+           Knob("value_clip", 0.2, "clip V to V_old +- value_clip in the value loss (PPO); null = unclipped", gt=0,
+                nullable=True)),
+    reads=("train.critic_lr",),
+    requires=(Requires("scale", ("batch_std", "none"), "critic advantages are per token, not per group"),),
+    hooks=Hooks(component="values", advantages=_critic_scored, loss_term=_value_term)))

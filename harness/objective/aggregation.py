@@ -8,7 +8,7 @@ Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| =
     seq_mean_token_sum_norm  (1/B) sum_i sum_t M l / C            Dr.GRPO (C = max generation length)
     seq_mean_token_sum       (1/B) sum_i sum_t M l                RLOO 2402.14740 (response = one action)
     lambda_length            sum_i f_i sum_t M l / sum_{i,t} M    λ-GRPO 2510.06870 (f: learned length weights,
-                                                                  applied by policy_loss's row_weights; §13)
+                                                                  its row_weights hook, lambda_grpo.py; §13)
 
 B and sum M are the denominators of the WHOLE optimizer mini-batch: pass them as
 num_seqs / num_tokens when the mini-batch is split into micro-batches, and the sum of the
@@ -18,11 +18,16 @@ Defaults: this batch's own counts. B counts the sequences with at least one resp
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from harness.objective.modes import Mode, Modes
+from harness.objective import lambda_grpo
+from harness.objective.modes import Knob, Mode, Modes
+
+if TYPE_CHECKING:
+    from harness.objective.config import ObjectiveConfig
 
 
 def batch_denominators(mask: torch.Tensor) -> tuple[int, int]:
@@ -39,11 +44,14 @@ def aggregate(
     norm_constant: float | None = None,
     num_seqs: int | float | torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
+    cfg: "ObjectiveConfig | None" = None,
 ) -> torch.Tensor:
     """Scalar loss from the per-token loss (B, T) under `agg` (see the module docstring).
 
     Padding never contributes (masked with where, so garbage there cannot leak as NaN).
     A denominator of 0 (no response tokens at all) is treated as 1: the loss is then 0.
+    cfg: the objective config the mode reads its knobs from (None: only norm_constant is given).
+    A registered agg is `fn(l (B, T) zero on padding, M bool (B, T), num_seqs, num_tokens, cfg) -> scalar`.
     """
     if loss_tok.shape != mask.shape or loss_tok.dim() != 2:
         raise ValueError(f"loss {tuple(loss_tok.shape)} and mask {tuple(mask.shape)} must both be (B, T)")
@@ -54,7 +62,7 @@ def aggregate(
     n_tok = own_tokens if num_tokens is None else num_tokens
     n_seq = max(float(n_seq), 1.0)
     n_tok = max(float(n_tok), 1.0)
-    return AGG[agg].loss(ell, m, n_seq, n_tok, norm_constant)
+    return AGG[agg].loss(ell, m, n_seq, n_tok, _knobs(cfg, norm_constant))
 
 
 def token_weights(
@@ -63,6 +71,7 @@ def token_weights(
     norm_constant: float | None = None,
     num_seqs: int | float | None = None,
     num_tokens: int | float | None = None,
+    cfg: "ObjectiveConfig | None" = None,
 ) -> torch.Tensor:
     """(B, T) weight w_it with which `aggregate` sums the per-token losses: aggregate(agg, l, M)
     = sum_{i,t} w_it l_it. It is what the aggregation makes of the per-token gradient:
@@ -75,49 +84,62 @@ def token_weights(
     own_seqs, own_tokens = batch_denominators(mask)
     n_seq = max(float(own_seqs if num_seqs is None else num_seqs), 1.0)
     n_tok = max(float(own_tokens if num_tokens is None else num_tokens), 1.0)
-    return AGG[agg].weights(m, n_seq, n_tok, norm_constant)
+    weights = AGG[agg].weights
+    if weights is None:
+        raise ValueError(f"agg={agg!r} declares no token weights")
+    return weights(m, n_seq, n_tok, _knobs(cfg, norm_constant))
 
 
-def _need_c(norm_constant: float | None) -> float:
-    if norm_constant is None:
+def _knobs(cfg, norm_constant: float | None):
+    """The knobs an aggregation reads: the config's, or (a call without one) norm_constant alone."""
+    return cfg if cfg is not None else SimpleNamespace(norm_constant=norm_constant)
+
+
+def _need_c(cfg) -> float:
+    if cfg.norm_constant is None:
         raise ValueError("agg='seq_mean_token_sum_norm' needs norm_constant (Dr.GRPO: the max generation length)")
-    return float(norm_constant)
+    return float(cfg.norm_constant)
 
 
-def _seq_mean_token_mean(ell, m, n_seq, n_tok, c):
+def _seq_mean_token_mean(ell, m, n_seq, n_tok, cfg):
     lengths = m.sum(-1).clamp(min=1).to(ell.dtype)  # |o_i|
     return (ell.sum(-1) / lengths).sum() / n_seq
 
 
 class Aggregation(NamedTuple):
-    loss: object  # (l (B, T) zero on padding, M bool (B, T), num_seqs, num_tokens, norm_constant) -> scalar
-    weights: object  # (M float64 (B, T), num_seqs, num_tokens, norm_constant) -> w (B, T)
+    loss: object  # (l (B, T) zero on padding, M bool (B, T), num_seqs, num_tokens, cfg) -> scalar
+    weights: object = None  # (M float64 (B, T), num_seqs, num_tokens, cfg) -> w (B, T)
 
 
-_TOKEN_MEAN = Aggregation(lambda ell, m, n_seq, n_tok, c: ell.sum() / n_tok,
-                          lambda m, n_seq, n_tok, c: m / n_tok)
+def _build(fn, weights=None) -> Aggregation:
+    return Aggregation(fn, weights)
+
+
+_TOKEN_MEAN = Aggregation(lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_tok,
+                          lambda m, n_seq, n_tok, cfg: m / n_tok)
+NORM_CONSTANT = Knob("norm_constant", None, "C of seq_mean_token_sum_norm (Dr.GRPO: max generation length; the run "
+                     "config fills it from rollout.max_new_tokens)", type=float, gt=0, nullable=True, required=True)
 
 # The `agg` knob (docs/objective.md §5): the loss and its token weights w_it (aggregate = sum w l).
 AGG: Modes = Modes("agg", {
     "seq_mean_token_mean": Mode(Aggregation(
         _seq_mean_token_mean,
-        lambda m, n_seq, n_tok, c: m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)),
+        lambda m, n_seq, n_tok, cfg: m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)),
         "(1/B) sum_i (1/|o_i|) sum_t M l: a long response's tokens weigh less, the length bias (GRPO, GSPO)"),
     "token_mean": Mode(_TOKEN_MEAN,
         "sum M l / sum M (DAPO 2503.14476, PPO, CISPO, REINFORCE++, Lite PPO, GPG)"),
     "seq_mean_token_sum_norm": Mode(Aggregation(
-        lambda ell, m, n_seq, n_tok, c: ell.sum() / (n_seq * _need_c(c)),
-        lambda m, n_seq, n_tok, c: m / (n_seq * _need_c(c))),
-        "(1/B) sum_i sum_t M l / C, C = norm_constant (Dr.GRPO 2503.20783)"),
+        lambda ell, m, n_seq, n_tok, cfg: ell.sum() / (n_seq * _need_c(cfg)),
+        lambda m, n_seq, n_tok, cfg: m / (n_seq * _need_c(cfg))),
+        "(1/B) sum_i sum_t M l / C, C = norm_constant (Dr.GRPO 2503.20783)", knobs=(NORM_CONSTANT,)),
     "seq_mean_token_sum": Mode(Aggregation(
-        lambda ell, m, n_seq, n_tok, c: ell.sum() / n_seq,
-        lambda m, n_seq, n_tok, c: m / n_seq),
+        lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_seq,
+        lambda m, n_seq, n_tok, cfg: m / n_seq),
         "(1/B) sum_i sum_t M l: the response is one action (RLOO 2402.14740)"),
-    "lambda_length": Mode(_TOKEN_MEAN,  # the row weights f_i enter in policy_loss
-        "sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 (docs/objective.md §13; "
-        "policy_loss's row_weights); the token weights shown are λ = 0's, token_mean's"),
-})
-AGG_MODES = AGG.names
+    "lambda_length": Mode(_TOKEN_MEAN,  # the row weights f_i enter through its hooks (lambda_grpo.py)
+        "sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 (docs/objective.md §13); "
+        "the token weights shown are λ = 0's, token_mean's", knobs=lambda_grpo.KNOBS, hooks=lambda_grpo.HOOKS),
+}, build=_build)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.objective.modes import Mode, Modes
+from harness.objective.modes import Mode, Modes, Requires
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -37,14 +37,25 @@ KL_ESTIMATOR: Modes = Modes("kl_estimator", {
     "k2": Mode(lambda d: 0.5 * d * d, "(1/2)(log r)^2: biased, low variance, >= 0"),  # (1/2) (log r)^2
     "k3": Mode(lambda d: torch.expm1(d) - d, "(r - 1) - log r, r = pi_ref/pi_theta: unbiased, >= 0 (GRPO 2402.03300)"),
 })
-KL_ESTIMATORS = KL_ESTIMATOR.names
 
 # The `kl_placement` knob (docs/objective.md §4); dispatched by objective.api (advantages / loss).
 KL_PLACEMENT: Modes = Modes("kl_placement", {
     "loss": Mode(None, "kl_coef * k (the chosen estimator) added to the token loss (GRPO)"),
     "reward": Mode(None, "kl_coef * k1 subtracted from the reward, from the rollout log-probs, no gradient "
-                         "(PPO/InstructGPT per token with the critic; RLOO/REINFORCE++ per sequence)"),
+                         "(PPO/InstructGPT per token with the critic; RLOO/REINFORCE++ per sequence)",
+                   requires=(Requires("kl_estimator", ("k1",), "the reward placement subtracts kl_coef*k1 "
+                                      "(docs/objective.md §4)"),)),
 })
+
+
+def reward_kl_on(cfg: "ObjectiveConfig") -> bool:
+    """Whether kl_coef * k1 comes off the reward (kl_placement: reward, kl_coef > 0)."""
+    return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "reward"
+
+
+def loss_kl_on(cfg: "ObjectiveConfig") -> bool:
+    """Whether kl_coef * k is added to the token loss (kl_placement: loss, kl_coef > 0)."""
+    return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "loss"
 
 
 def _reward_kl_active(cfg: "ObjectiveConfig", ref_logp: torch.Tensor | None) -> bool:

@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import torch
 
+from harness.objective.extensions import Hooks
+from harness.objective.modes import Knob
+
 
 def lambda_length_weights(lengths: torch.Tensor, group_size: int, lam: torch.Tensor | float,
                           lambda_r: float) -> torch.Tensor:
@@ -66,3 +69,34 @@ def lambda_row_weights(group_lengths: torch.Tensor, group_pos: torch.Tensor, lam
     G = group_lengths.shape[-1]
     f = lambda_length_weights(group_lengths.reshape(-1), G, lam, lambda_r).view(-1, G)  # (b, G)
     return f.gather(1, group_pos.long().view(-1, 1)).squeeze(1)
+
+
+# ----------------------------------------------------------------------------- its declaration
+# (agg: lambda_length, harness/objective/aggregation.py; λ is the trained component `lam`)
+KNOBS = (
+    Knob("lambda_init", 0.0, "λ-GRPO (2510.06870): λ's starting value; 0 = token_mean exactly", type=float),
+    Knob("lambda_lr", 1e-2, "λ-GRPO: AdamW learning rate of the learned scalar λ (no weight decay)", gt=0),
+    Knob("lambda_r", 0.5, "λ-GRPO: h_i = max(1 + lambda_r z_i, 1e-6), z_i the length's z-score in its group", gt=0),
+)
+
+
+def _scoring(cfg, rewards: torch.Tensor, mask: torch.Tensor, group_size: int) -> dict[str, torch.Tensor]:
+    """Each row's group lengths (B, G) and its place in the group (B,): the weights of random mini-batch rows."""
+    lengths, pos = group_length_rows((mask > 0).sum(-1), group_size)
+    return {"group_lengths": lengths, "group_pos": pos}
+
+
+def _row_weights(cfg, extras) -> torch.Tensor:
+    """f_i (b,), differentiable in the learned λ (extras['lam'])."""
+    if any(extras.get(k) is None for k in ("lam", "group_lengths", "group_pos")):
+        raise ValueError("agg='lambda_length' needs lam (the learned λ), group_lengths (b, G) and group_pos (b,) "
+                         "in LossInputs.extras: inputs_needed(obj).components ('lam') and its scoring")
+    return lambda_row_weights(extras["group_lengths"], extras["group_pos"], extras["lam"], cfg.lambda_r)
+
+
+def _metric(cfg, x, num_seqs, num_tokens):
+    lam = x.extras.get("lam")
+    return None, ({} if lam is None else {"agg/lambda": float(lam.detach())})
+
+
+HOOKS = Hooks(component="lam", scoring=_scoring, row_weights=_row_weights, loss_term=_metric)

@@ -1,62 +1,228 @@
-"""One registry per mode knob: the single place a mode name is defined.
+"""The registries of the objective: the one place a mode, its knobs and its rules are declared.
 
-Each room of the objective (advantages.py, ratios.py, ...) declares its knob's modes next to the
-functions that compute them, as `Modes(knob, {name: Mode(impl, doc)})`. From that one
-definition come
-    validation  ObjectiveConfig's field type is `registry.literal` (pydantic names the knob, the
-                value and the allowed values; the run config adds the dotted key: ConfigError)
-    dispatch    `registry[name]` is the implementation; an unknown name raises ValueError naming
-                the knob, the value and the allowed values
-    docs        `registry.names` is what docs/objective.md's knob table must list (a test checks
-                every registered mode appears there: tests/objective/test_objective_modes.py)
-Adding a mode: one `Mode(...)` entry in its room (plus its test and its line in the docs).
+Each room of the objective (advantages.py, ratios.py, ...) declares the modes of its knob next to
+the functions that compute them; a researcher's module adds its own with the same decorator
+(docs/extending.md):
+
+    @register("baseline", "median", doc="b_i = the median of the group's rewards")
+    def median(rewards, cfg):                      # (N, G) float64 -> r - b (N, G)
+        return rewards - rewards.median(-1, keepdim=True).values
+
+A `Mode` declares
+    impl       what computes it (its kind fixes the signature: the tensors and the config)
+    doc        one line, papers included
+    knobs      the knobs it owns (`Knob`: name, default, range, doc): they exist in every config and
+               are read only while the mode is selected
+    reads      other knobs it reads (owned by no single mode, e.g. eps_low), and run-config keys
+               (`train.critic_lr`)
+    requires   what it needs of the other knobs (`Requires`), checked when it is selected
+    hooks      the extras slot (extensions.py `Hooks`): trained components, tensors at scoring and
+               at the forward, its terms of the loss
+
+From these declarations come the config's validation (names, knob values and ranges, combinations,
+knobs nothing reads: knobs.py), the dispatch (`registry[name]`), `harness config --explain` and
+docs/objective.md's knob table (explain.py; a test keeps the doc equal to it).
+
+An extension (kind "extension", extensions.py) is a mode that no knob selects: it is active when
+its `switch` knob says so (SimKO: simko_top_k > 0).
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-T = TypeVar("T")
+from pydantic import Field, TypeAdapter, ValidationError
+
+ImplT = TypeVar("ImplT")
+BUILTIN = "harness"  # the origin of every mode the package itself declares
+
+# kind -> its registry: "baseline", "scale", "std", "batch_std_of", "ratio", "clip", "kl_estimator",
+# "kl_placement", "agg", "dpo_loss_type" (the knobs that take a named mode) and "extension"
+KINDS: dict[str, "Modes"] = {}
+RESERVED: set[str] = set()  # the config's own fields (objective/config.py fills it): no mode may declare them
+KIND_ORDER = ("baseline", "scale", "std", "batch_std_of", "ratio", "clip", "kl_estimator", "kl_placement", "agg",
+              "dpo_loss_type", "extension")  # documentation order (docs/objective.md, --explain)
+
+
+class KnobError(ValueError):
+    """A knob's value is outside what its declaration allows; `knob` names it (the run config
+    reports it as `objective.<knob>`)."""
+
+    def __init__(self, knob: str, message: str, value: Any):
+        super().__init__(f"{knob}: {message} (got {value!r})")
+        self.knob, self.reason, self.value = knob, message, value
 
 
 @dataclass(frozen=True)
-class Mode(Generic[T]):
-    """One value of a knob: what computes it (a function, or a constant such as a std correction;
-    None where another call dispatches it) and one line saying what it is (papers included)."""
+class Knob:
+    """A knob a mode owns: YAML key `objective.<name>`, its default, its range and one line of doc.
+    type None: the default's type (float for 1.0). ge/gt/le/lt: bounds; nullable: None allowed."""
 
-    impl: T
+    name: str
+    default: Any
     doc: str
+    type: Any = None
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    nullable: bool = False
+    required: bool = False  # must not be None while its mode is selected (norm_constant)
+    strict: bool = False  # set while its mode is not selected is a contradiction: ObjectiveConfig refuses it
+    # (every other unread knob is refused by the run config, which knows what the user set)
+
+    @property
+    def base_type(self) -> Any:
+        return self.type or type(self.default)
+
+    @property
+    def annotation(self) -> Any:
+        bounds = {k: v for k in ("ge", "gt", "le", "lt") if (v := getattr(self, k)) is not None}
+        if self.base_type is float:
+            bounds["allow_inf_nan"] = False  # a knob is a finite number, as every config value
+        ann = Annotated[self.base_type, Field(**bounds)]
+        return ann | None if self.nullable else ann
+
+    def validate(self, value: Any) -> Any:
+        """The value as the config stores it (1 -> 1.0 for a float knob); KnobError otherwise.
+        A boolean is never a number."""
+        if isinstance(value, bool) and self.base_type in (int, float):
+            raise KnobError(self.name, "a boolean where a number is expected; write a number", value)
+        try:
+            return _adapter(self).validate_python(value)
+        except ValidationError as err:
+            raise KnobError(self.name, err.errors()[0]["msg"], value) from None
+
+    def range_text(self) -> str:
+        """'a float > 0', 'an int >= 1', 'true or false' (for messages and the docs table)."""
+        t = self.base_type
+        if t is bool:
+            return "true or false"
+        words = {int: "an int", float: "a float"}.get(t, getattr(t, "__name__", str(t)))
+        parts = [f"{op} {v:g}" for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
+                 if v is not None]
+        return f"{words} {' and '.join(parts)}".strip() + (" or null" if self.nullable else "")
 
 
-class Modes(Mapping[str, T]):
-    """The modes of one knob, in documentation order; `registry[name]` -> the implementation."""
+_ADAPTERS: dict[Knob, TypeAdapter] = {}
 
-    def __init__(self, knob: str, modes: dict[str, Mode[T]]):
+
+def _adapter(knob: Knob) -> TypeAdapter:
+    if knob not in _ADAPTERS:
+        _ADAPTERS[knob] = TypeAdapter(knob.annotation)
+    return _ADAPTERS[knob]
+
+
+@dataclass(frozen=True)
+class Requires:
+    """What a mode needs of another knob while it is selected: its value in `allowed`, or, for a
+    rule that is not a list of values, `accepts(value, cfg)` (with `allowed_text` saying what passes)."""
+
+    knob: str
+    allowed: tuple = ()
+    why: str = ""
+    accepts: Callable[[Any, Any], bool] | None = None
+    allowed_text: str = ""
+
+    def problem(self, cfg: Any, owner: str) -> str | None:
+        """None if cfg meets the rule, else the one-line message naming the knob, the mode and what is allowed."""
+        value = getattr(cfg, self.knob)
+        ok = self.accepts(value, cfg) if self.accepts is not None else value in self.allowed
+        if ok:
+            return None
+        allowed = self.allowed_text or repr(list(self.allowed))
+        owner = owner.removeprefix("objective.")
+        return f"{self.knob}={value!r} with {owner}: {self.why}; allowed {self.knob} with {owner}: {allowed}"
+
+
+@dataclass(frozen=True)
+class Mode(Generic[ImplT]):
+    """One value of a knob (or one extension): see the module docstring."""
+
+    impl: ImplT
+    doc: str
+    knobs: tuple[Knob, ...] = ()
+    reads: tuple[str, ...] = ()
+    requires: tuple[Requires, ...] = ()
+    min_group_size: int = 1  # train.group_size this mode needs (a group statistic: 2)
+    group_rule: Callable[[Any, int], str | None] | None = None  # (cfg, G) -> problem with train.group_size
+    hooks: Any = None  # extensions.Hooks: the extras slot
+    switch: str = ""  # extensions only: the knob whose value turns it on
+    when: str = ""  # when it is active, as a user writes it ("objective.clip='sapo'"); set by its registry
+    origin: str = BUILTIN  # the module that registered it
+
+
+class Modes(Mapping[str, ImplT]):
+    """The modes of one kind, in documentation order; `registry[name]` -> the implementation.
+    Open: `register(name, mode)` adds one (a researcher's module, docs/extending.md).
+    build: turns a decorated function (and the decorator's extra keywords) into this kind's impl."""
+
+    def __init__(self, kind: str, modes: dict[str, Mode], build: Callable[..., Any] | None = None,
+                 active: Callable[[Any, str, Mode], bool] | None = None):
         if not modes:
-            raise ValueError(f"knob {knob!r} needs at least one mode")
-        self.knob = knob
-        self.modes = dict(modes)
+            raise ValueError(f"knob {kind!r} needs at least one mode")
+        self.kind = kind
+        self.knob = kind
+        self.modes: dict[str, Mode] = {}
+        self.build = build or (lambda fn: fn)
+        self._active = active or (lambda cfg, name, mode: getattr(cfg, kind, None) == name)
+        for name, mode in modes.items():
+            self.register(name, mode)
+        KINDS[kind] = self
 
+    # ------------------------------------------------------------------ registration
+    def register(self, name: str, mode: Mode) -> Mode:
+        """Add (or, from the module that registered it, replace) mode `name`; ValueError when another
+        module already owns the name or a knob it declares clashes with another declaration."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"{self.kind} name {name!r} must be an identifier (letters, digits, _)")
+        old = self.modes.get(name)
+        if old is not None and old.origin != mode.origin:
+            raise ValueError(f"{self.kind} {name!r} is already registered by {old.origin}; pick another name")
+        _check_knobs(mode, self.kind, name)
+        when = mode.when or (f"objective.{mode.switch} set" if mode.switch else f"objective.{self.kind}={name!r}")
+        self.modes[name] = replace(mode, when=when)
+        return self.modes[name]
+
+    def unregister(self, name: str) -> None:
+        """Remove mode `name` (a test's or a notebook's clean-up); a built-in mode cannot be removed."""
+        if self.modes[self.check(name)].origin == BUILTIN:
+            raise ValueError(f"{self.kind} {name!r} is built in")
+        del self.modes[name]
+
+    def active(self, cfg: Any) -> list[tuple[str, Mode]]:
+        """The modes of this kind that `cfg` selects (one for a knob; any number of extensions)."""
+        return [(n, m) for n, m in self.modes.items() if self._active(cfg, n, m)]
+
+    # ------------------------------------------------------------------ lookup
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.modes)
 
+    def builtin_names(self) -> tuple[str, ...]:
+        """The modes the package declares (docs/objective.md lists exactly these)."""
+        return tuple(n for n, m in self.modes.items() if m.origin == BUILTIN)
+
     @property
     def literal(self) -> Any:
-        """The pydantic field type: Literal[every name] (its error lists the allowed values)."""
+        """Literal[every name registered now] (a snapshot: the config validates against the registry itself)."""
         return Literal[self.names]  # type: ignore[valid-type]
 
     def check(self, name: str) -> str:
         """name if registered, else ValueError naming the knob, the value and the allowed values."""
         if name not in self.modes:
-            raise ValueError(f"unknown {self.knob} {name!r}; allowed {self.knob} values: {list(self.names)}")
+            raise ValueError(f"unknown {self.kind} {name!r}; allowed {self.kind} values: {list(self.names)}")
         return name
 
     def doc(self, name: str) -> str:
         return self.modes[self.check(name)].doc
 
-    def __getitem__(self, name: str) -> T:
+    def mode(self, name: str) -> Mode:
+        return self.modes[self.check(name)]
+
+    def __getitem__(self, name: str) -> ImplT:
         return self.modes[self.check(name)].impl
 
     def __iter__(self) -> Iterator[str]:
@@ -69,5 +235,102 @@ class Modes(Mapping[str, T]):
         return name in self.modes
 
     def describe(self) -> str:
-        """A markdown list of the modes and their docs (for docs and `--help`-like listings)."""
+        """A markdown list of the modes and their docs."""
         return "\n".join(f"- `{n}`: {m.doc}" for n, m in self.modes.items())
+
+
+def _check_knobs(mode: Mode, kind: str, name: str) -> None:
+    """A knob name is declared once (or identically by several modes, e.g. DPPO's two clips); the mode
+    being replaced (re-registered by its own module) does not count."""
+    for knob in mode.knobs:
+        if knob.name in RESERVED or not knob.name.isidentifier():
+            raise ValueError(f"{kind} {name!r} declares knob {knob.name!r}: a knob name is an identifier that is not "
+                             "already a field of every config (it may read one: reads=[...])")
+        for other_kind, reg in KINDS.items():
+            for other_name, other in reg.modes.items():
+                if (other_kind, other_name) == (kind, name):
+                    continue
+                if any(k.name == knob.name and k != knob for k in other.knobs):
+                    raise ValueError(f"{kind} {name!r} declares knob {knob.name!r}, which {other_kind} {other_name!r} "
+                                     "already declares differently; use another name")
+
+
+# ----------------------------------------------------------------------------- the decorator
+_LOADING: list[str] = []  # the plugin module being imported (plugins.py): the origin of what it registers
+
+
+def _origin(fn: Any) -> str:
+    if _LOADING:
+        return _LOADING[-1]
+    module = getattr(fn, "__module__", None) or "__main__"
+    return BUILTIN if module.startswith(BUILTIN + ".") else module
+
+
+def register(kind: str, name: str, *, doc: str, knobs: tuple[Knob, ...] | list[Knob] = (),
+             reads: tuple[str, ...] | list[str] = (), requires: tuple[Requires, ...] | list[Requires] = (),
+             min_group_size: int = 1, hooks: Any = None, switch: str = "", when: str = "",
+             **build: Any) -> Callable:
+    """Decorator: register the function as mode `name` of `kind` (a knob that takes a named mode, or
+    "extension"). The function's signature is the kind's (docs/extending.md lists them); `build`
+    holds the kind's extra parts (clip: masks=; agg: weights=; ratio: masks=, per_sequence=).
+    Returns the function unchanged."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; allowed kinds: {sorted(KINDS)}")
+    reg = KINDS[kind]
+
+    def decorate(fn: Callable) -> Callable:
+        mode = Mode(reg.build(fn, **build), doc, tuple(knobs), tuple(reads), tuple(requires), min_group_size,
+                    hooks=hooks, switch=switch, when=when, origin=_origin(fn))
+        reg.register(name, mode)
+        return fn
+
+    return decorate
+
+
+def _kind(kind: str) -> Callable:
+    def reg(name: str, **decl: Any) -> Callable:
+        return register(kind, name, **decl)
+
+    reg.__name__ = f"register_{kind}"
+    reg.__doc__ = f'`register("{kind}", name, ...)`: see `register`.'
+    return reg
+
+
+register_baseline = _kind("baseline")
+register_scale = _kind("scale")
+register_ratio = _kind("ratio")
+register_clip = _kind("clip")
+register_agg = _kind("agg")
+register_kl_estimator = _kind("kl_estimator")
+register_extension = _kind("extension")
+
+
+@contextmanager
+def loading(module: str) -> Iterator[None]:
+    """Context: what is registered inside has origin `module` (plugins.import_plugins)."""
+    _LOADING.append(module)
+    try:
+        yield
+    finally:
+        _LOADING.pop()
+
+
+def all_knobs() -> dict[str, tuple[Knob, list[tuple[str, str, Mode]]]]:
+    """Every declared knob -> (its declaration, [(kind, mode name, mode) declaring it])."""
+    out: dict[str, tuple[Knob, list]] = {}
+    for kind, reg in sorted(KINDS.items(), key=lambda kv: KIND_ORDER.index(kv[0]) if kv[0] in KIND_ORDER else 99):
+        for name, mode in reg.modes.items():
+            for k in mode.knobs:
+                out.setdefault(k.name, (k, []))[1].append((kind, name, mode))
+    return out
+
+
+def readers(knob: str) -> list[tuple[str, str, Mode]]:
+    """Every (kind, mode name, mode) that owns or reads `knob`."""
+    return [(kind, name, m) for kind, reg in KINDS.items() for name, m in reg.modes.items()
+            if knob in m.reads or any(k.name == knob for k in m.knobs)]
+
+
+__all__ = ["Knob", "KnobError", "Requires", "Mode", "Modes", "KINDS", "register", "register_baseline",
+           "register_scale", "register_ratio", "register_clip", "register_agg", "register_kl_estimator",
+           "register_extension", "all_knobs", "readers", "loading"]

@@ -10,6 +10,8 @@ Inputs (all (B, T) log-probs of the SAMPLED tokens):
     rollout_logp the sampler's own log-probs (vLLM / bf16 engine), for TIS
     entropy      full-distribution entropy per token (B, T), for the entropy bonus and metric
     adv          (B,) per-sequence or (B, T) per-token advantages (no gradient)
+    extras       what the active modes read beyond these (extensions.py: SimKO's top-K log-probs,
+                 λ-GRPO's learned λ and group lengths)
 
 Papers: PPO 1707.06347, GRPO 2402.03300, DAPO 2503.14476, GSPO 2507.18071,
 CISPO 2506.13585, GPG 2504.02546, Dr.GRPO 2503.20783, SAPO 2511.20347, GMPO 2507.20673,
@@ -19,15 +21,16 @@ framework secretly brings you off-policy RL training" (2025 blog); k3: Schulman,
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
 from harness.objective.aggregation import aggregate, masked_mean, seq_mean
-from harness.objective.kl import kl_penalty
-from harness.objective.simko import simko_token_loss
-from harness.objective.ratios import RATIO_CLIPS_ITSELF, RatioClip, geometric_clip_masks, importance_ratio, is_sequence_level
-from harness.objective.surrogates import ZooKnobs, clip_masks, surrogate_loss
+from harness.objective.extensions import active_hooks, one_hook
+from harness.objective.kl import kl_penalty, loss_kl_on
+from harness.objective.ratios import RATIO, importance_ratio, is_sequence_level
+from harness.objective.surrogates import clip_masks, surrogate_loss
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -46,16 +49,59 @@ def _check_shapes(logp: torch.Tensor, mask: torch.Tensor, adv: torch.Tensor, **o
         raise ValueError(f"adv must be (B,) = {(B,)} or (B, T) = {(B, T)}, got {tuple(adv.shape)}")
 
 
-def _simko(cfg: "ObjectiveConfig", lp, old, A, m, entropy, topk) -> torch.Tensor:
-    """SimKO's per-token loss (B, T) (docs/objective.md §13) from the inputs `topk` carries."""
-    if topk is None or any(t is None for t in topk) or entropy is None:
-        raise ValueError(f"simko_top_k={cfg.simko_top_k} needs the top-K log-probs of the training forward and of "
-                         "pi_old, the argmax flag and the entropy of every response token (LossInputs.topk_logp, "
-                         ".old_topk_logp, .is_argmax, .entropy): inputs_needed(obj).topk_logp")
-    topk_logp, old_topk_logp, is_argmax = topk
-    return simko_token_loss(lp, old, topk_logp, old_topk_logp.to(lp.dtype), is_argmax.to(m.device), entropy, A, m,
-                            simko_top_k=cfg.simko_top_k, simko_tau=cfg.simko_tau, simko_mix=cfg.simko_mix,
-                            simko_neg_scale=cfg.simko_neg_scale, eps_low=cfg.eps_low, eps_high=cfg.eps_high)
+class Tokens(NamedTuple):
+    """The inputs on the response tokens, padding replaced by 0 (it may hold -inf / NaN): all (B, T)."""
+
+    m: torch.Tensor  # bool mask
+    lp: torch.Tensor  # logp, with its gradient
+    old: torch.Tensor  # old_logp, detached
+    ref: torch.Tensor | None  # ref_logp, detached
+    A: torch.Tensor  # the advantage broadcast to tokens, detached
+    zero: torch.Tensor
+
+    def clean(self, x: torch.Tensor | None, detach: bool = True) -> torch.Tensor | None:
+        if x is None:
+            return None
+        x = x.detach() if detach else x
+        return torch.where(self.m, x.to(self.lp.dtype), self.zero)
+
+
+def _tokens(logp, old_logp, adv, mask, ref_logp) -> Tokens:
+    m = mask > 0
+    zero = torch.zeros_like(logp)
+    t = Tokens(m, logp, logp, None, logp, zero)
+    lp, old, ref = t.clean(logp, detach=False), t.clean(old_logp), t.clean(ref_logp)
+    a = adv.detach().to(logp.dtype)
+    A = a.unsqueeze(-1).expand_as(lp) if a.dim() == 1 else torch.where(m, a, zero)  # (B, T)
+    return Tokens(m, lp, old, ref, A, zero)
+
+
+def _token_losses(cfg: "ObjectiveConfig", t: Tokens, rho: torch.Tensor, entropy, rollout_logp, extras):
+    """(l_pg, l_kl, l_ent), each (B, T): the surrogate (or an extension's token loss) x TIS, the KL in
+    the loss and the entropy bonus, each row scaled by the extensions' row weights."""
+    token_loss = one_hook(cfg, "token_loss")
+    if token_loss is not None:  # an extension replaces the surrogate (SimKO)
+        loss_pg = token_loss(cfg, t.lp, t.old, t.A, t.m, entropy, extras)
+    else:
+        loss_pg = surrogate_loss(cfg, rho, t.A, t.lp, t.old)  # §3
+    if cfg.tis_cap is not None and rollout_logp is not None:
+        # §6 truncated importance sampling: w = min(pi_old_train / pi_rollout, cap), no gradient
+        w = torch.exp(t.old - t.clean(rollout_logp)).clamp(max=cfg.tis_cap)
+        loss_pg = loss_pg * w
+    loss_kl = t.zero
+    if loss_kl_on(cfg):  # §4 KL in the loss
+        if t.ref is None:
+            raise ValueError(
+                f"kl_coef={cfg.kl_coef} with kl_placement='loss' needs ref_logp (the reference policy's "
+                "log-probs); set kl_coef=0 to train without a reference model"
+            )
+        loss_kl = cfg.kl_coef * kl_penalty(t.lp, t.ref, cfg.kl_estimator)
+    ent = t.clean(entropy, detach=False)
+    loss_ent = -cfg.entropy_coef * ent if ent is not None else t.zero  # entropy bonus
+    for row_weights in active_hooks(cfg, "row_weights"):  # e.g. λ-GRPO: sum_i f_i sum_t M l_it / sum M (§13)
+        f = row_weights(cfg, extras).to(t.lp.dtype).unsqueeze(-1)
+        loss_pg, loss_kl, loss_ent = loss_pg * f, loss_kl * f, loss_ent * f
+    return loss_pg, loss_kl, loss_ent
 
 
 def policy_loss(
@@ -70,22 +116,20 @@ def policy_loss(
     rollout_logp: torch.Tensor | None = None,
     num_seqs: int | float | torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
-    row_weights: torch.Tensor | None = None,
-    topk: tuple | None = None,
+    extras: Mapping[str, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss scalar, metrics) of one (micro-)batch.
 
-    l_{i,t} = surrogate(rho, A)                                   §2-3 (ratio, clip, eps_low/high, dual_clip)
+    l_{i,t} = surrogate(rho, A)                                   §2-3 (ratio, clip and its knobs)
             * sg(min(exp(old_logp - rollout_logp), tis_cap))       TIS, when tis_cap and rollout_logp are given
             + kl_coef * k(logp, ref_logp)                          §4, when kl_placement='loss' and kl_coef > 0
             - entropy_coef * H                                     when entropy is given
     loss = aggregate(cfg.agg, l, M, norm_constant, num_seqs, num_tokens)   §5
     Truncated responses are removed by the caller (mask_truncated zeroes their mask rows).
     num_seqs / num_tokens: the whole optimizer mini-batch's denominators (gradient accumulation).
-    row_weights: (B,) f_i multiplying each row's token losses before the aggregation (λ-GRPO's
-    learned length weights, agg: lambda_length, §13; with their gradient); None: 1.
-    topk: SimKO (simko_top_k > 0, §13): (topk_logp (B, T, K) with grad, old_topk_logp (B, T, K),
-    is_argmax (B, T) bool); the surrogate is then `simko_token_loss` (needs `entropy` for its gate).
+    extras: the active extensions' inputs (extensions.py); an extension may replace the surrogate by
+    its token loss (SimKO: `simko_token_loss`, which needs `entropy`) or scale each row's token losses
+    by its row weights f_i (λ-GRPO's learned length weights, with their gradient).
 
     Metrics (§9; means over this batch's response tokens, or over its sequences for the
     clip fractions and ratio stats of sequence-level ratios): clip/frac, clip/frac_low,
@@ -94,78 +138,42 @@ def policy_loss(
     contributions; loss = their sum).
     """
     _check_shapes(logp, mask, adv, old_logp=old_logp, ref_logp=ref_logp, entropy=entropy, rollout_logp=rollout_logp)
-    m = mask > 0
-    zero = torch.zeros_like(logp)
-
-    def clean(x: torch.Tensor | None, detach: bool = True) -> torch.Tensor | None:
-        """Padding may hold -inf / NaN: replace it by 0 so it reaches neither values nor gradients."""
-        if x is None:
-            return None
-        x = x.detach() if detach else x
-        return torch.where(m, x.to(logp.dtype), zero)
-
-    lp = clean(logp, detach=False)
-    old = clean(old_logp)
-    ref = clean(ref_logp)
-    a = adv.detach().to(logp.dtype)
-    A = a.unsqueeze(-1).expand_as(lp) if a.dim() == 1 else torch.where(m, a, zero)  # (B, T)
-
-    # §2 ratio, §3 surrogate (§12: sapo, dppo_*, geometric)
-    rclip = RatioClip(A, cfg.eps_low, cfg.eps_high) if cfg.ratio in RATIO_CLIPS_ITSELF else None
-    rho = importance_ratio(cfg.ratio, lp, old, m, rclip)
-    zoo = ZooKnobs(old_logp=old, sapo_tau_pos=cfg.sapo_tau_pos, sapo_tau_neg=cfg.sapo_tau_neg,
-                   div_low=cfg.div_low, div_high=cfg.div_high, is_cap=cfg.is_cap)
-    if cfg.simko_top_k:  # SimKO (§13): PPO clip of the top-K-mixed ratio, the negative branch scaled
-        loss_pg = _simko(cfg, lp, old, A, m, entropy, topk)
-    else:
-        loss_pg = surrogate_loss(cfg.clip, rho, A, lp, cfg.eps_low, cfg.eps_high, cfg.dual_clip, zoo)
-
-    # §6 truncated importance sampling: w = min(pi_old_train / pi_rollout, cap), no gradient
-    if cfg.tis_cap is not None and rollout_logp is not None:
-        w = torch.exp(old - clean(rollout_logp)).clamp(max=cfg.tis_cap)
-        loss_pg = loss_pg * w
-
-    # §4 KL in the loss
-    loss_kl = zero
-    if cfg.kl_placement == "loss" and cfg.kl_coef > 0:
-        if ref is None:
-            raise ValueError(
-                f"kl_coef={cfg.kl_coef} with kl_placement='loss' needs ref_logp (the reference policy's "
-                "log-probs); set kl_coef=0 to train without a reference model"
-            )
-        loss_kl = cfg.kl_coef * kl_penalty(lp, ref, cfg.kl_estimator)
-
-    # entropy bonus
-    ent = clean(entropy, detach=False)
-    loss_ent = -cfg.entropy_coef * ent if ent is not None else zero
-
-    if row_weights is not None:  # λ-GRPO: sum_i f_i sum_t M l_it / sum M (§13)
-        f = row_weights.to(lp.dtype).unsqueeze(-1)
-        loss_pg, loss_kl, loss_ent = loss_pg * f, loss_kl * f, loss_ent * f
-    agg = dict(agg=cfg.agg, mask=m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens)
-    loss = aggregate(loss_tok=loss_pg + loss_kl + loss_ent, **agg)
-
+    t = _tokens(logp, old_logp, adv, mask, ref_logp)
+    rho = importance_ratio(cfg.ratio, t.lp, t.old, t.m, t.A, cfg)  # §2
+    parts = _token_losses(cfg, t, rho, entropy, rollout_logp, extras or {})
+    agg = dict(agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens,
+               cfg=cfg)
+    loss = aggregate(loss_tok=parts[0] + parts[1] + parts[2], **agg)
     with torch.no_grad():
-        seq_level = is_sequence_level(cfg.ratio)
-        share = seq_mean if seq_level else masked_mean
-        low, high = clip_masks(cfg.clip, rho, A, cfg.eps_low, cfg.eps_high, zoo, logp=lp)
-        if rclip is not None:  # GMPO: the tokens whose log-ratio the clip replaced by its bound
-            g_low, g_high = geometric_clip_masks(lp.detach() - old, A, cfg.eps_low, cfg.eps_high)
-            low, high = low | g_low, high | g_high
-        r_vals = rho.detach()
-        metrics: dict[str, float] = {
-            "clip/frac": share((low | high).to(lp.dtype), m),
-            "clip/frac_low": share(low.to(lp.dtype), m),
-            "clip/frac_high": share(high.to(lp.dtype), m),
-            "ratio/mean": share(r_vals, m),
-            "ratio/max": float(r_vals[m].max().item()) if bool(m.any()) else float("nan"),
-            "kl/old": masked_mean(old - lp.detach(), m),
-            "loss/policy": float(aggregate(loss_tok=loss_pg.detach(), **agg).item()),
-            "loss/kl": float(aggregate(loss_tok=loss_kl.detach(), **agg).item()),
-            "loss/entropy": float(aggregate(loss_tok=loss_ent.detach(), **agg).item()),
-        }
-        if ref is not None:
-            metrics["kl/ref"] = masked_mean(kl_penalty(lp.detach(), ref, "k3"), m)
-        if ent is not None:
-            metrics["entropy"] = masked_mean(ent, m)
+        metrics = _metrics(cfg, t, rho, parts, agg, entropy)
     return loss, metrics
+
+
+def _metrics(cfg: "ObjectiveConfig", t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy) -> dict[str, float]:
+    """§9's metrics of the batch (no grad): clip fractions, ratio stats, KL, entropy, the loss's parts."""
+    loss_pg, loss_kl, loss_ent = parts
+    share = seq_mean if is_sequence_level(cfg.ratio) else masked_mean
+    low, high = clip_masks(cfg, rho, t.A, logp=t.lp, old_logp=t.old)
+    ratio_masks = RATIO[cfg.ratio].masks
+    if ratio_masks is not None:  # a ratio that clips itself (GMPO): the tokens it replaced by its bound
+        r_low, r_high = ratio_masks(t.lp, t.old, t.A, cfg)
+        low, high = low | r_low, high | r_high
+    r_vals = rho.detach()
+    dtype = t.lp.dtype
+    metrics: dict[str, float] = {
+        "clip/frac": share((low | high).to(dtype), t.m),
+        "clip/frac_low": share(low.to(dtype), t.m),
+        "clip/frac_high": share(high.to(dtype), t.m),
+        "ratio/mean": share(r_vals, t.m),
+        "ratio/max": float(r_vals[t.m].max().item()) if bool(t.m.any()) else float("nan"),
+        "kl/old": masked_mean(t.old - t.lp.detach(), t.m),
+        "loss/policy": float(aggregate(loss_tok=loss_pg.detach(), **agg).item()),
+        "loss/kl": float(aggregate(loss_tok=loss_kl.detach(), **agg).item()),
+        "loss/entropy": float(aggregate(loss_tok=loss_ent.detach(), **agg).item()),
+    }
+    if t.ref is not None:
+        metrics["kl/ref"] = masked_mean(kl_penalty(t.lp.detach(), t.ref, "k3"), t.m)
+    ent = t.clean(entropy, detach=False)
+    if ent is not None:
+        metrics["entropy"] = masked_mean(ent, t.m)
+    return metrics

@@ -267,9 +267,37 @@ PRESETS: dict[str, dict] = {
 # The trainer each preset runs under (config key `trainer:`, harness/train/run/shell.py): the
 # preference loss needs the pairs trainer; every preset not listed here runs under "rl".
 PRESET_TRAINERS: dict[str, str] = {"dpo": "dpo"}
+BUILTIN_PRESETS: tuple[str, ...] = tuple(PRESETS)  # the package's own (docs/objective.md §7 lists exactly these)
 
 
 def preset_trainer(name: str) -> str:
     """`trainer:` of preset `name` ("custom" and every RL preset: "rl")."""
     return PRESET_TRAINERS.get(name, "rl")
 
+
+def preset_knobs(name: str) -> dict:
+    """The knob values of preset `name` ({} for "custom"): the one check of a preset name, whose
+    ValueError lists the allowed names (objective.preset in YAML, algorithm= in Python)."""
+    if name == "custom":
+        return {}
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r} (objective.preset / algorithm); allowed: "
+                         f"{['custom', *sorted(PRESETS)]}")
+    return PRESETS[name]
+
+
+def register_preset(name: str, *, trainer: str = "rl", **knobs) -> None:
+    """Add a named algorithm: knob values over the defaults (a researcher's module, docs/extending.md).
+    Every key must be a knob and every value allowed (checked now: the module fails to import otherwise)."""
+    if not name.isidentifier() or name == "custom":
+        raise ValueError(f"preset name {name!r} must be an identifier other than 'custom'")
+    if name in BUILTIN_PRESETS:
+        raise ValueError(f"preset {name!r} is built in; pick another name")
+    if trainer not in ("rl", "dpo"):
+        raise ValueError(f"preset {name!r}: trainer={trainer!r}; allowed: ['rl', 'dpo']")
+    from harness.objective.config import ObjectiveConfig
+
+    ObjectiveConfig.check_knob_values(knobs, f"preset {name!r}")
+    PRESETS[name] = dict(knobs)
+    if trainer != "rl":
+        PRESET_TRAINERS[name] = trainer

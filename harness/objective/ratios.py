@@ -9,11 +9,14 @@ token ratios, clipped per token in log space).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from harness.objective.modes import Mode, Modes
+from harness.objective.modes import Mode, Modes, Requires
+
+if TYPE_CHECKING:
+    from harness.objective.config import ObjectiveConfig
 
 def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B,) length-normalised log ratio (1/|o_i|) sum_t M (logp - old_logp); 0 for an empty row."""
@@ -22,17 +25,8 @@ def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.T
     return diff.sum(-1) / m.sum(-1).clamp(min=1).to(logp.dtype)
 
 
-class RatioClip(NamedTuple):
-    """What a ratio that clips itself (geometric) reads: the advantage (B, T) and the log-space
-    clip distances (eps_low None = no lower bound)."""
-
-    adv: torch.Tensor
-    eps_low: float | None
-    eps_high: float
-
-
 def importance_ratio(mode: str, logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
-                     clip: RatioClip | None = None) -> torch.Tensor:
+                     adv: torch.Tensor | None = None, cfg: "ObjectiveConfig | None" = None) -> torch.Tensor:
     """Per-token ratio rho (B, T) for `mode`; padding never reaches a value or a gradient
     (token/none give 1 there, the sequence modes repeat s_i; aggregation masks them out).
 
@@ -45,8 +39,9 @@ def importance_ratio(mode: str, logp: torch.Tensor, old_logp: torch.Tensor, mask
     geometric       rho_{i,t} = s_i = exp((1/|o_i|) sum_t M x~_t), x = logp - old_logp,   (GMPO 2507.20673)
                     x~ = min(x, clamp(x, -eps_low, eps_high)) where A > 0, max(x, clamp(...)) where A <= 0:
                     the clip acts per token in LOG space, in the direction of the advantage;
-                    needs `clip` (RatioClip: the advantage and the distances)
+                    needs `adv` (B, T) and `cfg` (eps_low, eps_high)
     logp is the current policy's (with grad), old_logp the behaviour policy's (detached here).
+    A registered ratio is `fn(logp, old_logp, mask, adv, cfg) -> rho (B, T)`, padding already zeroed.
     """
     if logp.shape != old_logp.shape or logp.shape != mask.shape or logp.dim() != 2:
         raise ValueError(
@@ -56,34 +51,34 @@ def importance_ratio(mode: str, logp: torch.Tensor, old_logp: torch.Tensor, mask
     zero = torch.zeros_like(logp)
     lp = torch.where(m, logp, zero)  # padding may hold garbage (-inf); keep it out of exp and grads
     old = torch.where(m, old_logp.detach(), zero)
-    return RATIO[mode](lp, old, m, clip)
+    return RATIO[mode].ratio(lp, old, m, adv, cfg)
 
 
-def _token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, clip: RatioClip | None) -> torch.Tensor:
+def _token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     return torch.exp(lp - old)
 
 
-def _sequence(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, clip: RatioClip | None) -> torch.Tensor:
+def _sequence(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     s = torch.exp(sequence_log_ratio(lp, old, m))  # (B,)
     return s.unsqueeze(-1).expand_as(lp)
 
 
-def _sequence_token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, clip: RatioClip | None) -> torch.Tensor:
+def _sequence_token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     s = torch.exp(sequence_log_ratio(lp, old, m)).detach()  # sg(s_i)
     return s.unsqueeze(-1) * torch.exp(lp - lp.detach())
 
 
-def _none(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, clip: RatioClip | None) -> torch.Tensor:
+def _none(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     return torch.exp(lp - lp.detach())
 
 
-def _need_clip(clip: RatioClip | None, shape: torch.Size) -> RatioClip:
-    if clip is None:
-        raise ValueError("ratio='geometric' clips in log space by the sign of the advantage: pass "
-                         "clip=RatioClip(adv (B, T), eps_low, eps_high)")
-    if clip.adv.shape != shape:
-        raise ValueError(f"RatioClip.adv must be (B, T) = {tuple(shape)}, got {tuple(clip.adv.shape)}")
-    return clip
+def _need_adv(adv: torch.Tensor | None, cfg, shape: torch.Size) -> torch.Tensor:
+    if adv is None or cfg is None:
+        raise ValueError("ratio='geometric' clips in log space by the sign of the advantage: pass adv (B, T) and "
+                         "cfg (its eps_low, eps_high)")
+    if adv.shape != shape:
+        raise ValueError(f"adv must be (B, T) = {tuple(shape)} for ratio='geometric', got {tuple(adv.shape)}")
+    return adv
 
 
 def geometric_log_ratio(x: torch.Tensor, adv: torch.Tensor, eps_low: float | None, eps_high: float) -> torch.Tensor:
@@ -104,29 +99,48 @@ def geometric_clip_masks(x: torch.Tensor, adv: torch.Tensor, eps_low: float | No
     return low, high
 
 
-def _geometric(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, clip: RatioClip | None) -> torch.Tensor:
-    c = _need_clip(clip, lp.shape)
-    xt = geometric_log_ratio(lp - old, c.adv, c.eps_low, c.eps_high)
+def _geometric(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
+    a = _need_adv(adv, cfg, lp.shape)
+    xt = geometric_log_ratio(lp - old, a, cfg.eps_low, cfg.eps_high)
     xt = torch.where(m, xt, torch.zeros_like(xt))
     s = torch.exp(xt.sum(-1) / m.sum(-1).clamp(min=1).to(lp.dtype))  # (B,) geometric mean of the clipped ratios
     return s.unsqueeze(-1).expand_as(lp)
 
 
-# The `ratio` knob (docs/objective.md §2): name -> rho(lp, old, m), all (B, T), padding already zeroed.
+def _geometric_masks(lp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor]:
+    """GMPO: the tokens whose log-ratio the clip replaced by its bound (for clip/frac)."""
+    return geometric_clip_masks(lp.detach() - old, adv, cfg.eps_low, cfg.eps_high)
+
+
+class Ratio(NamedTuple):
+    ratio: object  # (logp, old_logp, mask, adv, cfg) -> rho (B, T), padding zeroed in logp and old_logp
+    masks: object = None  # (logp, old_logp, adv, cfg) -> (low, high) (B, T) bool: tokens the ratio itself clipped
+    per_sequence: bool = False  # one value and one clip per sequence: clip/frac counts sequences
+
+
+def _build(fn, masks=None, per_sequence: bool = False) -> Ratio:
+    return Ratio(fn, masks, per_sequence)
+
+
+GEOMETRIC_WHY = "the geometric ratio clips each token in log space itself (eps_low/eps_high, GMPO)"
+
+# The `ratio` knob (docs/objective.md §2): name -> Ratio(rho(lp, old, m, adv, cfg), ...), all (B, T).
 RATIO: Modes = Modes("ratio", {
-    "token": Mode(_token, "exp(logp - old_logp) per token (PPO, GRPO, DAPO, CISPO)"),
-    "sequence": Mode(_sequence, "s_i = exp(mean_t(logp - old_logp)), one value per sequence (GSPO 2507.18071)"),
-    "sequence_token": Mode(_sequence_token, "sg(s_i) * exp(logp - sg(logp)): value s_i, per-token gradient (GSPO-token)"),
-    "none": Mode(_none, "exp(logp - sg(logp)): value 1, gradient grad logp (on-policy REINFORCE / GPG 2504.02546)"),
-    "geometric": Mode(_geometric, "s_i = exp(mean_t of the token log-ratios, each clipped in log space by the sign "
-                      "of A), one value per sequence (GMPO 2507.20673); clip none"),
-})
-RATIO_MODES = RATIO.names
-RATIO_CLIPS_ITSELF = frozenset({"geometric"})  # ratios that read RatioClip (the advantage and eps_low/eps_high)
-SEQUENCE_LEVEL = frozenset({"sequence", "sequence_token"})  # ratios with one value per sequence and one clip
-# (geometric has one value per sequence too, but it clips token by token: its clip/frac counts tokens)
+    "token": Mode(Ratio(_token), "exp(logp - old_logp) per token (PPO, GRPO, DAPO, CISPO)"),
+    "sequence": Mode(Ratio(_sequence, per_sequence=True),
+                     "s_i = exp(mean_t(logp - old_logp)), one value per sequence (GSPO 2507.18071)"),
+    "sequence_token": Mode(Ratio(_sequence_token, per_sequence=True),
+                           "sg(s_i) * exp(logp - sg(logp)): value s_i, per-token gradient (GSPO-token)"),
+    "none": Mode(Ratio(_none), "exp(logp - sg(logp)): value 1, gradient grad logp (on-policy REINFORCE / GPG "
+                 "2504.02546)"),
+    # one value per sequence too, but it clips token by token: its clip/frac counts tokens
+    "geometric": Mode(Ratio(_geometric, _geometric_masks),
+                      "s_i = exp(mean_t of the token log-ratios, each clipped in log space by the sign of A), one "
+                      "value per sequence (GMPO 2507.20673); clip none",
+                      reads=("eps_low", "eps_high"), requires=(Requires("clip", ("none",), GEOMETRIC_WHY),)),
+}, build=_build)
 
 
 def is_sequence_level(mode: str) -> bool:
     """Whether the ratio is one value per sequence (clip metrics are then shares of sequences)."""
-    return RATIO.check(mode) in SEQUENCE_LEVEL
+    return RATIO[mode].per_sequence

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import torch
 
+from harness.objective.modes import Knob
+
 
 def entropy_gate(entropy: torch.Tensor, mask: torch.Tensor, tau: float) -> torch.Tensor:
     """w (B, T) bool: the response tokens whose entropy exceeds the row's `tau` quantile over its own
@@ -66,3 +68,54 @@ def simko_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, topk_logp: torc
     clipped = torch.clamp(rho_mix, 1.0 - eps_low, 1.0 + eps_high)
     loss = -torch.minimum(rho_mix * A, clipped * A)
     return torch.where(m, loss, torch.zeros_like(loss))
+
+
+# ----------------------------------------------------------------------------- its declaration
+# (the `simko` extension, harness/objective/extensions.py: on when simko_top_k > 0)
+KNOBS = (
+    Knob("simko_top_k", 0, "SimKO (2510.14807): K top candidates per token that share the gradient of a correct "
+         "response at high-entropy tokens; 0 = SimKO off (the trainer then computes no top-K log-probs)", ge=0),
+    Knob("simko_tau", 0.8, "SimKO: a token is gated when its entropy exceeds this quantile of its response's token "
+         "entropies", gt=0, lt=1),
+    Knob("simko_mix", 0.01, "SimKO: share of a gated token's gradient spread over the top-K candidates (correct "
+         "responses)", ge=0, le=1),
+    Knob("simko_neg_scale", 1.1, "SimKO: A <- simko_neg_scale * A at gated argmax tokens of wrong responses", ge=0),
+)
+WHY = "SimKO's loss is the token-level PPO clip of its mixed ratio (docs/objective.md §13)"
+
+
+def gather_logprobs(view, index: torch.Tensor) -> torch.Tensor:
+    """(B, T, K) log-probs of the tokens `index` (B, T, K) under the forward `view`, 0 on padding."""
+    index = index.to(view.logits.device)
+    return (view.logits.gather(-1, index) - view.logz.unsqueeze(-1)) * view.mask.unsqueeze(-1)
+
+
+def old_topk(cfg, view) -> dict[str, torch.Tensor]:
+    """From pi_old's forward: its K most likely tokens per response token (B, T, K) and their log-probs."""
+    index = view.logits.detach().topk(cfg.simko_top_k, dim=-1).indices
+    return {"topk_index": index, "old_topk_logp": gather_logprobs(view, index)}
+
+
+def train_topk(cfg, view, extras) -> dict[str, torch.Tensor]:
+    """From the training forward (with grad): the log-probs of pi_old's top-K tokens now (B, T, K), and
+    whether the sampled token is pi_old's argmax (B, T)."""
+    if "topk_index" not in extras:
+        raise ValueError(f"simko_top_k={cfg.simko_top_k} needs pi_old's top-K tokens (extras['topk_index'], from "
+                         "the old policy's forward: needs.old_forward)")
+    index = extras["topk_index"].to(view.logits.device)
+    return {"topk_logp": gather_logprobs(view, index),
+            "is_argmax": view.response_ids.to(index.device) == index[..., 0]}
+
+
+def token_loss(cfg, logp, old_logp, adv, mask, entropy, extras) -> torch.Tensor:
+    """The surrogate of §3 replaced by `simko_token_loss` (l (B, T)), from the extras the forwards gave."""
+    names = ("topk_logp", "old_topk_logp", "is_argmax")
+    if any(extras.get(n) is None for n in names) or entropy is None:
+        raise ValueError(f"simko_top_k={cfg.simko_top_k} needs the top-K log-probs of the training forward and of "
+                         "pi_old, the argmax flag and the entropy of every response token (LossInputs extras "
+                         "topk_logp, old_topk_logp, is_argmax and .entropy): inputs_needed(obj).train_forward")
+    topk_logp, old_topk_logp, is_argmax = (extras[n] for n in names)
+    return simko_token_loss(logp, old_logp, topk_logp, old_topk_logp.to(logp.dtype), is_argmax.to(mask.device),
+                            entropy, adv, mask, simko_top_k=cfg.simko_top_k, simko_tau=cfg.simko_tau,
+                            simko_mix=cfg.simko_mix, simko_neg_scale=cfg.simko_neg_scale, eps_low=cfg.eps_low,
+                            eps_high=cfg.eps_high)

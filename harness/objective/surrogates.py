@@ -16,39 +16,24 @@ gradient weight is below half its peak, dppo_* where the divergence mask drops t
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from harness.objective.modes import Knob, Mode, Modes, Requires
 
-class ZooKnobs(NamedTuple):
-    """What the sapo and dppo surrogates read besides rho, A and logp (ignored by the others)."""
-
-    old_logp: torch.Tensor | None = None  # (B, T) behaviour log-probs (dppo: mu = exp(old_logp))
-    sapo_tau_pos: float = 1.0
-    sapo_tau_neg: float = 1.05
-    div_low: float = 0.15
-    div_high: float = 0.15
-    is_cap: float = 20.0
-
-from harness.objective.modes import Mode, Modes
+if TYPE_CHECKING:
+    from harness.objective.config import ObjectiveConfig
 
 
-def _bounds(eps_low: float | None, eps_high: float) -> tuple[float | None, float]:
-    return (None if eps_low is None else 1.0 - eps_low), 1.0 + eps_high
+def _bounds(cfg: "ObjectiveConfig") -> tuple[float | None, float]:
+    """(1 - eps_low or None, 1 + eps_high): the clip bounds (eps_* are distances from 1)."""
+    return (None if cfg.eps_low is None else 1.0 - cfg.eps_low), 1.0 + cfg.eps_high
 
 
-def surrogate_loss(
-    clip: str,
-    ratio: torch.Tensor,
-    adv: torch.Tensor,
-    logp: torch.Tensor,
-    eps_low: float | None,
-    eps_high: float,
-    dual_clip: float | None = None,
-    zoo: ZooKnobs | None = None,
-) -> torch.Tensor:
-    """Per-token loss l (B, T) to MINIMISE.
+def surrogate_loss(cfg: "ObjectiveConfig", ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor,
+                   old_logp: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-token loss l (B, T) to MINIMISE under cfg.clip (and its knobs).
 
     ppo    l = -min(rho*A, clip(rho, 1-eps_low, 1+eps_high)*A)                   (PPO Eq. 7; DAPO clip-higher)
            dual_clip c, A<0:  l = min(l, -c*A)                                    (dual-clip PPO 1912.09729)
@@ -57,28 +42,30 @@ def surrogate_loss(
     none   l = -rho*A
     sapo   l = -(4/tau) sigma(tau (rho - 1)) A, tau = sapo_tau_pos where A > 0 else sapo_tau_neg   (SAPO)
     dppo_tv / dppo_kl   l = -A sg(min(rho, is_cap)) logp m, m the divergence mask (`dppo_mask`)  (DPPO)
-    ratio, adv, logp: (B, T); adv carries no gradient. zoo: the sapo/dppo knobs (dppo needs old_logp).
+    ratio, adv, logp, old_logp: (B, T); adv carries no gradient; dppo reads old_logp. A registered
+    clip is `fn(ratio, adv, logp, old_logp, cfg) -> l (B, T)`.
     """
-    lo, hi = _bounds(eps_low, eps_high)
-    return CLIP[clip].loss(ratio, adv, logp, lo, hi, dual_clip, zoo or ZooKnobs())
+    return CLIP[cfg.clip].loss(ratio, adv, logp, old_logp, cfg)
 
 
-def _ppo(ratio, adv, logp, lo, hi, dual_clip, zoo):
+def _ppo(ratio, adv, logp, old_logp, cfg):
+    lo, hi = _bounds(cfg)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, min=lo, max=hi) * adv
     loss = -torch.minimum(unclipped, clipped)
-    if dual_clip is not None:
-        capped = torch.minimum(loss, -dual_clip * adv)  # only ever binds for A < 0
+    if cfg.dual_clip is not None:
+        capped = torch.minimum(loss, -cfg.dual_clip * adv)  # only ever binds for A < 0
         loss = torch.where(adv < 0, capped, loss)
     return loss
 
 
-def _cispo(ratio, adv, logp, lo, hi, dual_clip, zoo):
+def _cispo(ratio, adv, logp, old_logp, cfg):
+    lo, hi = _bounds(cfg)
     weight = torch.clamp(ratio, min=lo, max=hi).detach()  # sg(r_hat)
     return -weight * adv * logp
 
 
-def _none(ratio, adv, logp, lo, hi, dual_clip, zoo):
+def _none(ratio, adv, logp, old_logp, cfg):
     return -ratio * adv
 
 
@@ -87,10 +74,10 @@ def sapo_tau(adv: torch.Tensor, tau_pos: float, tau_neg: float) -> torch.Tensor:
     return torch.where(adv > 0, torch.full_like(adv, tau_pos), torch.full_like(adv, tau_neg))
 
 
-def _sapo(ratio, adv, logp, lo, hi, dual_clip, zoo):
+def _sapo(ratio, adv, logp, old_logp, cfg):
     # SAPO 2511.20347: f(rho) = (4/tau) sigma(tau (rho - 1)); grad_theta f = 4 p (1 - p) rho grad logp,
     # p = sigma(tau (rho - 1)): weight 1 at rho = 1 (the on-policy gradient), decaying smoothly off it.
-    tau = sapo_tau(adv, zoo.sapo_tau_pos, zoo.sapo_tau_neg)
+    tau = sapo_tau(adv, cfg.sapo_tau_pos, cfg.sapo_tau_neg)
     return -(4.0 / tau) * torch.sigmoid(tau * (ratio - 1.0)) * adv
 
 
@@ -120,78 +107,99 @@ def dppo_mask(kind: str, logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.
     raise ValueError(f"unknown DPPO divergence {kind!r}; allowed: ['tv', 'kl']")
 
 
+def _dppo_kept(kind: str, logp, old_logp, adv, cfg) -> torch.Tensor:
+    if old_logp is None or logp is None:
+        raise ValueError(f"clip='dppo_{kind}' needs logp and the behaviour log-probs old_logp (B, T)")
+    return dppo_mask(kind, logp, old_logp, adv, cfg.div_low, cfg.div_high)
+
+
 def _dppo(kind: str):
-    def loss(ratio, adv, logp, lo, hi, dual_clip, zoo):
-        if zoo.old_logp is None:
-            raise ValueError(f"clip='dppo_{kind}' needs the behaviour log-probs: pass zoo=ZooKnobs(old_logp=...)")
-        m = dppo_mask(kind, logp, zoo.old_logp, adv, zoo.div_low, zoo.div_high)
-        w = torch.clamp(ratio, max=zoo.is_cap).detach()  # rho_bar = sg(min(rho, is_cap))
+    def loss(ratio, adv, logp, old_logp, cfg):
+        m = _dppo_kept(kind, logp, old_logp, adv, cfg)
+        w = torch.clamp(ratio, max=cfg.is_cap).detach()  # rho_bar = sg(min(rho, is_cap))
         return -adv * w * logp * m.to(logp.dtype)  # l = -A rho_bar logp m
     return loss
 
 
-def _bound_masks(ratio, adv, logp, lo, hi, zoo):
+def _bound_masks(ratio, adv, logp, old_logp, cfg):
     """ppo / cispo: where the clip binds in the direction of the advantage."""
+    lo, hi = _bounds(cfg)
     low = (adv < 0) & (ratio < lo) if lo is not None else torch.zeros_like(ratio, dtype=torch.bool)
     return low, (adv > 0) & (ratio > hi)
 
 
-def _no_masks(ratio, adv, logp, lo, hi, zoo):
+def no_masks(ratio, adv, logp, old_logp, cfg):
+    """A surrogate that never clips: (low, high) all False."""
     f = torch.zeros_like(ratio, dtype=torch.bool)
     return f, f
 
 
-def _sapo_masks(ratio, adv, logp, lo, hi, zoo):
+def _sapo_masks(ratio, adv, logp, old_logp, cfg):
     """The gate damps a token to below half its peak gradient: 4p(1-p) < 1/2 (|tau (rho - 1)| > 1.7627);
     low = such a token with rho < 1, high = with rho > 1 (the gate damps both directions, whatever A)."""
-    damped = (sapo_weight(ratio, adv, zoo.sapo_tau_pos, zoo.sapo_tau_neg) < 0.5) & (adv != 0)
+    damped = (sapo_weight(ratio, adv, cfg.sapo_tau_pos, cfg.sapo_tau_neg) < 0.5) & (adv != 0)
     return damped & (ratio < 1), damped & (ratio > 1)
 
 
 def _dppo_masks(kind: str):
-    def masks(ratio, adv, logp, lo, hi, zoo):
-        if zoo.old_logp is None or logp is None:
-            raise ValueError(f"the clip masks of clip='dppo_{kind}' need logp and zoo.old_logp (B, T)")
-        dropped = ~dppo_mask(kind, logp, zoo.old_logp, adv, zoo.div_low, zoo.div_high)
+    def masks(ratio, adv, logp, old_logp, cfg):
+        dropped = ~_dppo_kept(kind, logp, old_logp, adv, cfg)
         return dropped & (adv < 0), dropped & (adv > 0)
     return masks
 
 
 class Surrogate(NamedTuple):
-    loss: object  # (ratio, adv, logp, lower bound | None, upper bound, dual_clip, ZooKnobs) -> l (B, T)
-    clips: bool  # whether the bounds 1-eps_low, 1+eps_high act (ppo, cispo); the run config refuses eps_* otherwise
-    masks: object = _bound_masks  # (ratio, adv, logp | None, lower | None, upper, ZooKnobs) -> (low, high) (B, T)
+    loss: object  # (ratio, adv, logp, old_logp | None, cfg) -> l (B, T)
+    masks: object = no_masks  # (ratio, adv, logp | None, old_logp | None, cfg) -> (low, high) bool (B, T)
 
+
+def _build(fn, masks=None) -> Surrogate:
+    return Surrogate(fn, masks or no_masks)
+
+
+EPS = ("eps_low", "eps_high")
+DPPO_WHY = "DPPO's trust region is on each sampled token's probability"
+DPPO_KNOBS = (
+    Knob("div_low", 0.15, "DPPO divergence bound where A <= 0 (2602.04879; clip=dppo_tv: total variation, dppo_kl: "
+         "binary KL)", ge=0),
+    Knob("div_high", 0.15, "DPPO divergence bound where A > 0 (2602.04879; clip=dppo_tv | dppo_kl)", ge=0),
+    Knob("is_cap", 20.0, "DPPO: cap of the detached IS weight min(rho, is_cap) (2602.04879)", gt=0),
+)
+SAPO_KNOBS = (
+    Knob("sapo_tau_pos", 1.0, "SAPO gate temperature where A > 0 (2511.20347): larger = sharper gate", gt=0),
+    Knob("sapo_tau_neg", 1.05, "SAPO gate temperature where A <= 0 (2511.20347; > tau_pos damps negative updates "
+         "faster)", gt=0),
+)
+DUAL_CLIP = Knob("dual_clip", None, "dual-clip PPO constant c > 1 (1912.09729): for A<0 the loss is capped at -c*A",
+                 type=float, gt=1, nullable=True, strict=True)
 
 # The `clip` knob (docs/objective.md §3).
 CLIP: Modes = Modes("clip", {
-    "ppo": Mode(Surrogate(_ppo, True), "-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), dual_clip optional (PPO 1707.06347)"),
-    "cispo": Mode(Surrogate(_cispo, True), "-sg(clip(rho, 1-eps_low, 1+eps_high)) A logp: the IS weight is clipped, "
-                  "no token dropped (CISPO 2506.13585)"),
-    "none": Mode(Surrogate(_none, False, _no_masks), "-rho A, no clipping"),
-    "sapo": Mode(Surrogate(_sapo, False, _sapo_masks), "-(4/tau) sigmoid(tau (rho - 1)) A: a soft gate, "
-                 "tau = sapo_tau_pos (A > 0) / sapo_tau_neg (SAPO 2511.20347)"),
-    "dppo_tv": Mode(Surrogate(_dppo("tv"), False, _dppo_masks("tv")), "-A sg(min(rho, is_cap)) logp, tokens whose "
-                    "probability moved more than div_low/div_high (total variation) dropped (DPPO 2602.04879)"),
-    "dppo_kl": Mode(Surrogate(_dppo("kl"), False, _dppo_masks("kl")), "as dppo_tv with the binary KL of the "
-                    "sampled token's probability as the divergence (DPPO 2602.04879)"),
-})
-# The surrogates that read the behaviour log-probs themselves (only with ratio='token').
-NEEDS_TOKEN_RATIO = frozenset({"dppo_tv", "dppo_kl"})
-CLIP_MODES = CLIP.names
+    "ppo": Mode(Surrogate(_ppo, _bound_masks), "-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), dual_clip optional "
+                "(PPO 1707.06347)", knobs=(DUAL_CLIP,), reads=EPS),
+    "cispo": Mode(Surrogate(_cispo, _bound_masks), "-sg(clip(rho, 1-eps_low, 1+eps_high)) A logp: the IS weight is "
+                  "clipped, no token dropped (CISPO 2506.13585)", reads=EPS),
+    "none": Mode(Surrogate(_none), "-rho A, no clipping"),
+    "sapo": Mode(Surrogate(_sapo, _sapo_masks), "-(4/tau) sigmoid(tau (rho - 1)) A: a soft gate, "
+                 "tau = sapo_tau_pos (A > 0) / sapo_tau_neg (SAPO 2511.20347)", knobs=SAPO_KNOBS),
+    "dppo_tv": Mode(Surrogate(_dppo("tv"), _dppo_masks("tv")), "-A sg(min(rho, is_cap)) logp, tokens whose "
+                    "probability moved more than div_low/div_high (total variation) dropped (DPPO 2602.04879)",
+                    knobs=DPPO_KNOBS, requires=(Requires("ratio", ("token",), DPPO_WHY),)),
+    "dppo_kl": Mode(Surrogate(_dppo("kl"), _dppo_masks("kl")), "as dppo_tv with the binary KL of the "
+                    "sampled token's probability as the divergence (DPPO 2602.04879)",
+                    knobs=DPPO_KNOBS, requires=(Requires("ratio", ("token",), DPPO_WHY),)),
+}, build=_build)
 
 
-def clip_masks(
-    clip: str, ratio: torch.Tensor, adv: torch.Tensor, eps_low: float | None, eps_high: float,
-    zoo: ZooKnobs | None = None, logp: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def clip_masks(cfg: "ObjectiveConfig", ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor | None = None,
+               old_logp: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(low, high) bool (B, T): the tokens whose gradient the trust region removed or damped.
 
     ppo, cispo  low: A < 0 and rho < 1 - eps_low; high: A > 0 and rho > 1 + eps_high (the clip binds in
                 the direction of the advantage; for cispo: where the IS weight is capped)
     sapo        the gate's gradient weight 4p(1-p) < 1/2; low: rho < 1, high: rho > 1
-    dppo_*      the divergence mask drops the token; low: A < 0, high: A > 0 (needs logp, zoo.old_logp)
+    dppo_*      the divergence mask drops the token; low: A < 0, high: A > 0 (needs logp, old_logp)
     none        never
     """
-    lo, hi = _bounds(eps_low, eps_high)
-    return CLIP[clip].masks(ratio.detach(), adv, None if logp is None else logp.detach(), lo, hi, zoo or ZooKnobs())
+    lp = None if logp is None else logp.detach()
+    return CLIP[cfg.clip].masks(ratio.detach(), adv, lp, old_logp, cfg)

@@ -35,7 +35,7 @@ from harness.train.rl.collect import collect, step_seed
 from harness.train.eval.evaluate import evaluate
 from harness.train.run.policy_init import initial_policy
 from harness.tasks import make_task
-from harness.train.rl.step import old_policy_logprobs
+from harness.train.rl.step import batch_logprobs
 from harness.train.batch import Batch
 from harness.train.run.components import Trained
 from harness.train.run.shell import EVAL_SEED_OFFSET
@@ -88,7 +88,7 @@ def one_update(policy, cfg: RunConfig, ep, pad_id: int, seed: int):
     single = tr.inner_epochs == 1 and tr.mini_batches == 1 and not obj.tis_cap
     batch = batch_for_update(ep, adv, None, cfg)
     if not single:
-        batch = batch.with_(old_logp=old_policy_logprobs(model, batch, pad_id, cfg.rollout.temperature,
+        batch = batch.with_(old_logp=batch_logprobs(model, batch, pad_id, cfg.rollout.temperature,
                                                          tr.micro_batch_size, obj.routing_replay))
     gen = torch.Generator().manual_seed(seed)
     metrics = policy_update(Trained("policy", model, opt), [], batch, cfg, pad_id, gen, single)

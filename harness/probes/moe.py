@@ -21,7 +21,7 @@ import torch
 from harness.models.moe import is_moe
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe, with_section
 from harness.train.batch import Batch
-from harness.train.rl.step import old_policy_logprobs
+from harness.train.rl.step import batch_logprobs
 from harness.train.diagnostics.mismatch import MismatchStats
 
 GRPO_EPS = 0.2
@@ -51,7 +51,7 @@ def _batch_stats(ep, cfg, policy, pad_id) -> dict:
         if replay and (batch.routing is None or not is_moe(policy)):
             continue
         mm = MismatchStats()
-        lp = old_policy_logprobs(policy, batch, pad_id, cfg.rollout.temperature, micro, replay, mm)
+        lp = batch_logprobs(policy, batch, pad_id, cfg.rollout.temperature, micro, replay, mm)
         out.update({prefix + k: v for k, v in mm.result().items()})
         out.update({prefix + k: v for k, v in _ratio_stats(lp, r.sampler_logp, r.response_mask).items()})
     return out

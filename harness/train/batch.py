@@ -33,13 +33,10 @@ class Batch:
     adv: torch.Tensor | None = None      # (B,) or (B, T)
     old_logp: torch.Tensor | None = None  # (B, T) pi_old; None: the update's first forward is pi_old
     ref_logp: torch.Tensor | None = None  # (B, T) pi_ref
-    old_values: torch.Tensor | None = None  # (B, T) a value model's predictions at rollout time
-    returns: torch.Tensor | None = None  # (B, T) value targets
-    outcomes: torch.Tensor | None = None  # (B,) the rewards as labels of a trained reward model (PRIME)
-    group_lengths: torch.Tensor | None = None  # (B, G) the response lengths of each row's group (λ-GRPO)
-    group_pos: torch.Tensor | None = None  # (B,) the row's position in its group (λ-GRPO)
-    topk_index: torch.Tensor | None = None  # (B, T, K) pi_old's K most likely tokens (SimKO); None: the update's first forward's
-    old_topk_logp: torch.Tensor | None = None  # (B, T, K) their log-probs under pi_old (SimKO)
+    # what the active modes need beyond these, by name, each with B rows (harness/objective/extensions.py):
+    # a value model's predictions at rollout time and its targets (old_values, returns), a reward model's
+    # labels (outcomes), each row's group lengths (group_lengths, group_pos), pi_old's top-K (topk_index, ...)
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
     index: list[int] = field(default_factory=list)  # the step's row number of each row (empty: 0..B-1)
 
     def __post_init__(self) -> None:
@@ -68,6 +65,8 @@ class Batch:
                 out[f.name] = None
             elif isinstance(v, list):
                 out[f.name] = [v[i] for i in idx]
+            elif isinstance(v, dict):
+                out[f.name] = {k: t[idx] for k, t in v.items()}
             else:
                 out[f.name] = v[idx]
         return Batch(**out)

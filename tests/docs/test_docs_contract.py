@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.objective import PRESETS, ObjectiveConfig
+from harness.objective import MODE_KNOBS, ObjectiveConfig
+from harness.objective.explain import knob_rows
+from harness.objective.presets import BUILTIN_PRESETS
 
 REPO = Path(__file__).resolve().parents[2]
 OBJECTIVE = (REPO / "docs" / "objective.md").read_text()
@@ -32,18 +34,14 @@ PRESET_TABLE = section(OBJECTIVE, "## 7.", "## 8.")
 METRICS = section(OBJECTIVE, "## 8.", "## 10.")  # §8 (DPO's metrics) and §9 (every other metric)
 
 
-@pytest.mark.parametrize("knob", list(ObjectiveConfig.model_fields))
+@pytest.mark.parametrize("knob", [r.name for r in knob_rows()])
 def test_every_objective_knob_is_in_the_knob_table(knob):
     assert f"`{knob}`" in KNOB_TABLE, f"ObjectiveConfig.{knob} is missing from docs/objective.md's knob table"
 
 
 def _mode_values() -> list[tuple[str, str]]:
-    props = ObjectiveConfig.model_json_schema()["properties"]
-    out = []
-    for knob, spec in props.items():
-        for option in [spec, *spec.get("anyOf", [])]:
-            out += [(knob, v) for v in option.get("enum", []) if isinstance(v, str)]
-    return out
+    assert set(MODE_KNOBS) <= set(ObjectiveConfig.model_fields)
+    return [(knob, v) for knob, reg in MODE_KNOBS.items() for v in reg.builtin_names()]
 
 
 MODE_VALUES = _mode_values()
@@ -58,14 +56,14 @@ def test_every_allowed_value_of_a_mode_knob_is_documented(knob, value):
     assert f"`{value}`" in OBJECTIVE, f"{knob}: {value!r} is allowed but not documented in docs/objective.md"
 
 
-@pytest.mark.parametrize("preset", list(PRESETS))
+@pytest.mark.parametrize("preset", BUILTIN_PRESETS)
 def test_every_preset_has_a_row_in_the_preset_table(preset):
     assert f"| `{preset}` |" in PRESET_TABLE, f"preset {preset!r} has no row in docs/objective.md §7"
 
 
 def test_the_preset_table_lists_only_presets():
     rows = re.findall(r"^\| `([a-z_]+)` \|", PRESET_TABLE, re.M)
-    assert rows and set(rows) == set(PRESETS)
+    assert rows and set(rows) == set(BUILTIN_PRESETS)
 
 
 def _pattern(token: str) -> re.Pattern:
@@ -149,3 +147,23 @@ def test_nothing_cites_a_file_outside_the_repo():
     hits = [f"{p.relative_to(REPO)}: {name}" for p in _text_files() for name in OUTSIDE
             if name in p.read_text(errors="replace")]
     assert not hits, "cite docs/objective.md or docs/studies.md instead:\n" + "\n".join(hits)
+
+
+ARCHITECTURE = (REPO / "docs" / "architecture.md").read_text()
+
+
+def test_architecture_starts_from_the_reference_step():
+    first = ARCHITECTURE.split("\n## ", 1)[0]
+    assert "harness/objective/reference_grpo.py" in first and (REPO / "harness/objective/reference_grpo.py").exists()
+
+
+@pytest.mark.parametrize("knob", [r.name for r in knob_rows()])
+def test_architecture_explains_every_knob_as_a_difference_from_it(knob):
+    assert f"`{knob}`" in ARCHITECTURE, f"docs/architecture.md does not say how {knob!r} changes the reference step"
+
+
+def test_extending_shows_the_tested_plugin_file():
+    """docs/extending.md's file is tests/plugins/my_variants.py, which the plugin tests run."""
+    page = (REPO / "docs" / "extending.md").read_text()
+    block = page.split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == (REPO / "tests" / "plugins" / "my_variants.py").read_text()

@@ -1,12 +1,13 @@
-"""`response_logprobs_topk` (SimKO's inputs, docs/objective.md §13): the sampled token's log-probs
-are `response_logprobs`' bit for bit; the top-K are the forward's K most likely tokens with their
-log-softmax values, or the log-probs of given candidates; 0 on padding; gradients flow."""
+"""`response_forward` with a head (the extras slot's forward reads, docs/objective.md §13): the sampled
+token's log-probs are `response_logprobs`' bit for bit; SimKO's heads read the forward's K most likely
+tokens with their log-softmax values, or the log-probs of given candidates; 0 on padding; gradients flow."""
 from types import SimpleNamespace
 
 import torch
 from torch import nn
 
-from harness.models.logprobs import response_logprobs, response_logprobs_topk
+from harness.models.logprobs import response_forward, response_logprobs
+from harness.objective import simko
 
 
 class FakeLM(nn.Module):
@@ -31,8 +32,11 @@ def _batch():
 def test_top_k_are_the_most_likely_tokens_and_logp_is_unchanged():
     model = FakeLM()
     prompts, resp, mask = _batch()
+    cfg = SimpleNamespace(simko_top_k=3)
     logp, ent, _ = response_logprobs(model, prompts, resp, mask, 0, 0.7, with_entropy=True)
-    lp2, ent2, topk, idx = response_logprobs_topk(model, prompts, resp, mask, 0, 0.7, 3, with_entropy=True)
+    lp2, ent2, got = response_forward(model, prompts, resp, mask, 0, 0.7, with_entropy=True,
+                                      head=lambda view: simko.old_topk(cfg, view))
+    topk, idx = got["old_topk_logp"], got["topk_index"]
     assert torch.equal(logp, lp2) and torch.equal(ent, ent2)
     # row 0, token 0 is predicted from the prompt's last position (token 2): log_softmax(table[2] / 0.7)
     full = torch.log_softmax(model.table[2].detach() / 0.7, -1)
@@ -49,7 +53,15 @@ def test_given_candidates_are_gathered():
     prompts, resp, mask = _batch()
     index = torch.zeros(2, 3, 2, dtype=torch.long)
     index[..., 1] = 5
-    _, _, topk, idx = response_logprobs_topk(model, prompts, resp, mask, 0, 1.0, 2, topk_index=index)
-    assert torch.equal(idx, index)
+    cfg = SimpleNamespace(simko_top_k=2)
+    _, _, got = response_forward(model, prompts, resp, mask, 0, 1.0,
+                                 head=lambda view: simko.train_topk(cfg, view, {"topk_index": index}))
     full = torch.log_softmax(model.table[2].detach(), -1)
-    torch.testing.assert_close(topk[0, 0].detach(), full[[0, 5]], rtol=0, atol=1e-6)
+    torch.testing.assert_close(got["topk_logp"][0, 0].detach(), full[[0, 5]], rtol=0, atol=1e-6)
+    assert torch.equal(got["is_argmax"], resp == 0)
+
+
+def test_no_head_reads_nothing():
+    model = FakeLM()
+    prompts, resp, mask = _batch()
+    assert response_forward(model, prompts, resp, mask, 0)[2] == {}

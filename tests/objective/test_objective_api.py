@@ -62,6 +62,10 @@ def test_public_names():
         "PRESETS", "gae_advantages", "value_loss", "explained_variance", "overlong_penalty",
         "dynamic_sampling_keep", "aggregate", "importance_ratio",
         "inputs_needed", "Needs", "loss_mask", "advantages", "Scored", "loss", "LossInputs", "MODE_KNOBS",
+        # a researcher's own modes, knobs and presets (docs/extending.md)
+        "EXTENSIONS", "Knob", "Requires", "Hooks", "TokenLogits", "register", "register_baseline", "register_scale",
+        "register_ratio", "register_clip", "register_agg", "register_kl_estimator", "register_extension",
+        "register_preset",
     }
     for name in objective.__all__:
         assert getattr(objective, name) is not None

@@ -68,7 +68,7 @@ def test_lambda_gets_a_gradient_and_micro_batches_sum_to_the_mini_batch():
 
 def test_missing_lambda_raises_and_needs_say_so():
     obj = ObjectiveConfig.preset("lambda_grpo")
-    assert inputs_needed(obj).lam and not inputs_needed(ObjectiveConfig.preset("grpo")).lam
+    assert "lam" in inputs_needed(obj).components and not inputs_needed(ObjectiveConfig.preset("grpo")).components
     with pytest.raises(ValueError, match="lambda_length"):
         loss(obj, _inputs([0, 1], None), 2, 8)
 

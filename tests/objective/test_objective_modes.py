@@ -1,5 +1,6 @@
 """Each mode name is defined once (harness/objective/modes.py): the registry of its knob drives the
-config's validation, the dispatch and what docs/objective.md must list."""
+config's validation, the dispatch and what docs/objective.md must list (its two tables are generated
+from the declarations: harness/objective/explain.py)."""
 import re
 import typing
 from pathlib import Path
@@ -7,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.config import ConfigError, load_config
-from harness.objective import MODE_KNOBS, ObjectiveConfig
+from harness.objective import MODE_KNOBS, ObjectiveConfig, register_baseline
+from harness.objective.explain import knob_table, rules_table
 from harness.objective.modes import Mode, Modes
 
 DOCS = Path("docs/objective.md").read_text()
@@ -24,7 +26,7 @@ def _glance_row(knob: str) -> str:
 @pytest.mark.parametrize("knob", sorted(MODE_KNOBS))
 def test_every_registered_mode_is_in_the_docs_knob_table(knob):
     values = "|".join(_glance_row(knob).split("|")[2:])
-    for name in MODE_KNOBS[knob]:
+    for name in MODE_KNOBS[knob].builtin_names():
         assert f"`{name}`" in values, f"docs/objective.md: mode {name!r} of {knob!r} missing from the knob table"
 
 
@@ -32,15 +34,36 @@ def test_every_registered_mode_is_in_the_docs_knob_table(knob):
 def test_the_docs_list_no_mode_the_registry_lacks(knob):
     values = "|".join(_glance_row(knob).split("|")[2:])
     listed = set(re.findall(r"`([a-z0-9_]+)`", values))
-    assert listed <= set(MODE_KNOBS[knob]), f"{knob}: documented but not registered: {listed - set(MODE_KNOBS[knob])}"
+    have = set(MODE_KNOBS[knob].builtin_names())
+    assert listed <= have, f"{knob}: documented but not registered: {listed - have}"
 
 
-def test_the_config_field_types_are_the_registries():
+def test_the_config_validates_mode_knobs_against_the_registries():
+    """No frozen Literal: a mode registered after import is accepted at once, and gone once removed."""
     for name, field in ObjectiveConfig.model_fields.items():
-        if typing.get_origin(field.annotation) is typing.Literal:
-            assert name in MODE_KNOBS, f"{name}: a Literal outside the registries"
-            assert typing.get_args(field.annotation) == MODE_KNOBS[name].names, name
+        assert typing.get_origin(field.annotation) is not typing.Literal, f"{name}: a frozen Literal"
     assert set(MODE_KNOBS) <= set(ObjectiveConfig.model_fields)
+
+    @register_baseline("registry_probe", doc="b = 0, registered by a test")
+    def _probe(rewards, cfg):
+        return rewards.clone()
+
+    try:
+        assert ObjectiveConfig(baseline="registry_probe", scale="none").baseline == "registry_probe"
+    finally:
+        MODE_KNOBS["baseline"].unregister("registry_probe")
+    with pytest.raises(ValueError, match="unknown baseline 'registry_probe'"):
+        ObjectiveConfig(baseline="registry_probe")
+
+
+def _generated(marker: str) -> str:
+    return DOCS.split(f"<!-- {marker}: generated -->\n", 1)[1].split(f"\n<!-- end of the {marker} -->", 1)[0]
+
+
+def test_the_docs_tables_are_the_declarations():
+    """docs/objective.md's knob and rules tables are what `python -m harness.objective.explain` prints."""
+    assert _generated("knob table") == knob_table(), "regenerate: python -m harness.objective.explain"
+    assert _generated("rules table") == rules_table(), "regenerate: python -m harness.objective.explain"
 
 
 @pytest.mark.parametrize("knob", sorted(MODE_KNOBS))
@@ -80,3 +103,16 @@ def test_a_registry_is_one_definition_of_names_impls_and_literal():
         reg.check("green")
     with pytest.raises(ValueError):
         Modes("empty", {})
+
+
+def test_every_builtin_preset_holds_only_declared_knobs_and_allowed_values():
+    """A preset is checked against the declarations (register_preset does it for a researcher's own)."""
+    from harness.objective import PRESETS
+    from harness.objective.presets import BUILTIN_PRESETS
+
+    for name in BUILTIN_PRESETS:
+        ObjectiveConfig.check_knob_values(PRESETS[name], f"preset {name!r}")
+    with pytest.raises(ValueError, match="preset 'x': sapo_tau_pos: Input should be greater than 0"):
+        ObjectiveConfig.check_knob_values({"sapo_tau_pos": -1.0}, "preset 'x'")
+    with pytest.raises(ValueError, match="preset 'x': unknown clip 'tanh'"):
+        ObjectiveConfig.check_knob_values({"clip": "tanh"}, "preset 'x'")

@@ -27,8 +27,8 @@ def _prm_logp():
 
 def test_the_preset_asks_for_the_reward_model_and_the_reference():
     needs = inputs_needed(ObjectiveConfig.preset("prime"))
-    assert needs.prm_logp and needs.ref_logp and not needs.values
-    assert not inputs_needed(ObjectiveConfig.preset("grpo")).prm_logp
+    assert needs.components == ("prm_logp",) and needs.ref_logp and not needs.values
+    assert not inputs_needed(ObjectiveConfig.preset("grpo")).components
 
 
 @pytest.mark.parametrize("keep, expected", [

@@ -10,6 +10,11 @@ from torch.autograd.functional import jacobian
 from harness.objective import ObjectiveConfig, importance_ratio, policy_loss
 from harness.objective.surrogates import clip_masks, surrogate_loss
 
+def C(clip, eps_low, eps_high, **knobs):
+    """The config a surrogate reads its knobs from (the mode functions take the config, as verl's)."""
+    return ObjectiveConfig(clip=clip, eps_low=eps_low, eps_high=eps_high, **knobs)
+
+
 def T(x, **kw):
     """float64 tensor (hand values are compared at 1e-12)."""
     return torch.tensor(x, dtype=torch.float64, **kw)
@@ -77,7 +82,7 @@ def test_unknown_ratio_mode_raises():
     ],
 )
 def test_ppo_values(A, rho, expected):
-    got = surrogate_loss("ppo", T([[rho]]), T([[A]]), T([[0.0]]), 0.2, 0.2)
+    got = surrogate_loss(C("ppo", 0.2, 0.2), T([[rho]]), T([[A]]), T([[0.0]]))
     torch.testing.assert_close(got, T([[expected]]), rtol=0, atol=1e-12)
 
 
@@ -93,7 +98,7 @@ def test_ppo_examples_through_policy_loss():
 
 def test_clip_higher_uses_separate_distances():
     # eps_low 0.2, eps_high 0.28 (DAPO): A=+1, rho=1.5 -> 1.28; A=-1, rho=0.5 -> 0.8
-    got = surrogate_loss("ppo", T([[1.5, 0.5]]), T([[1.0, -1.0]]), torch.zeros(1, 2), 0.2, 0.28)
+    got = surrogate_loss(C("ppo", 0.2, 0.28), T([[1.5, 0.5]]), T([[1.0, -1.0]]), torch.zeros(1, 2))
     torch.testing.assert_close(got, T([[-1.28, 0.8]]), rtol=0, atol=1e-12)
 
 
@@ -102,7 +107,7 @@ def test_dual_clip():
     #        A=-1, rho=2: loss 2 < 3, unchanged;  A=+1, rho=5: -1.2, dual clip never applies to A>0
     lp = T([[math.log(5.0), math.log(2.0), math.log(5.0)]], requires_grad=True)
     A = T([[-1.0, -1.0, 1.0]])
-    loss = surrogate_loss("ppo", torch.exp(lp), A, lp, 0.2, 0.2, dual_clip=3.0)
+    loss = surrogate_loss(C("ppo", 0.2, 0.2, dual_clip=3.0), torch.exp(lp), A, lp)
     torch.testing.assert_close(loss, T([[3.0, 2.0, -1.2]]), rtol=0, atol=1e-12)
     (g,) = torch.autograd.grad(loss.sum(), lp)
     # d/dlogp of -rho*A = -A*rho: token 2 -> 2; tokens 1 and 3 are clipped -> 0
@@ -118,16 +123,16 @@ def test_cispo_values_and_no_lower_bound():
     rho = T([[6.0, 0.01, 1.5]])
     A = T([[1.0, -1.0, 2.0]])
     lp = T([[-0.5, -2.0, -1.0]])
-    got = surrogate_loss("cispo", rho, A, lp, None, 4.0)
+    got = surrogate_loss(C("cispo", None, 4.0), rho, A, lp)
     # weights [5, 0.01, 1.5]: -5*1*-0.5 = 2.5; -0.01*-1*-2 = -0.02; -1.5*2*-1 = 3.0
     torch.testing.assert_close(got, T([[2.5, -0.02, 3.0]]), rtol=0, atol=1e-12)
     # with eps_low 0.2 the 0.01 weight is raised to 0.8: -0.8*-1*-2 = -1.6
-    got = surrogate_loss("cispo", rho, A, lp, 0.2, 4.0)
+    got = surrogate_loss(C("cispo", 0.2, 4.0), rho, A, lp)
     torch.testing.assert_close(got[0, 1], T(-1.6), rtol=0, atol=1e-12)
 
 
 def test_clip_none_is_minus_rho_A():
-    got = surrogate_loss("none", T([[3.0, 0.1]]), T([[1.0, -2.0]]), torch.zeros(1, 2), 0.2, 0.2)
+    got = surrogate_loss(C("none", 0.2, 0.2), T([[3.0, 0.1]]), T([[1.0, -2.0]]), torch.zeros(1, 2))
     torch.testing.assert_close(got, T([[-3.0, 0.2]]), rtol=0, atol=1e-12)
 
 
@@ -166,10 +171,10 @@ def test_cispo_gradient_on_every_token():
 
 
 def test_clip_masks_follow_the_advantage_direction():
-    low, high = clip_masks("ppo", T([RHO5]), T([ADV5]), 0.2, 0.2)
+    low, high = clip_masks(C("ppo", 0.2, 0.2), T([RHO5]), T([ADV5]))
     assert low.tolist() == [[False, True, False, False, False]]
     assert high.tolist() == [[True, False, False, False, True]]
-    none_low, none_high = clip_masks("none", T([RHO5]), T([ADV5]), 0.2, 0.2)
+    none_low, none_high = clip_masks(C("none", 0.2, 0.2), T([RHO5]), T([ADV5]))
     assert not none_low.any() and not none_high.any()
-    no_lower, _ = clip_masks("cispo", T([RHO5]), T([ADV5]), None, 4.0)
+    no_lower, _ = clip_masks(C("cispo", None, 4.0), T([RHO5]), T([ADV5]))
     assert not no_lower.any()

@@ -26,8 +26,9 @@ def _grads(adv, is_argmax, obj):
 
 
 def test_the_preset_asks_for_top_k_log_probs_only_when_on():
-    assert inputs_needed(ObjectiveConfig.preset("simko")).topk_logp == 3
-    assert inputs_needed(ObjectiveConfig.preset("grpo")).topk_logp == 0
+    on, off = inputs_needed(ObjectiveConfig.preset("simko")), inputs_needed(ObjectiveConfig.preset("grpo"))
+    assert on.old_forward and on.train_forward  # pi_old's top-K, then their log-probs in the training forward
+    assert not off.old_forward and not off.train_forward
 
 
 def test_loss_reproduces_the_worked_example_coefficients():
@@ -54,7 +55,7 @@ def test_loss_without_top_k_inputs_raises():
 @pytest.mark.parametrize("overrides", [dict(clip="cispo", eps_low=None, eps_high=4.0), dict(ratio="sequence"),
                                        dict(dual_clip=3.0)])
 def test_simko_needs_the_token_ppo_clip(overrides):
-    with pytest.raises(ValueError, match="allowed with simko_top_k > 0"):
+    with pytest.raises(ValueError, match=r"allowed \w+ with simko_top_k > 0"):
         ObjectiveConfig.preset("simko", **overrides)
 
 

@@ -106,7 +106,7 @@ def test_loss_mask_zeroes_truncated_rows_only_with_mask_truncated():
 @pytest.mark.parametrize("preset,expect", [
     ("grpo", Needs(True, False, False, False, False, False, False)),
     ("dapo", Needs(False, False, False, False, False, False, True)),
-    ("ppo", Needs(True, True, True, False, False, False, True)),
+    ("ppo", Needs(True, True, True, False, False, False, True, components=("values",))),
     ("rloo", Needs(True, False, True, False, False, False, True)),
     ("gpg", Needs(False, False, False, False, False, False, True)),
 ])

@@ -11,8 +11,7 @@ from pydantic import ValidationError
 
 from harness.config import ConfigError, load_config
 from harness.objective import ObjectiveConfig, group_advantages, importance_ratio, policy_loss
-from harness.objective.ratios import RatioClip
-from harness.objective.surrogates import ZooKnobs, clip_masks, dppo_mask, surrogate_loss
+from harness.objective.surrogates import clip_masks, dppo_mask, surrogate_loss
 
 
 def T(x):
@@ -106,10 +105,11 @@ def test_sapo_counts_gates_below_half_their_peak():
     # tau = 1: 4p(1-p) < 1/2 iff |rho - 1| > ln((1+sqrt .5)/(1-sqrt .5)) = 1.7627;
     # rho 3.0 (x = 2, weight 0.42) is damped, rho 2.5 (x = 1.5, weight 0.60) is not
     rho, adv = T([[1.0, 2.5, 3.0, 3.0]]), T([[1.0, 1.0, 1.0, 0.0]])
-    low, high = clip_masks("sapo", rho, adv, 0.2, 0.2, ZooKnobs(sapo_tau_pos=1.0, sapo_tau_neg=1.05))
+    sapo = ObjectiveConfig(clip="sapo", sapo_tau_pos=1.0, sapo_tau_neg=1.05)
+    low, high = clip_masks(sapo, rho, adv)
     assert high.tolist() == [[False, False, True, False]] and not low.any()  # A = 0: no gradient to damp
     # A < 0, tau 1.05: rho = -1 is x = -2.1 (weight 0.40) -> low
-    low, high = clip_masks("sapo", T([[-1.0]]), T([[-1.0]]), 0.2, 0.2, ZooKnobs())
+    low, high = clip_masks(sapo, T([[-1.0]]), T([[-1.0]]))
     assert low.tolist() == [[True]] and not high.any()
 
 
@@ -132,10 +132,10 @@ def test_gmpo_worked_example_loss_and_clipped_tokens():
 
 
 def test_geometric_ratio_needs_the_advantage():
-    with pytest.raises(ValueError, match="RatioClip"):
+    with pytest.raises(ValueError, match="adv"):
         importance_ratio("geometric", torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1, 2))
-    rho = importance_ratio("geometric", T([[0.2, -0.4]]), torch.zeros(1, 2), torch.ones(1, 2),
-                           RatioClip(T([[1.0, 1.0]]), None, 0.1))
+    cfg = ObjectiveConfig(ratio="geometric", clip="none", eps_low=None, eps_high=0.1)
+    rho = importance_ratio("geometric", T([[0.2, -0.4]]), torch.zeros(1, 2), torch.ones(1, 2), T([[1.0, 1.0]]), cfg)
     # eps_low None: no lower bound; [0.1, -0.4] -> s = exp(-0.15)
     torch.testing.assert_close(rho, torch.full((1, 2), math.exp(-0.15)), rtol=0, atol=1e-12)
 
@@ -169,9 +169,9 @@ def test_dppo_loss_gradient_and_masked_fraction(name, keep):
 
 def test_dppo_caps_the_is_weight():
     lp, old = T([[0.0]]), T([[math.log(0.1)]])  # pi = 1, mu = 0.1: rho = 10
-    zoo = ZooKnobs(old_logp=old, div_low=1.0, div_high=1.0, is_cap=3.0)
+    cfg = ObjectiveConfig(clip="dppo_tv", div_low=1.0, div_high=1.0, is_cap=3.0)
     lpg = lp.clone().requires_grad_()
-    loss = surrogate_loss("dppo_tv", torch.exp(lpg - old), T([[1.0]]), lpg, 0.2, 0.2, None, zoo)
+    loss = surrogate_loss(cfg, torch.exp(lpg - old), T([[1.0]]), lpg, old)
     (g,) = torch.autograd.grad(loss.sum(), lpg)
     assert g.item() == pytest.approx(-3.0)  # -A min(10, 3)
 

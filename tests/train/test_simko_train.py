@@ -1,6 +1,7 @@
-"""SimKO through the RL trainer (docs/objective.md §13): the top-K log-probs are computed only when
-SimKO is on -- by pi_old's forward when the update has several passes, by the update's first
-forward when it is a single pass -- and the `simko` preset trains on both paths."""
+"""SimKO through the RL trainer (docs/objective.md §13): the top-K log-probs are read from the forwards
+(the extras slot's heads) only when SimKO is on -- pi_old's top-K by pi_old's forward when the update
+has several passes, by the update's first forward when it is a single pass -- and the `simko` preset
+trains on both paths."""
 from __future__ import annotations
 
 import json
@@ -14,15 +15,17 @@ from harness.train import train
 
 
 def _count(monkeypatch):
+    """Calls of the heads that read the extensions' tensors from a forward: the scoring's (pi_old's
+    forward, rl/step.py) and the update's (rl/update.py)."""
     calls = {"step": 0, "update": 0}
-    for mod, key in ((rl_step, "step"), (rl_update, "update")):
-        real = mod.response_logprobs_topk
+    for mod, key, name in ((rl_step, "step", "old_forward_extras"), (rl_update, "update", "forward_extras")):
+        real = getattr(mod, name)
 
         def counted(*a, _real=real, _key=key, **kw):
             calls[_key] += 1
             return _real(*a, **kw)
 
-        monkeypatch.setattr(mod, "response_logprobs_topk", counted)
+        monkeypatch.setattr(mod, name, counted)
     return calls
 
 

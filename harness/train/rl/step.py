@@ -20,54 +20,52 @@ import torch
 from harness.config import ConfigError
 from harness.models.moe import is_moe
 from harness.objective import advantages, inputs_needed, loss_mask
-from harness.objective.lambda_grpo import group_length_rows
+from harness.objective.extensions import old_forward_extras
 from harness.train.batch import Batch
 from harness.train.rl.collect import collect, step_seed
 from harness.train.rl.episode import Episode
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
-from harness.models.logprobs import response_logprobs, response_logprobs_topk
+from harness.models.logprobs import response_forward
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.diagnostics.mismatch import MismatchStats, router_old_new
 from harness.train.run.nonfinite import NonFiniteUpdate, first_nonfinite
 from harness.train.diagnostics.routing import capture_routing
-from harness.train.run.components import COMPONENTS
 from harness.train.run.shell import RunContext, Trainer
 from harness.train.rl.update import policy_update
 
 
+UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
+
+
 @torch.no_grad()
-def old_policy_forward(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
-                       replay: bool = False, mismatch: MismatchStats | None = None, k: int = 0):
-    """One no-grad forward of `model` over the batch's responses (response_mask), by micro-batch ->
-    (logp (B, T), topk_logp (B, T, K), topk_index (B, T, K)); with k = 0 no top-K is computed (both None);
-    with k > 0 the K most likely tokens per response token and their log-probs (SimKO, docs/objective.md
-    §13). replay: force the rollout's expert choices (batch.routing, MoE). mismatch: a MismatchStats fed
-    with these log-probs (as the old policy's) against the sampler's on the loss mask, and with the routing."""
+def batch_forward(model, batch: Batch, pad_id: int, temperature: float, micro: int | None, replay: bool = False,
+                  mismatch: MismatchStats | None = None, head=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One no-grad forward of `model` (pi_old, pi_ref, ...) over the batch's responses (response_mask), by
+    micro-batch -> (logp (B, T), what `head` reads from the logits, by name, B rows each: {} without a
+    head). head: the active extensions' `old_forward` (objective.old_forward_extras) when `model` is
+    pi_old (SimKO's top-K). replay: force the rollout's expert choices (batch.routing, MoE). mismatch:
+    a MismatchStats fed with these log-probs (as the old policy's) against the sampler's on the loss
+    mask, and with the routing."""
     capture = mismatch is not None and is_moe(model)
-    lps, tops, idxs = [], [], []
+    lps, parts = [], []
     for part in batch.micro_batches(micro):
         routing = part.routing if replay else None
         with capture_routing(model) if capture else nullcontext() as calls:
-            if k:
-                lp, _, top, idx = response_logprobs_topk(model, part.prompt_ids, part.response_ids,
-                                                         part.response_mask, pad_id, temperature, k, routing=routing)
-                tops.append(top)
-                idxs.append(idx)
-            else:
-                lp, _, _ = response_logprobs(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
-                                             temperature, routing=routing)
+            lp, _, read = response_forward(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
+                                           temperature, routing=routing, head=head)
         if mismatch is not None:
             mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
             if capture:
                 mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
         lps.append(lp)
-    return torch.cat(lps), (torch.cat(tops) if k else None), (torch.cat(idxs) if k else None)
+        parts.append(read)
+    return torch.cat(lps), {k: torch.cat([p[k] for p in parts]) for k in (parts[0] if parts else {})}
 
 
-def old_policy_logprobs(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
-                        replay: bool = False, mismatch: MismatchStats | None = None) -> torch.Tensor:
-    """(B, T) log-probs of the batch's responses under `model` (old_policy_forward without top-K)."""
-    return old_policy_forward(model, batch, pad_id, temperature, micro, replay, mismatch)[0]
+def batch_logprobs(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
+                   replay: bool = False, mismatch: MismatchStats | None = None) -> torch.Tensor:
+    """(B, T) log-probs of the batch's responses under `model` (pi_old, pi_ref or pi_theta; batch_forward)."""
+    return batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch)[0]
 
 
 class RLTrainer(Trainer):
@@ -87,8 +85,8 @@ class RLTrainer(Trainer):
         self.old_from_rollout = cfg.reuses_rollout_logp()  # train.old_logp: the hf sampler's log-probs are pi_old's
 
     def component_inputs(self) -> list[str]:
-        """The inputs a trained component gives the objective (values: PPO's value model)."""
-        return [name for name in COMPONENTS if getattr(inputs_needed(self.cfg.objective), name, False)]
+        """The inputs trained components give the objective (values: PPO's value model, ...)."""
+        return list(inputs_needed(self.cfg.objective).components)
 
     def schedule(self, start: int):
         return iter(range(start, self.cfg.train.steps))
@@ -132,8 +130,8 @@ class RLTrainer(Trainer):
                 for i, p in enumerate(ep.problems[:tr.samples_to_log])]
 
     def _score(self, ctx: RunContext, ep: Episode) -> tuple[Batch, MismatchStats, dict]:
-        """The step's batch with old / ref log-probs, advantages (and value targets, or outcome
-        labels for a reward model), and the scoring's metrics."""
+        """The step's batch with old / ref log-probs, advantages and what the active modes keep for the
+        loss (extras: value targets, reward-model labels, pi_old's top-K, ...), and the scoring's metrics."""
         cfg, obj, dev = self.cfg, self.cfg.objective, ctx.device
         r = ep.rollout
         mask = loss_mask(obj, r.response_mask.to(dev), r.truncated)
@@ -141,36 +139,27 @@ class RLTrainer(Trainer):
             raise ConfigError(f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} "
                               "returned no routing to replay")
         batch = Batch.from_rollout(r, mask, dev)
-        micro, T, pad = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, ctx.pad_id
+        micro, temperature, pad = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, ctx.pad_id
         replay = obj.routing_replay
         mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
-        k = self.needs.topk_logp  # SimKO: pi_old's top-K (B, T, K), from the forward that gives its log-probs
-        top = (None, None)
-        if self.single_pass:  # the update's first forward is pi_old's (its top-K too)
-            old_logp = None
+        head = (lambda view: old_forward_extras(obj, view)) if self.needs.old_forward else None
+        if self.single_pass:  # the update's first forward is pi_old's (what the extensions read from it too)
+            old_logp, read = None, {}
         elif self.old_from_rollout:
-            old_logp = r.sampler_logp.to(dev)
-            if k:  # the sampler gives no top-K: one forward for it
-                top = old_policy_forward(ctx.model, batch, pad, T, micro, replay, k=k)[1:]
+            old_logp, read = r.sampler_logp.to(dev), {}
+            if head is not None:  # the sampler gives no logits: one forward for what the extensions read
+                read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, head=head)[1]
         else:
-            old_logp, *top = old_policy_forward(ctx.model, batch, pad, T, micro, replay, mismatch, k)
-        topk = {} if top[0] is None else {"old_topk_logp": top[0], "topk_index": top[1]}
-        ref_logp = old_policy_logprobs(self.ref, batch, pad, T, micro) if self.ref is not None else None
+            old_logp, read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, mismatch, head)
+        ref_logp = batch_logprobs(self.ref, batch, pad, temperature, micro) if self.ref is not None else None
         cur = old_logp
         if cur is None and self.needs.current_logp_for_kl:
-            cur = old_policy_logprobs(ctx.model, batch, pad, T, micro, replay)
+            cur = batch_logprobs(ctx.model, batch, pad, temperature, micro, replay)
         given = {c.provides: c.predict(batch, pad, micro) for c in ctx.components if c.scores}  # values, prm_logp
-        rewards = ep.rewards.to(dev)
-        scored = advantages(obj, rewards, mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp, **given)
-        return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, old_values=given.get("values"),
-                           returns=scored.returns, outcomes=rewards if self.needs.prm_logp else None,
-                           **self._groups(mask), **topk), mismatch, scored.metrics
-    def _groups(self, mask: torch.Tensor) -> dict:
-        """Each row's group lengths and position (B, G), (B,): λ-GRPO's weights of random mini-batch rows."""
-        if not self.needs.lam:
-            return {}
-        lengths, pos = group_length_rows((mask > 0).sum(-1), self.cfg.train.group_size)
-        return {"group_lengths": lengths, "group_pos": pos}
+        scored = advantages(obj, ep.rewards.to(dev), mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp,
+                            extras=given)
+        return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp,
+                           extras={**read, **scored.extras}), mismatch, scored.metrics
 
     def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
         """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""
@@ -182,7 +171,7 @@ class RLTrainer(Trainer):
         out.update(eos_weight_shares(obj, batch.adv, batch.mask, ep.rollout.truncated, ep.correct))  # length bias
         if tr.grad_share_every and step % tr.grad_share_every == 0 and bad is None:
             out.update(extreme_grad_share(ctx.model, batch, ep, cfg, ctx.pad_id, ctx.components))
-        gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, 555))
+        gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, UPDATE_ORDER_SALT))
         try:
             if bad is not None:
                 raise NonFiniteUpdate(bad)

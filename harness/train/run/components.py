@@ -109,10 +109,22 @@ COMPONENTS: dict[str, tuple[str, Callable, bool]] = {
 }
 
 
+def register_component(provides: str, name: str, build: Callable, scores: bool = True) -> None:
+    """Add a trained component (a researcher's module, docs/extending.md): the objective's modes name it by
+    `provides` (their Hooks.component), `build(cfg, policy) -> (module, lr[, weight decay])`, `name` keys
+    its checkpoint state; scores: its output before the update is an input of `advantages`."""
+    if provides in COMPONENTS and COMPONENTS[provides][1] is not build:
+        raise ValueError(f"component {provides!r} is already registered")
+    COMPONENTS[provides] = (name, build, scores)
+
+
 def build_components(cfg, policy: nn.Module, wanted: list[str], device) -> list[Component]:
     """The components giving the objective inputs `wanted` (e.g. ["values"]), each with its AdamW."""
     out = []
     for provides in wanted:
+        if provides not in COMPONENTS:
+            raise ValueError(f"the objective reads component {provides!r}, which no module registered; registered: "
+                             f"{sorted(COMPONENTS)} (harness.train.run.components.register_component)")
         name, build, scores = COMPONENTS[provides]
         module, lr, *wd = build(cfg, policy)
         module = module.to(device)

@@ -1,0 +1,185 @@
+"""The extras slot: what a variant needs beyond the core tensors, declared once, read by no name.
+
+The core of a step is logp, old_logp, ref_logp, the mask, the entropy and the advantages. A variant
+that needs more (SimKO's top-K log-probs, λ-GRPO's group lengths and learned λ, PRIME's implicit
+reward model, PPO's value model) declares it in its mode's `Hooks`; the trainers and `policy_loss`
+ask the active modes for their hooks and carry whatever they return in one `extras` mapping
+(`Batch.extras`, `LossInputs.extras`), never branching on a variant's name:
+
+    component      a trained module beside the policy whose output is `extras[component]`
+                   (harness/train/run/components.py builds it: values, prm_logp, lam)
+    reference      it needs pi_ref's log-probs
+    advantages     (cfg, rewards (B,), mask (B, T), group_size, extras) -> Scored: per-token
+                   advantages instead of the group baseline (critic + GAE, PRIME)
+    scoring        (cfg, rewards (B,), mask (B, T), group_size) -> {name: (B, ...)}: per-row tensors
+                   computed once per step and carried to the loss (λ-GRPO's group lengths)
+    old_forward    (cfg, TokenLogits) -> {name: (B, T, ...)}: read from pi_old's forward, no grad
+                   (SimKO: pi_old's top-K tokens and their log-probs)
+    train_forward  (cfg, TokenLogits, extras) -> {name: ...}: read from the training forward, with
+                   grad (SimKO: the log-probs of those tokens now)
+    token_loss     (cfg, logp, old_logp, adv (B, T), mask, entropy, extras) -> l (B, T): replaces the
+                   surrogate of §3 (SimKO)
+    row_weights    (cfg, extras) -> f (b,): multiplies each row's token losses (λ-GRPO)
+    loss_term      (cfg, LossInputs, num_seqs, num_tokens) -> (scalar or None, metrics): added to the
+                   loss (the critic's value loss, PRIME's reward-model BCE, λ's metric)
+
+The built-in extensions -- modes no knob selects, active by their `switch` -- are below: SimKO, and
+the KL, overlong and dynamic-sampling terms (declared so that their knobs are read only when on).
+
+Glossary: B rows, b rows of a micro-batch, T response length, V vocabulary, K = simko_top_k.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+
+from harness.objective.modes import KINDS, Mode, Modes, Requires
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """A mode's part of the extras slot (see the module docstring); every hook optional."""
+
+    component: str | None = None
+    reference: bool = False
+    advantages: Callable | None = None
+    scoring: Callable | None = None
+    old_forward: Callable | None = None
+    train_forward: Callable | None = None
+    token_loss: Callable | None = None
+    row_weights: Callable | None = None
+    loss_term: Callable | None = None
+
+
+class TokenLogits(NamedTuple):
+    """One forward's view of the response tokens (harness/models/logprobs.py builds it)."""
+
+    logits: torch.Tensor  # (B, T, V) at the sampling temperature
+    logz: torch.Tensor  # (B, T) their log-sum-exp
+    mask: torch.Tensor  # (B, T) the mask of that forward
+    response_ids: torch.Tensor  # (B, T) the sampled tokens
+
+    def detached(self) -> "TokenLogits":
+        return TokenLogits(self.logits.detach(), self.logz.detach(), self.mask, self.response_ids)
+
+
+@dataclass
+class Scored:
+    """What `advantages` returns.
+
+    adv      (B,) per-sequence (group baselines) or (B, T) per-token (critic, PRIME) advantages, no grad
+    returns  (B, T) value targets R = A + V (un-whitened) when a value model scored, else None
+    rewards  (B,) the sequence rewards used, KL in the reward applied where it applies (critic:
+             the sum over the row of its per-token rewards)
+    metrics  step metrics of the scoring (PRIME: prm/loss, prm/accuracy, reward/process_mean)
+    extras   per-row tensors the loss needs from the scoring (critic: old_values, returns; PRIME:
+             outcomes; λ-GRPO: group_lengths, group_pos): the trainer keeps them on the batch
+    """
+
+    adv: torch.Tensor
+    returns: torch.Tensor | None
+    rewards: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- what is active
+def active_modes(cfg: Any) -> list[tuple[str, str, Mode]]:
+    """(kind, name, mode) of every mode cfg selects and every extension it turns on."""
+    return [(kind, name, mode) for kind, reg in KINDS.items() for name, mode in reg.active(cfg)]
+
+
+def active_hooks(cfg: Any, hook: str) -> list[Callable]:
+    """The `hook` of every active mode that has one, in registry order."""
+    out = []
+    for _, _, mode in active_modes(cfg):
+        fn = getattr(mode.hooks, hook, None) if mode.hooks is not None else None
+        if fn is not None:
+            out.append(fn)
+    return out
+
+
+def one_hook(cfg: Any, hook: str) -> Callable | None:
+    """The single active `hook` (token_loss, advantages), None if none; two at once is a config error."""
+    found = [(f"{kind}={name!r}", getattr(m.hooks, hook)) for kind, name, m in active_modes(cfg)
+             if m.hooks is not None and getattr(m.hooks, hook) is not None]
+    if len(found) > 1:
+        raise ValueError(f"{' and '.join(w for w, _ in found)} both replace the {hook}; pick one")
+    return found[0][1] if found else None
+
+
+def components(cfg: Any) -> tuple[str, ...]:
+    """The trained components the active modes read (their `extras` names)."""
+    return tuple(m.hooks.component for _, _, m in active_modes(cfg) if m.hooks is not None and m.hooks.component)
+
+
+def forward_extras(cfg: Any, view: TokenLogits, extras: Mapping[str, torch.Tensor],
+                   is_old_policy: bool) -> dict[str, torch.Tensor]:
+    """What the active extensions read from a training forward. is_old_policy: this forward is also
+    pi_old's (a single-pass update), so their `old_forward` parts come from it too (detached)."""
+    out: dict[str, torch.Tensor] = {}
+    if is_old_policy:
+        for fn in active_hooks(cfg, "old_forward"):
+            out.update(fn(cfg, view.detached()))
+    for fn in active_hooks(cfg, "train_forward"):
+        out.update(fn(cfg, view, {**extras, **out}))
+    return out
+
+
+def old_forward_extras(cfg: Any, view: TokenLogits) -> dict[str, torch.Tensor]:
+    """What the active extensions read from pi_old's own forward (no grad)."""
+    out: dict[str, torch.Tensor] = {}
+    for fn in active_hooks(cfg, "old_forward"):
+        out.update(fn(cfg, view))
+    return out
+
+
+# ----------------------------------------------------------------------------- built-in extensions
+def _build(fn: Callable) -> Callable:
+    return fn  # an extension's impl: active(cfg) -> bool
+
+
+def _is_on(cfg: Any, name: str, mode: Mode) -> bool:
+    """An extension is on when its config carries its knobs (a plugin's: the config names the plugin) and
+    its switch says so."""
+    return all(hasattr(cfg, k.name) for k in mode.knobs) and bool(mode.impl(cfg))
+
+
+def _simko_mode() -> Mode:
+    from harness.objective import simko
+
+    return Mode(
+        lambda cfg: cfg.simko_top_k > 0,
+        "SimKO (2510.14807): at high-entropy tokens a correct response spreads simko_mix of its gradient over "
+        "pi_old's top-K tokens, a wrong one's argmax is pushed simko_neg_scale harder; needs the top-K log-probs",
+        knobs=simko.KNOBS, switch="simko_top_k", when="objective.simko_top_k > 0",
+        requires=(
+            Requires("clip", ("ppo",), simko.WHY),
+            Requires("ratio", ("token",), simko.WHY),
+            Requires("dual_clip", (None,), simko.WHY),
+            Requires("eps_low", why=simko.WHY, accepts=lambda v, cfg: v is not None, allowed_text="a number"),
+        ),
+        hooks=Hooks(old_forward=simko.old_topk, train_forward=simko.train_topk, token_loss=simko.token_loss))
+
+
+# The extensions (kind "extension"): active when their switch says so, whatever the mode knobs select.
+EXTENSIONS: Modes = Modes("extension", {
+    "simko": _simko_mode(),
+    "kl": Mode(lambda cfg: cfg.kl_coef > 0,
+               "the KL term to pi_ref (§4): kl_coef k in the loss or kl_coef k1 off the reward; loads pi_ref",
+               reads=("kl_estimator", "kl_placement", "ref_update_every"), switch="kl_coef",
+               when="objective.kl_coef > 0", hooks=Hooks(reference=True)),
+    "overlong": Mode(lambda cfg: cfg.overlong_buffer > 0,
+                     "DAPO's soft overlong punishment (§6): reward - overlong_penalty, linear over the buffer",
+                     reads=("overlong_penalty",), switch="overlong_buffer", when="objective.overlong_buffer > 0"),
+    "dynamic_sampling": Mode(lambda cfg: bool(cfg.dynamic_sampling),
+                             "DAPO's dynamic sampling (§6): drop all-equal groups and refill them",
+                             reads=("train.max_refill_rounds",), switch="dynamic_sampling",
+                             when="objective.dynamic_sampling=true"),
+}, build=_build, active=_is_on)
+
+__all__ = ["Hooks", "TokenLogits", "Scored", "EXTENSIONS", "active_modes", "active_hooks", "components",
+           "forward_extras", "old_forward_extras", "one_hook"]
