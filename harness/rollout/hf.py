@@ -1,9 +1,9 @@
 """`rollout.backend=hf`: transformers `generate` on the training module itself.
 
 Sampler log-probs come from the processed scores (after temperature / top-p), i.e. the
-distribution the tokens were actually drawn from. Stop strings (`rollout.stop`) go to generate's
-`stop_strings`; a row ends with the token that completes the first one (kept, as EOS is), and
-its text is cut after the stop string.
+distribution the tokens were actually drawn from. Stop strings (`rollout.stop`) end a row with the
+token that completes the first one (kept, as EOS is; `_StopStrings`, matched on the decoded text),
+and its text is cut after the stop string.
 
 Rollout/train mismatch knobs (docs/studies.md (c)):
 - `rollout.dtype` different from the policy's dtype (bfloat16 rollout, float32 training):
@@ -72,6 +72,19 @@ def assemble_routing(calls: list[list[torch.Tensor]], prompt_lens: torch.Tensor,
     return torch.where(valid[:, :, None, None], out.long(), torch.full_like(out, -1, dtype=torch.long))
 
 
+class _StopStrings:
+    """generate's stopping criterion for rollout.stop: a row is done once its decoded response (special
+    tokens skipped, as RolloutBatch.texts) contains a stop string. (transformers' own stop_strings
+    match the vocabulary's token strings, special tokens included: "<bos>" would end a row on "o".)"""
+
+    def __init__(self, tokenizer, stops: tuple[str, ...], prompt_width: int):
+        self.tokenizer, self.stops, self.prompt_width = tokenizer, stops, prompt_width
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_width:], skip_special_tokens=True)
+        return torch.tensor([any(s in t for s in self.stops) for t in texts], device=input_ids.device)
+
+
 class HFBackend(RolloutBackend):
     """dtype: None or "float32" | "bfloat16" (the rollout engine's precision); router_noise:
     std of the noise on router logits during generation (MoE only)."""
@@ -134,7 +147,8 @@ class HFBackend(RolloutBackend):
             if self.router_noise > 0:  # entered first: the recorder sees the noisy choices
                 hooks.enter_context(noisy_routing(model, self.router_noise, seed))
             calls = hooks.enter_context(record_routing(model)) if self.moe else None
-            stops = {"stop_strings": list(params.stop), "tokenizer": self.tokenizer} if params.stop else {}
+            stops = {"stopping_criteria": [_StopStrings(self.tokenizer, params.stop, input_ids.shape[1])]} \
+                if params.stop else {}
             out = model.generate(
                 input_ids=input_ids, attention_mask=attention, do_sample=True,
                 temperature=params.temperature, top_p=params.top_p, top_k=0,
