@@ -1,0 +1,89 @@
+"""A run on a dataset task end to end (tiny model, seconds): the SFT warm start from the dataset's
+solution field, the named rewards logged as reward/<name>, long prompts dropped with a count, and
+difficulty buckets from the initial policy's pass rate, measured once and cached."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.config import ConfigError, load_config
+from harness.jsonl import read_jsonl
+from harness.train import train
+
+SAMPLE = "results/data/gsm8k_sample"
+
+
+def config(tmp_path, *overrides):
+    data = {"train": f"{SAMPLE}/train.jsonl", "eval": f"{SAMPLE}/test.jsonl", "prompt_key": "question",
+            "solution_key": "answer", "difficulty_key": "difficulty", "where": {"difficulty": "easy"},
+            "max_train_rows": 64, "max_eval_rows": 16}
+    return load_config("experiments/runs/smoke.yaml", [
+        "task.name=dataset", f"task.data={json.dumps(data)}",
+        "task.rewards=[gsm8k, {function: tests.tasks.user_rewards:brevity, weight: 0.1}]", "task.reward_workers=0",
+        f"warm_start.cache_dir={tmp_path / 'ws'}", "warm_start.steps=4", "warm_start.batch_size=4",
+        "train.steps=2", "train.prompts_per_step=2", "train.group_size=2", "train.mini_batches=1",
+        "train.checkpoint_every=1", "train.threads=1", "rollout.max_new_tokens=24", "rollout.temperature=1.0",
+        "eval.temperature=1.0", "eval.num_prompts=4", "eval.n_samples=2", "eval.ks=[1,2]", "eval.every=1",
+        "tracking.mlflow=false", *overrides])
+
+
+def test_a_dataset_run_logs_named_rewards(tmp_path):
+    summary = train(config(tmp_path), tmp_path / "run")
+    records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    steps = [r for r in records if "reward/mean" in r]
+    assert steps and all({"reward/gsm8k", "reward/brevity", "reward/timeouts"} <= set(r) for r in steps)
+    assert all(0.0 <= r["reward/gsm8k"] <= 1.0 for r in steps)
+    evals = [r for r in records if "eval/pass_at_1" in r]
+    assert {"eval/reward/gsm8k", "eval/pass_at_1/easy"} <= set(evals[0])
+    assert summary["paired_rise"]["prompts"] == 4
+    ws = next((tmp_path / "ws").glob("tiny-dense-dataset-*"))  # the warm start, keyed by the data files
+    key = json.loads((ws / "warmstart.json").read_text())["key"]
+    assert key["files"]["train"] and key["data"]["solution_key"] == "answer"
+
+
+def test_long_prompts_dropped_or_refused(tmp_path, capsys):
+    from harness.train.run.policy_init import initial_policy
+    from harness.train.run.task_setup import build_task, drop_long_prompts
+
+    cfg = config(tmp_path, "warm_start.enabled=false", "rollout.max_prompt_tokens=80")
+    task = build_task(cfg)
+    _, tok, render = initial_policy(cfg, "cpu")
+    lengths = [len(render(p)) for p in task.rows("train")]
+    over = sum(n > 80 for n in lengths)
+    assert 0 < over < len(lengths)  # the char tokenizer: one token a character
+    dropped = drop_long_prompts(cfg, task, render)
+    assert dropped["train"] == over and all(len(render(p)) <= 80 for p in task.rows("train"))
+    assert f"dropped {over} of 64 train" in capsys.readouterr().out
+    cfg = config(tmp_path, "warm_start.enabled=false", "rollout.max_prompt_tokens=80", "rollout.overlong_prompts=error")
+    with pytest.raises(ConfigError, match=r"rollout.max_prompt_tokens=80: \d+ train and \d+ eval prompts are longer "
+                                          r"once rendered \(the longest \d+ tokens, train row \d+\)"):
+        drop_long_prompts(cfg, build_task(cfg), render)
+
+
+def test_pass_rate_buckets_measured_once(tmp_path, monkeypatch):
+    from harness.rollout import make_backend
+    from harness.train.run import pass_rates
+    from harness.train.run.policy_init import initial_policy
+    from harness.train.run.task_setup import build_task, prepare_task
+
+    data = {"train": f"{SAMPLE}/train.jsonl", "eval": f"{SAMPLE}/test.jsonl", "prompt_key": "question",
+            "max_train_rows": 6, "max_eval_rows": 4, "difficulty_by_pass_rate": {"samples": 2, "edges": [0.5]}}
+    cfg = config(tmp_path, "warm_start.enabled=false", f"task.data={json.dumps(data)}", "rollout.max_new_tokens=8")
+    policy, tok, render = initial_policy(cfg, "cpu")
+    task = build_task(cfg)
+    info = prepare_task(cfg, task, tok, render, lambda: make_backend(cfg.rollout, policy, tok))["pass_rate_buckets"]
+    assert set(task.difficulties) <= {"p0.00-0.50", "p0.50-1.00"} and 0.0 <= info["mean_pass_rate"] <= 1.0
+    cached = json.loads(pass_rates.cache_path(cfg).read_text())["rates"]
+    assert len(cached) == 10 and all(v in (0.0, 0.5, 1.0) for v in cached.values())
+    again = build_task(cfg)
+    prepare_task(cfg, again, tok, render, lambda: pytest.fail("measured again"))  # from the cache
+    assert [p.difficulty for p in again.rows("eval")] == [p.difficulty for p in task.rows("eval")]
+
+
+def test_bucket_names():
+    from harness.train.run.pass_rates import bucket_names, bucket_of
+
+    assert bucket_names([0.25, 0.75]) == ["hard", "medium", "easy"]
+    assert [bucket_of(p, [0.25, 0.75]) for p in (0.0, 0.25, 0.5, 0.75, 1.0)] == ["hard", "medium", "medium", "easy", "easy"]
+    assert bucket_names([0.1, 0.5, 0.9]) == ["p0.00-0.10", "p0.10-0.50", "p0.50-0.90", "p0.90-1.00"]
