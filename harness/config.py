@@ -171,7 +171,7 @@ class RewardSection(_Section):
 
 
 class TaskSection(_Section):
-    name: str = Field("arithmetic", description="a task in harness.tasks.TASKS (arithmetic | countdown | dataset)")
+    name: str = Field("arithmetic", description="arithmetic | countdown (generated, harness.tasks.TASKS) | dataset (the rows of task.data)")
     difficulty_mix: dict[str, float] | None = Field(None, description="weight per difficulty bucket, e.g. {easy: 1, hard: 1}")
     options: dict[str, Any] = Field(default_factory=dict, description="other constructor arguments of the task")
     data: DataSection | None = Field(None, description="task.name=dataset: the data files and which fields to read")
@@ -627,9 +627,9 @@ def _data_stats(d: "DataSection") -> tuple:
 
 
 def _task_names() -> set[str]:
-    from harness.tasks import TASKS
+    from harness.tasks import TASK_NAMES
 
-    return set(TASKS)
+    return set(TASK_NAMES)
 
 
 # ----------------------------------------------------------------------------- checks

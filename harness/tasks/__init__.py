@@ -20,7 +20,8 @@ from harness.tasks.base import Problem, RewardBreakdown, Task
 from harness.tasks.countdown import CountdownTask
 from harness.tasks.dataset import DatasetTask
 
-TASKS: dict[str, type[Task]] = {"arithmetic": ArithmeticTask, "countdown": CountdownTask, "dataset": DatasetTask}
+TASKS: dict[str, type[Task]] = {"arithmetic": ArithmeticTask, "countdown": CountdownTask}  # generated: make_task
+TASK_NAMES = (*TASKS, "dataset")  # task.name values; the dataset task is built from its config section (task_from_config)
 
 
 def task_kwargs(name: str) -> tuple[str, ...]:
@@ -74,5 +75,5 @@ def _lookup(name: str) -> type[Task]:
     return TASKS[name]
 
 
-__all__ = ["TASKS", "ArithmeticTask", "CountdownTask", "DatasetTask", "Problem", "RewardBreakdown", "Task",
+__all__ = ["TASKS", "TASK_NAMES", "ArithmeticTask", "CountdownTask", "DatasetTask", "Problem", "RewardBreakdown", "Task",
            "make_task", "task_from_config", "task_identity", "task_kwargs"]
