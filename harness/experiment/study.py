@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 
-SCALES = ("smoke", "cpu", "gpu")
+SCALES = ("smoke", "cpu", "gpu", "dataset")  # dataset: SmolLM2-135M on the sample dataset (length_bias, difficulty_bias)
 ARM = "arm"          # optional label key of a zip group
 SEED = "seed"
 
