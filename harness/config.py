@@ -132,8 +132,8 @@ class DataSection(_Section):
         None, description="instead of difficulty_key: buckets from the initial policy's pass rate per prompt")
     solution_key: str | None = Field(None, description="a worked-solution field: the SFT target of a warm start "
                                      "(warm_start.pretrained for a pretrained model)")
-    id_key: str | None = Field(None, description="a field holding each row's id (the problem uid); null: "
-                                "'<train|eval>:<row index in its file>'")
+    id_key: str | None = Field(None, description="a field holding each row's id: the problem uid is '<train|eval>:<id>' "
+                                "(null: the row's index in its file)")
     system_prompt: str | None = Field(None, description="system message of every prompt (through the model's chat "
                                       "template; an error if a row's messages already hold one)")
     where: dict[str, Any] = Field(default_factory=dict, description="keep only rows whose field (dotted) equals the "

@@ -62,7 +62,7 @@ def test_verl_parquet_messages_and_dotted_answer(tmp_path):
     datasets.Dataset.from_list(rows_eval).to_parquet(str(tmp_path / "test.parquet"))
     t = task(train=str(tmp_path / "train.parquet"), eval=str(tmp_path / "test.parquet"),
              answer_key="reward_model.ground_truth", id_key="extra_info.index", rewards=[RewardSpec("n", verifier="number")])
-    p = next(p for p in t.rows("train") if p.uid == "7")
+    p = next(p for p in t.rows("train") if p.uid == "train:7")
     assert p.prompt == "What is 7 + 7?" and p.answer == "14"
     assert p.meta["messages"][0] == {"role": "system", "content": "Think step by step."}
     assert t.score(p, "It is 14.", False).correct and len(t.rows("eval")) == 5

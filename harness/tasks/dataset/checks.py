@@ -1,7 +1,8 @@
 """The check before training that a task's verifier reads its data's answers.
 
 The first `task.data.check_answers` train rows' reference answers (the answer field, as the
-file stores it) are scored as if they were completions by the reward that defines "correct";
+file stores it; a bare number gets gsm8k's "#### " first) are scored as if they were completions
+by the reward that defines "correct";
 each must come out correct. A verifier that cannot read the file's answer format (gsm8k on
 bare numbers is fine, math on "#### 72" is fine, choice on "72" is not) fails here, in one line,
 before hours of training give every completion 0. A regex verifier is not checked (its pattern
@@ -13,6 +14,14 @@ from __future__ import annotations
 from harness.tasks.dataset.task import HINTS, DatasetTask
 from harness.tasks.rewards.functions import RewardFunctionError
 from harness.tasks.rewards.verifiers import VERIFIERS
+
+
+def as_completion(verifier: str, reference: str) -> str:
+    """A reference answer written as a completion the verifier reads: a bare number gets gsm8k's "#### "
+    (verl's ground_truth "72"); every other verifier reads a reference as it stands."""
+    if verifier == "gsm8k" and "####" not in reference:
+        return f"#### {reference}"
+    return reference
 
 
 def check_reference_answers(task: DatasetTask, n: int) -> None:
@@ -28,7 +37,7 @@ def check_reference_answers(task: DatasetTask, n: int) -> None:
     for p in rows:
         item = task.item(p, p.answer, False)
         if spec.verifier:
-            verdict = VERIFIERS[spec.verifier](p.answer, p.answer, spec.options)
+            verdict = VERIFIERS[spec.verifier](as_completion(spec.verifier, p.answer), p.answer, spec.options)
             ok, read = verdict.correct, verdict.parsed
         else:
             try:

@@ -11,7 +11,8 @@ over several (prompt_template, "{question}\\n{choices}"); a prompt field that ho
 messages (verl's parquet, TRL's conversational JSONL) is used as the messages. The answer is
 answer_key (dotted: reward_model.ground_truth); difficulty_key (optional) labels the difficulty
 bucket of each row (else "all"); solution_key (optional) is the SFT target of a warm start;
-id_key (optional) names the uid, else "<train|eval>:<row index in its file>".
+id_key (optional) names a field that identifies the row: the uid is "<train|eval>:<id>", the id
+being that field's value or else the row's index in its file.
 
 Splits. With task.data.eval a second file holds the held-out rows; without it, the rows of the
 train file are split by a stable hash (sha256) of their prompt, task.data.eval_fraction of them
@@ -229,7 +230,7 @@ class DatasetTask(Task):
             raw = lookup(row, d["id_key"])
             if raw is _MISSING or raw is None:
                 raise ValueError(f"task.data.id_key={d['id_key']!r}: {where} has no id")
-            uid = str(raw)
+            uid = f"{file}:{raw}"
         meta = {"file": file, "row": index, "key": key, "messages": messages, "system": d["system_prompt"],
                 "solution": solution, "fields": json_safe(row)}
         return Problem(uid=uid, prompt=text, answer=str(answer), difficulty=difficulty, meta=meta)
