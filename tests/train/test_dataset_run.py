@@ -87,3 +87,26 @@ def test_bucket_names():
     assert bucket_names([0.25, 0.75]) == ["hard", "medium", "easy"]
     assert [bucket_of(p, [0.25, 0.75]) for p in (0.0, 0.25, 0.5, 0.75, 1.0)] == ["hard", "medium", "medium", "easy", "easy"]
     assert bucket_names([0.1, 0.5, 0.9]) == ["p0.00-0.10", "p0.10-0.50", "p0.50-0.90", "p0.90-1.00"]
+
+
+def test_a_pretrained_folder_is_warm_started_only_when_asked(tmp_path):
+    """A model folder (as a user's pretrained model) starts from its own weights; with
+    warm_start.pretrained=true it is first SFT'd on the dataset's solutions (a warm start of its own key)."""
+    from harness.models import build_model, save_model
+    from harness.train.run.policy_init import initial_policy
+    from harness.train.run.warmstart import warm_start_folder
+
+    folder = save_model(*build_model("tiny-dense", seed=3), tmp_path / "my-model")
+    plain = config(tmp_path, f"model.name={folder}")
+    assert not plain.uses_warm_start()
+    model, _, _ = initial_policy(plain, "cpu")
+    import torch
+
+    ref, _ = build_model("tiny-dense", seed=3)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values()))
+    asked = config(tmp_path, f"model.name={folder}", "warm_start.pretrained=true")
+    assert asked.uses_warm_start() and warm_start_folder(asked) != warm_start_folder(plain)
+    model, _, _ = initial_policy(asked, "cpu")  # SFT'd on task.data.solution_key (4 steps)
+    report = json.loads((warm_start_folder(asked) / "warmstart.json").read_text())
+    assert report["key"]["pretrained_sft"] is True and report["key"]["model"] == str(folder)
+    assert any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values()))

@@ -15,7 +15,7 @@ from harness.rollout import make_backend
 from harness.train.eval.evaluate import evaluate
 from harness.train.run.shell import EVAL_SEED_OFFSET
 from harness.train.eval.paired import paired_bootstrap
-from harness.train.run.policy_init import DTYPES, initial_policy, make_render
+from harness.train.run.policy_init import DTYPES, initial_policy, make_render, system_prompt
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.atomic import atomic_write_text
 from harness.train.run.rundir import RunDir
@@ -47,14 +47,15 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
         init_model, init_tok, _ = initial_policy(cfg, device)
         return make_backend(cfg.rollout, init_model, init_tok)
 
-    prepare_task(cfg, task, tok, make_render(tok, cfg.model.prompt_suffix), initial_backend)
+    prepare_task(cfg, task, tok, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)), initial_backend)
     problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
 
     def measure(model, tok) -> tuple[dict, dict]:
         backend = make_backend(cfg.rollout, model, tok)
         per_prompt: dict = {}
         try:
-            out = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix), problems, cfg, step=10**6,
+            out = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)), problems, cfg,
+                           step=10**6,
                            per_prompt=per_prompt)
         finally:
             backend.close()

@@ -53,7 +53,9 @@ def prepare_task(cfg, task, tok, render, policy_for_rates: Callable | None = Non
     be measured (not cached). Returns what it did (dropped counts, bucket counts) for the run's summary."""
     if cfg.task.name != "dataset":
         return {}
-    out: dict = {}
+    from harness.tasks import task_identity
+
+    out: dict = {"data_files": task_identity(cfg.task)["files"], "rows": {s: len(task.rows(s)) for s in ("train", "eval")}}
     dropped = drop_long_prompts(cfg, task, render)
     if dropped:
         out["dropped_long_prompts"] = dropped
