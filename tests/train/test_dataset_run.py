@@ -40,6 +40,35 @@ def test_a_dataset_run_logs_named_rewards(tmp_path):
     ws = next((tmp_path / "ws").glob("tiny-dense-dataset-*"))  # the warm start, keyed by the data files
     key = json.loads((ws / "warmstart.json").read_text())["key"]
     assert key["files"]["train"] and key["data"]["solution_key"] == "answer"
+    assert summary["task"]["data_files"] == key["files"] and summary["task"]["rows"] == {"train": 64, "eval": 16}
+    from harness.train.eval.final_eval import eval_run
+
+    out = eval_run(tmp_path / "run", n_samples=2, num_prompts=4, vs_initial=True)  # `harness eval` on a dataset run
+    assert "delta/pass_at_1" in out and "eval/reward/gsm8k" in out
+
+
+def test_dpo_on_a_dataset(tmp_path):
+    """The DPO trainer on a dataset task, from a pairs file (its prompts get the data's system prompt)."""
+    from harness.train.run.policy_init import initial_policy, system_prompt
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"prompt": f"Tom has {i} apples and buys 2. How many?", "chosen": f"#### {i + 2}",
+                                         "rejected": f"#### {i}", "difficulty": "easy"}) + "\n" for i in range(4)))
+    data = {"train": f"{SAMPLE}/train.jsonl", "eval": f"{SAMPLE}/test.jsonl", "prompt_key": "question",
+            "max_train_rows": 16, "max_eval_rows": 4, "system_prompt": "Be brief."}
+    cfg = load_config("experiments/runs/smoke.yaml", [
+        "task.name=dataset", f"task.data={json.dumps(data)}", "task.rewards=[gsm8k]", "task.reward_workers=0",
+        "warm_start.enabled=false", "objective.preset=dpo", f"dpo.pairs={pairs}", "dpo.batch_size=2", "dpo.max_steps=2",
+        "train.threads=1", "train.old_logp=recompute", "train.mini_batches=1", "rollout.max_new_tokens=16",
+        "eval.num_prompts=4", "eval.n_samples=2", "eval.ks=[1,2]", "tracking.mlflow=false"])
+    assert system_prompt(cfg) == "Be brief."
+    _, tok, render = initial_policy(cfg, "cpu")
+    from harness.train.dpo.pairs import PreferencePair
+
+    ids = render(PreferencePair("Q?", "a", "b", "easy"))
+    assert tok.decode(ids).startswith("<bos>Be brief.\n")  # a pair's prompt is rendered as the task's prompts are
+    summary = train(cfg, tmp_path / "dpo")
+    assert summary["trainer"] == "dpo" and summary["steps"] == 2
 
 
 def test_long_prompts_dropped_or_refused(tmp_path, capsys):
