@@ -139,3 +139,19 @@ def test_a_pretrained_folder_is_warm_started_only_when_asked(tmp_path):
     report = json.loads((warm_start_folder(asked) / "warmstart.json").read_text())
     assert report["key"]["pretrained_sft"] is True and report["key"]["model"] == str(folder)
     assert any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.state_dict().values()))
+
+
+def test_a_raising_reward_function_stops_the_run_in_one_line(tmp_path, capsys):
+    from harness.cli import main
+
+    data = {"train": f"{SAMPLE}/train.jsonl", "prompt_key": "question", "max_train_rows": 16, "eval_fraction": 0.2}
+    code = main(["train", "experiments/runs/smoke.yaml", "task.name=dataset", f"task.data={json.dumps(data)}",
+                 "task.rewards=[gsm8k, {function: tests.tasks.user_rewards:boom}]", "task.reward_workers=0",
+                 "warm_start.enabled=false", "train.steps=1", "train.prompts_per_step=2", "train.group_size=2",
+                 "train.mini_batches=1", "train.threads=1", "rollout.max_new_tokens=8", "eval.num_prompts=2",
+                 "eval.n_samples=1", "eval.ks=[1]", "tracking.mlflow=false", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1
+    assert err.startswith("harness: RewardFunctionError: reward function tests.tasks.user_rewards:boom (task.rewards "
+                          "'boom') raised ZeroDivisionError: division by zero on train row"), err  # the train FILE's row
+    assert "(uid train:" in err and ", completion '" in err

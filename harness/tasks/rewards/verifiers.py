@@ -142,20 +142,22 @@ def gsm8k_answer(text: str) -> Fraction | None:
     return found[0] if found else None
 
 
-def verify_gsm8k(completion: str, reference: str, options: dict) -> Verdict:
+def reference_number(reference: str) -> Fraction | None:
+    """A numeric reference: its "####" number (a GSM8K solution), else its last number."""
     ref = gsm8k_answer(reference)
-    if ref is None:
-        ref = last_number(reference)
-    got = gsm8k_answer(completion)
-    return Verdict(got is not None and got == ref, None if got is None else show(got))
+    return last_number(reference) if ref is None else ref
+
+
+def _number_verdict(got: Fraction | None, reference: str) -> Verdict:
+    return Verdict(got is not None and got == reference_number(reference), None if got is None else show(got))
+
+
+def verify_gsm8k(completion: str, reference: str, options: dict) -> Verdict:
+    return _number_verdict(gsm8k_answer(completion), reference)
 
 
 def verify_number(completion: str, reference: str, options: dict) -> Verdict:
-    ref = gsm8k_answer(reference)
-    if ref is None:
-        ref = last_number(reference)
-    got = last_number(completion)
-    return Verdict(got is not None and got == ref, None if got is None else show(got))
+    return _number_verdict(last_number(completion), reference)
 
 
 def verify_exact(completion: str, reference: str, options: dict) -> Verdict:
