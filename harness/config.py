@@ -27,7 +27,9 @@ Checked before any model loads (each once read late, after seconds of work): the
 smollm2-135m, `from_pretrained` options; values are tried on that class, for tiny-* with a
 weightless build); a `model.name` folder must hold a Hugging Face model (config.json, weights,
 tokenizer); a group statistic (baseline group_mean / leave_one_out, scale group_std) needs
-`train.group_size >= 2`; a clip distance (`eps_low`, `eps_high`) of 0 with a clipping surrogate.
+`train.group_size >= 2`; a clip distance (`eps_low`, `eps_high`) of 0 with a clipping surrogate;
+for `task.name: dataset`, its files, fields, rewards (functions imported, signatures checked) and
+its first reference answers scored as completions (harness/tasks/dataset/, docs/tasks.md).
 
 Ignored knobs. A knob that the chosen trainer or objective would not read is an error when its
 value differs from its default (for objective knobs: from the preset's value), so a config
