@@ -78,6 +78,15 @@ def test_trl_conversational_jsonl(tmp_path):
     assert t.score(p, f"Answer: {p.answer}", False).correct
 
 
+def test_compressed_jsonl(tmp_path):
+    import gzip
+
+    with gzip.open(tmp_path / "rows.jsonl.gz", "wt") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in gsm8k_rows(20)))
+    t = task(train=str(tmp_path / "rows.jsonl.gz"), prompt_key="question", eval_fraction=0.3)
+    assert len(t.rows("train")) + len(t.rows("eval")) == 20
+
+
 def test_csv_and_tsv(tmp_path):
     (tmp_path / "q.csv").write_text("question,answer\n" + "".join(f"\"What is {i}, doubled?\",{2 * i}\n" for i in range(20)))
     t = task(train=str(tmp_path / "q.csv"), prompt_key="question", rewards=[RewardSpec("n", verifier="number")],
