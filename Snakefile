@@ -83,13 +83,16 @@ def _warm_start_groups():
     of_cell, configs = {}, {}
     for c in STUDY.cells:
         cfg = c.config
-        if not cfg.warm_start.enabled:
+        if not cfg.uses_warm_start():  # a pretrained model without warm_start.pretrained starts from its weights
             continue
         name = warm_start_folder(cfg).name
         of_cell[c.id] = name
+        task = {"name": cfg.task.name, "options": cfg.task.options}
+        if cfg.task.name == "dataset":  # its data and rewards define the SFT (on task.data.solution_key)
+            task = cfg.task.model_dump(mode="json", exclude={"difficulty_mix", "options"})
         configs.setdefault(name, {
             "model": cfg.model.model_dump(mode="json"),
-            "task": {"name": cfg.task.name, "options": cfg.task.options},
+            "task": task,
             "warm_start": cfg.warm_start.model_dump(mode="json"),
             "rollout": {"max_new_tokens": cfg.rollout.max_new_tokens},
             "tracking": {"mlflow": False},
@@ -106,7 +109,7 @@ for _name, _cfg in WS_CONFIGS.items():
 # ---------------------------------------------------------------- resources (see profiles/slurm for the cluster)
 # CPU scales: one torch thread per training job (2 cells in parallel on 2 cores). GPU scale: one GPU per job.
 TRAIN_THREADS = {cid: (c.config.train.threads or (8 if GPU else 1)) for cid, c in CELLS.items()}
-RUNTIME_MIN = {"smoke": 30, "cpu": 360, "gpu": 720}[STUDY.scale]
+RUNTIME_MIN = {"smoke": 30, "cpu": 360, "gpu": 720, "dataset": 360}[STUDY.scale]
 NOTEBOOK = Path(workflow.basedir) / "analysis" / f"{STUDY.name}.py"
 EVAL_FLAGS = final_eval_flags(STUDY.final_eval)  # the study's `final_eval`: --n-samples N --num-prompts P --vs-initial
 PROBE = bool(STUDY.probe)  # the study file's `probe:` section (for this scale)

@@ -6,6 +6,8 @@
     harness warmstart CONFIG [dotted.key=value ...]         build (or find) the cached SFT warm start
     harness eval RUN_DIR [--n-samples N] [--vs-initial]      pass@k of a finished run -> RUN_DIR/eval.json
     harness compare RUN_A RUN_B [--step N] [--ks 1,8] [--json]   B vs A prompt by prompt on their saved evals
+    harness score CONFIG COMPLETIONS.jsonl [dotted.key=value ...]   a dataset task's rewards on given completions
+    harness sample-data [--out DIR]                        write the sample GSM8K-format dataset (results/data)
     harness grid STUDY [--scale S] --list | --write-configs DIR   expand a study's grid (harness/experiment/)
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
@@ -101,6 +103,18 @@ def main(argv: list[str] | None = None) -> int:
                        "(default: the runs' eval.ks)")
     p_cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
+    p_score = sub.add_parser("score", help="score given completions with a dataset task's verifiers and reward "
+                             "functions: one JSON line each on stdout, a summary on stderr")
+    p_score.add_argument("config", help="run config YAML with task.name=dataset")
+    p_score.add_argument("completions", help="JSONL: {completion, uid | row (+ file) | answer, truncated?} per line")
+    p_score.add_argument("overrides", nargs="*", help="dotted overrides, e.g. task.reward_workers=0")
+
+    p_sample = sub.add_parser("sample-data", help="write the sample dataset: GSM8K-format word problems "
+                              "(gsm8k_sample/, math_sample/ with \\boxed{} answers), train.jsonl and test.jsonl each")
+    p_sample.add_argument("--out", default="results/data", help="folder to write into (default: results/data)")
+    p_sample.add_argument("--rows", type=positive_int, default=None, help="problems in all (default 4000)")
+    p_sample.add_argument("--seed", type=int, default=0, help="generator seed (default 0: the shipped sample)")
+
     # --- experiment layer: grid / tune / summarize (harness/experiment/cli.py) ---
     from harness.experiment import cli as _study_cli
 
@@ -159,8 +173,28 @@ def _run(args: argparse.Namespace) -> int:
         result = compare_runs(args.run_a, args.run_b, args.step, args.ks)
         print(json.dumps(result, indent=2) if args.json else format_comparison(result))
         return 0
+    if args.command == "sample-data":
+        from harness.tasks.sample_data import ROWS, write_samples
+
+        for path in write_samples(args.out, args.rows or ROWS, args.seed):
+            print(path)
+        return 0
     cfg = load_config(args.config, args.overrides)
 
+    if args.command == "score":
+        from harness.tasks import task_from_config
+        from harness.tasks.dataset.score_file import ScoreFileError, score_file
+
+        if cfg.task.name != "dataset":
+            raise ConfigError(f"harness score scores a dataset task's completions; {args.config} has task.name="
+                              f"{cfg.task.name!r}, which generates its problems")
+        section = cfg.task.model_copy(update={"data": cfg.task.data.model_copy(
+            update={"max_train_rows": None, "max_eval_rows": None})})  # every row of the files can be named
+        try:
+            score_file(task_from_config(section), args.completions)
+        except ScoreFileError as err:
+            raise ConfigError(str(err)) from None
+        return 0
     if args.command == "config":
         print(explain_config(cfg) if args.explain else dump_config(cfg), end="")
     elif args.command == "warmstart":

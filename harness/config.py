@@ -27,7 +27,9 @@ Checked before any model loads (each once read late, after seconds of work): the
 smollm2-135m, `from_pretrained` options; values are tried on that class, for tiny-* with a
 weightless build); a `model.name` folder must hold a Hugging Face model (config.json, weights,
 tokenizer); a group statistic (baseline group_mean / leave_one_out, scale group_std) needs
-`train.group_size >= 2`; a clip distance (`eps_low`, `eps_high`) of 0 with a clipping surrogate.
+`train.group_size >= 2`; a clip distance (`eps_low`, `eps_high`) of 0 with a clipping surrogate;
+for `task.name: dataset`, its files, fields, rewards (functions imported, signatures checked) and
+its first reference answers scored as completions (harness/tasks/dataset/, docs/tasks.md).
 
 Ignored knobs. A knob that the chosen trainer or objective would not read is an error when its
 value differs from its default (for objective knobs: from the preset's value), so a config
@@ -92,10 +94,99 @@ class ModelSection(_Section):
     prompt_suffix: str = Field("", description="appended to every task prompt (an answer-format instruction for chat models)")
 
 
+class PassRateDifficulty(_Section):
+    """task.data.difficulty_by_pass_rate: difficulty buckets from the initial policy's pass rate on each
+    prompt (harness/train/run/pass_rates.py), measured once and cached beside the warm start's eval."""
+
+    samples: int = Field(8, ge=1, description="samples per prompt (rollout.temperature, rollout.max_new_tokens)")
+    edges: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=lambda: [0.25, 0.75], min_length=1, description="pass-rate edges between buckets, increasing; "
+        "two edges give hard (p < first), medium, easy (p >= second); other counts give buckets named p0.00-0.25, ...")
+
+    @field_validator("edges")
+    @classmethod
+    def _increasing(cls, edges: list[float]) -> list[float]:
+        if any(a >= b for a, b in zip(edges, edges[1:])):
+            raise ValueError(f"edges must increase (got {edges})")
+        return edges
+
+
+class DataSection(_Section):
+    """task.data: the rows of a dataset task (task.name: dataset; harness/tasks/dataset/, docs/tasks.md)."""
+
+    train: str | list[str] = Field(..., description="file or folder of rows: JSONL/JSON, Parquet, CSV, or a "
+                                   "save_to_disk folder (several paths: one table). verl: data.train_files")
+    eval: str | list[str] | None = Field(None, description="held-out rows (verl: data.val_files); null: split train by "
+                                         "a stable hash of each prompt, eval_fraction held out")
+    format: Literal["auto", "json", "parquet", "csv", "arrow"] = Field(
+        "auto", description="file format; auto: from the name (.jsonl .json .parquet .csv .tsv, a folder)")
+    train_split: str = Field("train", description="the split of train when it is a DatasetDict folder")
+    eval_split: str = Field("test", description="the split of eval when it is a DatasetDict folder")
+    eval_fraction: float = Field(0.1, gt=0, lt=1, description="share of the train file's prompts held out when eval "
+                                 "is null (by a sha256 of the prompt: the same prompt always on the same side)")
+    prompt_key: str = Field("prompt", description="the prompt field (dotted path); text, or a list of chat messages "
+                            "{role, content} (verl's parquet, TRL's conversational JSONL). verl: data.prompt_key")
+    prompt_template: str | None = Field(None, description="instead of prompt_key: a template over fields, e.g. "
+                                        "'{question}\n{choices}' ({dotted.path} placeholders; lists one item a line)")
+    answer_key: str = Field("answer", description="the reference answer field (dotted path, e.g. "
+                            "reward_model.ground_truth); verifiers compare completions with it")
+    difficulty_key: str | None = Field(None, description="a field whose value labels each row's difficulty bucket "
+                                       "(eval/pass_at_k/<bucket>, the difficulty-bias study); null: 'all'")
+    difficulty_by_pass_rate: PassRateDifficulty | None = Field(
+        None, description="instead of difficulty_key: buckets from the initial policy's pass rate per prompt")
+    solution_key: str | None = Field(None, description="a worked-solution field: the SFT target of a warm start "
+                                     "(warm_start.pretrained for a pretrained model)")
+    id_key: str | None = Field(None, description="a field holding each row's id: the problem uid is '<train|eval>:<id>' "
+                                "(null: the row's index in its file)")
+    system_prompt: str | None = Field(None, description="system message of every prompt (through the model's chat "
+                                      "template; an error if a row's messages already hold one)")
+    where: dict[str, Any] = Field(default_factory=dict, description="keep only rows whose field (dotted) equals the "
+                                  "value, or one of a list of values, e.g. {difficulty: [easy, medium]}")
+    max_train_rows: int | None = Field(None, ge=1, description="at most this many train rows (a random subset, fixed by "
+                                       "shuffle_seed)")
+    max_eval_rows: int | None = Field(None, ge=1, description="at most this many eval rows (a random subset)")
+    shuffle_seed: int = Field(0, description="order of the rows of each split (and so which rows the limits keep)")
+    overlap: Literal["error", "drop", "allow"] = Field(
+        "error", description="train and eval files sharing prompts: error (say how many), drop them from train, or allow")
+    check_answers: int = Field(8, ge=0, description="before training, score the first N train rows' reference answers "
+                               "as completions with the reward that defines correct; each must come out correct (0 = off)")
+
+
+class RewardSection(_Section):
+    """task.rewards[i]: one reward, a built-in verifier or a function; the total is the weighted sum.
+    A string is short for one: 'gsm8k' = {verifier: gsm8k}, 'my_rewards:fn' = {function: my_rewards:fn}."""
+
+    verifier: Literal["math", "gsm8k", "number", "exact", "regex", "choice"] | None = Field(
+        None, description="a built-in verifier: reward 1 if the completion's final answer equals the reference, else 0 "
+        "(harness/tasks/rewards/verifiers.py)")
+    function: str | None = Field(None, description="module.path:function taking (prompt, completion, answer, row) -> "
+                                 "float or {reward, correct} (TRL: reward_funcs; verl: custom_reward_function.path/name)")
+    name: str | None = Field(None, description="logged as reward/<name>; default: the verifier's or the function's name")
+    weight: float = Field(1.0, description="weight in the total reward (TRL: reward_weights)")
+    options: dict[str, Any] = Field(default_factory=dict, description="verifier options: regex {pattern, group, "
+                                    "ignore_case}, choice {choices}, exact {case_sensitive}")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"function": data} if ":" in data else {"verifier": data}
+        return data
+
+
 class TaskSection(_Section):
-    name: str = Field("arithmetic", description="a task in harness.tasks.TASKS (arithmetic | countdown)")
+    name: str = Field("arithmetic", description="arithmetic | countdown (generated, harness.tasks.TASKS) | dataset (the rows of task.data)")
     difficulty_mix: dict[str, float] | None = Field(None, description="weight per difficulty bucket, e.g. {easy: 1, hard: 1}")
     options: dict[str, Any] = Field(default_factory=dict, description="other constructor arguments of the task")
+    data: DataSection | None = Field(None, description="task.name=dataset: the data files and which fields to read")
+    rewards: list[RewardSection] = Field(default_factory=list, description="task.name=dataset: verifiers and reward "
+                                         "functions, each logged as reward/<name>; the total is their weighted sum")
+    correct: str | None = Field(None, description="the reward (by name) whose verdict is 'correct' for pass@k, "
+                                "reward/accuracy and length/correct; default: the first verifier, else the first reward")
+    reward_timeout: float = Field(5.0, gt=0, description="seconds each reward may take on one completion; over it: "
+                                  "reward 0, not correct, counted in reward/timeouts")
+    reward_workers: int | None = Field(None, ge=0, description="worker processes that score completions (0: the "
+                                       "trainer's process); null: 2 when a reward is math, regex or a function, else 0")
 
 
 class WarmStartSection(_Section):
@@ -104,6 +195,9 @@ class WarmStartSection(_Section):
     batch_size: int = Field(64, ge=1)
     lr: float = Field(3e-3, gt=0)
     cache_dir: str = Field("results/warmstart", description="checkpoints are cached here, keyed by model+task+SFT settings")
+    pretrained: bool = Field(False, description="also SFT a pretrained model (smollm2-135m or a folder) before RL, on "
+                             "the task's demonstrations (a dataset's task.data.solution_key); off: a pretrained model "
+                             "starts from its own weights")
 
 
 class RolloutSection(_Section):
@@ -114,6 +208,15 @@ class RolloutSection(_Section):
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="vllm only (on CPU it is a share of RAM)")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="precision of the rollout engine (bf16 vs fp32 training = mismatch)")
     router_noise: float = Field(0.0, ge=0, description="MoE: std of Gaussian noise added to router logits at rollout only")
+    stop: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="stop strings: a response ends after the first one it writes (kept in its "
+        "text; the response counts as finished, not truncated), as at EOS; hf and vllm")
+    max_prompt_tokens: int | None = Field(None, ge=1, description="dataset tasks: prompts longer than this many tokens "
+                                          "(chat template included) are dropped or refused (overlong_prompts); "
+                                          "verl: data.max_prompt_length")
+    overlong_prompts: Literal["drop", "error"] = Field(
+        "drop", description="a prompt over max_prompt_tokens: drop it (the count per split is printed and logged) or "
+        "stop with an error naming the longest (verl: data.filter_overlong_prompts)")
 
 
 class TrainSection(_Section):
@@ -302,10 +405,21 @@ class RunConfig(_Section):
                                  f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none")
 
     def _task_knobs(self) -> None:
-        """Construct the task (cheap, no model) so that difficulty_mix and options fail here."""
+        """Construct the task (cheap, no model) so that difficulty_mix and options fail here; a dataset
+        task reads its files and checks its fields, rewards and reference answers (harness/tasks/dataset/)."""
         from harness.tasks import make_task
 
         t = self.task
+        if t.name == "dataset":
+            self._dataset_knobs()
+            return
+        dataset_only = [f"task.{k}" for k in ("data", "rewards", "correct", "reward_timeout", "reward_workers")
+                        if getattr(t, k) != _field_default(TaskSection, k)]
+        dataset_only += [f"rollout.{k}" for k in ("max_prompt_tokens",) if getattr(self.rollout, k) is not None]
+        if dataset_only:
+            raise ValueError(f"{', '.join(dataset_only)} configure a dataset task (task.name=dataset); task.name="
+                             f"{t.name!r} generates its problems and scores them itself: drop them, or set "
+                             "task.name=dataset")
         if "difficulty_mix" in t.options:
             raise ValueError("task.options.difficulty_mix: set the mix as task.difficulty_mix (its own key)")
         try:
@@ -316,6 +430,50 @@ class RunConfig(_Section):
             make_task(t.name, difficulty_mix=t.difficulty_mix, **t.options)
         except (ValueError, TypeError) as err:
             raise ValueError(f"task.options={t.options!r}: {err}") from None
+
+    def _dataset_knobs(self) -> None:
+        """task.name=dataset: its own keys set, the generated tasks' keys not; the files read, the fields,
+        rewards and reference answers checked (memoised per process on the task section and the files)."""
+        t = self.task
+        if t.data is None:
+            raise ValueError("task.data: task.name=dataset needs task.data.train (a file or folder of rows) and the "
+                             "fields to read (prompt_key, answer_key); see docs/tasks.md")
+        for key in ("difficulty_mix", "options"):
+            if getattr(t, key) != _field_default(TaskSection, key):
+                raise ValueError(f"task.{key}={getattr(t, key)!r} configures a generated task; a dataset task reads its "
+                                 "rows (filter them with task.data.where, limit them with task.data.max_train_rows)")
+        d = t.data
+        if d.prompt_template is not None and d.prompt_key != _field_default(DataSection, "prompt_key"):
+            raise ValueError(f"task.data.prompt_key={d.prompt_key!r} and task.data.prompt_template are both set; the "
+                             "template names its fields itself: drop one")
+        if d.difficulty_key is not None and d.difficulty_by_pass_rate is not None:
+            raise ValueError("task.data.difficulty_key and task.data.difficulty_by_pass_rate are both set; buckets come "
+                             "from one: drop one")
+        if d.eval is not None and d.eval_fraction != _field_default(DataSection, "eval_fraction"):
+            raise ValueError(f"task.data.eval_fraction={d.eval_fraction} splits the train file when task.data.eval is "
+                             "null; task.data.eval is set: drop eval_fraction")
+        if self.uses_warm_start() and d.solution_key is None:
+            why = ("warm_start.pretrained=true" if self.model.name not in _TINY
+                   else f"model.name={self.model.name!r} is built fresh and warm_start.enabled=true")
+            raise ValueError(f"task.data.solution_key: {why} trains an SFT warm start on the dataset's worked solutions; "
+                             "name the solution field, or set warm_start.enabled=false (warm_start.pretrained=false for a "
+                             "pretrained model)")
+        memo = json.dumps([t.model_dump(mode="json"), self.model.name], sort_keys=True, default=str)
+        stats = _data_stats(d)
+        if _CHECKED_DATA.get(memo) == stats:
+            return
+        from harness.tasks import task_from_config
+        from harness.tasks.dataset import check_reference_answers
+
+        task = task_from_config(t)
+        check_reference_answers(task, d.check_answers)
+        _CHECKED_DATA[memo] = stats
+
+    def uses_warm_start(self) -> bool:
+        """Whether the run starts from an SFT warm start: a freshly built tiny model with
+        warm_start.enabled, or a pretrained one with warm_start.enabled and warm_start.pretrained."""
+        ws = self.warm_start
+        return ws.enabled and (self.model.name in _TINY or ws.pretrained)
 
     def _model_knobs(self) -> None:
         """A model.name folder must hold a model; model.overrides keys and values must fit its config class."""
@@ -350,6 +508,14 @@ class RunConfig(_Section):
             if value != _field_default(type(getattr(self, section)), name):
                 if msg := knob_rules.unread_message(o, key, _show(value) if isinstance(value, tuple) else value):
                     errors.append(msg)
+        ws, r = self.warm_start, self.rollout
+        if ws.pretrained and (not ws.enabled or self.model.name in _TINY):
+            why = "warm_start.enabled=false" if not ws.enabled else f"model.name={self.model.name!r} is built fresh (its " \
+                  "warm start is governed by warm_start.enabled alone)"
+            errors.append(f"warm_start.pretrained=true asks for an SFT warm start of a pretrained model, and {why}: drop it")
+        if r.max_prompt_tokens is None and r.overlong_prompts != _field_default(RolloutSection, "overlong_prompts"):
+            errors.append(f"rollout.overlong_prompts={r.overlong_prompts!r} says what to do with prompts over "
+                          "rollout.max_prompt_tokens, which is not set")
         return errors, []
 
     def _dpo_ignores(self) -> tuple[list[str], list[str]]:
@@ -421,10 +587,27 @@ class RunConfig(_Section):
         return self.model_dump(mode="json")
 
 
-def _task_names() -> set[str]:
-    from harness.tasks import TASKS
+_TINY = ("tiny-dense", "tiny-moe")  # built fresh (harness/models/registry.py): warm-started by default
+_CHECKED_DATA: dict[str, tuple] = {}
 
-    return set(TASKS)
+
+def _data_stats(d: "DataSection") -> tuple:
+    """(path, size, mtime) of every data file: a checked dataset is checked again when a file changes."""
+    from harness.tasks.dataset.read import stat_key
+
+    paths = [d.train] if isinstance(d.train, str) else list(d.train)
+    if d.eval:
+        paths += [d.eval] if isinstance(d.eval, str) else list(d.eval)
+    try:
+        return stat_key([Path(p) for p in paths])
+    except OSError:
+        return ()
+
+
+def _task_names() -> set[str]:
+    from harness.tasks import TASK_NAMES
+
+    return set(TASK_NAMES)
 
 
 # ----------------------------------------------------------------------------- checks

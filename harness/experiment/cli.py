@@ -20,27 +20,29 @@ import json
 import sys
 from pathlib import Path
 
+from harness.experiment.study import SCALES
+
 COMMANDS = ("grid", "tune", "summarize", "probe", "figures", "mlflow-sync", "reproduce")
 
 
 def add_commands(sub) -> None:
     p = sub.add_parser("grid", help="expand and validate a study's grid")
     p.add_argument("study", help="study name under experiments/ or a study YAML")
-    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="default: the study's `scale:`")
+    p.add_argument("--scale", choices=list(SCALES), default=None, help="default: the study's `scale:`")
     p.add_argument("--list", action="store_true", help="print the cells (default action)")
     p.add_argument("--json", action="store_true", help="print the cells as JSON")
     p.add_argument("--write-configs", metavar="DIR", help="write DIR/<cell>.yaml and DIR/cells.json")
 
     p = sub.add_parser("tune", help="Optuna search over run-config knobs (sqlite storage under results/)")
     p.add_argument("study", help="tune YAML or study YAML with a `tune:` section (name or path)")
-    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None)
+    p.add_argument("--scale", choices=list(SCALES), default=None)
     p.add_argument("--trials", type=int, default=None, help="total trials wanted (default: tune.trials)")
     p.add_argument("--jobs", type=int, default=1, help="trials in parallel (each a `harness train` subprocess)")
     p.add_argument("--results", default="results", help="results root (default: results)")
 
     p = sub.add_parser("summarize", help="summary table / figures of a study's results folder")
     p.add_argument("study_dir", help="results/<study>/<scale> (holds cells.json), or a study name/YAML")
-    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="with a study name")
+    p.add_argument("--scale", choices=list(SCALES), default=None, help="with a study name")
     p.add_argument("--csv", help="write the summary table here")
     p.add_argument("--figures", help="write figures into this folder (replaced atomically)")
     p.add_argument("--notebook", help="analysis notebook (jupytext .py) to run instead of the generic figures")
@@ -49,7 +51,7 @@ def add_commands(sub) -> None:
     p = sub.add_parser("probe", help="measure a study's mechanism directly: one update per arm from the same "
                        "policy and batches (harness/probes/)")
     p.add_argument("study", help="study name under experiments/ or a study YAML")
-    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="default: the study's `scale:`")
+    p.add_argument("--scale", choices=list(SCALES), default=None, help="default: the study's `scale:`")
     p.add_argument("--out", help="JSON output (default: results/<study>/<scale>/probe.json; with --regime: "
                    "regime.json)")
     p.add_argument("--regime", action="store_true", help="only sample training batches from the warm start with the "
@@ -58,7 +60,7 @@ def add_commands(sub) -> None:
 
     p = sub.add_parser("figures", help="a study's summary.csv and figures, from its run folders or from MLflow alone")
     p.add_argument("study", help="study name under experiments/ or a study YAML")
-    p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="default: the study's `scale:`")
+    p.add_argument("--scale", choices=list(SCALES), default=None, help="default: the study's `scale:`")
     p.add_argument("--from-mlflow", action="store_true", help="read the study's MLflow experiment (MLFLOW_TRACKING_URI, "
                    "else sqlite:///results/mlflow.db), not results/<study>/<scale>/runs")
     p.add_argument("--out", help="where summary.csv and figures/ go (default: results/<study>/<scale>, with "

@@ -44,7 +44,7 @@ from typing import Any
 
 from harness.experiment.expand import expand
 from harness.experiment.schema import SAFE_NAME, TOP_LEVEL_KEYS, validate_study_file
-from harness.experiment.study import ARM, SCALES, SEED, Axis, Study, StudyError
+from harness.experiment.study import ARM, DECLARED_SCALES, SCALES, SEED, Axis, Study, StudyError
 
 __all__ = ["TOP_LEVEL_KEYS", "find_study", "load_study", "parse_study"]
 
@@ -138,6 +138,9 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
     scale = scale or spec.scale or "smoke"
     if scale not in SCALES:
         raise StudyError(f"scale: {scale!r} is not one of {list(SCALES)}")
+    if scale in DECLARED_SCALES and scale not in (raw.get("scales") or {}):
+        raise StudyError(f"scale: {scale!r}: study {name} has no scales.{scale} section (its scales: "
+                         f"{sorted(raw.get('scales') or {})}); the {scale} scale runs only where a study defines it")
     scale_ov = dict((raw.get("scales") or {}).get(scale) or {})
     base = _load_base(raw.get("base"), path)
 

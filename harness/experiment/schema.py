@@ -29,7 +29,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from harness.experiment.keys import key_problem
 from harness.experiment.study import ARM, SCALES, SEED, StudyError
 
-Scale = Literal["smoke", "cpu", "gpu"]
+Scale = Literal["smoke", "cpu", "gpu", "dataset"]
 assert typing.get_args(Scale) == SCALES
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
 Number = Union[StrictInt, StrictFloat]

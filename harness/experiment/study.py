@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 
-SCALES = ("smoke", "cpu", "gpu")
+SCALES = ("smoke", "cpu", "gpu", "dataset")  # dataset: SmolLM2-135M on the sample dataset (length_bias, difficulty_bias)
+DECLARED_SCALES = ("dataset",)  # a study runs at these only when its file has the scale's section
 ARM = "arm"          # optional label key of a zip group
 SEED = "seed"
 

@@ -10,6 +10,7 @@ from harness.models.registry import (
     build_model,
     load_model,
     param_count,
+    render_problem,
     render_prompt,
     save_model,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "load_model",
     "param_count",
     "record_routing",
+    "render_problem",
     "render_prompt",
     "replay_routing",
     "routers",

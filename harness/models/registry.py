@@ -68,17 +68,34 @@ def load_model(
     return model.eval(), tokenizer
 
 
-def render_prompt(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+def render_prompt(tokenizer: PreTrainedTokenizerBase, text: str, system: str | None = None,
+                  messages: list[dict] | None = None) -> list[int]:
     """Token ids of the prompt the model sees for task text `text` (ending with its cue).
 
-    With a chat template: one user message + generation prompt (for the character
-    tokenizer this is exactly `<bos>` + text). Without one: `<bos>` (if any) + text.
+    With a chat template: [system message] + one user message + generation prompt (for the
+    character tokenizer this is exactly `<bos>` + text). Without one: `<bos>` (if any) +
+    [system + blank line] + text. `messages` (a chat-messages prompt of a dataset row) replaces
+    the user message: they are rendered as they are (`system` first, if given), and without a
+    template their contents are joined by blank lines.
     """
+    msgs = list(messages) if messages is not None else [{"role": "user", "content": text}]
+    if system is not None:
+        msgs = [{"role": "system", "content": system}, *msgs]
     if tokenizer.chat_template:
-        msgs = [{"role": "user", "content": text}]
         return list(tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False))
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
-    return bos + tokenizer.encode(text, add_special_tokens=False)
+    return bos + tokenizer.encode("\n\n".join(m["content"] for m in msgs), add_special_tokens=False)
+
+
+def render_problem(tokenizer: PreTrainedTokenizerBase, problem, suffix: str = "") -> list[int]:
+    """render_prompt of a task problem (anything with .prompt; a dataset problem's meta may hold chat
+    `messages` and a `system` prompt): the prompt, `suffix` appended to its (last) user message."""
+    meta = getattr(problem, "meta", None) or {}
+    messages = meta.get("messages")
+    if messages is not None and suffix:
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        messages = [dict(m, content=m["content"] + suffix) if i == last else m for i, m in enumerate(messages)]
+    return render_prompt(tokenizer, problem.prompt + suffix, system=meta.get("system"), messages=messages)
 
 
 def param_count(model: torch.nn.Module, trainable_only: bool = False) -> int:

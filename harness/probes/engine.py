@@ -34,7 +34,7 @@ from harness.rollout import make_backend
 from harness.train.rl.collect import collect, step_seed
 from harness.train.eval.evaluate import evaluate
 from harness.train.run.policy_init import initial_policy
-from harness.tasks import make_task
+from harness.train.run.task_setup import build_task, prepare_task
 from harness.train.rl.step import batch_logprobs
 from harness.train.batch import Batch
 from harness.train.run.components import Trained
@@ -113,10 +113,10 @@ def setup_policy(cfg: RunConfig):
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.seed)
-    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
-                     **cfg.task.options)
+    task = build_task(cfg)
     policy, tok, render = initial_policy(cfg, torch.device("cpu"))
     policy.eval()
+    prepare_task(cfg, task, tok, render, lambda: make_backend(cfg.rollout, policy, tok))
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     return task, policy, tok, render, pad_id, make_backend(cfg.rollout, policy, tok)
 

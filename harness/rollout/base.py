@@ -17,6 +17,28 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int = 0
+    stop: tuple[str, ...] = ()  # stop strings (rollout.stop): a response ends with the token that completes one
+
+
+def stop_index(tokenizer, ids: list[int], stops: tuple[str, ...]) -> int | None:
+    """Index of the token of `ids` at which the decoded text (special tokens skipped) first contains
+    one of `stops`, None if it never does."""
+    if not stops or not any(s in tokenizer.decode(ids, skip_special_tokens=True) for s in stops):
+        return None
+    lo, hi = 0, len(ids) - 1  # the prefix containing a stop string only grows: bisect for the first one
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if any(s in tokenizer.decode(ids[:mid + 1], skip_special_tokens=True) for s in stops):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
+    """`text` up to the end of the first stop string in it (the stop string kept)."""
+    ends = [text.index(s) + len(s) for s in stops if s in text]
+    return text[:min(ends)] if ends else text
 
 
 @dataclass
@@ -25,11 +47,12 @@ class RolloutBatch:
 
     prompt_ids: list of B token-id lists (the rendered prompt, no padding).
     response_ids: (B, T) long, right-padded with pad_token_id.
-    response_mask: (B, T) float, 1 on generated tokens (EOS included when generated).
+    response_mask: (B, T) float, 1 on generated tokens (EOS included when generated; with stop strings,
+        up to the token that completes the first one).
     sampler_logp: (B, T) float, log-prob of each sampled token under the SAMPLER's
         distribution (after temperature), 0 on padding.
-    truncated: (B,) bool, True when generation hit max_new_tokens without EOS.
-    texts: B decoded responses (special tokens stripped).
+    truncated: (B,) bool, True when generation hit max_new_tokens without EOS or a stop string.
+    texts: B decoded responses (special tokens stripped; up to and including the first stop string).
     extras: per-row tensors (first dim B) a backend adds. "routing": (B, S, L, k) long, the
         experts each of the L MoE layers chose for every token during generation, in the
         training forward's layout (prompt at positions [0, P_i), response token t at P_i + t;

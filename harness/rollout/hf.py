@@ -1,7 +1,9 @@
 """`rollout.backend=hf`: transformers `generate` on the training module itself.
 
 Sampler log-probs come from the processed scores (after temperature / top-p), i.e. the
-distribution the tokens were actually drawn from.
+distribution the tokens were actually drawn from. Stop strings (`rollout.stop`) end a row with the
+token that completes the first one (kept, as EOS is; `_StopStrings`, matched on the decoded text),
+and its text is cut after the stop string.
 
 Rollout/train mismatch knobs (docs/studies.md (c)):
 - `rollout.dtype` different from the policy's dtype (bfloat16 rollout, float32 training):
@@ -23,7 +25,7 @@ import torch
 
 from harness import threads
 from harness.models.moe import is_moe, noisy_routing, record_routing
-from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
+from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -70,6 +72,19 @@ def assemble_routing(calls: list[list[torch.Tensor]], prompt_lens: torch.Tensor,
     return torch.where(valid[:, :, None, None], out.long(), torch.full_like(out, -1, dtype=torch.long))
 
 
+class _StopStrings:
+    """generate's stopping criterion for rollout.stop: a row is done once its decoded response (special
+    tokens skipped, as RolloutBatch.texts) contains a stop string. (transformers' own stop_strings
+    match the vocabulary's token strings, special tokens included: "<bos>" would end a row on "o".)"""
+
+    def __init__(self, tokenizer, stops: tuple[str, ...], prompt_width: int):
+        self.tokenizer, self.stops, self.prompt_width = tokenizer, stops, prompt_width
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_width:], skip_special_tokens=True)
+        return torch.tensor([any(s in t for s in self.stops) for t in texts], device=input_ids.device)
+
+
 class HFBackend(RolloutBackend):
     """dtype: None or "float32" | "bfloat16" (the rollout engine's precision); router_noise:
     std of the noise on router logits during generation (MoE only)."""
@@ -112,7 +127,8 @@ class HFBackend(RolloutBackend):
         mask = torch.cat([pad(p[1], 0.0) for p in parts])
         logp = torch.cat([pad(p[2], 0.0) for p in parts])
         truncated = torch.cat([p[3] for p in parts])
-        texts = [self.tokenizer.decode(r[m.bool()].tolist(), skip_special_tokens=True) for r, m in zip(ids, mask)]
+        texts = [cut_at_stop(self.tokenizer.decode(r[m.bool()].tolist(), skip_special_tokens=True), params.stop)
+                 for r, m in zip(ids, mask)]
         extras = {}
         if self.moe:  # (B, S, L, k), S = widest prompt + response of all chunks, -1 padded
             S = max(p[4].shape[1] for p in parts)
@@ -131,17 +147,24 @@ class HFBackend(RolloutBackend):
             if self.router_noise > 0:  # entered first: the recorder sees the noisy choices
                 hooks.enter_context(noisy_routing(model, self.router_noise, seed))
             calls = hooks.enter_context(record_routing(model)) if self.moe else None
+            stops = {"stopping_criteria": [_StopStrings(self.tokenizer, params.stop, input_ids.shape[1])]} \
+                if params.stop else {}
             out = model.generate(
                 input_ids=input_ids, attention_mask=attention, do_sample=True,
                 temperature=params.temperature, top_p=params.top_p, top_k=0,
                 max_new_tokens=params.max_new_tokens, pad_token_id=self.pad_id, eos_token_id=self.eos_id,
-                output_scores=True, return_dict_in_generate=True)
+                output_scores=True, return_dict_in_generate=True, **stops)
         model.train(was_training)
         resp = out.sequences[:, input_ids.shape[1]:]  # (b, T)
         scores = torch.stack(out.scores, dim=1).float()  # (b, T, V) processed logits
         logp = torch.log_softmax(scores, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
         is_eos = resp == self.eos_id
-        # mask: tokens up to and including the first EOS
+        if params.stop:  # a stop string ends a row like EOS: mark the token that completes it as its end
+            for i in range(resp.shape[0]):
+                at = stop_index(self.tokenizer, resp[i].tolist(), params.stop)
+                if at is not None and not is_eos[i, :at].any():
+                    is_eos[i, at] = True
+        # mask: tokens up to and including the first EOS (or the token that completes a stop string)
         before_eos = (is_eos.cumsum(-1) - is_eos.long()) == 0
         mask = before_eos.float()
         truncated = ~is_eos.any(-1)

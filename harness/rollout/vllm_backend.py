@@ -7,7 +7,9 @@ Lifecycle:
   (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, set unless the user set it): the model lives in the
   trainer's process, so a weight sync passes the trainer's tensors by reference.
 - generate: `TokensPrompt(prompt_token_ids=...)` (no re-tokenisation), one request per
-  prompt with `n=G`, per-request seeds derived from `SamplingParams.seed`.
+  prompt with `n=G`, per-request seeds derived from `SamplingParams.seed`. Stop strings
+  (`rollout.stop`): vLLM's `stop` with the stop string kept in the output (detokenizing only
+  then); the row ends with the token that completes it and counts as finished, as in hf.
 - sync_weights(model): `llm.collective_rpc("harness_reload_weights", ...)` (vLLM's in-place
   layerwise reload + a CPU MoE fix, see vllm_worker.py), then `llm.reset_prefix_cache()`;
   then, on the first `verify_first` syncs and every `verify_every`-th one, `verify_sync`.
@@ -58,7 +60,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
+from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
 
 # Set before vLLM is imported (its env reads are cached once an engine has started).
 ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
@@ -229,9 +231,10 @@ class VLLMBackend(RolloutBackend):
     def _request_params(self, group_size: int, params: SamplingParams, seed: int):
         from vllm import SamplingParams as VSamplingParams
 
+        stops = {"stop": list(params.stop), "include_stop_str_in_output": True} if params.stop else {}
         return VSamplingParams(n=group_size, temperature=params.temperature, top_p=params.top_p,
                                max_tokens=params.max_new_tokens, logprobs=0,  # 0: the sampled token only
-                               seed=seed, stop_token_ids=[self.eos_id], detokenize=False)
+                               seed=seed, stop_token_ids=[self.eos_id], detokenize=bool(params.stop), **stops)
 
     def generate(self, prompts: list[list[int]], group_size: int, params: SamplingParams) -> RolloutBatch:
         from vllm.inputs import TokensPrompt
@@ -251,20 +254,24 @@ class VLLMBackend(RolloutBackend):
             for c in comps:
                 ids = list(c.token_ids)
                 logp = [lp[t].logprob for lp, t in zip(c.logprobs, ids)]
+                stopped = c.finish_reason == "stop"  # EOS or a stop string; "length": truncated
+                at = stop_index(self.tokenizer, ids, params.stop) if params.stop else None
+                if at is not None:  # as the hf backend: the row ends with the token that completes the stop string
+                    ids, logp, stopped = ids[:at + 1], logp[:at + 1], True
                 rows.append(list(p))
-                samples.append((ids, logp))
-        B, T = len(samples), max(len(ids) for ids, _ in samples)
+                samples.append((ids, logp, stopped))
+        B, T = len(samples), max(len(ids) for ids, _, _ in samples)
         response_ids = torch.full((B, T), self.pad_id, dtype=torch.long)  # (B, T)
         mask = torch.zeros((B, T))
         sampler_logp = torch.zeros((B, T))
         truncated = torch.zeros(B, dtype=torch.bool)
-        for i, (ids, logp) in enumerate(samples):
+        for i, (ids, logp, stopped) in enumerate(samples):
             n = len(ids)
             response_ids[i, :n] = torch.tensor(ids, dtype=torch.long)
             mask[i, :n] = 1.0  # EOS (the last token when generated) included
             sampler_logp[i, :n] = torch.tensor(logp)
-            truncated[i] = n == 0 or ids[-1] != self.eos_id
-        texts = [self.tokenizer.decode(ids, skip_special_tokens=True) for ids, _ in samples]
+            truncated[i] = n == 0 or not (ids[-1] == self.eos_id or (params.stop and stopped))
+        texts = [cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=True), params.stop) for ids, _, _ in samples]
         return RolloutBatch(prompt_ids=rows, response_ids=response_ids, response_mask=mask,
                             sampler_logp=sampler_logp, truncated=truncated, texts=texts)
 

@@ -38,6 +38,7 @@ class RewardBreakdown:
     correct: bool
     format: float  # 1.0 if the completion has the expected answer format, else 0.0
     parsed: str | None  # the answer the parser extracted, None if none
+    parts: dict = field(default_factory=dict)  # named rewards of a dataset task (logged as reward/<name>), unweighted
 
 
 class Task(abc.ABC):
@@ -57,3 +58,7 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def score(self, problem: Problem, completion: str, truncated: bool) -> RewardBreakdown:
         """Pure verifier. A truncated completion is never correct."""
+
+    def score_batch(self, problems: list[Problem], completions: list[str], truncated: list[bool]) -> list[RewardBreakdown]:
+        """score() of each (problem, completion, truncated); a task may score them in parallel."""
+        return [self.score(p, c, bool(t)) for p, c, t in zip(problems, completions, truncated)]

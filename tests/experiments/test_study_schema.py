@@ -62,8 +62,8 @@ def test_top_level_final_eval_is_merged_with_the_scales(tmp_path):
     ({"tune": {"space": {"train.lrr": {"type": "float", "low": 0, "high": 1}}}}, ["tune.space.train.lrr", "'lr'"]),
     ({"zip": [{"arm": ["a"], "objective.bogus": [1]}]}, ["zip[0]", "'objective.bogus' is not a run-config key"]),
     # values: the key, the value given, what is allowed
-    ({"scale": "tpu"}, ["'scale'", "'smoke', 'cpu' or 'gpu'", "'tpu'"]),
-    ({"scales": {"tpu": {"train.steps": 1}}}, ["'scales.tpu'", "'smoke', 'cpu' or 'gpu'"]),
+    ({"scale": "tpu"}, ["'scale'", "'smoke', 'cpu', 'gpu' or 'dataset'", "'tpu'"]),
+    ({"scales": {"tpu": {"train.steps": 1}}}, ["'scales.tpu'", "'smoke', 'cpu', 'gpu' or 'dataset'"]),
     ({"seeds": [1, True]}, ["'seeds'", "integers", "True"]),
     ({"seeds": [1, 1]}, ["'seeds'", "value 1 is listed twice"]),
     ({"scales": {"cpu": {"seeds": ["one"]}}}, ["'scales.cpu.seeds'", "integers", "'one'"]),

@@ -159,3 +159,25 @@ def test_sync_after_noise_and_verify_schedule(setup):
         assert backend.verify_sync(model) < 1e-4
     finally:
         backend.verify_first, backend.verify_every = 3, 10
+
+
+def test_stop_strings(setup):
+    """rollout.stop in the engine: a row ends with the token that completes the first stop string (kept in
+    its text), finished (not truncated), and its tokens are the ones sampled without stop strings."""
+    from harness.rollout.base import cut_at_stop, stop_index
+
+    backend, _, tok, prompts = setup
+    stops = ("e", "a", "o")
+    free = backend.generate(prompts, 4, SamplingParams(max_new_tokens=40, seed=3))
+    stopped = backend.generate(prompts, 4, SamplingParams(max_new_tokens=40, seed=3, stop=stops))
+    hits = 0
+    for i in range(free.response_ids.shape[0]):
+        ids = free.response_ids[i, :int(free.lengths[i])].tolist()
+        at, n = stop_index(tok, ids, stops), int(stopped.lengths[i])
+        if at is None:
+            assert stopped.response_ids[i, :n].tolist() == ids and bool(stopped.truncated[i]) == bool(free.truncated[i])
+            continue
+        hits += 1
+        assert stopped.response_ids[i, :n].tolist() == ids[:at + 1] and not stopped.truncated[i]
+        assert stopped.texts[i] == cut_at_stop(free.texts[i], stops) and stopped.texts[i][-1] in stops
+    assert 0 < hits < free.response_ids.shape[0]

@@ -13,14 +13,18 @@ def _mean(x: torch.Tensor) -> float:
 
 
 def rollout_metrics(ep: Episode, prefix: str = "") -> dict[str, float]:
-    """reward/*, length/* (correct and incorrect separately), groups/* of one episode."""
+    """reward/*, length/* (correct and incorrect separately), groups/* of one episode; a dataset task's
+    rewards each as reward/<name> (unweighted mean) and reward/timeouts (calls over the time limit per completion)."""
     r = ep.rewards
     lengths = ep.rollout.lengths
     correct = ep.correct
     G = ep.group_size
     groups_std = r.view(-1, G).std(dim=1, unbiased=False) if G > 1 else torch.zeros(len(ep.problems))
     len_std = lengths.float().view(-1, G).std(dim=1, unbiased=False) if G > 1 else torch.zeros(len(ep.problems))
+    parts = {f"{prefix}reward/{name}": _mean(torch.tensor([s.parts.get(name, 0.0) for s in ep.scores]))
+             for name in dict.fromkeys(k for s in ep.scores for k in s.parts)}  # a dataset task's named rewards
     return {
+        **parts,
         f"{prefix}reward/mean": _mean(r),
         f"{prefix}reward/std": float(r.std(unbiased=False)) if r.numel() else float("nan"),
         f"{prefix}reward/accuracy": _mean(correct),

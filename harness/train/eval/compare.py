@@ -28,7 +28,11 @@ from harness.train.eval.paired import paired_bootstrap
 
 # the config keys that fix which prompts an eval draws and how it samples them
 EVAL_IDENTITY = ("task.name", "task.difficulty_mix", "task.options", "eval.num_prompts", "eval.seed",
-                 "eval.n_samples", "eval.temperature", "rollout.max_new_tokens", "rollout.top_p")
+                 "eval.n_samples", "eval.temperature", "rollout.max_new_tokens", "rollout.top_p",
+                 "task.data", "task.rewards", "task.correct", "rollout.stop", "rollout.max_prompt_tokens")
+# keys added after runs were recorded: a config.yaml without them had their default
+IDENTITY_DEFAULTS = {"task.data": None, "task.rewards": [], "task.correct": None, "rollout.stop": [],
+                     "rollout.max_prompt_tokens": None}
 
 
 def dotted(cfg: dict, key: str):
@@ -50,7 +54,7 @@ def run_config(run_dir: Path) -> dict:
 def check_paired(cfg_a: dict, cfg_b: dict, run_a: Path, run_b: Path) -> None:
     """Raise a ConfigError naming the first eval-identity key whose value differs."""
     for key in EVAL_IDENTITY:
-        va, vb = dotted(cfg_a, key), dotted(cfg_b, key)
+        va, vb = (IDENTITY_DEFAULTS.get(key) if v is None else v for v in (dotted(cfg_a, key), dotted(cfg_b, key)))
         if va != vb:
             raise ConfigError(f"{key}: {va!r} in {run_a} but {vb!r} in {run_b}; runs are compared prompt by prompt "
                               f"only when their evals draw the same prompts the same way ({', '.join(EVAL_IDENTITY)})")

@@ -31,11 +31,10 @@ _BACKEND_MODULES = {"hf": ("harness.rollout.hf",), "vllm": ("harness.rollout.vll
 
 
 def eval_code_digest(cfg) -> str:
-    from harness.tasks import TASKS
+    from harness.tasks import task_code
 
-    task_cls = TASKS.get(cfg.task.name)
     return machine.code_digest([*EVAL_MODULES, *_BACKEND_MODULES.get(cfg.rollout.backend, ()),
-                                *([task_cls] if task_cls else [])])
+                                *task_code(cfg.task.name)])
 
 
 def eval_cache_path(cfg, warm_folder: Path) -> Path:

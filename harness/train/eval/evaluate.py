@@ -38,7 +38,7 @@ def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem
     per_prompt = {} if per_prompt is None else per_prompt
     ev = cfg.eval
     params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=ev.temperature,
-                            top_p=cfg.rollout.top_p, seed=step_seed(cfg.eval.seed, 0, 10_000))  # same draws at every eval
+                            top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=step_seed(cfg.eval.seed, 0, 10_000))  # same draws at every eval
     rollout = backend.generate([render(p) for p in problems], ev.n_samples, params)
     # the task's reward only: the training objective's overlong shaping is no part of an eval score,
     # so eval/reward/mean is the same for every preset (and the step-0 cache is shared across them)
@@ -58,6 +58,8 @@ def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem
     for key in ("eval/length/mean", "eval/length/correct", "eval/length/incorrect", "eval/length/truncated_frac",
                 "eval/reward/mean"):
         out[key] = rm[key]
+    named = {s for sc in ep.scores for s in sc.parts}  # a dataset task's rewards: eval/reward/<name>
+    out.update({k: v for k, v in rm.items() if k.rsplit("/", 1)[-1] in named})
     if save_to is not None and "pass_at_1" in per_prompt:
         save_prompt_scores(save_to, step, per_prompt["pass_at_1"].tolist())
     return out

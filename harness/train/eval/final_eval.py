@@ -12,11 +12,11 @@ import torch
 from harness.config import ConfigError, load_config
 from harness.models import load_model
 from harness.rollout import make_backend
-from harness.tasks import make_task
 from harness.train.eval.evaluate import evaluate
 from harness.train.run.shell import EVAL_SEED_OFFSET
 from harness.train.eval.paired import paired_bootstrap
-from harness.train.run.policy_init import DTYPES, initial_policy, make_render
+from harness.train.run.policy_init import DTYPES, initial_policy, make_render, system_prompt
+from harness.train.run.task_setup import build_task, prepare_task
 from harness.atomic import atomic_write_text
 from harness.train.run.rundir import RunDir
 from harness.threads import start_governor
@@ -40,21 +40,27 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
     cfg = load_config(run.config_path, overrides)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     start_governor(cfg.train.threads)  # as a training run: fewer threads while another process holds a core
-    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
-                     **cfg.task.options)
+    task = build_task(cfg)
+    model, tok = load_model(ckpt, dtype=DTYPES[cfg.model.dtype])
+
+    def initial_backend():  # pass-rate buckets not cached: measured on the policy the run started from
+        init_model, init_tok, _ = initial_policy(cfg, device)
+        return make_backend(cfg.rollout, init_model, init_tok)
+
+    prepare_task(cfg, task, tok, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)), initial_backend)
     problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
 
     def measure(model, tok) -> tuple[dict, dict]:
         backend = make_backend(cfg.rollout, model, tok)
         per_prompt: dict = {}
         try:
-            out = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix), problems, cfg, step=10**6,
+            out = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)), problems, cfg,
+                           step=10**6,
                            per_prompt=per_prompt)
         finally:
             backend.close()
         return out, per_prompt
 
-    model, tok = load_model(ckpt, dtype=DTYPES[cfg.model.dtype])
     final, final_pp = measure(model.to(device), tok)
     result = {"checkpoint": ckpt.name, "n_samples": cfg.eval.n_samples, "num_prompts": cfg.eval.num_prompts, **final}
     if vs_initial:

@@ -23,7 +23,7 @@ def score(task: Task, problems, rollout, group_size: int, objective, max_new_tok
     """The task's verdict on every row, plus the objective's overlong shaping (docs/objective.md §6)
     when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py)."""
     rows = [p for p in problems for _ in range(group_size)]
-    scores = [task.score(p, text, bool(tr)) for p, text, tr in zip(rows, rollout.texts, rollout.truncated)]
+    scores = task.score_batch(rows, rollout.texts, rollout.truncated.tolist())  # a dataset task: in worker processes
     base = torch.tensor([s.total for s in scores], dtype=torch.float32)
     if objective is not None and objective.overlong_buffer > 0:
         shaping = overlong_penalty(rollout.lengths, max_new_tokens, objective.overlong_buffer, objective.overlong_penalty)
@@ -42,7 +42,7 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
         want = N - have
         problems = task.problems(want if rnd == 0 else max(want, N // 2), seed=step_seed(cfg.seed, step, rnd), split="train")
         params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                                top_p=cfg.rollout.top_p, seed=step_seed(cfg.seed, step, 100 + rnd))
+                                top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=step_seed(cfg.seed, step, 100 + rnd))
         rollout = backend.generate([render(p) for p in problems], G, params)
         ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
         if first_zero_frac is None:  # groups/zero_std_frac: all-equal rewards (as the objective sees them)

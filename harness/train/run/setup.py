@@ -12,11 +12,11 @@ import torch
 import yaml
 
 from harness import machine
-from harness.config import ConfigError, RunConfig, dump_config
-from harness.tasks import make_task
+from harness.config import ConfigError, RunConfig, build_config, dump_config
 from harness.atomic import atomic_write_text
 from harness.threads import start_governor
 from harness.train.run.policy_init import initial_policy
+from harness.train.run.task_setup import build_task, prepare_task
 from harness.train.run.rundir import RunDir
 
 
@@ -33,6 +33,7 @@ def check_same_config(run: RunDir, cfg: RunConfig) -> None:
         old = None
     if isinstance(old, dict):
         old.setdefault("trainer", new.get("trainer"))  # recorded before the key existed: the preset's, as now
+        old = _with_new_defaults(old)  # keys added to the config since the run began: their defaults, as now
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     else:
         diff = ["<unreadable config.yaml>"]
@@ -44,6 +45,19 @@ def check_same_config(run: RunDir, cfg: RunConfig) -> None:
     removed = run.clear_attempt()
     print(f"[harness] {run.root}: an earlier attempt with another config (sections {diff} differ) has no completed "
           f"step; starting afresh with this config (removed {', '.join(removed)})", flush=True)
+
+
+def _with_new_defaults(old: dict) -> dict:
+    """A recorded config with every key added to the config model since it was written at its default
+    (so a run recorded before a new key existed resumes); the recorded dict itself if it no longer loads."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return build_config(old).to_dict()
+    except ConfigError:
+        return old
 
 
 def open_run(cfg: RunConfig, out_dir: str | Path) -> tuple[RunDir, dict | None]:
@@ -64,19 +78,22 @@ class Setup:
     tok: object
     render: object       # Problem -> prompt token ids
     pad_id: int
+    task_info: dict      # what prepare_task did (a dataset task: prompts dropped, pass-rate buckets)
 
 
 def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     """Write the resolved config, set threads and seed, record the machine (run.json), build the task and
-    the initial policy."""
+    the initial policy, fit the task to it (a dataset task: long prompts dropped, pass-rate buckets: task_setup.py)."""
     atomic_write_text(run.config_path, dump_config(cfg))
     start_governor(cfg.train.threads)  # torch threads, fewer while another process holds a core (harness/threads.py)
     run.record_attempt({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": machine.git_commit(),
                         "machine": machine.describe()})
     torch.manual_seed(cfg.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
-                     **cfg.task.options)
+    task = build_task(cfg)
     policy, tok, render = initial_policy(cfg, device)
+    from harness.rollout import make_backend
+
+    info = prepare_task(cfg, task, tok, render, lambda: make_backend(cfg.rollout, policy, tok))
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    return Setup(device, task, policy, tok, render, pad_id)
+    return Setup(device, task, policy, tok, render, pad_id, info)

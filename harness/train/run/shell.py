@@ -186,6 +186,7 @@ class Shell:
         cfg, tr = self.cfg, self.cfg.train
         su = start_run(run, cfg)
         policy = su.policy
+        self.task_info = su.task_info  # a dataset task: prompts dropped, pass-rate buckets (-> summary.json)
         ctx = RunContext(cfg, run, su.device, su.task, su.tok, su.render, su.pad_id,
                          make_backend(cfg.rollout, policy, su.tok),
                          Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)))
@@ -301,4 +302,5 @@ class Shell:
             "tags": self.cfg.tracking.tags,
             "mean_step_seconds": (sum(r.get("perf/step_seconds", 0.0) for r in records) / max(1, len(records) - 1)),
             "paired_rise": paired_rise(run.root),  # first -> last eval, bootstrap 95% interval over prompts
+            **({"task": self.task_info} if getattr(self, "task_info", None) else {}),
         }

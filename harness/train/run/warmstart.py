@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 
 from harness import machine, threads
-from harness.models import build_model, render_prompt, save_model
-from harness.tasks import make_task
+from harness.models import build_model, render_problem, save_model
+from harness.tasks import task_from_config, task_identity
 
 SFT_VERSION = 1  # bump when the SFT recipe changes in a way the code digest cannot see
 # The modules whose code builds a warm start (the task's own modules are added from its class).
@@ -36,13 +36,14 @@ SFT_MODULES = ("harness.train.run.warmstart", "harness.models.registry", "harnes
 
 def warm_start_key(cfg) -> dict:
     """Everything that changes the warm start's weights: the SFT recipe and settings, the code, the kernels."""
-    from harness.tasks import TASKS
+    from harness.tasks import task_code
 
-    task_cls = TASKS.get(cfg.task.name)
-    code = machine.code_digest([*SFT_MODULES, *([task_cls] if task_cls else [])])
+    code = machine.code_digest([*SFT_MODULES, *task_code(cfg.task.name)])
     return {"version": SFT_VERSION, "model": cfg.model.name, "overrides": cfg.model.overrides,
             "task": cfg.task.name, "task_options": cfg.task.options, "steps": cfg.warm_start.steps,
             "batch_size": cfg.warm_start.batch_size, "lr": cfg.warm_start.lr,
+            **task_identity(cfg.task),  # a dataset task: its data, rewards and files' sha256 ({} otherwise)
+            **({"pretrained_sft": True} if cfg.warm_start.pretrained else {}),  # a pretrained model, SFT asked for
             "code": code, "kernels": machine.kernel_path()}
 
 
@@ -91,7 +92,7 @@ def _batch(tok, task, problems, rng):
     """Right-padded (ids, labels) with labels = -100 on the prompt and padding."""
     seqs = []
     for p in problems:
-        prompt = render_prompt(tok, p.prompt)
+        prompt = render_problem(tok, p)
         target = tok(task.demonstration(p, rng), add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
         seqs.append((prompt, target))
     L = max(len(a) + len(b) for a, b in seqs)
@@ -109,7 +110,7 @@ def sft(cfg, folder: Path) -> None:
     ws = cfg.warm_start
     torch.manual_seed(0)
     model, tok = build_model(cfg.model.name, seed=0, overrides=cfg.model.overrides)
-    task = make_task(cfg.task.name, **cfg.task.options)
+    task = task_from_config(cfg.task, mix=False)
     opt = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.05, 1 - s / max(ws.steps, 1)))
     rng = random.Random(0)
@@ -144,10 +145,10 @@ def _accuracy(model, tok, task, cfg, n_prompts: int = 128, n_samples: int = 4) -
 
     problems = task.problems(n_prompts, seed=4242, split="eval")
     backend = HFBackend(model, tok)
-    out = backend.generate([render_prompt(tok, p.prompt) for p in problems], n_samples,
+    out = backend.generate([render_problem(tok, p) for p in problems], n_samples,
                            SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=1.0, seed=0))
     rows = [p for p in problems for _ in range(n_samples)]
-    correct = [task.score(p, t, bool(tr)).correct for p, t, tr in zip(rows, out.texts, out.truncated)]
+    correct = [s.correct for s in task.score_batch(rows, out.texts, out.truncated.tolist())]
     per: dict[str, list[bool]] = {}
     for p, c in zip(rows, correct):
         per.setdefault(p.difficulty, []).append(c)

@@ -1,0 +1,66 @@
+"""The task of a run, built from its config and fitted to its policy.
+
+    task = build_task(cfg)                                   # no model: the generated task, or the dataset read
+    prepare_task(cfg, task, tok, render, policy_for_rates)   # once the tokenizer (and policy) exist
+
+prepare_task, for a dataset task: drops (or refuses, rollout.overlong_prompts=error) the prompts
+longer than rollout.max_prompt_tokens once rendered by the model's template, printing the count
+per split; and, with task.data.difficulty_by_pass_rate, labels every prompt's difficulty bucket
+by the initial policy's pass rate on it (pass_rates.py: measured once, cached). The run shell,
+`harness eval` and the probes call it, so they all see the same prompts and buckets.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from harness.config import ConfigError
+from harness.tasks import task_from_config
+
+
+def build_task(cfg):
+    """The run's task (harness.tasks.task_from_config of cfg.task)."""
+    return task_from_config(cfg.task)
+
+
+def drop_long_prompts(cfg, task, render) -> dict[str, int]:
+    """rollout.max_prompt_tokens: -> dropped count per split (ConfigError under overlong_prompts=error)."""
+    limit = cfg.rollout.max_prompt_tokens
+    if limit is None or cfg.task.name != "dataset":
+        return {}
+    lengths = {p.uid: len(render(p)) for split in ("train", "eval") for p in task.rows(split)}
+    over = {split: [p for p in task.rows(split) if lengths[p.uid] > limit] for split in ("train", "eval")}
+    if not any(over.values()):
+        return {"train": 0, "eval": 0}
+    if cfg.rollout.overlong_prompts == "error":
+        longest = max((p for rows in over.values() for p in rows), key=lambda p: lengths[p.uid])
+        raise ConfigError(f"rollout.max_prompt_tokens={limit}: {len(over['train'])} train and {len(over['eval'])} eval "
+                          f"prompts are longer once rendered (the longest {lengths[longest.uid]} tokens, "
+                          f"{longest.meta['file']} row {longest.meta['row']}); raise it, or set "
+                          "rollout.overlong_prompts=drop")
+    dropped = task.keep(lambda p: lengths[p.uid] <= limit)
+    total = {s: len(task.rows(s)) + dropped[s] for s in dropped}
+    print(f"[harness] rollout.max_prompt_tokens={limit}: dropped {dropped['train']} of {total['train']} train and "
+          f"{dropped['eval']} of {total['eval']} eval prompts (longer once rendered)", flush=True)
+    for split, rows in (("train", task.rows("train")), ("eval", task.rows("eval"))):
+        if not rows:
+            raise ConfigError(f"rollout.max_prompt_tokens={limit} drops every {split} prompt; raise it")
+    return dropped
+
+
+def prepare_task(cfg, task, tok, render, policy_for_rates: Callable | None = None) -> dict:
+    """Fit a dataset task to the model: long prompts dropped, pass-rate buckets set. policy_for_rates:
+    () -> a rollout backend on the INITIAL policy (closed after use), called only when pass rates must
+    be measured (not cached). Returns what it did (dropped counts, bucket counts) for the run's summary."""
+    if cfg.task.name != "dataset":
+        return {}
+    from harness.tasks import task_identity
+
+    out: dict = {"data_files": task_identity(cfg.task)["files"], "rows": {s: len(task.rows(s)) for s in ("train", "eval")}}
+    dropped = drop_long_prompts(cfg, task, render)
+    if dropped:
+        out["dropped_long_prompts"] = dropped
+    if cfg.task.data.difficulty_by_pass_rate is not None:
+        from harness.train.run.pass_rates import label_by_pass_rate
+
+        out["pass_rate_buckets"] = label_by_pass_rate(cfg, task, render, policy_for_rates)
+    return out

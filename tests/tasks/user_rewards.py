@@ -1,0 +1,59 @@
+"""Reward functions of a user's own, for the contract tests (imported as tests.tasks.user_rewards:NAME)."""
+import time
+
+
+def brevity(prompt, completion, answer, row):
+    return 1.0 if len(completion) <= 20 else 0.0
+
+
+def exact_dict(prompt, completion, answer, row):
+    ok = completion.strip() == answer
+    return {"reward": 2.0 if ok else -1.0, "correct": ok}
+
+
+def uses_row(prompt, completion, answer, row):
+    return float(row["difficulty"] == "easy")
+
+
+def boom(prompt, completion, answer, row):
+    raise ZeroDivisionError("division by zero")
+
+
+def returns_text(prompt, completion, answer, row):
+    return "one"
+
+
+def returns_nan(prompt, completion, answer, row):
+    return float("nan")
+
+
+def returns_bad_dict(prompt, completion, answer, row):
+    return {"score": 1.0}
+
+
+def sleeps(prompt, completion, answer, row):
+    if "slow" in completion:
+        time.sleep(30)
+    return 1.0
+
+
+def sleeps_uninterruptibly(prompt, completion, answer, row):
+    if "stuck" in completion:  # as a call stuck in C code that never lets the timer's signal in
+        import signal
+
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        time.sleep(60)
+    return 1.0
+
+
+def backtracks(prompt, completion, answer, row):
+    import re
+
+    return float(bool(re.match(r"(a+)+$", completion)))  # catastrophic on "aaaa...b"; re checks for signals
+
+
+def two_args(prompt, completion):
+    return 0.0
+
+
+NOT_CALLABLE = 3
