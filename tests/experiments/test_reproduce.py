@@ -42,9 +42,26 @@ def test_compare_on_the_same_kernel_path_wants_every_number_equal():
 def test_compare_on_another_kernel_path_judges_intervals_and_lists_levels():
     rec = {"paired_rise_pass_at_1": {"value": 0.055, "ci95": [0.042, 0.068]}, "initial_pass_at_1": 0.455}
     inside = rp.compare(rec, {"paired_rise_pass_at_1": {"value": 0.064}, "initial_pass_at_1": 0.35}, same_path=False)
-    assert [r["verdict"] for r in inside] == ["inside", "level"] and not rp.failed(inside)
+    assert [r["verdict"] for r in inside] == ["inside (bootstrap)", "level"] and not rp.failed(inside)
     outside = rp.compare(rec, {"paired_rise_pass_at_1": {"value": 0.070}, "initial_pass_at_1": 0.35}, same_path=False)
-    assert [r["verdict"] for r in outside] == ["OUTSIDE", "level"] and len(rp.failed(outside)) == 1
+    assert [r["verdict"] for r in outside] == ["OUTSIDE (bootstrap)", "level"] and len(rp.failed(outside)) == 1
+    # with the arm's seeds: judged by the prediction interval of one more seed, not the bootstrap one
+    seeds = {"paired_rise_pass_at_1": {"value": 0.055, "ci95": [0.042, 0.068], "predict95": [0.041, 0.077]}}
+    rows = rp.compare(seeds, {"paired_rise_pass_at_1": {"value": 0.070}}, same_path=False)
+    assert rows[0]["verdict"] == "inside (seeds)" and rows[0]["ci95"] == [0.041, 0.077]
+
+
+def test_prediction_intervals_by_hand():
+    """Seeds 0.060, 0.055, 0.062 of one arm: mean 0.059, sd 0.0036056, t(0.975, 2) = 4.3027:
+    0.059 +- 4.3027 * 0.0036056 * sqrt(4/3) = +- 0.017914."""
+    cells = {f"arm=a__seed={i}": {"x": v, "y": 1.0 if i < 3 else None} for i, v in ((1, 0.060), (2, 0.055), (3, 0.062))}
+    cells["arm=b__seed=1"] = {"x": 0.5}
+    rp.add_prediction_intervals(cells, {c: c.split("__")[0] for c in cells})
+    lo, hi = cells["arm=a__seed=2"]["x"]["predict95"]
+    assert lo == pytest.approx(0.059 - 0.017914, abs=1e-5) and hi == pytest.approx(0.059 + 0.017914, abs=1e-5)
+    assert cells["arm=a__seed=2"]["x"]["value"] == 0.055
+    assert cells["arm=b__seed=1"]["x"] == 0.5  # one seed: no interval
+    assert cells["arm=a__seed=1"]["y"] == 1.0  # a seed lacks it: no interval
 
 
 def test_same_kernel_path():
