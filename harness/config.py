@@ -87,11 +87,26 @@ class _Section(BaseModel):
         return value
 
 
+class LoraSection(_Section):
+    """model.lora: train LoRA adapters instead of every weight (peft; harness/models/lora.py, docs/scale.md).
+    The reference policy is the base with the adapters disabled; checkpoints hold the adapters."""
+
+    r: int = Field(16, ge=1, description="rank of each adapter (B A, A: r x in, B: out x r)")
+    alpha: float = Field(32.0, gt=0, description="scale: the update is (alpha / r) B A; with alpha = 2r the scale is 2")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on each adapter's input in training forwards; above 0 "
+                           "pi_old's and pi_theta's forwards differ by the dropout mask (ratio != 1 on-policy)")
+    target_modules: str | list[Annotated[str, Field(min_length=1)]] = Field(
+        "all-linear", description="module names the adapters go on (last parts of dotted names, e.g. [q_proj, v_proj]), "
+        "or all-linear (every linear layer but the output head); checked against the model before it loads")
+
+
 class ModelSection(_Section):
     name: str = Field("tiny-dense", description="tiny-dense | tiny-moe | smollm2-135m | a local Hugging Face folder")
     overrides: dict[str, Any] = Field(default_factory=dict, description="config overrides for tiny-* models (e.g. num_hidden_layers)")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="training precision of the policy")
     prompt_suffix: str = Field("", description="appended to every task prompt (an answer-format instruction for chat models)")
+    lora: LoraSection | None = Field(None, description="LoRA adapters (r, alpha, dropout, target_modules) instead of full "
+                                     "fine-tuning; null = every weight trains")
 
 
 class PassRateDifficulty(_Section):
@@ -248,6 +263,25 @@ class TrainSection(_Section):
     grad_share_every: int = Field(0, ge=0, description="every N steps, measure the gradient-norm share of the extreme "
                                   "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
                                   "harness/train/diagnostics/group_stats.py); 0 = off")
+    gradient_checkpointing: bool = Field(False, description="activation checkpointing of the policy (transformers' "
+                                         "gradient_checkpointing_enable, use_reentrant=False): each layer's activations "
+                                         "are recomputed in the backward instead of kept; same gradients, less memory, "
+                                         "one more forward per layer")
+    autocast: Literal["bf16"] | None = Field(None, description="mixed precision: the trainer's forwards (update, "
+                                             "pi_old, pi_ref) under torch.autocast in bf16, weights and optimizer state "
+                                             "in fp32 (model.dtype=float32); null = off. The rollout keeps rollout.dtype: "
+                                             "mismatch/* shows the cost. CPUs without avx512_bf16/amx_bf16 run bf16 "
+                                             "matmuls far slower than fp32 (a warning says so)")
+
+
+    @field_validator("autocast", mode="before")
+    @classmethod
+    def _autocast_off(cls, value: Any) -> Any:
+        if value is False:  # YAML reads `off`, `no`, `false` as False: off
+            return None
+        if value is True:
+            raise ValueError("name the precision (bf16), or null / false for off")
+        return value
 
 
 class EvalSection(_Section):
@@ -381,6 +415,7 @@ class RunConfig(_Section):
             raise ValueError(f"task.name={self.task.name!r} is unknown; allowed: {sorted(_task_names())}")
         self._task_knobs()
         self._model_knobs()
+        self._scale_knobs()
         self._moe_knobs()
         errors, notes = self._ignored_knobs()
         if errors:
@@ -488,6 +523,29 @@ class RunConfig(_Section):
         if m.overrides:
             _check_model_overrides(m.name, m.overrides)
 
+    def _scale_knobs(self) -> None:
+        """model.lora: its target modules exist on the model (built without weights) and it is not combined with
+        what needs a second copy of the policy; train.autocast: fp32 weights, and a warning on a CPU whose bf16
+        matmuls are slow (docs/scale.md)."""
+        m, t, o = self.model, self.train, self.objective
+        if m.lora is not None:
+            if o.ref_update_every:
+                raise ValueError(f"objective.ref_update_every={o.ref_update_every} with model.lora: the reference is the "
+                                 "base with the adapters disabled (no copy of the weights), so it cannot move to the "
+                                 "current policy; set objective.ref_update_every=0, or drop model.lora")
+            from harness.models.lora import check_lora_targets
+
+            check_lora_targets(m.name, m.overrides, m.lora.target_modules)
+        if t.autocast is not None:
+            if m.dtype != "float32":
+                raise ValueError(f"train.autocast={t.autocast!r} keeps fp32 master weights and computes in bf16; "
+                                 f"model.dtype={m.dtype!r} already stores the weights in bf16 (pure bf16): set "
+                                 "model.dtype=float32, or train.autocast=null")
+            from harness.machine import bf16_slow_reason
+
+            if why := bf16_slow_reason():
+                warnings.warn(f"train.autocast={t.autocast!r}: {why}", ConfigWarning, stacklevel=2)
+
     def _ignored_knobs(self) -> tuple[list[str], list[str]]:
         """(errors, warnings): knobs set away from their default (objective knobs: from the preset's
         value) that the chosen trainer or objective would not read: the objective's knobs and the run
@@ -549,6 +607,10 @@ class RunConfig(_Section):
             return f"rollout.router_noise={r.router_noise} (the sampler routed differently)"
         if self.objective.tis_cap:
             return f"objective.tis_cap={self.objective.tis_cap} (TIS corrects pi_old / pi_rollout, which this makes 1)"
+        if self.train.autocast:
+            return f"train.autocast={self.train.autocast} (the trainer computes in bf16, the sampler in rollout.dtype)"
+        if self.model.lora is not None and self.model.lora.dropout:
+            return f"model.lora.dropout={self.model.lora.dropout} (the trainer's forwards drop adapter inputs, the sampler's do not)"
         return None
 
     def reuses_rollout_logp(self) -> bool:
@@ -846,9 +908,11 @@ def allowed_keys(section_path: tuple) -> list[str]:
     model: Any = RunConfig
     for p in section_path:
         field = model.model_fields.get(str(p))
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+        sections = [a for a in (typing.get_args(field.annotation) or (field.annotation,)) if isinstance(a, type)
+                    and issubclass(a, BaseModel)] if field is not None else []  # an optional section: X | None
+        if not sections:
             return []
-        model = field.annotation
+        model = sections[0]
     return sorted(model.model_fields)
 
 

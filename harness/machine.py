@@ -71,6 +71,23 @@ def isa_flags() -> list[str]:
     return [f for f in _ISA_FLAGS if f in flags]
 
 
+BF16_ISA = ("avx512_bf16", "amx_bf16")  # x86 instructions with bf16 dot products (oneDNN's fast bf16 kernels)
+
+
+def bf16_slow_reason() -> str | None:
+    """Why bf16 matmuls would be far slower than fp32 here (None: a GPU, or a CPU with BF16_ISA).
+    Measured on an AMD EPYC (Zen 3, AVX2 only): torch.mm in bf16 21x slower than fp32 at 128x128,
+    43x at 512x512, more at larger shapes (benchmarks/bf16_cpu.py prints it for any CPU)."""
+    if torch.cuda.is_available():
+        return None
+    flags = isa_flags()
+    if platform.machine() not in ("x86_64", "AMD64") or any(f in flags for f in BF16_ISA):
+        return None
+    return (f"this CPU ({cpu_model()}; {', '.join(flags) or 'no listed ISA flags'}) has neither "
+            f"{' nor '.join(BF16_ISA)}, so bf16 matmuls run without a fast kernel, tens to hundreds of times "
+            "slower than fp32 (benchmarks/bf16_cpu.py measures it); use it on a GPU or a CPU with bf16 instructions")
+
+
 @functools.lru_cache(maxsize=1)
 def _builds() -> dict[str, str]:
     """BLAS and oneDNN versions from torch's build configuration."""

@@ -106,12 +106,17 @@ def checkpoint_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     - tied embeddings: vLLM's CPU lm_head GEMM keeps its own packed copy of the embedding
       matrix, refreshed by the reload only when "lm_head.weight" is in the stream
       (measured: without it the probe is off by ~0.5-0.9), so the key is always sent.
+    - a LoRA policy (model.lora): the base's weights with W + (alpha/r) B A in place of each adapted
+      W (harness/models/lora.py merged_state_dict), so the engine runs plain weights.
     """
     from transformers.core_model_loading import revert_weight_conversion
 
-    state = revert_weight_conversion(model, model.state_dict())
-    if "lm_head.weight" not in state and getattr(model.config, "tie_word_embeddings", False):
-        state["lm_head.weight"] = model.get_input_embeddings().weight
+    from harness.models.lora import base_of, merged_state_dict
+
+    plain = base_of(model)  # a LoRA policy (model.lora): its base, with the adapters merged into new tensors
+    state = revert_weight_conversion(plain, merged_state_dict(model))
+    if "lm_head.weight" not in state and getattr(plain.config, "tie_word_embeddings", False):
+        state["lm_head.weight"] = plain.get_input_embeddings().weight
     return state
 
 
@@ -178,7 +183,9 @@ class VLLMBackend(RolloutBackend):
 
         self._folder = tempfile.mkdtemp(prefix="harness-vllm-")
         self._shm = None
-        model.save_pretrained(self._folder)
+        from harness.models.lora import save_plain
+
+        save_plain(model, self._folder)  # a LoRA policy: its base with the adapters merged
         tokenizer.save_pretrained(self._folder)
         max_pos = getattr(model.config, "max_position_embeddings", None) or 1024
         args = dict(model=self._folder, tokenizer=self._folder, dtype=self.dtype, seed=seed,

@@ -10,12 +10,12 @@ from pathlib import Path
 import torch
 
 from harness.config import ConfigError, load_config
-from harness.models import load_model
 from harness.rollout import make_backend
 from harness.train.eval.evaluate import evaluate
 from harness.train.run.shell import EVAL_SEED_OFFSET
 from harness.train.eval.paired import paired_bootstrap
-from harness.train.run.policy_init import DTYPES, initial_policy, make_render, system_prompt
+from harness.train.run.policy_init import initial_policy, make_render, system_prompt
+from harness.train.run.prepare import load_trained_policy
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.atomic import atomic_write_text
 from harness.train.run.rundir import RunDir
@@ -41,7 +41,7 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     start_governor(cfg.train.threads)  # as a training run: fewer threads while another process holds a core
     task = build_task(cfg)
-    model, tok = load_model(ckpt, dtype=DTYPES[cfg.model.dtype])
+    model, tok = load_trained_policy(cfg, ckpt, device)  # model.lora: the base rebuilt, the checkpoint's adapters
 
     def initial_backend():  # pass-rate buckets not cached: measured on the policy the run started from
         init_model, init_tok, _ = initial_policy(cfg, device)

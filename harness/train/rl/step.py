@@ -11,7 +11,6 @@ checkpoints, eval schedule, signals, summary).
 """
 from __future__ import annotations
 
-import copy
 import time
 from contextlib import nullcontext
 
@@ -29,6 +28,7 @@ from harness.models.logprobs import response_forward
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.diagnostics.mismatch import MismatchStats, router_old_new
 from harness.train.run.nonfinite import NonFiniteUpdate, first_nonfinite
+from harness.train.run.prepare import compute_precision, reference_of
 from harness.train.diagnostics.routing import capture_routing
 from harness.train.run.shell import RunContext, Trainer
 from harness.train.rl.update import policy_update
@@ -76,7 +76,7 @@ class RLTrainer(Trainer):
     def prepare(self, ctx: RunContext) -> None:
         cfg, obj = self.cfg, self.cfg.objective
         self.needs = inputs_needed(obj)  # which tensors the objective asks for: the step branches on nothing else
-        self.ref = copy.deepcopy(ctx.model).eval().requires_grad_(False) if self.needs.ref_logp else None  # pi_ref = pi_0
+        self.ref = reference_of(ctx.model) if self.needs.ref_logp else None  # pi_ref = pi_0 (LoRA: adapters off)
         self.moe = is_moe(ctx.model)
         if obj.routing_replay and not self.moe:
             raise ConfigError(f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} "
@@ -143,19 +143,20 @@ class RLTrainer(Trainer):
         replay = obj.routing_replay
         mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
         head = (lambda view: old_forward_extras(obj, view)) if self.needs.old_forward else None
-        if self.single_pass:  # the update's first forward is pi_old's (what the extensions read from it too)
-            old_logp, read = None, {}
-        elif self.old_from_rollout:
-            old_logp, read = r.sampler_logp.to(dev), {}
-            if head is not None:  # the sampler gives no logits: one forward for what the extensions read
-                read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, head=head)[1]
-        else:
-            old_logp, read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, mismatch, head)
-        ref_logp = batch_logprobs(self.ref, batch, pad, temperature, micro) if self.ref is not None else None
-        cur = old_logp
-        if cur is None and self.needs.current_logp_for_kl:
-            cur = batch_logprobs(ctx.model, batch, pad, temperature, micro, replay)
-        given = {c.provides: c.predict(batch, pad, micro) for c in ctx.components if c.scores}  # values, prm_logp
+        with compute_precision(cfg, dev):  # train.autocast: these forwards compute as the update's do
+            if self.single_pass:  # the update's first forward is pi_old's (what the extensions read from it too)
+                old_logp, read = None, {}
+            elif self.old_from_rollout:
+                old_logp, read = r.sampler_logp.to(dev), {}
+                if head is not None:  # the sampler gives no logits: one forward for what the extensions read
+                    read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, head=head)[1]
+            else:
+                old_logp, read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, mismatch, head)
+            ref_logp = batch_logprobs(self.ref, batch, pad, temperature, micro) if self.ref is not None else None
+            cur = old_logp
+            if cur is None and self.needs.current_logp_for_kl:
+                cur = batch_logprobs(ctx.model, batch, pad, temperature, micro, replay)
+            given = {c.provides: c.predict(batch, pad, micro) for c in ctx.components if c.scores}  # values, prm_logp
         scored = advantages(obj, ep.rewards.to(dev), mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp,
                             extras=given)
         return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp,

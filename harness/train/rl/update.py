@@ -22,6 +22,7 @@ from harness.train.diagnostics.metrics import UpdateMetrics
 from harness.train.diagnostics.mismatch import MismatchStats
 from harness.train.diagnostics.routing import capture_routing
 from harness.train.run.components import Component, Trained, check_finite, clip_and_step
+from harness.train.run.prepare import compute_precision
 
 
 def policy_update(policy: Trained, components: list[Component], batch: Batch, cfg, pad_id: int,
@@ -76,7 +77,7 @@ def forward_loss(model, components: list[Component], part: Batch, cfg, pad_id: i
     replay = obj.routing_replay and part.routing is not None
     needs = inputs_needed(obj)
     head = (lambda view: forward_extras(obj, view, part.extras, single_pass)) if needs.train_forward else None
-    with capture_routing(model) if capture else nullcontext() as calls:
+    with capture_routing(model) if capture else nullcontext() as calls, compute_precision(cfg, part.mask.device):
         logp, entropy, read = response_forward(model, part.prompt_ids, part.response_ids, part.mask, pad_id,
                                                cfg.rollout.temperature, with_entropy=True,
                                                routing=part.routing if replay else None, head=head)
@@ -85,7 +86,8 @@ def forward_loss(model, components: list[Component], part: Batch, cfg, pad_id: i
         if capture:
             mismatch.add_routing(part.index, part.prompt_ids, part.mask, calls, part.routing)
     old = logp.detach() if single_pass else part.old_logp
-    live = {c.provides: c(part, pad_id) for c in components}  # values, prm_logp (b, T), lam: with gradient
+    with compute_precision(cfg, part.mask.device):  # train.autocast (docs/scale.md)
+        live = {c.provides: c(part, pad_id) for c in components}  # values, prm_logp (b, T), lam: with gradient
     x = LossInputs(logp, old, part.adv, part.mask, entropy, part.ref_logp, part.rollout_logp,
                    extras={**part.extras, **read, **live})
     return objective_loss(obj, x, num_seqs, num_tokens)

@@ -8,7 +8,7 @@ import zlib
 from pathlib import Path
 
 MANIFEST = "manifest.json"
-REQUIRED = ("config.json", "trainer_state.pt")
+REQUIRED = ("config.json", "trainer_state.pt")  # a LoRA checkpoint holds adapter_config.json for config.json
 
 
 def _crc32(path: Path) -> int:
@@ -27,7 +27,9 @@ def write_manifest(folder: Path) -> None:
 
 def verify(folder: Path) -> str | None:
     """None if the checkpoint is whole, else what is wrong with it (one phrase)."""
-    missing = [name for name in REQUIRED if not (folder / name).is_file()]
+    required = [("adapter_config.json" if n == "config.json" and (folder / "adapter_config.json").is_file() else n)
+                for n in REQUIRED]
+    missing = [name for name in required if not (folder / name).is_file()]
     if not any(folder.glob("*.safetensors")):
         missing.append("*.safetensors")
     if missing:

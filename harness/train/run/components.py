@@ -73,16 +73,24 @@ class Component(Trained):
         return torch.cat([self(part, pad_id) for part in batch.micro_batches(micro)])
 
 
+def _full_weights(policy: nn.Module) -> nn.Module:
+    """What a component copies its weights from: the policy, or a LoRA policy's base with its adapters merged
+    (a plain model: the component trains every weight of its own copy; docs/scale.md)."""
+    from harness.models.lora import is_lora, merged_copy
+
+    return merged_copy(policy) if is_lora(policy) else policy
+
+
 def _value_model(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
     from harness.models.value import ValueModel
 
-    return ValueModel(policy), cfg.train.critic_lr
+    return ValueModel(_full_weights(policy)), cfg.train.critic_lr
 
 
 def _implicit_prm(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
     from harness.models.implicit_prm import ImplicitPRM
 
-    return ImplicitPRM(policy, cfg.rollout.temperature), cfg.objective.prm_lr
+    return ImplicitPRM(_full_weights(policy), cfg.rollout.temperature), cfg.objective.prm_lr
 
 
 class LearnedScalar(nn.Module):

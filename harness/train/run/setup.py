@@ -16,6 +16,7 @@ from harness.config import ConfigError, RunConfig, build_config, dump_config
 from harness.atomic import atomic_write_text
 from harness.threads import start_governor
 from harness.train.run.policy_init import initial_policy
+from harness.train.run.prepare import prepare_policy
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.train.run.rundir import RunDir
 
@@ -83,7 +84,7 @@ class Setup:
 
 def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     """Write the resolved config, set threads and seed, record the machine (run.json), build the task and
-    the initial policy, fit the task to it (a dataset task: long prompts dropped, pass-rate buckets: task_setup.py)."""
+    the initial policy (prepared for training: prepare.py), fit the task to it (a dataset task: long prompts dropped, pass-rate buckets: task_setup.py)."""
     atomic_write_text(run.config_path, dump_config(cfg))
     start_governor(cfg.train.threads)  # torch threads, fewer while another process holds a core (harness/threads.py)
     run.record_attempt({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": machine.git_commit(),
@@ -92,6 +93,7 @@ def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     task = build_task(cfg)
     policy, tok, render = initial_policy(cfg, device)
+    policy = prepare_policy(policy, cfg)  # LoRA adapters, activation checkpointing (docs/scale.md)
     from harness.rollout import make_backend
 
     info = prepare_task(cfg, task, tok, render, lambda: make_backend(cfg.rollout, policy, tok))

@@ -30,6 +30,7 @@ from harness.train.eval.eval_cache import eval_at
 from harness.train.eval.evaluate import is_eval_step, paired_rise
 from harness.train.run.faults import RunFault, StoppedBySignal
 from harness.train.run.nonfinite import on_nonfinite
+from harness.train.run.prepare import check_resumed_base, load_policy_weights, policy_checkpoint_state, read_policy_weights
 from harness.train.run.resume import resume_point
 from harness.train.run.components import Component, Trained, adamw, build_components
 from harness.jsonl import read_jsonl
@@ -191,9 +192,10 @@ class Shell:
                          make_backend(cfg.rollout, policy, su.tok),
                          Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)))
         self.trainer.prepare(ctx)
-        ckpt, loaded = resume_point(run, lambda c: (type(policy).from_pretrained(c, dtype=policy.dtype), run.load_state(c)))
+        ckpt, loaded = resume_point(run, lambda c: (read_policy_weights(policy, c), run.load_state(c)))
         if ckpt is not None:  # weights loaded in place: the optimizer and the rollout engine keep `policy`
-            policy.load_state_dict(loaded[0].state_dict())
+            check_resumed_base(policy, loaded[1], ckpt.name)  # LoRA: the adapters' base is the one built now
+            load_policy_weights(policy, loaded[0])
             ctx.backend.sync_weights(policy)
         ctx.components = self._components(ctx)
         start = 0
@@ -263,7 +265,7 @@ class Shell:
         t0 = time.perf_counter()
         state = {"step": step, "optimizer": ctx.policy.optimizer.state_dict(), **self.trainer.state_dict(),
                  "elapsed": self._elapsed(), "pending_metrics": self.pending_metrics,
-                 "pending_samples": self.pending_samples}
+                 "pending_samples": self.pending_samples, **policy_checkpoint_state(ctx.model)}
         for c in ctx.components:
             state.update(c.state())
         ctx.run.save_checkpoint(step, ctx.model, state, ctx.tok)
