@@ -536,6 +536,18 @@ class RunConfig(_Section):
             from harness.models.lora import check_lora_targets
 
             check_lora_targets(m.name, m.overrides, m.lora.target_modules)
+        if t.gradient_checkpointing:
+            if o.routing_replay:
+                raise ValueError("train.gradient_checkpointing=true with objective.routing_replay=true: the replayed "
+                                 "expert choices are forced only during the forward, so the backward's recompute would "
+                                 "route by the router's own choices (torch.utils.checkpoint refuses the mismatch); set "
+                                 "one of them false")
+            from harness.models.lora import meta_model
+
+            arch = meta_model(m.name, m.overrides)
+            if not getattr(arch, "supports_gradient_checkpointing", False):
+                raise ValueError(f"train.gradient_checkpointing=true: model.name={m.name!r} ({type(arch).__name__}) "
+                                 "does not support activation checkpointing in transformers; set it false")
         if t.autocast is not None:
             if m.dtype != "float32":
                 raise ValueError(f"train.autocast={t.autocast!r} keeps fp32 master weights and computes in bf16; "

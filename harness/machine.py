@@ -76,8 +76,8 @@ BF16_ISA = ("avx512_bf16", "amx_bf16")  # x86 instructions with bf16 dot product
 
 def bf16_slow_reason() -> str | None:
     """Why bf16 matmuls would be far slower than fp32 here (None: a GPU, or a CPU with BF16_ISA).
-    Measured on an AMD EPYC (Zen 3, AVX2 only): torch.mm in bf16 21x slower than fp32 at 128x128,
-    43x at 512x512, more at larger shapes (benchmarks/bf16_cpu.py prints it for any CPU)."""
+    Measured on an AMD EPYC (Zen 3, AVX2 only), 1 thread: torch.mm in bf16 28x slower than fp32 at
+    128x128, 57x at 256x256, more at larger shapes (benchmarks/bf16_cpu.py prints it for any CPU)."""
     if torch.cuda.is_available():
         return None
     flags = isa_flags()

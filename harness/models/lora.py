@@ -136,15 +136,22 @@ def _tied_names(model: nn.Module) -> set[str]:
     return {n for n, m in model.named_modules() if id(m) in mods}
 
 
-def add_lora(model: nn.Module, r: int, alpha: float, dropout: float, targets: str | list[str]) -> nn.Module:
+def add_lora(model: nn.Module, r: int, alpha: float, dropout: float, targets: str | list[str],
+             seed: int = 0) -> nn.Module:
     """`model` (a transformers causal LM) with LoRA adapters on `targets` -> a peft PeftModel; the base
-    weights are frozen, A and B (fp32 when the base is bf16: peft's autocast_adapter_dtype) train."""
+    weights are frozen, A and B (fp32 when the base is bf16: peft's autocast_adapter_dtype) train.
+    A's random init is drawn from its own generator state seeded by `seed` (torch's global state is
+    restored after): the same seed gives the same adapters whatever ran before (a warm start built in
+    this process or read from its cache)."""
     from peft import LoraConfig, get_peft_model
 
     check_targets(model, targets)
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_names(targets),
                         bias="none", task_type="CAUSAL_LM")
-    return get_peft_model(model, config)
+    cuda = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(seed)
+        return get_peft_model(model, config)
 
 
 def is_lora(model) -> bool:

@@ -161,6 +161,34 @@ def test_sync_after_noise_and_verify_schedule(setup):
         backend.verify_first, backend.verify_every = 3, 10
 
 
+def test_a_lora_policy_reaches_the_engine_as_merged_weights(setup):
+    """model.lora: the engine gets W + (alpha/r) B A (harness/models/lora.py merged_state_dict). The same base
+    with trained adapters is synced into the running engine; the probe agrees with the adapted policy and
+    not with the base (the adapters moved it), and the base's weights are untouched. The engine is given
+    the plain model back at the end."""
+    import copy
+
+    from harness.models.lora import add_lora
+
+    backend, model, tok, prompts = setup
+    lora = add_lora(copy.deepcopy(model), 4, 8.0, 0.0, "all-linear")
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(1)
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+    try:
+        backend.sync_weights(lora)
+        assert backend.verify_sync(lora) < 1e-4  # raises WeightSyncError above its tolerance
+        with pytest.raises(WeightSyncError):  # the engine runs the adapted weights, not the base
+            backend.verify_sync(model)
+        r = backend.generate(prompts, 2, SamplingParams(max_new_tokens=16, seed=3))
+        assert float((_trainer_logp(lora, r, tok.pad_token_id, 1.0) - r.sampler_logp).abs().max()) < LOGP_TOL
+    finally:
+        backend.sync_weights(model)
+    assert backend.verify_sync(model) < 1e-4
+
+
 def test_stop_strings(setup):
     """rollout.stop in the engine: a row ends with the token that completes the first stop string (kept in
     its text), finished (not truncated), and its tokens are the ones sampled without stop strings."""

@@ -43,6 +43,7 @@ from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, fil
 from harness.models.logprobs import response_logprobs
 from harness.train.run.nonfinite import NonFiniteUpdate
 from harness.train.run.components import check_finite, clip_and_step
+from harness.train.run.prepare import compute_precision
 from harness.train.run.shell import RunContext, Trainer
 from harness.atomic import atomic_write, atomic_write_text
 from harness.train.run.rundir import RunDir
@@ -157,7 +158,8 @@ def _load_or_build_round(run: RunDir, cfg: RunConfig, r: int, task, backend, pol
         ref = torch.load(ref_path)
         ref_chosen, ref_rejected = ref["chosen"], ref["rejected"]
     else:  # pi_ref of round r = the policy at its start, frozen (computed once: no second model is held)
-        ref_chosen, ref_rejected = all_logps(policy, enc, pad_id, cfg.dpo.batch_size)
+        with compute_precision(cfg, policy.device):  # train.autocast: as the policy's forwards
+            ref_chosen, ref_rejected = all_logps(policy, enc, pad_id, cfg.dpo.batch_size)
     if not path.exists():
         atomic_write_text(report_path, json.dumps(report, indent=2, sort_keys=True))
         atomic_write(ref_path, lambda tmp: torch.save({"chosen": ref_chosen, "rejected": ref_rejected}, tmp))
@@ -225,7 +227,8 @@ class DPOTrainer(Trainer):
         t0 = time.perf_counter()
         idx = batch_indices(self.seed, local, len(rd.enc), d.batch_size)
         ctx.model.train()
-        pol_chosen, pol_rejected = sequence_logps(ctx.model, rd.enc, idx, ctx.pad_id)  # (B,), (B,)
+        with compute_precision(self.cfg, dev):  # train.autocast (docs/scale.md)
+            pol_chosen, pol_rejected = sequence_logps(ctx.model, rd.enc, idx, ctx.pad_id)  # (B,), (B,)
         chosen_len = torch.tensor([len(rd.enc.chosen[i]) for i in idx], dtype=torch.float32, device=dev)
         loss, metrics = dpo_loss(self.cfg.objective, pol_chosen, pol_rejected, rd.ref_chosen[idx].to(dev),
                                  rd.ref_rejected[idx].to(dev), chosen_lengths=chosen_len)
@@ -257,7 +260,8 @@ class DPOTrainer(Trainer):
 def _pair_metrics(policy, enc: EncodedPairs, ref_chosen, ref_rejected, cfg: RunConfig, pad_id: int) -> dict[str, float]:
     """Mean log-probs of ALL chosen and rejected responses under the policy, and the mean DPO
     margin beta*[(pi_c - ref_c) - (pi_r - ref_r)] over all pairs (one fixed set)."""
-    pc, pr = all_logps(policy, enc, pad_id, cfg.dpo.batch_size)
+    with compute_precision(cfg, policy.device):
+        pc, pr = all_logps(policy, enc, pad_id, cfg.dpo.batch_size)
     margin = cfg.objective.dpo_beta * ((pc - ref_chosen) - (pr - ref_rejected))
     return {"eval/pairs/logps_chosen": float(pc.mean()), "eval/pairs/logps_rejected": float(pr.mean()),
             "eval/pairs/margin": float(margin.mean())}

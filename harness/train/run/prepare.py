@@ -46,7 +46,7 @@ def prepare_policy(model: nn.Module, cfg) -> nn.Module:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     lora = cfg.model.lora
     if lora is not None:
-        model = add_lora(model, lora.r, lora.alpha, lora.dropout, lora.target_modules)
+        model = add_lora(model, lora.r, lora.alpha, lora.dropout, lora.target_modules, seed=cfg.seed)
         model._harness_base_digest = base_digest(model)  # once: the base is frozen
     return model
 
