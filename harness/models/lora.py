@@ -99,7 +99,10 @@ def check_lora_targets(name: str, overrides: dict, targets: str | list[str]) -> 
     memo = json.dumps([name, overrides, targets], sort_keys=True, default=str)
     if memo in _CHECKED:
         return
-    check_targets(meta_model(name, overrides), targets)
+    try:
+        check_targets(meta_model(name, overrides), targets)
+    except ValueError as err:  # the config's key in full: model.lora.target_modules
+        raise ValueError(f"model.lora.{err}") from None
     _CHECKED[memo] = None
 
 

@@ -55,7 +55,8 @@ def test_the_config_refuses_a_bad_target_before_any_model_loads(monkeypatch):
     import harness.models.registry as registry
 
     monkeypatch.setattr(registry, "build_model", lambda *a, **k: pytest.fail("a model was loaded"))
-    with pytest.raises(ConfigError, match=r"model has: \['down_proj'.*'v_proj'\]"):
+    with pytest.raises(ConfigError, match=r"model.lora.target_modules: 'qproj' names no module .* the model has: "
+                                          r"\['down_proj'.*'v_proj'\]"):
         load_config(SMOKE, ["model.lora={target_modules: [qproj]}"])
     with pytest.raises(ConfigError, match="MixtralExperts, which takes no LoRA adapter"):
         load_config(SMOKE, ["model.name=tiny-moe", "model.lora={target_modules: [experts]}"])
