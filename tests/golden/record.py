@@ -135,7 +135,7 @@ class Replayer:
             raise ReplayMismatch(f"generate call #{self.n}: the record holds only {len(self.calls)} calls")
         call = self.calls[self.n]
         asked = {"prompts": [list(p) for p in prompts], "group_size": group_size,
-                 "params": dataclasses.asdict(params)}
+                 "params": _recorded_params(params, call["params"])}
         for key, value in asked.items():
             if value != call[key]:
                 raise ReplayMismatch(f"generate call #{self.n}: {key} differ from the record "
@@ -149,6 +149,14 @@ class Replayer:
 
     def close(self):
         pass
+
+
+def _recorded_params(params, recorded: dict) -> dict:
+    """The sampling params as the record holds them: a field added since (e.g. `stop`) counts only
+    when it is away from its default, so old records stay valid for runs that do not use it."""
+    asked = dataclasses.asdict(params)
+    defaults = {f.name: f.default for f in dataclasses.fields(params)}
+    return {k: v for k, v in asked.items() if k in recorded or v != defaults.get(k)}
 
 
 def _batch_to_dict(b) -> dict:
