@@ -58,7 +58,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from harness.objective import PRESETS, ObjectiveConfig
+from harness.objective import PRESETS, ObjectiveConfig, inputs_needed
 from harness.objective import knobs as knob_rules
 from harness.objective.config import knob_default
 from harness.objective.modes import KnobError
@@ -263,6 +263,10 @@ class TrainSection(_Section):
     grad_share_every: int = Field(0, ge=0, description="every N steps, measure the gradient-norm share of the extreme "
                                   "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
                                   "harness/train/diagnostics/group_stats.py); 0 = off")
+    component_warmup_steps: int = Field(0, ge=0, description="the first N steps train only the trained components "
+                                        "(PRIME's reward model, PPO's critic) on the initial policy's rollouts; the "
+                                        "policy is not updated (verl's trainer.critic_warmup); its steps count in "
+                                        "train.steps")
     gradient_checkpointing: bool = Field(False, description="activation checkpointing of the policy (transformers' "
                                          "gradient_checkpointing_enable, use_reentrant=False): each layer's activations "
                                          "are recomputed in the backward instead of kept; same gradients, less memory, "
@@ -272,7 +276,6 @@ class TrainSection(_Section):
                                              "in fp32 (model.dtype=float32); null = off. The rollout keeps rollout.dtype: "
                                              "mismatch/* shows the cost. CPUs without avx512_bf16/amx_bf16 run bf16 "
                                              "matmuls far slower than fp32 (a warning says so)")
-
 
     @field_validator("autocast", mode="before")
     @classmethod
@@ -395,6 +398,7 @@ class RunConfig(_Section):
         rl = self.trainer == "rl"  # the DPO trainer reads no group, clip or batch-shape knob
         if rl:
             self._objective_run_knobs()
+            self._warmup_knobs()
         rows = t.prompts_per_step * t.group_size
         if rows % t.mini_batches:
             raise ValueError(f"train.mini_batches={t.mini_batches} must divide prompts_per_step*group_size={rows}")
@@ -438,6 +442,20 @@ class RunConfig(_Section):
                 raise ValueError(f"objective.{k}={v}: a clip distance of 0 pins the ratio's bound at 1, so every "
                                  "token whose ratio moves past it gets no gradient; allowed: a value > 0"
                                  f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none")
+
+    def _warmup_knobs(self) -> None:
+        """train.component_warmup_steps: a trained component to warm up, and policy steps left after it."""
+        n, steps = self.train.component_warmup_steps, self.train.steps
+        if not n:
+            return
+        components = inputs_needed(self.objective).components
+        if not components:
+            raise ValueError(f"train.component_warmup_steps={n}: this objective trains no component to warm up; "
+                             "allowed: 0, or a positive number with objective.baseline=prime (its reward model) or "
+                             "critic (its value model), or agg=lambda_length")
+        if n >= steps:
+            raise ValueError(f"train.component_warmup_steps={n} leaves no policy update in train.steps={steps}; "
+                             f"allowed: 0 to {steps - 1} (raise train.steps by the warm-up to keep the policy's steps)")
 
     def _task_knobs(self) -> None:
         """Construct the task (cheap, no model) so that difficulty_mix and options fail here; a dataset
@@ -690,7 +708,8 @@ DPO_OBJECTIVE_KNOBS = ("dpo_beta", "dpo_loss_type", "dpo_sft_coef")
 # `train` knobs that only the RL loop reads (the DPO trainer uses lr, betas, weight_decay,
 # grad_clip, checkpoint_every and threads)
 RL_TRAIN_KNOBS = ("steps", "prompts_per_step", "group_size", "critic_lr", "inner_epochs", "mini_batches",
-                  "micro_batch_size", "old_logp", "max_refill_rounds", "samples_to_log", "grad_share_every")
+                  "micro_batch_size", "old_logp", "max_refill_rounds", "samples_to_log", "grad_share_every",
+                  "component_warmup_steps")
 # from_pretrained options that model.overrides may pass for smollm2-135m or a model folder
 LOAD_OPTIONS = ("attn_implementation", "device_map", "low_cpu_mem_usage", "revision", "subfolder", "trust_remote_code",
                 "use_safetensors", "variant", "max_memory", "offload_folder", "offload_state_dict", "key_mapping",
