@@ -123,7 +123,7 @@ def test_extreme_grad_share_splits_the_whole_batch_gradient():
     ep = _episode(correct, response_ids=resp, mask=mask, prompt_ids=prompts)
     obj = ObjectiveConfig.preset("grpo", std="population", kl_coef=0.0)
     adv = group_advantages(obj, ep.rewards, G)
-    cfg = SimpleNamespace(objective=obj, train=SimpleNamespace(micro_batch_size=5), rollout=SimpleNamespace(temperature=1.0))
+    cfg = SimpleNamespace(objective=obj, train=SimpleNamespace(micro_batch_size=5, autocast=None), rollout=SimpleNamespace(temperature=1.0))
     batch = Batch(prompts, resp, mask, mask, torch.zeros(B, T), adv=adv)
     pad = tok.pad_token_id
     out = extreme_grad_share(model, batch, ep, cfg, pad)
