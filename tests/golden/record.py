@@ -136,6 +136,7 @@ class Replayer:
         call = self.calls[self.n]
         asked = {"prompts": [list(p) for p in prompts], "group_size": group_size,
                  "params": dataclasses.asdict(params)}
+        call = {**call, "params": {**_param_defaults(), **call["params"]}}  # fields added since: their defaults
         for key, value in asked.items():
             if value != call[key]:
                 raise ReplayMismatch(f"generate call #{self.n}: {key} differ from the record "
@@ -149,6 +150,13 @@ class Replayer:
 
     def close(self):
         pass
+
+
+def _param_defaults() -> dict:
+    """SamplingParams' field defaults: a record made before a field existed (rollout.stop) asked for its default."""
+    from harness.rollout.base import SamplingParams
+
+    return {f.name: f.default for f in dataclasses.fields(SamplingParams) if f.default is not dataclasses.MISSING}
 
 
 def _batch_to_dict(b) -> dict:
