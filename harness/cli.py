@@ -31,7 +31,7 @@ import warnings
 from pathlib import Path
 
 from harness.config import ConfigError, ConfigWarning, dump_config, explain_config, load_config
-from harness.train.run.faults import RunFault, StoppedBySignal
+from harness.faults import RunFault, StoppedBySignal
 
 
 def positive_int(text: str) -> int:

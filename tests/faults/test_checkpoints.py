@@ -11,7 +11,7 @@ import pytest
 
 from faults_helpers import TINY, Killed, assert_complete, file_steps, tiny
 from harness.cli import main
-from harness.train.run.faults import NoReadableCheckpoint, OrphanMetrics
+from harness.faults import NoReadableCheckpoint, OrphanMetrics
 
 
 STEPS = "train.steps=4"

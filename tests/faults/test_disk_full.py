@@ -15,7 +15,7 @@ import torch
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, tiny
 from harness.cli import main
 from harness.train.run.checkpoint_files import verify
-from harness.train.run.faults import CheckpointWriteError
+from harness.faults import CheckpointWriteError
 
 
 def _full_disk_on_call(monkeypatch, nth: int):

@@ -12,7 +12,7 @@ from faults_helpers import TINY, file_steps, mlflow_status, mlflow_steps, tiny
 from harness.cli import main
 from harness.config import ConfigError, load_config
 from harness.train.run.checkpoint_files import verify
-from harness.train.run.faults import NonFiniteError
+from harness.faults import NonFiniteError
 
 
 def test_nan_policy_is_validated():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, mlflow_steps, tiny
-from harness.train.run.faults import StoppedBySignal
+from harness.faults import StoppedBySignal
 
 ROOT = Path(__file__).resolve().parents[2]
 

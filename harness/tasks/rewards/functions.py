@@ -25,7 +25,7 @@ import math
 import numbers
 from typing import Any, Callable
 
-from harness.train.run.faults import RunFault
+from harness.faults import RunFault
 
 PARAMS = ("prompt", "completion", "answer", "row")
 

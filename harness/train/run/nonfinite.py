@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.train.run.faults import NonFiniteError
+from harness.faults import NonFiniteError
 
 
 class NonFiniteUpdate(Exception):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.train.run.checkpoint_files import verify
-from harness.train.run.faults import NoReadableCheckpoint, OrphanMetrics
+from harness.faults import NoReadableCheckpoint, OrphanMetrics
 from harness.train.run.rundir import RunDir
 
 

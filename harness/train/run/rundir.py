@@ -90,7 +90,7 @@ class RunDir:
         disk, so a checkpoint found unreadable later has one to fall back to. An OSError (disk
         full, quota, I/O) removes the partial write and raises CheckpointWriteError."""
         from harness.train.run.checkpoint_files import write_manifest
-        from harness.train.run.faults import CheckpointWriteError
+        from harness.faults import CheckpointWriteError
 
         self.ckpt_root.mkdir(exist_ok=True)
         name = f"step_{step:06d}"

@@ -28,14 +28,13 @@ from harness.rollout import make_backend
 from harness.tracking.pending import make_tracker, sync_pending
 from harness.train.eval.eval_cache import eval_at
 from harness.train.eval.evaluate import is_eval_step, paired_rise
-from harness.train.run.faults import RunFault, StoppedBySignal
+from harness.faults import RunFault, StopOnSignal, StoppedBySignal
 from harness.train.run.nonfinite import on_nonfinite
 from harness.train.run.resume import resume_point
 from harness.train.run.components import Component, Trained, adamw, build_components
 from harness.jsonl import read_jsonl
 from harness.train.run.rundir import RunDir
 from harness.train.run.setup import open_run, start_run
-from harness.train.run.stop import StopOnSignal
 
 EVAL_SEED_OFFSET = 7_777
 
@@ -150,7 +149,7 @@ def make_trainer(cfg: RunConfig) -> Trainer:
 
 def run(cfg: RunConfig, out_dir: str | Path) -> dict:
     """Run (or resume) one run with the trainer `cfg.trainer` names; returns the summary written
-    to DIR/summary.json. SIGTERM / SIGINT stop it at the end of a step, checkpointed (stop.py)."""
+    to DIR/summary.json. SIGTERM / SIGINT stop it at the end of a step, checkpointed (harness/faults.py)."""
     with StopOnSignal() as stop:
         return Shell(cfg, make_trainer(cfg), stop).run(out_dir)
 
