@@ -87,7 +87,7 @@ def run_trl(cfg_dict: dict) -> dict:
     from harness.config import build_config
     from harness.models import save_model
     from harness.tasks import make_task
-    from harness.train.rl.collect import step_seed
+    from harness.train.core.collect import step_seed
     from harness.train.run.policy_init import initial_policy
 
     cfg = build_config(cfg_dict)

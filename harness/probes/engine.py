@@ -31,12 +31,12 @@ import torch
 from harness.config import RunConfig
 from harness.objective import group_advantages
 from harness.rollout import make_backend
-from harness.train.rl.collect import collect, step_seed
+from harness.train.core.collect import collect, step_seed
 from harness.train.eval.evaluate import evaluate
 from harness.train.run.policy_init import initial_policy
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.train.rl.step import batch_logprobs
-from harness.train.batch import Batch
+from harness.train.core.batch import Batch
 from harness.train.run.components import Trained
 from harness.train.run.shell import EVAL_SEED_OFFSET
 from harness.train.rl.update import policy_update
@@ -70,7 +70,7 @@ def t_interval(vals: list[float]) -> tuple[float, float]:
 
 
 def batch_for_update(ep, adv, old_logp, cfg) -> Batch:
-    """The batch policy_update takes (harness/train/batch.py), without a reference."""
+    """The batch policy_update takes (harness/train/core/batch.py), without a reference."""
     r = ep.rollout
     mask = r.response_mask
     if cfg.objective.mask_truncated:

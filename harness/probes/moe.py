@@ -20,7 +20,7 @@ import torch
 
 from harness.models.moe import is_moe
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe, with_section
-from harness.train.batch import Batch
+from harness.train.core.batch import Batch
 from harness.train.rl.step import batch_logprobs
 from harness.train.diagnostics.mismatch import MismatchStats
 

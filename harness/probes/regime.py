@@ -16,7 +16,7 @@ Shapes: N prompts, G group size, B = N*G rows (groups contiguous).
 """
 from __future__ import annotations
 
-from harness.train.rl.episode import Episode
+from harness.train.core.episode import Episode
 from harness.train.diagnostics.group_stats import P_HIGH, P_LOW
 
 KEYS = ("accuracy", "mixed_groups", "truncated", "length_right", "length_wrong", "within_group_std",
@@ -45,7 +45,7 @@ def regime_stats(ep: Episode) -> dict[str, float]:
 def run_regime(cfg, batches: int, log=print) -> dict:
     """Sample `batches` training batches from cfg's initial policy; per-key mean and 95% t-interval."""
     from harness.probes.engine import setup_policy, t_interval
-    from harness.train.rl.collect import collect
+    from harness.train.core.collect import collect
 
     task, policy, tok, render, pad_id, backend = setup_policy(cfg)
     rows = []

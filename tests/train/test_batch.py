@@ -1,7 +1,7 @@
-"""The typed batch (harness/train/batch.py): row selection and the one micro-batch iterator."""
+"""The typed batch (harness/train/core/batch.py): row selection and the one micro-batch iterator."""
 import torch
 
-from harness.train.batch import Batch, micro_slices
+from harness.train.core.batch import Batch, micro_slices
 
 
 def test_micro_slices_cover_every_row_once_in_order():

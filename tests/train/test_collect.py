@@ -9,8 +9,8 @@ import torch
 from harness.config import load_config
 from harness.rollout.base import SamplingParams
 from harness.train.eval import eval_cache
-from harness.train.rl.collect import collect, score
-from harness.train.rl.episode import Episode
+from harness.train.core.collect import collect, score
+from harness.train.core.episode import Episode
 from harness.train.eval.evaluate import evaluate
 from fake_rollout import ScriptedBackend, ScriptedTask, problem
 

@@ -11,7 +11,7 @@ from harness.cli import main
 from harness.config import load_config
 from harness.tasks import make_task
 from harness.train.dpo import step as dpo_module
-from harness.train.rl.collect import step_seed
+from harness.train.core.collect import step_seed
 from harness.train import train
 from harness.train.dpo.pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
 from harness.train.eval.eval_cache import eval_cache_path, load_eval

@@ -11,7 +11,7 @@ from harness.cli import main
 from harness.config import ConfigError, load_config
 from harness.tasks import make_task
 from harness.train.dpo import step as dpo_module
-from harness.train.rl.collect import step_seed
+from harness.train.core.collect import step_seed
 from harness.train import train
 from harness.train.dpo.step import all_logps, encode_pairs
 from harness.train.dpo.pairs import PAIRS_SALT, read_pairs

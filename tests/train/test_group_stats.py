@@ -12,8 +12,8 @@ from harness.objective import ObjectiveConfig, group_advantages, policy_loss
 from harness.objective.aggregation import batch_denominators
 from harness.rollout.base import RolloutBatch
 from harness.tasks.base import Problem, RewardBreakdown
-from harness.train.rl.episode import Episode
-from harness.train.batch import Batch
+from harness.train.core.episode import Episode
+from harness.train.core.batch import Batch
 from harness.train.diagnostics.group_stats import extreme_grad_share, extreme_rows, group_records
 from harness.models.logprobs import response_logprobs
 from harness.jsonl import read_jsonl

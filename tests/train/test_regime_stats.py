@@ -8,7 +8,7 @@ import torch
 from harness.probes.regime import regime_stats
 from harness.rollout.base import RolloutBatch
 from harness.tasks.base import Problem, RewardBreakdown
-from harness.train.rl.episode import Episode
+from harness.train.core.episode import Episode
 
 
 def _episode() -> Episode:

@@ -10,7 +10,7 @@ from harness.config import load_config
 from harness.models.tiny import tiny_dense_config
 from harness.objective import policy_loss
 from harness.models.logprobs import response_logprobs
-from harness.train.batch import Batch
+from harness.train.core.batch import Batch
 from harness.train.run.components import Trained
 from harness.train.rl.update import policy_update
 

@@ -40,8 +40,8 @@ import torch
 
 from harness.objective import inputs_needed
 from harness.objective.aggregation import batch_denominators
-from harness.train.batch import Batch
-from harness.train.rl.episode import Episode
+from harness.train.core.batch import Batch
+from harness.train.core.episode import Episode
 from harness.train.rl.update import forward_loss
 from harness.train.run.rundir import GROUP_RECORDS
 

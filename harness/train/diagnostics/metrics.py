@@ -5,7 +5,7 @@ from collections import defaultdict
 
 import torch
 
-from harness.train.rl.episode import Episode
+from harness.train.core.episode import Episode
 
 
 def _mean(x: torch.Tensor) -> float:

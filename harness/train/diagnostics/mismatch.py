@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from harness.train.batch import Batch
+from harness.train.core.batch import Batch
 from harness.models.logprobs import response_logprobs
 from harness.train.diagnostics.routing import capture_routing, one_forward, set_disagreement
 

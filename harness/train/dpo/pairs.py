@@ -25,7 +25,7 @@ from pathlib import Path
 from harness.config import ConfigError
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
-from harness.train.rl.collect import score, step_seed
+from harness.train.core.collect import score, step_seed
 from harness.atomic import atomic_write_text
 
 FIELDS = ("prompt", "chosen", "rejected", "difficulty")

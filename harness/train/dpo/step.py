@@ -37,8 +37,8 @@ import torch
 
 from harness.config import RunConfig
 from harness.objective import dpo_loss
-from harness.train.batch import micro_slices
-from harness.train.rl.collect import step_seed
+from harness.train.core.batch import micro_slices
+from harness.train.core.collect import step_seed
 from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
 from harness.models.logprobs import response_logprobs
 from harness.train.run.nonfinite import NonFiniteUpdate

@@ -17,7 +17,7 @@ import torch
 from harness.objective import pass_at_k
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Problem, Task
-from harness.train.rl.collect import score, step_seed
+from harness.train.core.collect import score, step_seed
 from harness.train.diagnostics.metrics import rollout_metrics
 from harness.train.eval.paired import paired_bootstrap
 from harness.atomic import atomic_write_text

@@ -21,9 +21,9 @@ from harness.config import ConfigError
 from harness.models.moe import is_moe
 from harness.objective import advantages, inputs_needed, loss_mask
 from harness.objective.extensions import old_forward_extras
-from harness.train.batch import Batch
-from harness.train.rl.collect import collect, step_seed
-from harness.train.rl.episode import Episode
+from harness.train.core.batch import Batch
+from harness.train.core.collect import collect, step_seed
+from harness.train.core.episode import Episode
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
 from harness.models.logprobs import response_forward
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics

@@ -17,7 +17,7 @@ from harness.objective import LossInputs, inputs_needed
 from harness.objective import loss as objective_loss
 from harness.objective.aggregation import batch_denominators
 from harness.objective.extensions import forward_extras
-from harness.train.batch import Batch
+from harness.train.core.batch import Batch
 from harness.train.diagnostics.metrics import UpdateMetrics
 from harness.train.diagnostics.mismatch import MismatchStats
 from harness.train.diagnostics.routing import capture_routing

@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from harness.train.batch import Batch
+from harness.train.core.batch import Batch
 from harness.train.run.nonfinite import NonFiniteUpdate, describe
 
 

@@ -11,7 +11,7 @@ import torch
 from harness.objective import dynamic_sampling_keep, overlong_penalty
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
-from harness.train.rl.episode import Episode
+from harness.train.core.episode import Episode
 
 
 def step_seed(seed: int, step: int, salt: int = 0) -> int:
