@@ -7,7 +7,7 @@ ask the active modes for their hooks and carry whatever they return in one `extr
 (`Batch.extras`, `LossInputs.extras`), never branching on a variant's name:
 
     component      a trained module beside the policy whose output is `extras[component]`
-                   (harness/train/run/components.py builds it: values, prm_logp, lam)
+                   (harness/train/core/components.py builds it: values, prm_logp, lam)
     reference      it needs pi_ref's log-probs
     advantages     (cfg, rewards (B,), mask (B, T), group_size, extras) -> Scored: per-token
                    advantages instead of the group baseline (critic + GAE, PRIME)

@@ -1,7 +1,7 @@
 """λ-GRPO's learnable length weighting (arXiv 2510.06870), docs/objective.md §13.
 
 Trained as `agg: lambda_length` (preset `lambda_grpo`): λ is a component of the run
-(harness/train/run/components.py, `lambda`): one scalar parameter from `lambda_init` with its own
+(harness/train/core/components.py, `lambda`): one scalar parameter from `lambda_init` with its own
 AdamW at `lambda_lr` (no weight decay), stepped with the policy, checkpointed and resumed, logged as
 `agg/lambda`. The trainer's mini-batches are random rows, so each row carries its group's lengths
 (`group_lengths` (B, G), its position `group_pos` (B,)) and `lambda_row_weights` computes its f_i.

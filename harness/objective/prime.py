@@ -1,7 +1,7 @@
 """PRIME's implicit process rewards (arXiv 2502.01456), docs/objective.md §13 -- the math only.
 
 Trained by the RL loop as `baseline: prime` (preset `prime`, docs/objective.md §13): the implicit
-process reward model pi_phi is a component (harness/train/run/components.py) like PPO's critic,
+process reward model pi_phi is a component (harness/train/core/components.py) like PPO's critic,
 initialised from the warm start, stepped with the policy at `prm_lr` on the outcome labels,
 checkpointed and resumed with the run. The token rewards come from pi_phi BEFORE the step's update
 (the scores of the rollout), then the update trains it. The knobs below are ObjectiveConfig fields.

@@ -37,7 +37,7 @@ from harness.train.run.policy_init import initial_policy
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.train.rl.step import batch_logprobs
 from harness.train.core.batch import Batch
-from harness.train.run.components import Trained
+from harness.train.core.components import Trained
 from harness.train.run.shell import EVAL_SEED_OFFSET
 from harness.train.rl.update import policy_update
 

@@ -1,4 +1,4 @@
-"""A PPO run killed mid-way resumes with its value model (a component: harness/train/run/components.py)
+"""A PPO run killed mid-way resumes with its value model (a component: harness/train/core/components.py)
 and that model's optimizer restored exactly: the resumed run logs the numbers of an uninterrupted one.
 The same for PRIME's implicit reward model and λ-GRPO's learned λ (docs/objective.md §13)."""
 from __future__ import annotations

@@ -11,7 +11,7 @@ from harness.models.tiny import tiny_dense_config
 from harness.objective import policy_loss
 from harness.models.logprobs import response_logprobs
 from harness.train.core.batch import Batch
-from harness.train.run.components import Trained
+from harness.train.core.components import Trained
 from harness.train.rl.update import policy_update
 
 PAD = 0

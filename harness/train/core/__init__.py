@@ -1,6 +1,8 @@
 """The train core: what every trainer, eval, diagnostic and probe shares, in one place each.
 
-    batch.py     the typed batch and the one micro-batch iterator
-    episode.py   the rollout/learner boundary: rewards and advantages in separate fields
-    collect.py   the per-step seeds, the prompt draws (training and held-out eval), sampling, the task's scores
+    batch.py       the typed batch and the one micro-batch iterator
+    episode.py     the rollout/learner boundary: rewards and advantages in separate fields
+    collect.py     the per-step seeds, the prompt draws (training and held-out eval), sampling, the task's scores
+    components.py  the trained modules (the policy and its components), their optimizers and their guarded step
+    nonfinite.py   NaN / inf in a reward, a loss or a gradient (train.nan_policy)
 """

@@ -41,8 +41,8 @@ from harness.train.core.batch import micro_slices
 from harness.train.core.collect import step_seed
 from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
 from harness.models.logprobs import response_logprobs
-from harness.train.run.nonfinite import NonFiniteUpdate
-from harness.train.run.components import check_finite, clip_and_step
+from harness.train.core.nonfinite import NonFiniteUpdate
+from harness.train.core.components import check_finite, clip_and_step
 from harness.train.run.shell import RunContext, Trainer
 from harness.atomic import atomic_write, atomic_write_text
 from harness.train.run.rundir import RunDir

@@ -28,7 +28,7 @@ from harness.train.diagnostics.group_stats import extreme_grad_share, group_reco
 from harness.models.logprobs import response_forward
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.diagnostics.mismatch import MismatchStats, router_old_new
-from harness.train.run.nonfinite import NonFiniteUpdate, first_nonfinite
+from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
 from harness.train.diagnostics.routing import capture_routing
 from harness.train.run.shell import RunContext, Trainer
 from harness.train.rl.update import policy_update

@@ -3,7 +3,7 @@
 Shapes: B rows of the episode, T response length. Denominators of the aggregation are
 those of the whole mini-batch (num_seqs, num_tokens), so gradient accumulation over
 micro-batches reproduces the mini-batch gradient exactly. Every trained module (the policy
-and its components, harness/train/run/components.py) takes each optimizer step together.
+and its components, harness/train/core/components.py) takes each optimizer step together.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from harness.train.core.batch import Batch
 from harness.train.diagnostics.metrics import UpdateMetrics
 from harness.train.diagnostics.mismatch import MismatchStats
 from harness.train.diagnostics.routing import capture_routing
-from harness.train.run.components import Component, Trained, check_finite, clip_and_step
+from harness.train.core.components import Component, Trained, check_finite, clip_and_step
 
 
 def policy_update(policy: Trained, components: list[Component], batch: Batch, cfg, pad_id: int,

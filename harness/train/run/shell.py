@@ -29,9 +29,9 @@ from harness.tracking.pending import make_tracker, sync_pending
 from harness.train.eval.eval_cache import eval_at
 from harness.train.eval.evaluate import is_eval_step, paired_rise
 from harness.faults import RunFault, StopOnSignal, StoppedBySignal
-from harness.train.run.nonfinite import on_nonfinite
+from harness.train.core.nonfinite import on_nonfinite
 from harness.train.run.resume import resume_point
-from harness.train.run.components import Component, Trained, adamw, build_components
+from harness.train.core.components import Component, Trained, adamw, build_components
 from harness.jsonl import read_jsonl
 from harness.train.run.rundir import RunDir
 from harness.train.run.setup import open_run, start_run

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from harness.train.core.batch import Batch
-from harness.train.run.nonfinite import NonFiniteUpdate, describe
+from harness.train.core.nonfinite import NonFiniteUpdate, describe
 
 
 def adamw(module: nn.Module, lr: float, betas, weight_decay: float | None = None) -> torch.optim.Optimizer:
@@ -124,7 +124,7 @@ def build_components(cfg, policy: nn.Module, wanted: list[str], device) -> list[
     for provides in wanted:
         if provides not in COMPONENTS:
             raise ValueError(f"the objective reads component {provides!r}, which no module registered; registered: "
-                             f"{sorted(COMPONENTS)} (harness.train.run.components.register_component)")
+                             f"{sorted(COMPONENTS)} (harness.train.core.components.register_component)")
         name, build, scores = COMPONENTS[provides]
         module, lr, *wd = build(cfg, policy)
         module = module.to(device)
