@@ -35,7 +35,7 @@ from harness.train.core.collect import collect, step_seed
 from harness.train.eval.evaluate import evaluate
 from harness.train.run.policy_init import initial_policy
 from harness.train.run.task_setup import build_task, prepare_task
-from harness.train.rl.step import batch_logprobs
+from harness.train.core.forward import batch_logprobs
 from harness.train.core.batch import Batch
 from harness.train.core.components import Trained
 from harness.train.run.shell import EVAL_SEED_OFFSET

@@ -21,8 +21,8 @@ import torch
 from harness.models.moe import is_moe
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe, with_section
 from harness.train.core.batch import Batch
-from harness.train.rl.step import batch_logprobs
-from harness.train.diagnostics.mismatch import MismatchStats
+from harness.train.core.forward import batch_logprobs
+from harness.train.core.mismatch import MismatchStats
 
 GRPO_EPS = 0.2
 GSPO_EPS_LOW, GSPO_EPS_HIGH = 3e-4, 4e-4

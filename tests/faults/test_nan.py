@@ -39,16 +39,16 @@ def _nan_reward_at(monkeypatch, step: int):
 
 
 def _bad_loss_at(monkeypatch, step: int, value: float):
-    import harness.train.rl.update as update
+    import harness.train.core.forward as forward
 
-    real, calls = update.objective_loss, {"n": 0}
+    real, calls = forward.objective_loss, {"n": 0}
 
     def objective_loss(*a, **k):
         loss, metrics = real(*a, **k)
         calls["n"] += 1
         return (loss + value if calls["n"] == step + 1 else loss), metrics
 
-    monkeypatch.setattr(update, "objective_loss", objective_loss)
+    monkeypatch.setattr(forward, "objective_loss", objective_loss)
 
 
 def test_nan_reward_stops_naming_step_and_tensor(tmp_path, mlflow_uri, monkeypatch):

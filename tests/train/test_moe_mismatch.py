@@ -167,7 +167,7 @@ def test_config_errors_name_the_keys(overrides, needles):
 # ----------------------------------------------------------------------------- the formulas
 
 def test_mismatch_formulas_on_known_numbers():
-    from harness.train.diagnostics.mismatch import MismatchStats
+    from harness.train.core.mismatch import MismatchStats
 
     p_train = torch.tensor([[0.5, 0.2, 0.9, 0.01]])
     p_roll = torch.tensor([[0.2, 0.5, 0.9, 0.99]])
@@ -182,7 +182,7 @@ def test_mismatch_formulas_on_known_numbers():
 
 
 def test_set_disagreement_ignores_slot_order():
-    from harness.train.diagnostics.routing import set_disagreement
+    from harness.train.core.routing import set_disagreement
 
     a = torch.tensor([[0, 1], [0, 1], [2, 3]])  # (tokens, k)
     b = torch.tensor([[1, 0], [1, 2], [0, 1]])

@@ -42,7 +42,7 @@ from harness.objective import inputs_needed
 from harness.objective.aggregation import batch_denominators
 from harness.train.core.batch import Batch
 from harness.train.core.episode import Episode
-from harness.train.rl.update import forward_loss
+from harness.train.core.forward import forward_loss
 from harness.train.run.rundir import GROUP_RECORDS
 
 P_LOW, P_HIGH = 0.2, 0.8  # extreme groups: p < P_LOW (hard for the policy) or p > P_HIGH (easy)
@@ -97,7 +97,7 @@ def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int,
 
     batch: as for policy_update (its routing (B,S,L,k) replayed when objective.routing_replay).
     The ratio is taken against the current policy (= the rollout policy, before the update), so
-    the gradient is the update's first-step direction. The loss is the update's own (rl/update.py
+    the gradient is the update's first-step direction. The loss is the update's own (core/forward.py
     forward_loss), so every input the objective needs is there (SimKO's top-K, λ-GRPO's λ from
     `components`); the components' .grad is left empty too."""
     t0 = time.perf_counter()

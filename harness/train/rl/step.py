@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import time
-from contextlib import nullcontext
 
 import torch
 
@@ -24,48 +23,16 @@ from harness.objective.extensions import old_forward_extras
 from harness.train.core.batch import Batch
 from harness.train.core.collect import collect, step_seed
 from harness.train.core.episode import Episode
-from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
-from harness.models.logprobs import response_forward
-from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
-from harness.train.diagnostics.mismatch import MismatchStats, router_old_new
+from harness.train.core.forward import batch_forward, batch_logprobs
+from harness.train.core.mismatch import MismatchStats, router_old_new
 from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
-from harness.train.diagnostics.routing import capture_routing
-from harness.train.run.shell import RunContext, Trainer
+from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
+from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.rl.update import policy_update
+from harness.train.run.shell import RunContext, Trainer
 
 
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
-
-
-@torch.no_grad()
-def batch_forward(model, batch: Batch, pad_id: int, temperature: float, micro: int | None, replay: bool = False,
-                  mismatch: MismatchStats | None = None, head=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """One no-grad forward of `model` (pi_old, pi_ref, ...) over the batch's responses (response_mask), by
-    micro-batch -> (logp (B, T), what `head` reads from the logits, by name, B rows each: {} without a
-    head). head: the active extensions' `old_forward` (objective.old_forward_extras) when `model` is
-    pi_old (SimKO's top-K). replay: force the rollout's expert choices (batch.routing, MoE). mismatch:
-    a MismatchStats fed with these log-probs (as the old policy's) against the sampler's on the loss
-    mask, and with the routing."""
-    capture = mismatch is not None and is_moe(model)
-    lps, parts = [], []
-    for part in batch.micro_batches(micro):
-        routing = part.routing if replay else None
-        with capture_routing(model) if capture else nullcontext() as calls:
-            lp, _, read = response_forward(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
-                                           temperature, routing=routing, head=head)
-        if mismatch is not None:
-            mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
-            if capture:
-                mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
-        lps.append(lp)
-        parts.append(read)
-    return torch.cat(lps), {k: torch.cat([p[k] for p in parts]) for k in (parts[0] if parts else {})}
-
-
-def batch_logprobs(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
-                   replay: bool = False, mismatch: MismatchStats | None = None) -> torch.Tensor:
-    """(B, T) log-probs of the batch's responses under `model` (pi_old, pi_ref or pi_theta; batch_forward)."""
-    return batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch)[0]
 
 
 class RLTrainer(Trainer):

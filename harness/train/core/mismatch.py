@@ -29,7 +29,7 @@ import torch
 
 from harness.train.core.batch import Batch
 from harness.models.logprobs import response_logprobs
-from harness.train.diagnostics.routing import capture_routing, one_forward, set_disagreement
+from harness.train.core.routing import capture_routing, one_forward, set_disagreement
 
 LOG2 = math.log(2.0)
 
