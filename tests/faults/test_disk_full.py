@@ -14,7 +14,7 @@ import torch
 
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, tiny
 from harness.cli import main
-from harness.train.run.checkpoint_files import verify
+from harness.train.core.rundir import verify
 from harness.faults import CheckpointWriteError
 
 

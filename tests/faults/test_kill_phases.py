@@ -54,7 +54,7 @@ PHASES = ["rollout", "update", "checkpoint_write", "metrics_flush", "mlflow_flus
 def test_killed_then_rerun_has_every_step_once(phase, tmp_path, mlflow_uri, monkeypatch):
     import harness.train.rl.step as loop
     from harness.train import train
-    from harness.train.run.rundir import RunDir
+    from harness.train.core.rundir import RunDir
 
     run = tmp_path / "run"
     cfg = tiny()

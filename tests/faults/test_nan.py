@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from faults_helpers import TINY, file_steps, mlflow_status, mlflow_steps, tiny
 from harness.cli import main
 from harness.config import ConfigError, load_config
-from harness.train.run.checkpoint_files import verify
+from harness.train.core.rundir import verify
 from harness.faults import NonFiniteError
 
 

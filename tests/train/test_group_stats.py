@@ -17,7 +17,7 @@ from harness.train.core.batch import Batch
 from harness.train.diagnostics.group_stats import extreme_grad_share, extreme_rows, group_records
 from harness.models.logprobs import response_logprobs
 from harness.jsonl import read_jsonl
-from harness.train.run.rundir import GROUP_RECORDS, RunDir
+from harness.train.core.rundir import GROUP_RECORDS, RunDir
 
 
 def _episode(correct_per_group: list[list[int]], T: int = 3, response_ids: torch.Tensor | None = None,

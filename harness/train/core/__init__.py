@@ -4,6 +4,7 @@
     episode.py     the rollout/learner boundary: rewards and advantages in separate fields
     collect.py     the per-step seeds, the prompt draws (training and held-out eval), sampling, the task's scores
     components.py  the trained modules (the policy and its components), their optimizers and their guarded step
+    rundir.py      the run directory: config, metric files, checkpoints (with their manifests), summary
     nonfinite.py   NaN / inf in a reward, a loss or a gradient (train.nan_policy)
     forward.py     the forwards: a batch's no-grad log-probs under any policy, the loss of one micro-batch
     mismatch.py    what the old policy's forward observes: rollout/train mismatch, MoE routing disagreement

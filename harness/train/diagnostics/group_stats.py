@@ -5,7 +5,7 @@ Shapes: N prompt groups, G = group size, B = N*G rows (groups contiguous), T res
 `group_records(ep, adv, mask, step)` returns step metrics plus one record per group, which
 ride inside the step's metric record under `rundir.GROUP_RECORDS` and are written to
 DIR/groups.jsonl by `RunDir.flush` (so they are kept in the checkpoint and flushed after
-it, like every metric: see harness/train/run/rundir.py). A record:
+it, like every metric: see harness/train/core/rundir.py). A record:
 
     step, group (index within the step), difficulty, G, k (correct answers), p = k/G,
     reward_mean, reward_std (POPULATION std of the rewards the objective sees),
@@ -43,7 +43,7 @@ from harness.objective.aggregation import batch_denominators
 from harness.train.core.batch import Batch
 from harness.train.core.episode import Episode
 from harness.train.core.forward import forward_loss
-from harness.train.run.rundir import GROUP_RECORDS
+from harness.train.core.rundir import GROUP_RECORDS
 
 P_LOW, P_HIGH = 0.2, 0.8  # extreme groups: p < P_LOW (hard for the policy) or p > P_HIGH (easy)
 

@@ -45,7 +45,7 @@ from harness.train.core.nonfinite import NonFiniteUpdate
 from harness.train.core.components import check_finite, clip_and_step
 from harness.train.run.shell import RunContext, Trainer
 from harness.atomic import atomic_write, atomic_write_text
-from harness.train.run.rundir import RunDir
+from harness.train.core.rundir import RunDir
 
 
 @dataclass

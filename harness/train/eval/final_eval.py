@@ -18,7 +18,7 @@ from harness.train.eval.paired import paired_bootstrap
 from harness.train.run.policy_init import DTYPES, initial_policy, make_render, system_prompt
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.atomic import atomic_write_text
-from harness.train.run.rundir import RunDir
+from harness.train.core.rundir import RunDir
 from harness.threads import start_governor
 
 

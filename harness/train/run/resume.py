@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.train.run.checkpoint_files import verify
 from harness.faults import NoReadableCheckpoint, OrphanMetrics
-from harness.train.run.rundir import RunDir
+from harness.train.core.rundir import RunDir, verify
 
 
 def resume_point(run: RunDir, load: Callable[[Path], Any]) -> tuple[Path | None, Any]:

@@ -17,7 +17,7 @@ from harness.atomic import atomic_write_text
 from harness.threads import start_governor
 from harness.train.run.policy_init import initial_policy
 from harness.train.run.task_setup import build_task, prepare_task
-from harness.train.run.rundir import RunDir
+from harness.train.core.rundir import RunDir
 
 
 def check_same_config(run: RunDir, cfg: RunConfig) -> None:

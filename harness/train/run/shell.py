@@ -10,7 +10,7 @@
 
 A trainer (the RL loop, the DPO trainer) supplies its step and its own extras (`Trainer`
 below); the config key `trainer:` (rl | dpo, set by the presets) chooses it (`make_trainer`).
-Crash safety: see harness/train/run/rundir.py (resume without lost or duplicated steps).
+Crash safety: see harness/train/core/rundir.py (resume without lost or duplicated steps).
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from harness.train.core.nonfinite import on_nonfinite
 from harness.train.run.resume import resume_point
 from harness.train.core.components import Component, Trained, adamw, build_components
 from harness.jsonl import read_jsonl
-from harness.train.run.rundir import RunDir
+from harness.train.core.rundir import RunDir
 from harness.train.run.setup import open_run, start_run
 
 EVAL_SEED_OFFSET = 7_777
