@@ -1,5 +1,6 @@
 """The train core: what every trainer, eval, diagnostic and probe shares, in one place each.
 
+    trainer.py     what a trainer is to the run shell (Trainer) and what its step may use (RunContext)
     batch.py       the typed batch and the one micro-batch iterator
     episode.py     the rollout/learner boundary: rewards and advantages in separate fields
     collect.py     the per-step seeds, the prompt draws (training and held-out eval), sampling, the task's scores

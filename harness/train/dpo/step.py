@@ -43,7 +43,7 @@ from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, fil
 from harness.models.logprobs import response_logprobs
 from harness.train.core.nonfinite import NonFiniteUpdate
 from harness.train.core.components import check_finite, clip_and_step
-from harness.train.run.shell import RunContext, Trainer
+from harness.train.core.trainer import RunContext, Trainer
 from harness.atomic import atomic_write, atomic_write_text
 from harness.train.core.rundir import RunDir
 

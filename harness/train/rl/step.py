@@ -29,7 +29,7 @@ from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.rl.update import policy_update
-from harness.train.run.shell import RunContext, Trainer
+from harness.train.core.trainer import RunContext, Trainer
 
 
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)

@@ -8,32 +8,33 @@
        (or when a signal asked to stop: then stop, KILLED), non-finite policy
     -> final record (eval of the trained policy) -> summary.json, FINISHED
 
-A trainer (the RL loop, the DPO trainer) supplies its step and its own extras (`Trainer`
-below); the config key `trainer:` (rl | dpo, set by the presets) chooses it (`make_trainer`).
+A trainer (the RL loop, the DPO trainer) supplies its step and its own extras (`Trainer`,
+harness/train/core/trainer.py); the config key `trainer:` (rl | dpo, set by the presets) chooses it
+(`make_trainer`).
 Crash safety: see harness/train/core/rundir.py (resume without lost or duplicated steps).
 """
 from __future__ import annotations
 
 import resource
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
 from harness import threads
 from harness.config import RunConfig
+from harness.faults import RunFault, StopOnSignal, StoppedBySignal
+from harness.jsonl import read_jsonl
 from harness.rollout import make_backend
 from harness.tracking.pending import make_tracker, sync_pending
+from harness.train.core.components import Component, Trained, adamw, build_components
+from harness.train.core.rundir import RunDir
+from harness.train.core.trainer import RunContext, Trainer
+from harness.train.dpo.step import DPOTrainer
 from harness.train.eval.eval_cache import eval_at
 from harness.train.eval.evaluate import is_eval_step, paired_rise
-from harness.faults import RunFault, StopOnSignal, StoppedBySignal
-from harness.train.core.nonfinite import on_nonfinite
+from harness.train.rl.step import RLTrainer
 from harness.train.run.resume import resume_point
-from harness.train.core.components import Component, Trained, adamw, build_components
-from harness.jsonl import read_jsonl
-from harness.train.core.rundir import RunDir
 from harness.train.run.setup import open_run, start_run
 
 EVAL_SEED_OFFSET = 7_777
@@ -52,99 +53,9 @@ def end_status(err: BaseException) -> str:
     return "FAILED" if isinstance(err, Exception) else "KILLED"
 
 
-@dataclass
-class RunContext:
-    """What a trainer's step may use: the run's objects, built and restored by the shell."""
-
-    cfg: RunConfig
-    run: RunDir
-    device: torch.device
-    task: object
-    tok: object
-    render: object                # Problem -> prompt token ids
-    pad_id: int
-    backend: object               # the rollout engine (sampling and eval)
-    policy: Trained               # the policy and its optimizer
-    components: list[Component] = field(default_factory=list)
-    last_ckpt: str | None = None  # the newest checkpoint written or resumed from
-
-    @property
-    def model(self) -> torch.nn.Module:
-        return self.policy.module
-
-    @property
-    def trained(self) -> list[Trained]:
-        """Every trained module, the policy first: each optimizer step steps them all."""
-        return [self.policy, *self.components]
-
-    def nonfinite(self, step: int, what: str) -> dict:
-        """train.nan_policy on a non-finite step: stop raises NonFiniteError; skip_step -> its metrics."""
-        return on_nonfinite(self.cfg.train.nan_policy, step, what, self.last_ckpt)
-
-
-class Trainer:
-    """What a trainer supplies to the shell. Its step fills the step's record; the rest has defaults."""
-
-    label = "step"                          # printed before the step number
-    print_keys: tuple = ()                  # (metric, short name) printed per step
-
-    def __init__(self, cfg: RunConfig):
-        self.cfg = cfg
-
-    def preflight(self, run: RunDir) -> None:
-        """Checks of inputs the config cannot see (files), before any model loads."""
-
-    def prepare(self, ctx: RunContext) -> None:
-        """After the initial policy is built, before a checkpoint is loaded."""
-
-    def component_inputs(self) -> list[str]:
-        """The objective inputs trained components must provide (e.g. ["values"])."""
-        return []
-
-    def schedule(self, start: int) -> Iterator[int]:
-        """The steps to run, from `start` (a resumed run skips the steps before it)."""
-        raise NotImplementedError
-
-    @property
-    def final_step(self) -> int:
-        """The final record's step (known once `schedule` is exhausted)."""
-        raise NotImplementedError
-
-    def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
-        """Run one step, adding its metrics to rec; returns its sample records."""
-        raise NotImplementedError
-
-    def checkpoint_due(self, step: int) -> bool:
-        """A checkpoint the trainer needs after `step` besides every train.checkpoint_every."""
-        return False
-
-    def eval_extras(self, ctx: RunContext, step: int) -> dict:
-        return {}
-
-    def state_dict(self) -> dict:
-        """The trainer's own checkpoint state (besides the trained modules)."""
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
-
-    def summary(self) -> dict:
-        return {}
-
-    def artifacts(self) -> list[str]:
-        """Files of DIR logged to the tracker at the end, besides config, summary and samples."""
-        return []
-
-
 def make_trainer(cfg: RunConfig) -> Trainer:
     """The trainer `cfg.trainer` names (rl | dpo)."""
-    if cfg.trainer == "dpo":
-        from harness.train.dpo.step import DPOTrainer
-
-        return DPOTrainer(cfg)
-    from harness.train.rl.step import RLTrainer
-
-    return RLTrainer(cfg)
+    return DPOTrainer(cfg) if cfg.trainer == "dpo" else RLTrainer(cfg)
 
 
 def run(cfg: RunConfig, out_dir: str | Path) -> dict:
