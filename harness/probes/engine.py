@@ -31,14 +31,13 @@ import torch
 from harness.config import RunConfig
 from harness.objective import group_advantages
 from harness.rollout import make_backend
-from harness.train.core.collect import collect, step_seed
+from harness.train.core.collect import collect, eval_problems, step_seed
 from harness.train.eval.evaluate import evaluate
 from harness.train.run.policy_init import initial_policy
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.train.core.forward import batch_logprobs
 from harness.train.core.batch import Batch
 from harness.train.core.components import Trained
-from harness.train.run.shell import EVAL_SEED_OFFSET
 from harness.train.rl.update import policy_update
 
 PROBE_SEED_SALT = 31_337  # probe batches use steps 10_000 + b: never a training run's prompts/draws
@@ -137,7 +136,7 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
     ref = arms[0].cfg
     task, policy, tok, render, pad_id, base_backend = setup_policy(ref)
     pcfg = probe_config(ref, probe_prompts, probe_samples)
-    problems = task.problems(pcfg.eval.num_prompts, seed=pcfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
+    problems = eval_problems(task, pcfg)
     base = evaluate(task, base_backend, render, problems, pcfg, 0)
     log(f"[probe] pi_0 on {probe_prompts} held-out prompts x {probe_samples}: pass@1 {base['eval/pass_at_1']:.3f}, "
         f"length correct {base['eval/length/correct']:.2f} / incorrect {base['eval/length/incorrect']:.2f}")

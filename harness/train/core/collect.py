@@ -1,4 +1,6 @@
-"""One iteration's data: sample prompts, generate G responses each, score them.
+"""One iteration's data: sample prompts, generate G responses each, score them; and the held-out
+prompts every eval of a run draws (`eval_problems`). Every prompt draw and every sampling seed of a
+run comes from here (`step_seed` and the salts below), so a resumed run redraws the same ones.
 
 Dynamic sampling (DAPO, arXiv 2503.14476 §3.2): groups whose rewards are all equal carry
 no signal under a group baseline; they are dropped and new prompts are sampled until the
@@ -12,6 +14,10 @@ from harness.objective import dynamic_sampling_keep, overlong_penalty
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
 from harness.train.core.episode import Episode
+
+
+EVAL_SEED_OFFSET = 7_777  # eval.seed + this seeds the held-out prompts (the same at every eval of a run)
+SAMPLING_SALT = 100  # step_seed salt of a step's sampling, + the refill round (the round alone salts its prompts)
 
 
 def step_seed(seed: int, step: int, salt: int = 0) -> int:
@@ -42,7 +48,7 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
         want = N - have
         problems = task.problems(want if rnd == 0 else max(want, N // 2), seed=step_seed(cfg.seed, step, rnd), split="train")
         params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                                top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=step_seed(cfg.seed, step, 100 + rnd))
+                                top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=step_seed(cfg.seed, step, SAMPLING_SALT + rnd))
         rollout = backend.generate([render(p) for p in problems], G, params)
         ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
         if first_zero_frac is None:  # groups/zero_std_frac: all-equal rewards (as the objective sees them)
@@ -61,3 +67,9 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
         parts, have = [ep], len(ep.problems)
     return Episode.concat(parts), {"groups/zero_std_frac": first_zero_frac, "groups/refill_rounds": float(rounds),
                                    "groups/kept": float(have)}
+
+
+def eval_problems(task: Task, cfg) -> list:
+    """The held-out prompts of every eval of a run: eval.num_prompts of the task's eval split, seeded by
+    eval.seed (the run shell, `harness eval` and the probes draw them here)."""
+    return task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")

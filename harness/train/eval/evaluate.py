@@ -23,6 +23,7 @@ from harness.train.eval.paired import paired_bootstrap
 from harness.atomic import atomic_write_text
 
 EVAL_PROMPTS = "eval_prompts"  # DIR/eval_prompts/step_N.json: per-prompt pass@1 of every eval
+EVAL_SAMPLING_SALT = 10_000  # step_seed salt of every eval's sampling: the same draws at every eval
 
 
 def is_eval_step(cfg, step: int, is_last: bool) -> bool:
@@ -38,7 +39,7 @@ def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem
     per_prompt = {} if per_prompt is None else per_prompt
     ev = cfg.eval
     params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=ev.temperature,
-                            top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=step_seed(cfg.eval.seed, 0, 10_000))  # same draws at every eval
+                            top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=step_seed(cfg.eval.seed, 0, EVAL_SAMPLING_SALT))
     rollout = backend.generate([render(p) for p in problems], ev.n_samples, params)
     # the task's reward only: the training objective's overlong shaping is no part of an eval score,
     # so eval/reward/mean is the same for every preset (and the step-0 cache is shared across them)

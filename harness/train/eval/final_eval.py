@@ -13,7 +13,7 @@ from harness.config import ConfigError, load_config
 from harness.models import load_model
 from harness.rollout import make_backend
 from harness.train.eval.evaluate import evaluate
-from harness.train.run.shell import EVAL_SEED_OFFSET
+from harness.train.core.collect import eval_problems
 from harness.train.eval.paired import paired_bootstrap
 from harness.train.run.policy_init import DTYPES, initial_policy, make_render, system_prompt
 from harness.train.run.task_setup import build_task, prepare_task
@@ -48,7 +48,7 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
         return make_backend(cfg.rollout, init_model, init_tok)
 
     prepare_task(cfg, task, tok, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)), initial_backend)
-    problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
+    problems = eval_problems(task, cfg)
 
     def measure(model, tok) -> tuple[dict, dict]:
         backend = make_backend(cfg.rollout, model, tok)

@@ -27,6 +27,7 @@ from harness.faults import RunFault, StopOnSignal, StoppedBySignal
 from harness.jsonl import read_jsonl
 from harness.rollout import make_backend
 from harness.tracking.pending import make_tracker, sync_pending
+from harness.train.core.collect import eval_problems
 from harness.train.core.components import Component, Trained, adamw, build_components
 from harness.train.core.rundir import RunDir
 from harness.train.core.trainer import RunContext, Trainer
@@ -36,9 +37,6 @@ from harness.train.eval.evaluate import is_eval_step, paired_rise
 from harness.train.rl.step import RLTrainer
 from harness.train.run.resume import resume_point
 from harness.train.run.setup import open_run, start_run
-
-EVAL_SEED_OFFSET = 7_777
-
 
 def peak_mem_mb() -> float:
     if torch.cuda.is_available():
@@ -121,7 +119,7 @@ class Shell:
         if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
             run.flush(state["pending_metrics"], state["pending_samples"])
             self.tracker.log_steps(state["pending_metrics"])
-        self.eval_problems = ctx.task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
+        self.eval_problems = eval_problems(ctx.task, cfg)
         self.t_run = time.perf_counter()
         return ctx, start
 
