@@ -161,7 +161,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "eval":
         import json
 
-        from harness.train.eval.final_eval import eval_run
+        from harness.train.run.final_eval import eval_run
 
         print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts, args.vs_initial), indent=2))
         return 0

@@ -95,7 +95,7 @@ def test_eval_counts_must_be_positive(tmp_path, capsys, flag, value):
 
 def test_eval_run_refuses_a_zero_sample_count(tmp_path):
     from harness.config import ConfigError
-    from harness.train.eval.final_eval import eval_run
+    from harness.train.run.final_eval import eval_run
 
     with pytest.raises(ConfigError, match="n_samples"):
         eval_run(tmp_path, n_samples=0)

@@ -184,7 +184,7 @@ def _engine(make):
         return make(rollout.make_backend, cfg, model, tok)
 
     with mock.patch("harness.train.run.shell.make_backend", factory), \
-            mock.patch("harness.train.eval.final_eval.make_backend", factory):
+            mock.patch("harness.train.run.final_eval.make_backend", factory):
         yield
 
 

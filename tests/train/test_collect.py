@@ -8,7 +8,7 @@ import torch
 
 from harness.config import load_config
 from harness.rollout.base import SamplingParams
-from harness.train.eval import eval_cache
+from harness.train.run import eval_cache
 from harness.train.core.collect import collect, score
 from harness.train.core.episode import Episode
 from harness.train.eval.evaluate import evaluate

@@ -41,7 +41,7 @@ def test_a_dataset_run_logs_named_rewards(tmp_path):
     key = json.loads((ws / "warmstart.json").read_text())["key"]
     assert key["files"]["train"] and key["data"]["solution_key"] == "answer"
     assert summary["task"]["data_files"] == key["files"] and summary["task"]["rows"] == {"train": 64, "eval": 16}
-    from harness.train.eval.final_eval import eval_run
+    from harness.train.run.final_eval import eval_run
 
     out = eval_run(tmp_path / "run", n_samples=2, num_prompts=4, vs_initial=True)  # `harness eval` on a dataset run
     assert "delta/pass_at_1" in out and "eval/reward/gsm8k" in out

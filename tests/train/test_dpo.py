@@ -14,7 +14,7 @@ from harness.train.dpo import step as dpo_module
 from harness.train.core.collect import step_seed
 from harness.train import train
 from harness.train.dpo.pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
-from harness.train.eval.eval_cache import eval_cache_path, load_eval
+from harness.train.run.eval_cache import eval_cache_path, load_eval
 from harness.train.run.warmstart import ensure_warm_start
 
 CONFIG = "experiments/runs/dpo.yaml"  # its warm start is the smoke config's (shared cache, tests/conftest.py)

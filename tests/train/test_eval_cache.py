@@ -1,10 +1,10 @@
-"""The warm start's step-0 eval is cached beside it (harness/train/eval/eval_cache.py): a second run
+"""The warm start's step-0 eval is cached beside it (harness/train/run/eval_cache.py): a second run
 with the same eval settings loads it, and it equals a fresh computation of the same eval."""
 import json
 
 import torch
 
-from harness.train.eval.eval_cache import eval_cache_path
+from harness.train.run.eval_cache import eval_cache_path
 from harness.train import train
 from harness.train.run.warmstart import ensure_warm_start
 
@@ -52,7 +52,7 @@ def test_other_kernels_or_code_miss_the_cache(fast_config, monkeypatch):
     """An eval cached on another kernel path (AVX512 vs AVX2, another BLAS) or by other sampling or
     scoring code is another eval: its key differs (harness/machine.py)."""
     from harness import machine
-    from harness.train.eval import eval_cache
+    from harness.train.run import eval_cache
 
     cfg = fast_config(*EVAL)
     folder = ensure_warm_start(cfg)

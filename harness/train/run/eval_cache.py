@@ -25,7 +25,7 @@ from harness.train.run.warmstart import warm_start_folder
 
 CACHE_DIR = "eval_cache"
 # The modules whose code samples and scores an eval (the task's own modules are added from its class).
-EVAL_MODULES = ("harness.train.eval.evaluate", "harness.train.eval.eval_cache", "harness.train.core.collect",
+EVAL_MODULES = ("harness.train.eval.evaluate", "harness.train.run.eval_cache", "harness.train.core.collect",
                 "harness.rollout.base", "harness.objective.passk", "harness.models.logprobs")
 _BACKEND_MODULES = {"hf": ("harness.rollout.hf",), "vllm": ("harness.rollout.vllm_backend", "harness.rollout.vllm_worker")}
 
