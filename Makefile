@@ -62,7 +62,7 @@ bench: $(BENCH_STAMP)
 # (axes and results as columns, grouped by variant; harness/tracking/experiment.py).
 MLFLOW_PORT ?= 5000
 mlflow-ui: venv
-	@$(VPY) -c "from harness.tracking.experiment import ui_links; from harness.tracking.study_runs import client_for; \
+	@$(VPY) -c "from harness.tracking.experiment import ui_links; from harness.tracking.store import client_for; \
 	print('\n'.join(ui_links(client_for('sqlite:///results/mlflow.db')[0], 'http://127.0.0.1:$(MLFLOW_PORT)')))"
 	$(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --backend-store-uri sqlite:///results/mlflow.db
 

@@ -9,7 +9,7 @@
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures/, from the run
                                                           folders or from MLflow alone (harness/experiment/regenerate.py)
     harness mlflow-sync [RESULTS_DIR ...]                 bring finished studies' MLflow experiments to the
-                                                          current layout (harness/tracking/study_runs.py)
+                                                          current layout (harness/experiment/study_runs.py)
 
 STUDY is a name under experiments/ (`demo`) or a path to a study YAML.
 """
@@ -162,7 +162,8 @@ def _figures(args) -> int:
 def _mlflow_sync(args) -> int:
     from harness.experiment.study import StudyError
     from harness.tracking.experiment import mark_all
-    from harness.tracking.study_runs import client_for, study_dirs, sync
+    from harness.experiment.study_runs import study_dirs, sync
+    from harness.tracking.store import client_for
 
     dirs = args.study_dirs or study_dirs()
     missing = [str(d) for d in dirs if not (Path(d) / "cells.json").is_file()]

@@ -48,15 +48,15 @@ def make_figures(study_dir: str | os.PathLike, out: str | os.PathLike, notebook:
 
 def log_study_artifacts(study_dir: Path, paths: list[Path]) -> str | None:
     """Log figures and the study's files to its study-level MLflow run, the parent of its cells
-    (harness/tracking/study_runs.py)."""
-    from harness.tracking.study_runs import log_study_outputs
+    (harness/experiment/study_runs.py)."""
+    from harness.experiment.study_runs import log_study_outputs
 
     return log_study_outputs(study_dir, paths)
 
 
 def log_cell_evals(study_dir: str | os.PathLike) -> int:
     """Attach each cell's eval.json and groups.jsonl to the cell's MLflow run, with its summary row
-    as result/* metrics, nested under the study run (harness/tracking/study_runs.py)."""
-    from harness.tracking.study_runs import record_cells
+    as result/* metrics, nested under the study run (harness/experiment/study_runs.py)."""
+    from harness.experiment.study_runs import record_cells
 
     return record_cells(study_dir)

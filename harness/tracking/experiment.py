@@ -21,7 +21,7 @@ MODEL_TRAINING = "custom_model_development"
 NOTE_TAG = "mlflow.note.content"
 VIEW_KEY = "harness"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
-RESULT_PREFIX = "result/"  # per-cell results logged once the study's summary exists (harness/tracking/study_runs.py)
+RESULT_PREFIX = "result/"  # per-cell results logged once the study's summary exists (harness/experiment/study_runs.py)
 # the runs-table columns of the saved view, after the study's axis params
 RESULT_COLUMNS = ("paired_rise_pass_at_1", "paired_rise_ci95_lo", "paired_rise_ci95_hi", "initial_pass_at_1",
                   "final_pass_at_1", "final_pass_at_k", "train_accuracy_last", "wall_seconds")

@@ -14,9 +14,8 @@ from pathlib import Path
 from harness.atomic import atomic_write_text
 from harness.tracking.base import Tracker
 from harness.tracking.experiment import ensure_experiment
-from harness.tracking.runs import RUN_ID_FILE, run_id_of
+from harness.tracking.runs import RUN_ID_FILE, nest_run, run_id_of
 from harness.tracking.store import default_tracking_uri, ensure_store, retry_locked
-from harness.tracking.study_runs import nest_run
 
 SENTINEL = "perf/elapsed_seconds"  # in every record (train steps and the final eval): its history says which steps are in the store
 
@@ -65,7 +64,7 @@ class MlflowTracker(Tracker):
                                tags={**tags, "run_dir": str(Path(run_dir).resolve())})
             run_id = run.info.run_id
             atomic_write_text(Path(run_dir) / RUN_ID_FILE, run_id)  # right away: a crash from here on resumes this run, never a new one
-            nest_run(self.client, exp_id, run_id, tags)  # under its study's run (harness/tracking/study_runs.py)
+            nest_run(self.client, exp_id, run_id, tags)  # under its study's run (harness/experiment/study_runs.py)
         # on resume too (a crash may have come before them); re-logging an identical param is allowed
         params = [self._Param(k, v) for k, v in flatten(config).items()]
         for i in range(0, len(params), 100):

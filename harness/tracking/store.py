@@ -80,3 +80,12 @@ def retry_locked(fn, *args, attempts: int = 12, base_delay: float = 0.05, max_de
             global lock_retries
             lock_retries += 1
             time.sleep(min(max_delay, base_delay * 2 ** attempt) * (0.5 + random.random()))
+
+
+def client_for(uri: str | None = None):
+    """(an MlflowClient on the store at `uri`, created if need be; the uri: MLFLOW_TRACKING_URI or results/'s)."""
+    from mlflow.tracking import MlflowClient  # late: mlflow takes seconds to import, and only the commands that log need it
+
+    uri = uri or default_tracking_uri()
+    ensure_store(uri)
+    return MlflowClient(uri), uri

@@ -1,5 +1,5 @@
 """The MLflow side of a study, on a real sqlite store in tmp_path (runs logged by hand, no training):
-the run-folder contract rebuilt from MLflow (harness/tracking/read.py) and the experiment marks
+the run-folder contract rebuilt from MLflow (harness/experiment/from_mlflow.py) and the experiment marks
 (harness/tracking/experiment.py)."""
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 
 from harness.experiment.summary import summary_table
 from harness.tracking.experiment import KIND_TAG, MODEL_TRAINING, VIEW_TAG, ensure_experiment, mark_all, view_url
-from harness.tracking.read import rebuild_study_dir
-from harness.tracking.study_runs import client_for, open_study
+from harness.experiment.from_mlflow import rebuild_study_dir
+from harness.experiment.study_runs import open_study
+from harness.tracking.store import client_for
 
 
 def _study_dir(tmp_path):

@@ -19,8 +19,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from harness.experiment.files import cells_index
+from harness.experiment.load import load_study
 from harness.tracking.experiment import RESULT_PREFIX
-from harness.tracking.store import retry_locked
+from harness.tracking.store import client_for, retry_locked
 
 RUN_FILES = ("summary.json", "eval.json", "config.yaml", "groups.jsonl", "samples.jsonl")
 STUDY_FILES = ("cells.json", "study.json", "probe.json")
@@ -103,8 +105,6 @@ def study_index(client, srun, name: str, scale: str, out: Path) -> tuple[dict, l
     if srun is not None:
         download(client, srun.info.run_id, STUDY_FILES, out)
     if not (out / "cells.json").exists() or not (out / "study.json").exists():
-        from harness.experiment import cells_index, load_study
-
         study = load_study(name, scale)
         (out / "cells.json").write_text(json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n")
         (out / "study.json").write_text(json.dumps({"name": study.name, "scale": study.scale,
@@ -117,8 +117,6 @@ def study_index(client, srun, name: str, scale: str, out: Path) -> tuple[dict, l
 def rebuild_study_dir(experiment: str, out: str | os.PathLike, uri: str | None = None) -> Path:
     """Write the run-folder contract of the experiment `<study>/<scale>` into `out` (replaced).
     Each cell's run_dir in cells.json points into out/runs/."""
-    from harness.tracking.study_runs import client_for
-
     client, uri = client_for(uri)
     name, _, scale = experiment.rpartition("/")
     out = Path(out)
