@@ -12,6 +12,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from harness.argtypes import positive_int  # >= 1: a 0 would silently mean "the run YAML's value"
 from harness.bench.figures import summarize_steps
 from harness.bench.load import WAIT_POLICIES, busy_processes, describe_policy, wait_policy_env
 from harness.bench.report import render, timestamp, write_json
@@ -20,24 +21,18 @@ from harness.bench.workload import BACKENDS, REPO, RUN_YAMLS, bench_config
 TRL_SCRIPT = REPO / "benchmarks" / "trl_grpo.py"
 
 
-def _positive_int(text: str) -> int:
-    from harness.cli import positive_int  # a 0 here would silently mean "the run YAML's value"
-
-    return positive_int(text)
-
-
 def add_command(sub) -> None:
     p = sub.add_parser("bench", help="GRPO step-time breakdown (ours, hf/vllm) and the same workload in TRL")
     p.add_argument("--models", default="tiny-dense,smollm2-135m", help=f"comma list of {sorted(RUN_YAMLS)}")
     p.add_argument("--backends", default="hf,vllm", help=f"comma list of {list(BACKENDS)} (our trainer)")
-    p.add_argument("--steps", type=_positive_int, default=3, help="policy iterations per case; step 0 is warm-up (default 3)")
+    p.add_argument("--steps", type=positive_int, default=3, help="policy iterations per case; step 0 is warm-up (default 3)")
     p.add_argument("--threads", type=int, default=2, help="torch threads of every case (default 2)")
     p.add_argument("--trl", action=argparse.BooleanOptionalAction, default=True,
                    help="also run TRL's GRPOTrainer per model (needs requirements-bench.txt; `make bench`)")
-    p.add_argument("--prompts", type=_positive_int, default=None, help="N prompts per step (default: the run YAML's)")
-    p.add_argument("--group-size", type=_positive_int, default=None, help="G completions per prompt (default: the run YAML's)")
-    p.add_argument("--max-new-tokens", type=_positive_int, default=None, help="T, completion cap (default: the run YAML's)")
-    p.add_argument("--checkpoint-every", type=_positive_int, default=1, help="ours: checkpoint every N steps (default 1)")
+    p.add_argument("--prompts", type=positive_int, default=None, help="N prompts per step (default: the run YAML's)")
+    p.add_argument("--group-size", type=positive_int, default=None, help="G completions per prompt (default: the run YAML's)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="T, completion cap (default: the run YAML's)")
+    p.add_argument("--checkpoint-every", type=positive_int, default=1, help="ours: checkpoint every N steps (default 1)")
     p.add_argument("--in-process", action="store_true",
                    help="run our cases in this process (quick checks, tests; no isolation between cases)")
     p.add_argument("--busy", type=int, default=0, metavar="N",

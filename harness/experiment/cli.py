@@ -5,7 +5,6 @@
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search (harness/experiment/tune.py)
     harness summarize RESULTS_DIR --csv FILE              one row per cell (harness/experiment/summary.py)
     harness summarize RESULTS_DIR --figures DIR [--notebook analysis/<study>.py]
-    harness probe STUDY [--scale S] [--out FILE]          the study's mechanism probe (harness/probes/)
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures/, from the run
                                                           folders or from MLflow alone (harness/experiment/regenerate.py)
     harness mlflow-sync [RESULTS_DIR ...]                 bring finished studies' MLflow experiments to the
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from harness.experiment.study import SCALES
 
-COMMANDS = ("grid", "tune", "summarize", "probe", "figures", "mlflow-sync", "reproduce")
+COMMANDS = ("grid", "tune", "summarize", "figures", "mlflow-sync", "reproduce")
 
 
 def add_commands(sub) -> None:
@@ -47,16 +46,6 @@ def add_commands(sub) -> None:
     p.add_argument("--figures", help="write figures into this folder (replaced atomically)")
     p.add_argument("--notebook", help="analysis notebook (jupytext .py) to run instead of the generic figures")
     p.add_argument("--no-mlflow", action="store_true", help="do not log the figures to MLflow")
-
-    p = sub.add_parser("probe", help="measure a study's mechanism directly: one update per arm from the same "
-                       "policy and batches (harness/probes/)")
-    p.add_argument("study", help="study name under experiments/ or a study YAML")
-    p.add_argument("--scale", choices=list(SCALES), default=None, help="default: the study's `scale:`")
-    p.add_argument("--out", help="JSON output (default: results/<study>/<scale>/probe.json; with --regime: "
-                   "regime.json)")
-    p.add_argument("--regime", action="store_true", help="only sample training batches from the warm start with the "
-                   "first cell's settings and print what the mechanisms need (harness/probes/regime.py)")
-    p.add_argument("--batches", type=int, default=None, help="with --regime: how many batches (default 4)")
 
     p = sub.add_parser("figures", help="a study's summary.csv and figures, from its run folders or from MLflow alone")
     p.add_argument("study", help="study name under experiments/ or a study YAML")
@@ -95,8 +84,6 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "summarize":
             return _summarize(args)
-        if args.command == "probe":
-            return _probe(args)
         if args.command == "figures":
             return _figures(args)
         if args.command == "mlflow-sync":
@@ -127,27 +114,6 @@ def _grid(args) -> int:
                          indent=1, default=str))
     elif args.list or not args.write_configs:
         print(describe(study))
-    return 0
-
-
-def _probe(args) -> int:
-    from harness.experiment import load_study, study_dir
-    from harness.probes import run_probe
-
-    study = load_study(args.study, args.scale)
-    if args.regime:
-        from harness.probes.regime import run_regime
-        from harness.atomic import atomic_write_text
-
-        out = Path(args.out) if args.out else study_dir(study) / "regime.json"
-        doc = run_regime(study.cells[0].config, args.batches or 4)
-        atomic_write_text(out, json.dumps({"study": study.name, "scale": study.scale, "cell": study.cells[0].id,
-                                           **doc}, indent=1))
-        print(f"[regime] {study.name} ({study.scale}), cell {study.cells[0].id} -> {out}")
-        return 0
-    out = Path(args.out) if args.out else study_dir(study) / "probe.json"
-    doc = run_probe(study, out)
-    print(f"[probe] {study.name} ({study.scale}): {doc['wall_seconds']:.0f} s -> {out}")
     return 0
 
 

@@ -1,7 +1,7 @@
 """Mechanism probes: each comparison's mechanism measured directly, from one policy and the
 same batches, with far more power than training curves (harness/probes/engine.py).
 
-    harness probe STUDY [--scale S] [--out FILE]   -> results/<study>/<scale>/probe.json
+    harness probe STUDY [--scale S] [--out FILE]   -> results/<study>/<scale>/probe.json   (cli.py)
 
 The arms are the study's cells of its first seed (their objectives), or, when the `probe:`
 section has `arms: {label: {dotted.key: value, ...}}`, the first cell's config with each
@@ -12,9 +12,14 @@ probe: PROBES.
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import time
 from pathlib import Path
+
+from harness.atomic import atomic_write_text
+from harness.config import build_config
+from harness.experiment.keys import apply_override
 
 PROBES = {"length_bias": "length", "difficulty_bias": "difficulty", "moe_stability": "moe",
           "demo": "difficulty"}  # study name -> module under harness/probes/
@@ -23,9 +28,7 @@ PROBES = {"length_bias": "length", "difficulty_bias": "difficulty", "moe_stabili
 def probe_arms(study, arms: dict | None = None):
     """-> [Arm(label, cfg)]: the study's cells of its first seed, labels from the cells' axes;
     or the first cell with each of `arms` (label -> dotted overrides) applied."""
-    from harness.config import build_config
-    from harness.experiment.keys import apply_override
-    from harness.probes.engine import Arm
+    from harness.probes.engine import Arm  # late: the engine loads transformers (seconds)
 
     if arms:
         out = []
@@ -48,8 +51,6 @@ def probe_arms(study, arms: dict | None = None):
 
 def run_probe(study, out: Path) -> dict:
     """Run the study's probe and write its summary (+ per-batch numbers) to `out` as JSON."""
-    import importlib
-
     if study.name not in PROBES:
         raise ValueError(f"study {study.name!r} has no probe; studies with one: {sorted(PROBES)}")
     mod = importlib.import_module(f"harness.probes.{PROBES[study.name]}")
@@ -64,8 +65,6 @@ def run_probe(study, out: Path) -> dict:
 def write_probe(out: Path, name: str, scale: str, arms, settings: dict, res, summary: dict, seconds: float) -> dict:
     """probe.json: the study, arms, settings, wall time, the summary the notebooks read, and the raw
     per-batch numbers (res: a ProbeResult, or {level: ProbeResult} for the MoE probe)."""
-    from harness.atomic import atomic_write_text
-
     results = res if isinstance(res, dict) else {"": res}
     doc = {"study": name, "scale": scale, "arms": [a.label for a in arms], "settings": settings,
            "wall_seconds": seconds, "summary": summary,
