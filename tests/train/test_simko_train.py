@@ -9,16 +9,16 @@ import math
 
 import pytest
 
-import harness.train.rl.step as rl_step
+import harness.train.core.scoring as core_scoring
 import harness.train.core.forward as core_forward
 from harness.train import train
 
 
 def _count(monkeypatch):
     """Calls of the heads that read the extensions' tensors from a forward: the scoring's (pi_old's
-    forward, rl/step.py) and the update's (core/forward.py)."""
+    forward, core/scoring.py) and the update's (core/forward.py)."""
     calls = {"step": 0, "update": 0}
-    for mod, key, name in ((rl_step, "step", "old_forward_extras"), (core_forward, "update", "forward_extras")):
+    for mod, key, name in ((core_scoring, "step", "old_forward_extras"), (core_forward, "update", "forward_extras")):
         real = getattr(mod, name)
 
         def counted(*a, _real=real, _key=key, **kw):

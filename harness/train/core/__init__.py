@@ -7,6 +7,7 @@
     components.py  the trained modules (the policy and its components), their optimizers and their guarded step
     rundir.py      the run directory: config, metric files, checkpoints (with their manifests), summary
     nonfinite.py   NaN / inf in a reward, a loss or a gradient (train.nan_policy)
+    scoring.py     an episode scored for the update: loss mask, pi_old / pi_ref log-probs, advantages, extras
     forward.py     the forwards: a batch's no-grad log-probs under any policy, the loss of one micro-batch
     mismatch.py    what the old policy's forward observes: rollout/train mismatch, MoE routing disagreement
     routing.py     an MoE forward's expert choices, captured and compared as sets

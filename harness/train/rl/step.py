@@ -1,9 +1,10 @@
 """The RL trainer: the step of `harness train CONFIG` when `trainer: rl`.
 
-    step: N prompts -> G rollouts each -> rewards (verifier + overlong shaping)
-          -> [old / ref log-probs] -> advantages (the objective: group baselines, critic/GAE,
-             KL in the reward) -> K epochs x mini-batches x micro-batches of the objective's
-             loss -> optimizer steps of the policy and its components -> metrics
+    step: N prompts -> G rollouts each -> rewards (verifier + overlong shaping)       core/collect.py
+          -> [old / ref log-probs] -> advantages (the objective: group baselines,     core/scoring.py
+             critic/GAE, KL in the reward)
+          -> K epochs x mini-batches x micro-batches of the objective's loss          rl/update.py
+             -> optimizer steps of the policy and its components -> metrics
 
 Every algorithm is the same code path: the objective config decides the rest. The run shell
 (harness/train/run/shell.py) owns everything around the step (run directory, resume,
@@ -11,25 +12,23 @@ checkpoints, eval schedule, signals, summary).
 """
 from __future__ import annotations
 
-import copy
 import time
 
 import torch
 
 from harness.config import ConfigError
 from harness.models.moe import is_moe
-from harness.objective import advantages, inputs_needed, loss_mask
-from harness.objective.extensions import old_forward_extras
+from harness.objective import inputs_needed
 from harness.train.core.batch import Batch
 from harness.train.core.collect import collect, step_seed
 from harness.train.core.episode import Episode
-from harness.train.core.forward import batch_forward, batch_logprobs
 from harness.train.core.mismatch import MismatchStats, router_old_new
 from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
+from harness.train.core.scoring import frozen_reference, score_episode, single_pass
+from harness.train.core.trainer import RunContext, Trainer
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.rl.update import policy_update
-from harness.train.core.trainer import RunContext, Trainer
 
 
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
@@ -42,14 +41,12 @@ class RLTrainer(Trainer):
 
     def prepare(self, ctx: RunContext) -> None:
         cfg, obj = self.cfg, self.cfg.objective
-        self.needs = inputs_needed(obj)  # which tensors the objective asks for: the step branches on nothing else
-        self.ref = copy.deepcopy(ctx.model).eval().requires_grad_(False) if self.needs.ref_logp else None  # pi_ref = pi_0
+        self.ref = frozen_reference(cfg, ctx.model)  # pi_ref = pi_0, when the objective needs one
         self.moe = is_moe(ctx.model)
         if obj.routing_replay and not self.moe:
             raise ConfigError(f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} "
                               "has no routers")
-        self.single_pass = cfg.train.inner_epochs == 1 and cfg.train.mini_batches == 1 and not self.needs.old_logp_forward
-        self.old_from_rollout = cfg.reuses_rollout_logp()  # train.old_logp: the hf sampler's log-probs are pi_old's
+        self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
 
     def component_inputs(self) -> list[str]:
         """The inputs trained components give the objective (values: PPO's value model, ...)."""
@@ -76,7 +73,8 @@ class RLTrainer(Trainer):
         ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step)
         t_rollout = time.perf_counter() - t0
         t0 = time.perf_counter()
-        batch, mismatch, scored_metrics = self._score(ctx, ep)
+        batch, mismatch, scored_metrics = score_episode(cfg, ep, ctx.model, self.ref, ctx.components, ctx.device,
+                                                        ctx.pad_id)
         t_score = time.perf_counter() - t0
         t0 = time.perf_counter()
         rec.update(self._update(ctx, step, ep, batch, mismatch))
@@ -95,38 +93,6 @@ class RLTrainer(Trainer):
         return [{"step": step, "prompt": p.prompt, "difficulty": p.difficulty, "completion": ep.rollout.texts[i * G],
                  "reward": float(ep.rewards[i * G]), "correct": bool(ep.scores[i * G].correct)}
                 for i, p in enumerate(ep.problems[:tr.samples_to_log])]
-
-    def _score(self, ctx: RunContext, ep: Episode) -> tuple[Batch, MismatchStats, dict]:
-        """The step's batch with old / ref log-probs, advantages and what the active modes keep for the
-        loss (extras: value targets, reward-model labels, pi_old's top-K, ...), and the scoring's metrics."""
-        cfg, obj, dev = self.cfg, self.cfg.objective, ctx.device
-        r = ep.rollout
-        mask = loss_mask(obj, r.response_mask.to(dev), r.truncated)
-        if obj.routing_replay and r.extras.get("routing") is None:  # routing replay (R3): every forward uses the rollout's choices
-            raise ConfigError(f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} "
-                              "returned no routing to replay")
-        batch = Batch.from_rollout(r, mask, dev)
-        micro, temperature, pad = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, ctx.pad_id
-        replay = obj.routing_replay
-        mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
-        head = (lambda view: old_forward_extras(obj, view)) if self.needs.old_forward else None
-        if self.single_pass:  # the update's first forward is pi_old's (what the extensions read from it too)
-            old_logp, read = None, {}
-        elif self.old_from_rollout:
-            old_logp, read = r.sampler_logp.to(dev), {}
-            if head is not None:  # the sampler gives no logits: one forward for what the extensions read
-                read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, head=head)[1]
-        else:
-            old_logp, read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, mismatch, head)
-        ref_logp = batch_logprobs(self.ref, batch, pad, temperature, micro) if self.ref is not None else None
-        cur = old_logp
-        if cur is None and self.needs.current_logp_for_kl:
-            cur = batch_logprobs(ctx.model, batch, pad, temperature, micro, replay)
-        given = {c.provides: c.predict(batch, pad, micro) for c in ctx.components if c.scores}  # values, prm_logp
-        scored = advantages(obj, ep.rewards.to(dev), mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp,
-                            extras=given)
-        return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp,
-                           extras={**read, **scored.extras}), mismatch, scored.metrics
 
     def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
         """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""
