@@ -29,18 +29,19 @@ from typing import Callable
 import torch
 
 from harness.config import RunConfig
-from harness.objective import group_advantages
+from harness.experiment.stats import t_interval as mean_half
+from harness.objective import inputs_needed
 from harness.rollout import make_backend
 from harness.train.core.collect import collect, eval_problems, step_seed
+from harness.train.core.components import Trained, build_components
+from harness.train.core.scoring import frozen_reference, score_episode, single_pass
 from harness.train.eval.evaluate import evaluate
+from harness.train.rl.update import policy_update
 from harness.train.run.policy_init import initial_policy
 from harness.train.run.task_setup import build_task, prepare_task
-from harness.train.core.forward import batch_logprobs
-from harness.train.core.batch import Batch
-from harness.train.core.components import Trained
-from harness.train.rl.update import policy_update
 
-PROBE_SEED_SALT = 31_337  # probe batches use steps 10_000 + b: never a training run's prompts/draws
+PROBE_SEED_SALT = 31_337  # step_seed salt of a probe batch's update (mini-batch order)
+PROBE_FIRST_STEP = 10_000  # probe batch b draws the prompts and samples of step 10_000 + b: never a training run's
 
 
 @dataclass
@@ -59,8 +60,6 @@ class ProbeResult:
 def t_interval(vals: list[float]) -> tuple[float, float]:
     """harness.experiment.stats.t_interval over the finite values, with NaN where it cannot say anything:
     no value (mean NaN) or one (half-width NaN: no interval, so no claim)."""
-    from harness.experiment.stats import t_interval as mean_half
-
     vals = [v for v in vals if v is not None and math.isfinite(v)]
     if not vals:
         return float("nan"), float("nan")
@@ -68,31 +67,21 @@ def t_interval(vals: list[float]) -> tuple[float, float]:
     return (m, h) if len(vals) > 1 else (m, float("nan"))
 
 
-def batch_for_update(ep, adv, old_logp, cfg) -> Batch:
-    """The batch policy_update takes (harness/train/core/batch.py), without a reference."""
-    r = ep.rollout
-    mask = r.response_mask
-    if cfg.objective.mask_truncated:
-        mask = mask * (~r.truncated).float().unsqueeze(1)
-    return Batch.from_rollout(r, mask).with_(adv=adv, old_logp=old_logp)
-
-
 def one_update(policy, cfg: RunConfig, ep, pad_id: int, seed: int):
-    """pi_0 -> a copy updated once on `ep` under cfg's objective (train.mini_batches Adam steps,
-    fresh AdamW at train.lr). Returns (updated copy, advantages (B,), update metrics)."""
-    obj, tr = cfg.objective, cfg.train
+    """pi_0 -> a copy updated once on `ep` under cfg's objective, scored and updated as the RL trainer does
+    (harness/train/core/scoring.py, rl/update.py): its loss mask, pi_old, pi_ref (a frozen pi_0 when the
+    objective needs one), fresh components (a value model, ...) and single-pass rule; train.mini_batches
+    Adam steps of a fresh AdamW at train.lr. Returns (updated copy, the scored batch, update metrics)."""
+    tr = cfg.train
     model = copy.deepcopy(policy)
     opt = torch.optim.AdamW(model.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
-    adv = group_advantages(obj, ep.rewards, tr.group_size)
-    single = tr.inner_epochs == 1 and tr.mini_batches == 1 and not obj.tis_cap
-    batch = batch_for_update(ep, adv, None, cfg)
-    if not single:
-        batch = batch.with_(old_logp=batch_logprobs(model, batch, pad_id, cfg.rollout.temperature,
-                                                         tr.micro_batch_size, obj.routing_replay))
+    device = next(model.parameters()).device
+    components = build_components(cfg, model, list(inputs_needed(cfg.objective).components), device)
+    batch, _, _ = score_episode(cfg, ep, model, frozen_reference(cfg, policy), components, device, pad_id)
     gen = torch.Generator().manual_seed(seed)
-    metrics = policy_update(Trained("policy", model, opt), [], batch, cfg, pad_id, gen, single)
+    metrics = policy_update(Trained("policy", model, opt), components, batch, cfg, pad_id, gen, single_pass(cfg))
     model.eval()
-    return model, adv, metrics
+    return model, batch, metrics
 
 
 def with_section(cfg: RunConfig, section: str, **values) -> RunConfig:
@@ -125,8 +114,9 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
                          prompts_per_batch: int | None = None,
                          log: Callable[[str], None] = print) -> ProbeResult:
     """See the module docstring. arms share everything but the objective (the first arm's
-    model, task, rollout and train settings are used for sampling). stats(arm, ep, adv, cfg,
-    policy, pad_id) -> dict: mechanism numbers of that arm on the batch at pi_0; batch_stats(ep,
+    model, task, rollout and train settings are used for sampling). stats(arm, ep, batch, cfg,
+    policy, pad_id) -> dict: mechanism numbers of that arm at pi_0 on the batch as its objective
+    scored it (core/scoring.py: batch.adv, batch.mask, ...); batch_stats(ep,
     cfg, policy, pad_id) -> dict: numbers of the batch itself (the same for every arm).
     Probe metrics are those of harness.train.eval.evaluate.evaluate (pass@k overall and per
     difficulty, length of correct / incorrect answers, truncation)."""
@@ -142,17 +132,17 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
         f"length correct {base['eval/length/correct']:.2f} / incorrect {base['eval/length/incorrect']:.2f}")
     res = ProbeResult(base=base)
     for b in range(batches):
-        step = 10_000 + b
+        step = PROBE_FIRST_STEP + b
         ep, _ = collect(task, base_backend, render, ref, step)
         row: dict[str, dict[str, float]] = {}
         res.batch.append(batch_stats(ep, ref, policy, pad_id) if batch_stats is not None else {})
         for arm in arms:
-            model, adv, upd = one_update(policy, arm.cfg, ep, pad_id, step_seed(ref.seed, step, PROBE_SEED_SALT))
+            model, batch, upd = one_update(policy, arm.cfg, ep, pad_id, step_seed(ref.seed, step, PROBE_SEED_SALT))
             m = dict(evaluate(task, make_backend(arm.cfg.rollout, model, tok), render, problems,
                               probe_config(arm.cfg, probe_prompts, probe_samples), 0))
             m.update({k: v for k, v in upd.items() if isinstance(v, (int, float))})
             if stats is not None:
-                m.update(stats(arm, ep, adv, arm.cfg, policy, pad_id))
+                m.update(stats(arm, ep, batch, arm.cfg, policy, pad_id))
             row[arm.label] = m
             del model
         res.per_batch.append(row)

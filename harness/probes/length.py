@@ -22,9 +22,9 @@ KEYS = ("eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/
 STAT_KEYS = ("agg/eos_share_incorrect", "agg/eos_share_correct")
 
 
-def _stats(arm: Arm, ep, adv, cfg, policy, pad_id) -> dict:
-    r = ep.rollout
-    return eos_weight_shares(cfg.objective, adv, r.response_mask, r.truncated, ep.correct)
+def _stats(arm: Arm, ep, batch, cfg, policy, pad_id) -> dict:
+    """The trainer's own agg/eos_share_* (rl/step.py) on the arm's scored batch."""
+    return eos_weight_shares(cfg.objective, batch.adv, batch.mask, ep.rollout.truncated, ep.correct)
 
 
 def _batch_stats(ep, cfg, policy, pad_id) -> dict:

@@ -16,9 +16,12 @@ Shapes: N prompts, G group size, B = N*G rows (groups contiguous).
 """
 from __future__ import annotations
 
+from harness.probes.engine import setup_policy, t_interval
+from harness.train.core.collect import collect
 from harness.train.core.episode import Episode
 from harness.train.diagnostics.group_stats import P_HIGH, P_LOW
 
+REGIME_FIRST_STEP = 20_000  # batch b draws the prompts and samples of step 20_000 + b: never a run's or a probe's
 KEYS = ("accuracy", "mixed_groups", "truncated", "length_right", "length_wrong", "within_group_std",
         "wrong_minus_right", "p_extreme")
 
@@ -44,13 +47,10 @@ def regime_stats(ep: Episode) -> dict[str, float]:
 
 def run_regime(cfg, batches: int, log=print) -> dict:
     """Sample `batches` training batches from cfg's initial policy; per-key mean and 95% t-interval."""
-    from harness.probes.engine import setup_policy, t_interval
-    from harness.train.core.collect import collect
-
     task, policy, tok, render, pad_id, backend = setup_policy(cfg)
     rows = []
     for b in range(batches):
-        ep, _ = collect(task, backend, render, cfg, 20_000 + b)
+        ep, _ = collect(task, backend, render, cfg, REGIME_FIRST_STEP + b)
         rows.append(regime_stats(ep))
         log(f"[regime] batch {b + 1}/{batches}: " + " ".join(f"{k} {rows[-1][k]:.3f}" for k in KEYS))
     out = {}
