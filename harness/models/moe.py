@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.models.tiny import TINY_CONFIGS
+
 # config fields that count routed experts (Mixtral / Qwen-MoE / OLMoE, Qwen2-MoE, DeepSeek)
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 DENSE_NAMES = ("smollm2-135m",)  # a registered name besides the tiny configs (models/registry.py), known dense
@@ -41,11 +43,9 @@ def is_moe(what: Any) -> bool | None:
     For the models this project builds, a model is MoE exactly when `routers(model)` is not empty
     (tests/models/test_models_moe.py checks both agree)."""
     if isinstance(what, (str, Path)):
-        from harness.models.registry import _TINY_CONFIGS
-
         name = str(what)
-        if name in _TINY_CONFIGS:
-            return is_moe(_TINY_CONFIGS[name]())
+        if name in TINY_CONFIGS:
+            return is_moe(TINY_CONFIGS[name]())
         if name in DENSE_NAMES:
             return False
         config = Path(name) / "config.json"

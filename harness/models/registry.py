@@ -7,17 +7,19 @@ read as a local HF folder. Models come back in eval mode; the trainer calls `.tr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from harness.atomic import atomic_folder
 from harness.models.smollm2 import smollm2_folder
-from harness.models.tiny import tiny_dense_config, tiny_moe_config
+from harness.models.tiny import TINY_CONFIGS
 from harness.models.tokenizer import char_tokenizer
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 MODEL_NAMES = ("tiny-dense", "tiny-moe", "smollm2-135m")
-_TINY_CONFIGS = {"tiny-dense": tiny_dense_config, "tiny-moe": tiny_moe_config}
 
 
 def build_model(
@@ -30,8 +32,10 @@ def build_model(
     smollm2-135m or a local folder: pretrained weights; `overrides` are passed to
     `from_pretrained` (config fields or loading options such as attn_implementation).
     """
-    if name in _TINY_CONFIGS:
-        config = _TINY_CONFIGS[name](**(overrides or {}))
+    from transformers import AutoModelForCausalLM  # heavy: transformers loads only where a model is built
+
+    if name in TINY_CONFIGS:
+        config = TINY_CONFIGS[name](**(overrides or {}))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
@@ -63,6 +67,8 @@ def load_model(
     folder: str | Path, dtype: torch.dtype = torch.float32, **kwargs
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """(model, tokenizer) from a local HF folder (nothing is downloaded); model in eval mode."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: loads only where a model loads
+
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer
