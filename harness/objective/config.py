@@ -26,10 +26,19 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any
 
-from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator, model_serializer,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from harness.objective import knobs as knob_rules
+from harness.objective import presets
 from harness.objective.advantages import BASELINE, BATCH_STD_OF, SCALE, STD
 from harness.objective.aggregation import AGG
 from harness.objective.dpo import DPO_LOSS
@@ -288,4 +297,19 @@ def knob_default(name: str, algorithm: str = "custom") -> Any:
     return all_knobs()[name][0].default
 
 
-__all__ = ["ObjectiveConfig", "MODE_KNOBS", "knob_default"]
+__all__ = ["ObjectiveConfig", "MODE_KNOBS", "knob_default", "register_preset"]
+
+
+def register_preset(name: str, *, trainer: str = "rl", **knobs) -> None:
+    """Add a named algorithm: knob values over the defaults (a researcher's module, docs/extending.md).
+    Every key must be a knob and every value allowed (checked now: the module fails to import otherwise)."""
+    if not name.isidentifier() or name == "custom":
+        raise ValueError(f"preset name {name!r} must be an identifier other than 'custom'")
+    if name in presets.BUILTIN_PRESETS:
+        raise ValueError(f"preset {name!r} is built in; pick another name")
+    if trainer not in ("rl", "dpo"):
+        raise ValueError(f"preset {name!r}: trainer={trainer!r}; allowed: ['rl', 'dpo']")
+    ObjectiveConfig.check_knob_values(knobs, f"preset {name!r}")
+    presets.PRESETS[name] = dict(knobs)
+    if trainer != "rl":
+        presets.PRESET_TRAINERS[name] = trainer

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from harness.objective import simko
 from harness.objective.modes import KINDS, Mode, Modes, Requires
 
 
@@ -149,8 +150,6 @@ def _is_on(cfg: Any, name: str, mode: Mode) -> bool:
 
 
 def _simko_mode() -> Mode:
-    from harness.objective import simko
-
     return Mode(
         lambda cfg: cfg.simko_top_k > 0,
         "SimKO (2510.14807): at high-entropy tokens a correct response spreads simko_mix of its gradient over "

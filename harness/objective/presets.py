@@ -284,20 +284,3 @@ def preset_knobs(name: str) -> dict:
         raise ValueError(f"unknown preset {name!r} (objective.preset / algorithm); allowed: "
                          f"{['custom', *sorted(PRESETS)]}")
     return PRESETS[name]
-
-
-def register_preset(name: str, *, trainer: str = "rl", **knobs) -> None:
-    """Add a named algorithm: knob values over the defaults (a researcher's module, docs/extending.md).
-    Every key must be a knob and every value allowed (checked now: the module fails to import otherwise)."""
-    if not name.isidentifier() or name == "custom":
-        raise ValueError(f"preset name {name!r} must be an identifier other than 'custom'")
-    if name in BUILTIN_PRESETS:
-        raise ValueError(f"preset {name!r} is built in; pick another name")
-    if trainer not in ("rl", "dpo"):
-        raise ValueError(f"preset {name!r}: trainer={trainer!r}; allowed: ['rl', 'dpo']")
-    from harness.objective.config import ObjectiveConfig
-
-    ObjectiveConfig.check_knob_values(knobs, f"preset {name!r}")
-    PRESETS[name] = dict(knobs)
-    if trainer != "rl":
-        PRESET_TRAINERS[name] = trainer
