@@ -43,7 +43,10 @@ from harness.probes import cli as probe_cli
 from harness.tasks import task_from_config
 from harness.tasks.dataset.score_file import ScoreFileError, score_file
 from harness.tasks.sample_data import ROWS, write_samples
+from harness.train import train
 from harness.train.eval.compare import compare_runs, format_comparison
+from harness.train.run.final_eval import eval_run
+from harness.train.run.warmstart import ensure_warm_start
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
@@ -163,8 +166,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from harness.train.run.final_eval import eval_run  # late: loads transformers (seconds) for this command alone
-
     print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts, args.vs_initial), indent=2))
     return 0
 
@@ -203,8 +204,6 @@ def _config(args: argparse.Namespace) -> int:
 
 def _warmstart(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)  # a bad config fails before transformers loads
-    from harness.train.run.warmstart import ensure_warm_start  # late: loads transformers (seconds)
-
     folder = ensure_warm_start(cfg)
     if args.out:
         report = json.loads((folder / "warmstart.json").read_text())
@@ -216,8 +215,6 @@ def _warmstart(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)  # a bad config fails before transformers loads
-    from harness.train import train  # late: loads transformers (seconds); the trainer `cfg.trainer` names (rl | dpo)
-
     # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
     summary = train(cfg, args.out)
     fe = summary.get("final_eval", {})

@@ -58,12 +58,18 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from harness.models import MODEL_NAMES, is_moe
+from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
 from harness.objective import PRESETS, ObjectiveConfig
 from harness.objective import knobs as knob_rules
 from harness.objective.config import knob_default
+from harness.objective.explain import explain_objective
 from harness.objective.modes import KnobError
 from harness.objective.plugins import import_plugins
 from harness.objective.presets import preset_trainer
+from harness.tasks import TASK_NAMES, make_task, task_from_config
+from harness.tasks.dataset import check_reference_answers
+from harness.tasks.dataset.read import stat_key
 
 
 class ConfigError(ValueError):
@@ -407,8 +413,6 @@ class RunConfig(_Section):
     def _task_knobs(self) -> None:
         """Construct the task (cheap, no model) so that difficulty_mix and options fail here; a dataset
         task reads its files and checks its fields, rewards and reference answers (harness/tasks/dataset/)."""
-        from harness.tasks import make_task
-
         t = self.task
         if t.name == "dataset":
             self._dataset_knobs()
@@ -462,9 +466,6 @@ class RunConfig(_Section):
         stats = _data_stats(d)
         if _CHECKED_DATA.get(memo) == stats:
             return
-        from harness.tasks import task_from_config
-        from harness.tasks.dataset import check_reference_answers
-
         task = task_from_config(t)
         check_reference_answers(task, d.check_answers)
         _CHECKED_DATA[memo] = stats
@@ -477,8 +478,6 @@ class RunConfig(_Section):
 
     def _model_knobs(self) -> None:
         """A model.name folder must hold a model; model.overrides keys and values must fit its config class."""
-        from harness.models import MODEL_NAMES
-
         m = self.model
         if m.name not in MODEL_NAMES:
             problem = _not_a_model(Path(m.name))
@@ -563,8 +562,6 @@ class RunConfig(_Section):
         if o.routing_replay and r.backend == "vllm":
             raise ValueError("objective.routing_replay=true is impossible with rollout.backend=vllm (the vLLM engine "
                              "does not return its expert choices); use rollout.backend=hf or routing_replay=false")
-        from harness.models import is_moe
-
         moe = is_moe(self.model.name)  # None: a name whose architecture is not known before loading
         if moe is False and o.routing_replay:
             raise ValueError(f"objective.routing_replay=true needs an MoE model; model.name={self.model.name!r} is dense "
@@ -576,8 +573,6 @@ class RunConfig(_Section):
     @field_validator("model")
     @classmethod
     def _model_name(cls, m: ModelSection) -> ModelSection:
-        from harness.models import MODEL_NAMES
-
         if m.name not in MODEL_NAMES and not Path(m.name).is_dir():
             raise ValueError(f"model.name={m.name!r} is neither one of {list(MODEL_NAMES)} nor an existing folder")
         return m
@@ -593,8 +588,6 @@ _CHECKED_DATA: dict[str, tuple] = {}
 
 def _data_stats(d: "DataSection") -> tuple:
     """(path, size, mtime) of every data file: a checked dataset is checked again when a file changes."""
-    from harness.tasks.dataset.read import stat_key
-
     paths = [d.train] if isinstance(d.train, str) else list(d.train)
     if d.eval:
         paths += [d.eval] if isinstance(d.eval, str) else list(d.eval)
@@ -605,8 +598,6 @@ def _data_stats(d: "DataSection") -> tuple:
 
 
 def _task_names() -> set[str]:
-    from harness.tasks import TASK_NAMES
-
     return set(TASK_NAMES)
 
 
@@ -719,8 +710,6 @@ def _check_model_overrides(name: str, overrides: dict) -> None:
         if name in tiny:
             import torch
             from transformers import AutoModelForCausalLM
-
-            from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
 
             config = (tiny_dense_config if name == "tiny-dense" else tiny_moe_config)(**fields)
             if config.vocab_size < VOCAB_SIZE:
@@ -916,8 +905,6 @@ def explain_config(cfg: RunConfig) -> str:
     """`harness config CONFIG --explain`: every knob of the resolved config with its value and its doc;
     the objective's knobs also say which mode reads them and whether it is selected now (plugins'
     knobs included: harness/objective/explain.py)."""
-    from harness.objective.explain import explain_objective
-
     lines = [f"# {cfg.objective.algorithm} ({cfg.trainer} trainer): every knob, its value, its doc", ""]
     for name, field in RunConfig.model_fields.items():
         value = getattr(cfg, name)

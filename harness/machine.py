@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import re
+import subprocess
 import sys
 
 import torch
@@ -160,8 +161,6 @@ def code_digest(modules) -> str:
 
 def git_commit(root: str | os.PathLike | None = None) -> str | None:
     """The commit of the checkout this package runs from (with '+dirty' if it has changes), None outside git."""
-    import subprocess
-
     root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,

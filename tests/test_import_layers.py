@@ -8,10 +8,23 @@ module is an edge: at module level, inside a function, and under `if TYPE_CHECKI
     never sideways otherwise;
   - the units form no cycle, and neither do the modules (an import inside a function or under
     TYPE_CHECKING cannot hide one: the modules' graph counts every executed import);
-  - an import inside a function says why it is late in a comment on its line or the line above
-    (a heavy or optional dependency: transformers, vllm, mlflow, optuna, matplotlib, ...).
+  - no harness module is imported inside a function (a late import is how a cycle or an upward
+    import hides); inside a function only the heavy third-party packages of LATE_ALLOWED may be
+    imported, so that `harness config` or a Snakemake dry run does not load transformers or vLLM.
 
-A failure names the importing file, the line and the imported module.
+The picture of issue 25 on the package's names (bottom first; docs/architecture.md says the same):
+
+    base        harness/{atomic,jsonl,machine,threads,faults,argtypes}.py: no harness import
+    objective   harness/objective/
+    parts       harness/models/, harness/tasks/, harness/rollout/ (+ harness/tracking/: the run's log)
+    config      harness/config.py: the run's YAML, checked against objective, models and tasks
+    train core  harness/train/core/: collect, scoring, batch log-probs, eval prompt draw, run dir
+    trainers    harness/train/{rl,dpo,eval,diagnostics}/
+    run         harness/train/run/ (the shell) and harness/train/__init__.py (`train`, its entry)
+    commands    harness/cli.py, harness/experiment/, harness/probes/, harness/bench/
+
+A failure names the importing file, the line and the imported module. The checks are tested on a
+fake package too (test_the_checks_fail_on_*): a check that cannot fail is a defect.
 """
 from __future__ import annotations
 
@@ -31,7 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("config", ("harness.config",)),
     ("train core", ("harness.train.core",)),
     ("trainers", ("harness.train.rl", "harness.train.dpo", "harness.train.eval", "harness.train.diagnostics")),
-    ("run", ("harness.train", "harness.train.run")),
+    ("run", ("harness.train.run", "harness.train")),
     ("commands", ("harness.cli", "harness.experiment", "harness.probes", "harness.bench")),
 )
 # The imports allowed between two units of one layer (importer -> imported).
@@ -43,6 +56,16 @@ SIDEWAYS: frozenset[tuple[str, str]] = frozenset({
     ("harness.cli", "harness.probes"),
     ("harness.cli", "harness.bench"),
     ("harness.probes", "harness.experiment"),           # a probe reads its study's arms
+    ("harness.train", "harness.train.run"),             # `from harness.train import train`: the run shell's entry
+})
+# The only packages a function may import (heavy or optional third-party: seconds to load, or absent
+# where they are not needed). Never a harness module, never one to dodge a cycle.
+LATE_ALLOWED: frozenset[str] = frozenset({
+    "transformers", "vllm", "safetensors", "peft",  # model code: loaded where a model is built or served
+    "torch",                                        # harness/threads.py sizes torch's pools only if loaded
+    "mlflow", "optuna",                             # tracking and tuning: only the commands that use them
+    "matplotlib", "pandas", "scipy",                # figures and tables: only where they are drawn
+    "datasets", "math_verify",                      # a dataset task's files and math answers
 })
 
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
@@ -59,15 +82,25 @@ class Edge:
     typing_only: bool  # under `if TYPE_CHECKING:`
 
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line} imports {self.imported}"
+        return f"{_shown(self.path)}:{self.line} imports {self.imported}"
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def _shown(path: Path) -> str:
+    """harness/x/y.py, whichever folder holds the package (this repository's, or a test's fake one)."""
+    parts = path.parts
+    return "/".join(parts[len(parts) - 1 - parts[::-1].index("harness"):])
 
 
-MODULES: dict[str, Path] = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def package_modules(package: Path) -> dict[str, Path]:
+    """module name -> file, for every module of the package folder `package` (named harness)."""
+    out = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES: dict[str, Path] = package_modules(PACKAGE)
 
 
 def unit_of(module: str) -> str:
@@ -80,7 +113,7 @@ def unit_of(module: str) -> str:
     raise AssertionError(f"{module} is in no unit of LAYERS (tests/test_import_layers.py): give it a layer")
 
 
-def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, modules: dict[str, Path]) -> list[str]:
     """The harness modules an import statement loads (a name imported from a package that is not a
     submodule counts as the package itself)."""
     if isinstance(node, ast.Import):
@@ -93,7 +126,7 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
         source = node.module or ""
     if source.split(".")[0] != "harness":
         return []
-    return [f"{source}.{a.name}" if f"{source}.{a.name}" in MODULES else source for a in node.names]
+    return [f"{source}.{a.name}" if f"{source}.{a.name}" in modules else source for a in node.names]
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -117,23 +150,28 @@ def _walk(node: ast.AST, late: bool, typing_only: bool):
             yield from _walk(child, late, typing_only)
 
 
-def _edges() -> tuple[list[Edge], list[tuple[Path, int, str]]]:
-    """Every import edge between harness modules, and every late import without a comment."""
-    edges, silent = [], []
-    for module, path in MODULES.items():
-        source = path.read_text()
-        lines = source.splitlines()
-        tree = ast.parse(source, filename=str(path))
+def _late_not_allowed(node: ast.Import | ast.ImportFrom) -> bool:
+    """An import inside a function of anything but a LATE_ALLOWED package (a relative one is harness's)."""
+    if isinstance(node, ast.ImportFrom):
+        return bool(node.level) or (node.module or "").split(".")[0] not in LATE_ALLOWED
+    return any(a.name.split(".")[0] not in LATE_ALLOWED for a in node.names)
+
+
+def _edges(modules: dict[str, Path]) -> tuple[list[Edge], list[tuple[Path, int, str]]]:
+    """Every import edge between harness modules, and every import inside a function it may not make."""
+    edges, late_bad = [], []
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
         for node, late, typing_only in _walk(tree, False, False):
-            if late and not any("#" in lines[i] for i in (node.lineno - 2, node.lineno - 1) if i >= 0):
-                silent.append((path, node.lineno, ast.unparse(node)))
-            for target in _targets(node, module, path.name == "__init__.py"):
+            if late and _late_not_allowed(node):
+                late_bad.append((path, node.lineno, ast.unparse(node)))
+            for target in _targets(node, module, path.name == "__init__.py", modules):
                 if target != module:
                     edges.append(Edge(module, target, path, node.lineno, late, typing_only))
-    return edges, silent
+    return edges, late_bad
 
 
-EDGES, SILENT_LATE_IMPORTS = _edges()
+EDGES, LATE_IMPORTS = _edges(MODULES)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -171,6 +209,44 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def against_layers(edges: list[Edge]) -> list[str]:
+    """The edges going up a layer, or sideways without being one of SIDEWAYS."""
+    bad = []
+    for e in edges:
+        a, b = unit_of(e.importer), unit_of(e.imported)
+        if a == b or LAYER_OF[b] < LAYER_OF[a] or (a, b) in SIDEWAYS:
+            continue
+        way = "up" if LAYER_OF[b] > LAYER_OF[a] else "sideways"
+        bad.append(f"{e.where()}: {way}, from {a} ({LAYER_NAME[LAYER_OF[a]]}) to {b} ({LAYER_NAME[LAYER_OF[b]]})")
+    return bad
+
+
+def unit_cycles(edges: list[Edge]) -> tuple[list[list[str]], list[str]]:
+    """(the cycles between units, the edges that make them)."""
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        a, b = unit_of(e.importer), unit_of(e.imported)
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+    cycles = _cycles(graph)
+    detail = [e.where() for e in edges for c in cycles
+              if unit_of(e.importer) in c and unit_of(e.imported) in c and unit_of(e.importer) != unit_of(e.imported)]
+    return cycles, detail
+
+
+def module_cycles(edges: list[Edge]) -> tuple[list[list[str]], list[str]]:
+    """(the cycles between modules, the edges that make them). One that only an import inside a function
+    lets load is a cycle all the same; an import under TYPE_CHECKING never runs."""
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        if not e.typing_only:
+            graph.setdefault(e.importer, set()).add(e.imported)
+    cycles = _cycles(graph)
+    detail = [e.where() + (" (inside a function)" if e.late else "") for e in edges for c in cycles
+              if not e.typing_only and e.importer in c and e.imported in c]
+    return cycles, detail
+
+
 def test_every_module_has_a_layer():
     for module in MODULES:
         unit_of(module)  # raises, naming the module
@@ -182,49 +258,91 @@ def test_sideways_pairs_are_units_of_one_layer():
 
 
 def test_no_import_goes_up_or_sideways():
-    bad = []
-    for e in EDGES:
-        a, b = unit_of(e.importer), unit_of(e.imported)
-        if a == b or LAYER_OF[b] < LAYER_OF[a] or (a, b) in SIDEWAYS:
-            continue
-        way = "up" if LAYER_OF[b] > LAYER_OF[a] else "sideways"
-        bad.append(f"{e.where()}: {way}, from {a} ({LAYER_NAME[LAYER_OF[a]]}) to {b} ({LAYER_NAME[LAYER_OF[b]]})")
+    bad = against_layers(EDGES)
     assert not bad, "imports against the layers (docs/architecture.md, Layers):\n" + "\n".join(bad)
 
 
 def test_no_cycle_between_units():
-    graph: dict[str, set[str]] = {}
-    for e in EDGES:
-        a, b = unit_of(e.importer), unit_of(e.imported)
-        if a != b:
-            graph.setdefault(a, set()).add(b)
-    cycles = _cycles(graph)
-    detail = [e.where() for e in EDGES for c in cycles
-              if unit_of(e.importer) in c and unit_of(e.imported) in c and unit_of(e.importer) != unit_of(e.imported)]
+    cycles, detail = unit_cycles(EDGES)
     assert not cycles, f"units importing each other: {cycles}\n" + "\n".join(detail)
 
 
 def test_no_cycle_between_modules():
-    """A cycle that only an import inside a function lets load is a cycle all the same."""
-    graph: dict[str, set[str]] = {}
-    for e in EDGES:
-        if not e.typing_only:
-            graph.setdefault(e.importer, set()).add(e.imported)
-    cycles = _cycles(graph)
-    detail = [e.where() + (" (inside a function)" if e.late else "") for e in EDGES for c in cycles
-              if not e.typing_only and e.importer in c and e.imported in c]
+    cycles, detail = module_cycles(EDGES)
     assert not cycles, f"modules importing each other: {cycles}\n" + "\n".join(detail)
 
 
-def test_a_late_import_says_why():
-    bad = [f"{p.relative_to(ROOT)}:{line}: {text}" for p, line, text in SILENT_LATE_IMPORTS]
-    assert not bad, ("imports inside a function without a comment saying why they are late (a heavy or "
-                     "optional dependency; never to dodge a cycle):\n" + "\n".join(bad))
+def test_no_harness_import_inside_a_function():
+    bad = [f"{_shown(p)}:{line}: {text}" for p, line, text in LATE_IMPORTS]
+    assert not bad, ("imports inside a function: only the heavy packages of LATE_ALLOWED may be imported late "
+                     "(never a harness module: that is how a cycle or an upward import hides):\n" + "\n".join(bad))
 
 
 def test_the_checks_see_what_they_check():
     """The graph is the package's: the edges the layers rest on are found, a late import is seen as late."""
     found = {(e.importer, e.imported) for e in EDGES}
     assert ("harness.train.rl.step", "harness.objective") in found
-    assert any(e.late for e in EDGES)
+    assert ("harness.train.rl.step", "harness.train.core.scoring") in found
+    assert ("harness.probes.engine", "harness.train.core.scoring") in found  # the probes score as the trainer
     assert len(MODULES) > 100
+
+
+# ----------------------------------------------------------------------------- the checks can fail
+
+FAKE = {
+    "harness/__init__.py": "",
+    "harness/objective/__init__.py": "from harness.objective import policy\n",
+    # up: the objective reaches for the RL trainer
+    "harness/objective/policy.py": "from harness.train.rl.step import RLTrainer\n",
+    "harness/train/__init__.py": "",
+    "harness/train/core/__init__.py": "",
+    # up, hidden in a function; and a cycle with the RL step that only the late import closes
+    "harness/train/core/scoring.py": (
+        "import torch\n\n\ndef score():\n    import transformers  # heavy: allowed\n"
+        "    from harness.train.rl import step\n    return step\n"),
+    "harness/train/rl/__init__.py": "",
+    "harness/train/rl/step.py": "from harness.train.core import scoring\nfrom harness import objective\n\n\nclass RLTrainer: ...\n",
+    # sideways: diagnostics may not use the DPO trainer
+    "harness/train/diagnostics/__init__.py": "from ..dpo import step\n",
+    "harness/train/dpo/__init__.py": "",
+    "harness/train/dpo/step.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from harness.train.run import shell\n",
+    "harness/train/run/__init__.py": "",
+    "harness/train/run/shell.py": "from harness.train.dpo.step import *\n",
+}
+
+
+def _fake_package(tmp_path: Path) -> tuple[list[Edge], list]:
+    for name, text in FAKE.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return _edges(package_modules(tmp_path / "harness"))
+
+
+def test_the_checks_fail_on_imports_against_the_layers(tmp_path):
+    edges, _ = _fake_package(tmp_path)
+    bad = against_layers(edges)
+    assert any(b.startswith("harness/objective/policy.py:1 imports harness.train.rl.step: up") for b in bad), bad
+    assert any(b.startswith("harness/train/core/scoring.py:6 imports harness.train.rl.step: up") for b in bad), bad
+    assert any(b.startswith("harness/train/diagnostics/__init__.py:1 imports harness.train.dpo.step: sideways")
+               for b in bad), bad
+    # under TYPE_CHECKING is an edge too (up: dpo -> run)
+    assert any(b.startswith("harness/train/dpo/step.py:4 imports harness.train.run.shell: up") for b in bad), bad
+    assert len(bad) == 4, bad
+
+
+def test_the_checks_fail_on_cycles(tmp_path):
+    edges, _ = _fake_package(tmp_path)
+    cycles, detail = module_cycles(edges)
+    assert any({"harness.train.core.scoring", "harness.train.rl.step"} <= set(c) for c in cycles), cycles
+    assert "harness/train/core/scoring.py:6 imports harness.train.rl.step (inside a function)" in detail
+    # dpo.step -> run.shell is under TYPE_CHECKING: no module cycle with run.shell -> dpo.step
+    assert not any("harness.train.run.shell" in c for c in cycles), cycles
+    units, _ = unit_cycles(edges)
+    assert any({"harness.train.core", "harness.train.rl"} <= set(c) for c in units), units
+    assert ["harness.train.dpo", "harness.train.run"] in units, units  # units count every edge
+
+
+def test_the_checks_fail_on_a_harness_import_inside_a_function(tmp_path):
+    _, late = _fake_package(tmp_path)
+    assert [(_shown(p), line, text) for p, line, text in late] == [
+        ("harness/train/core/scoring.py", 6, "from harness.train.rl import step")]  # transformers is allowed

@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.argtypes import positive_int  # >= 1: a 0 would silently mean "the run YAML's value"
 from harness.bench.figures import summarize_steps
 from harness.bench.load import WAIT_POLICIES, busy_processes, describe_policy, wait_policy_env
+from harness.bench.ours import run_ours
 from harness.bench.report import render, timestamp, write_json
 from harness.bench.workload import BACKENDS, REPO, RUN_YAMLS, bench_config
 
@@ -94,8 +95,6 @@ def _case(trainer: str, model: str, backend: str, args, work: Path) -> dict:
     print(f"[bench] {name}: {row['workload']} (N x G x T), {tr.steps} steps", file=sys.stderr, flush=True)
     try:
         if trainer == "ours" and args.in_process:
-            from harness.bench.ours import run_ours
-
             out.write_text(json.dumps(run_ours(cfg.to_dict(), work / name)))
         elif trainer == "ours":
             _child([sys.executable, "-m", "harness.bench.ours", str(spec), str(out), str(work / name)], args.threads,

@@ -25,6 +25,8 @@ import threading
 import time
 from pathlib import Path
 
+from harness.tracking.runs import metric_steps
+
 REPO = Path(__file__).resolve().parents[2]
 RUN = ["warm_start.enabled=false", "train.prompts_per_step=4", "train.group_size=2", "train.mini_batches=1",
        "rollout.max_new_tokens=8", "eval.num_prompts=2", "eval.n_samples=1", "eval.ks=[1]", "eval.every=0",
@@ -63,8 +65,6 @@ def _attempt(cmd: list[str], env: dict, kill: tuple[int, float] | None, sig: int
 
 
 def _mlflow_steps(uri: str, run: Path) -> list[int]:
-    from harness.tracking.runs import metric_steps
-
     return metric_steps(run, "perf/elapsed_seconds", uri)
 
 

@@ -12,6 +12,7 @@ import sys
 from contextlib import contextmanager
 
 from harness import threads
+from harness.threads import governor_enabled
 
 BUSY_LOOP = "while True:\n    pass\n"
 # libgomp's own spin when OMP_WAIT_POLICY is unset; set explicitly so harness/threads.py keeps out of it
@@ -52,8 +53,6 @@ def wait_policy_env(policy: str, env: dict) -> dict:
 
 
 def describe_policy(env=os.environ) -> str:
-    from harness.threads import governor_enabled
-
     if governor_enabled(env):
         return "libgomp default + thread governor (harness/threads.py)"
     if "OMP_WAIT_POLICY" in env:

@@ -16,12 +16,11 @@ from pathlib import Path
 
 from harness.bench.figures import ours_steps
 from harness.config import build_config
+from harness.jsonl import read_jsonl
+from harness.train import train
 
 
 def run_ours(cfg_dict: dict, run_dir: str | Path) -> dict:
-    from harness.jsonl import read_jsonl
-    from harness.train import train
-
     cfg = build_config(cfg_dict)
     t0 = time.perf_counter()
     summary = train(cfg, run_dir)

@@ -19,7 +19,17 @@ import json
 import sys
 from pathlib import Path
 
-from harness.experiment.study import SCALES
+from harness.atomic import atomic_write_text
+from harness.experiment import cells_index, describe, load_study, study_dir, write_configs
+from harness.experiment import reproduce as rp
+from harness.experiment.regenerate import regenerate
+from harness.experiment.render import log_cell_evals, make_figures
+from harness.experiment.study import SCALES, StudyError
+from harness.experiment.study_runs import study_dirs, sync
+from harness.experiment.summary import summary_table, write_csv
+from harness.experiment.tune import run_tune
+from harness.tracking.experiment import mark_all
+from harness.tracking.store import client_for
 
 COMMANDS = ("grid", "tune", "summarize", "figures", "mlflow-sync", "reproduce")
 
@@ -72,14 +82,10 @@ def add_commands(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.experiment.study import StudyError
-
     try:
         if args.command == "grid":
             return _grid(args)
         if args.command == "tune":
-            from harness.experiment.tune import run_tune
-
             run_tune(args.study, scale=args.scale, trials=args.trials, jobs=args.jobs, results=args.results)
             return 0
         if args.command == "summarize":
@@ -99,9 +105,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _grid(args) -> int:
-    from harness.atomic import atomic_write_text
-    from harness.experiment import cells_index, describe, load_study, write_configs
-
     study = load_study(args.study, args.scale)
     if args.write_configs:
         out = Path(args.write_configs)
@@ -118,19 +121,12 @@ def _grid(args) -> int:
 
 
 def _figures(args) -> int:
-    from harness.experiment.regenerate import regenerate
-
     paths = regenerate(args.study, args.scale, from_mlflow=args.from_mlflow, out=args.out)
     print(f"wrote {paths['summary']} and {paths['figures']}/ (inputs: {paths['inputs']})")
     return 0
 
 
 def _mlflow_sync(args) -> int:
-    from harness.experiment.study import StudyError
-    from harness.tracking.experiment import mark_all
-    from harness.experiment.study_runs import study_dirs, sync
-    from harness.tracking.store import client_for
-
     dirs = args.study_dirs or study_dirs()
     missing = [str(d) for d in dirs if not (Path(d) / "cells.json").is_file()]
     if missing:  # checked before anything is written to MLflow
@@ -144,23 +140,14 @@ def _mlflow_sync(args) -> int:
 
 
 def _summarize(args) -> int:
-    from harness.experiment.render import make_figures
-    from harness.experiment.summary import write_csv
-
     d = Path(args.study_dir)
     if not (d / "cells.json").exists():  # a study name: its default results folder
-        from harness.experiment import load_study, study_dir
-
         d = study_dir(load_study(args.study_dir, args.scale))
     if not args.csv and not args.figures:
-        from harness.experiment.summary import summary_table
-
         print(summary_table(d).to_string(index=False))
     if args.csv:
         print(f"wrote {write_csv(d, args.csv)}")
         if not args.no_mlflow:
-            from harness.experiment.render import log_cell_evals
-
             print(f"recorded eval.json, groups.jsonl and results of {log_cell_evals(d)} cells in MLflow")
     if args.figures:
         print(f"wrote {make_figures(d, args.figures, args.notebook, log_mlflow=not args.no_mlflow)}")
@@ -168,8 +155,6 @@ def _summarize(args) -> int:
 
 
 def _reproduce(args) -> int:
-    from harness.experiment import reproduce as rp
-
     if args.write_record:
         path = rp.write_record(args.study, args.scale, args.results or "results")
         print(f"record -> {path}")

@@ -7,6 +7,7 @@ import itertools
 import json
 from typing import Any
 
+from harness.config import ConfigError, build_config
 from harness.experiment.ids import format_value, short_names
 from harness.experiment.keys import apply_override
 from harness.experiment.study import ARM, SEED, Cell, Study, StudyError
@@ -74,8 +75,6 @@ def expand(study: Study, validate: bool = True) -> list[Cell]:
     if not cells:
         raise StudyError("the study has no cells left after `exclude`")
     if validate:
-        from harness.config import ConfigError, build_config
-
         for c in cells:
             try:
                 c.config = build_config(c.data)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from pydantic import BaseModel
+
+from harness.config import RunConfig, set_dotted
 from harness.experiment.study import StudyError
+from harness.objective.modes import all_knobs
 
 
 def _section_model(path: tuple[str, ...]):
     """Walk RunConfig's fields along `path`; returns ('model', cls) | ('free', None) | ('leaf', None)
     or raises KeyError(prefix, allowed) at the first unknown component."""
-    from pydantic import BaseModel
-
-    from harness.config import RunConfig
-
     model: Any = RunConfig
     for i, part in enumerate(path):
         if model is None:
@@ -47,8 +47,6 @@ def _section_model(path: tuple[str, ...]):
 
 def _declared_knobs() -> tuple[str, ...]:
     """The objective knobs the modes declare (harness/objective/modes.py), plugins' included."""
-    from harness.objective.modes import all_knobs
-
     return tuple(all_knobs())
 
 
@@ -77,8 +75,6 @@ def check_key(key: str, where: str) -> str:
 def apply_override(data: dict, key: str, value: Any) -> None:
     """Set a dotted key; a mapping given for a whole SECTION (e.g. `train: {steps: 4}`) is merged
     into it key by key, a mapping for a leaf or free-form dict replaces it."""
-    from harness.config import set_dotted
-
     kind = check_key(key, key)
     if kind == "model" and isinstance(value, dict):
         for k, v in value.items():

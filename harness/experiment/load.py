@@ -42,9 +42,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.config import read_yaml
 from harness.experiment.expand import expand
 from harness.experiment.schema import SAFE_NAME, TOP_LEVEL_KEYS, validate_study_file
 from harness.experiment.study import ARM, DECLARED_SCALES, SCALES, SEED, Axis, Study, StudyError
+from harness.objective.plugins import import_plugins
 
 __all__ = ["TOP_LEVEL_KEYS", "find_study", "load_study", "parse_study"]
 
@@ -88,8 +90,6 @@ def _load_base(base: Any, study_path: Path | None) -> dict:
         cands += [Path.cwd() / base, Path(__file__).resolve().parents[2] / base]
         for c in cands:
             if c.is_file():
-                from harness.config import read_yaml
-
                 data = read_yaml(c, "base run config", StudyError)
                 if not isinstance(data, dict):
                     raise StudyError(f"base: {c} must hold a mapping of run-config sections")
@@ -116,8 +116,6 @@ def _import_plugins(raw: Any, path: Path | None) -> None:
     for scale in (raw.get("scales") or {}).values():  # a scale: one value
         if isinstance(scale, dict) and key in scale:
             names.append(scale[key])
-    from harness.objective.plugins import import_plugins
-
     for value in names:
         try:
             import_plugins(value)
@@ -188,8 +186,6 @@ def load_study(name_or_path: str | os.PathLike | dict, scale: str | None = None,
     if isinstance(name_or_path, dict):
         raw, path = name_or_path, (Path(path) if path else None)
     else:
-        from harness.config import read_yaml
-
         path = find_study(name_or_path)
         raw = read_yaml(path, "study", StudyError)
     study = parse_study(raw, path=path, name=name, scale=scale)

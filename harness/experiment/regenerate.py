@@ -16,6 +16,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness.experiment import load_study, study_dir
+from harness.experiment.from_mlflow import rebuild_study_dir
+from harness.experiment.render import make_figures
+from harness.experiment.summary import write_csv
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -28,14 +33,8 @@ def notebook_for(name: str) -> Path | None:
 def regenerate(study_name: str, scale: str | None = None, from_mlflow: bool = False,
                out: str | os.PathLike | None = None, uri: str | None = None) -> dict[str, Path]:
     """summary.csv and figures/ of a study into `out`; returns their paths (and the inputs folder)."""
-    from harness.experiment import load_study, study_dir
-    from harness.experiment.render import make_figures
-    from harness.experiment.summary import write_csv
-
     study = load_study(study_name, scale)
     if from_mlflow:
-        from harness.experiment.from_mlflow import rebuild_study_dir
-
         out = Path(out) if out else study_dir(study) / "from_mlflow"
         src = rebuild_study_dir(study.experiment, out / "inputs", uri)
     else:

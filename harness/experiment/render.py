@@ -17,13 +17,13 @@ from pathlib import Path
 from harness.atomic import atomic_folder
 from harness.experiment.generic_figures import generic_figures
 from harness.experiment.results import load_index
+from harness.experiment.study_runs import log_study_outputs, record_cells
+from harness.tracking import default_tracking_uri
 
 
 def run_notebook(notebook: str | os.PathLike, study_dir: Path, figures_dir: Path) -> None:
     """Run a jupytext percent notebook as a script with the HARNESS_* variables set."""
     study, _ = load_index(study_dir)
-    from harness.tracking import default_tracking_uri
-
     env = {**os.environ, "HARNESS_STUDY_DIR": str(Path(study_dir).resolve()),
            "HARNESS_FIGURES_DIR": str(figures_dir.resolve()), "HARNESS_STUDY": study.get("name", ""),
            "HARNESS_SCALE": study.get("scale", ""), "HARNESS_EXPERIMENT": study.get("experiment", ""),
@@ -49,14 +49,10 @@ def make_figures(study_dir: str | os.PathLike, out: str | os.PathLike, notebook:
 def log_study_artifacts(study_dir: Path, paths: list[Path]) -> str | None:
     """Log figures and the study's files to its study-level MLflow run, the parent of its cells
     (harness/experiment/study_runs.py)."""
-    from harness.experiment.study_runs import log_study_outputs
-
     return log_study_outputs(study_dir, paths)
 
 
 def log_cell_evals(study_dir: str | os.PathLike) -> int:
     """Attach each cell's eval.json and groups.jsonl to the cell's MLflow run, with its summary row
     as result/* metrics, nested under the study run (harness/experiment/study_runs.py)."""
-    from harness.experiment.study_runs import record_cells
-
     return record_cells(study_dir)

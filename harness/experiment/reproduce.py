@@ -39,7 +39,10 @@ import sys
 from pathlib import Path
 
 from harness import machine
+from harness.experiment import load_study, study_dir
 from harness.experiment.results import load_index, read_jsonl
+from harness.experiment.stats import prediction_interval
+from harness.train.run.warmstart import warm_start_folder
 
 REPO = Path(__file__).resolve().parents[2]
 REPORTS = REPO / "analysis" / "reports"
@@ -174,8 +177,6 @@ def format_rows(rows: list[dict]) -> str:
 def write_record(study: str, scale: str | None, results: str | os.PathLike = "results", out: Path | None = None) -> Path:
     """record.json of a study's results folder: the commit, machine and warm starts of its cells and
     every number of every complete cell (the report is written from the same folder)."""
-    from harness.experiment import load_study, study_dir
-
     st = load_study(study, scale)
     folder = study_dir(st, results)
     _, cells = load_index(folder)
@@ -192,8 +193,6 @@ def write_record(study: str, scale: str | None, results: str | os.PathLike = "re
                 machines.append(a["machine"])
     for c in st.cells:
         if c.config.warm_start.enabled:
-            from harness.train.run.warmstart import warm_start_folder
-
             f = warm_start_folder(c.config)
             if f.exists():
                 warm[f.name] = warm_start_fingerprint(f)
@@ -210,8 +209,6 @@ def write_record(study: str, scale: str | None, results: str | os.PathLike = "re
 def add_prediction_intervals(cells: dict, variant_of: dict) -> None:
     """Give every number of a cell whose arm (variant) has 2+ seeds recorded `predict95`: the 95%
     prediction interval of one more seed (harness/experiment/stats.py)."""
-    from harness.experiment.stats import prediction_interval
-
     arms: dict = {}
     for cell in cells:
         arms.setdefault(variant_of.get(cell, cell), []).append(cell)
@@ -243,8 +240,6 @@ def load_record(study: str) -> dict:
 # ------------------------------------------------------------------------------ rerunning a cell
 def rerun_cell(study: str, scale: str, cell: str, results: str, cores: int) -> Path:
     """Train and evaluate one cell through the study's own Snakefile (the report's command, one target)."""
-    from harness.experiment import load_study, study_dir
-
     st = load_study(study, scale)
     if cell not in {c.id for c in st.cells}:
         raise ValueError(f"--cell {cell!r} is not a cell of {study} ({scale}); cells: "

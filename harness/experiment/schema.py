@@ -17,14 +17,25 @@ harness.config.build_config.
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 import re
 import types
 import typing
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat,
-                      StrictInt, ValidationError, model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 
 from harness.experiment.keys import key_problem
 from harness.experiment.study import ARM, SCALES, SEED, StudyError
@@ -139,8 +150,6 @@ def _optuna_options(cls_path: str, options: dict) -> None:
     """The options of a sampler / pruner section (besides name, seed) must be keywords of its Optuna class."""
     if not options:
         return
-    import importlib
-
     module, name = cls_path.rsplit(".", 1)
     allowed = sorted(set(inspect.signature(getattr(importlib.import_module(module), name)).parameters) - {"seed"})
     bad = sorted(k for k in options if k not in allowed)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.config import dump_config
 
 SCALES = ("smoke", "cpu", "gpu", "dataset")  # dataset: SmolLM2-135M on the sample dataset (length_bias, difficulty_bias)
 DECLARED_SCALES = ("dataset",)  # a study runs at these only when its file has the scale's section
@@ -40,8 +41,6 @@ class Cell:
     config: Any = None             # harness.config.RunConfig once validated
 
     def config_yaml(self) -> str:
-        from harness.config import dump_config
-
         return dump_config(self.config)
 
 

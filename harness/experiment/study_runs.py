@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 
 from harness.atomic import atomic_write_text
@@ -74,8 +75,6 @@ def open_study(study_dir: str | os.PathLike, uri: str | None = None) -> str:
 
 def result_metrics(row: dict, step: int) -> list:
     """A cell's summary.csv row as metrics result/<column> (finite numbers only, axes left out)."""
-    import time
-
     from mlflow.entities import Metric  # late: mlflow takes seconds to import
 
     now = int(time.time() * 1000)

@@ -28,6 +28,7 @@ Fixed grids belong to Snakemake (a GridSampler with 2 workers ran a duplicate tr
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -37,6 +38,18 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from harness.atomic import atomic_write_text
+from harness.config import ConfigError, build_config, dump_config, read_yaml
+from harness.experiment.expand import expand
+from harness.experiment.keys import apply_override
+from harness.experiment.load import find_study, parse_study
+from harness.experiment.results import read_jsonl
+from harness.experiment.schema import Pruner, Sampler
+from harness.experiment.study import StudyError
+from harness.tracking import default_tracking_uri, ensure_store
+from harness.tracking.runs import tag_run_dir
+
 
 def suggest(trial, key: str, spec: dict) -> Any:
     t = spec["type"]
@@ -51,14 +64,6 @@ class TuneSpec:
     """A loaded, validated tune file: base cell data, search space and Optuna settings."""
 
     def __init__(self, source: str, scale: str | None = None):
-        import copy
-
-        from harness.config import read_yaml
-        from harness.experiment.expand import expand
-        from harness.experiment.load import find_study, parse_study
-        from harness.experiment.schema import Pruner, Sampler
-        from harness.experiment.study import StudyError
-
         path = find_study(source)
         raw = read_yaml(path, "tune file", StudyError)
         if not isinstance(raw, dict) or not isinstance(raw.get("tune"), dict):
@@ -80,12 +85,6 @@ class TuneSpec:
                 self.trial_config({key: v}, trial_number=-1)
 
     def trial_config(self, params: dict, trial_number: int):
-        import copy
-
-        from harness.config import ConfigError, build_config
-        from harness.experiment.keys import apply_override
-        from harness.experiment.study import StudyError
-
         data = copy.deepcopy(self.base)
         for k, v in params.items():
             apply_override(data, k, v)
@@ -124,15 +123,11 @@ def _make_pruner(spec: TuneSpec):
 
 
 def _read_metric(path: Path, metric: str) -> list[tuple[int, float]]:
-    from harness.experiment.results import read_jsonl
-
     return [(int(r["step"]), float(r[metric])) for r in read_jsonl(path)
             if metric in r and r[metric] is not None and math.isfinite(float(r[metric]))]
 
 
 def _tag_mlflow(run_dir: Path, tags: dict[str, str], value: float | None, metric: str) -> None:
-    from harness.tracking.runs import tag_run_dir
-
     if value is not None:
         tags = {**tags, f"optuna.{metric}": str(value)}
     tag_run_dir(run_dir, tags)
@@ -140,9 +135,6 @@ def _tag_mlflow(run_dir: Path, tags: dict[str, str], value: float | None, metric
 
 def run_trial(trial, spec: TuneSpec, out: Path, poll_s: float = 2.0) -> float:
     import optuna
-
-    from harness.config import dump_config
-    from harness.atomic import atomic_write_text
 
     params = {key: suggest(trial, key, s) for key, s in spec.space.items()}
     cfg = spec.trial_config(params, trial.number)
@@ -199,9 +191,6 @@ def run_tune(source: str, scale: str | None = None, trials: int | None = None, j
              results: str = "results") -> dict:
     import optuna
     from optuna.storages import RDBStorage, RetryFailedTrialCallback
-
-    from harness.atomic import atomic_write_text
-    from harness.tracking import default_tracking_uri, ensure_store
 
     spec = TuneSpec(source, scale)
     out = _study_dir(spec, results)

@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.atomic import atomic_write_text
 from harness.config import build_config
 from harness.experiment.keys import apply_override
+from harness.probes.engine import Arm
 
 PROBES = {"length_bias": "length", "difficulty_bias": "difficulty", "moe_stability": "moe",
           "demo": "difficulty"}  # study name -> module under harness/probes/
@@ -28,8 +29,6 @@ PROBES = {"length_bias": "length", "difficulty_bias": "difficulty", "moe_stabili
 def probe_arms(study, arms: dict | None = None):
     """-> [Arm(label, cfg)]: the study's cells of its first seed, labels from the cells' axes;
     or the first cell with each of `arms` (label -> dotted overrides) applied."""
-    from harness.probes.engine import Arm  # late: the engine loads transformers (seconds)
-
     if arms:
         out = []
         for label, overrides in arms.items():

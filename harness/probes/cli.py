@@ -9,6 +9,7 @@ from harness.atomic import atomic_write_text
 from harness.experiment import load_study, study_dir
 from harness.experiment.study import SCALES
 from harness.probes import run_probe
+from harness.probes.regime import run_regime
 
 
 def add_command(sub) -> None:
@@ -26,8 +27,6 @@ def add_command(sub) -> None:
 def run(args) -> int:
     study = load_study(args.study, args.scale)
     if args.regime:
-        from harness.probes.regime import run_regime  # late: loads transformers (seconds) for this command alone
-
         out = Path(args.out) if args.out else study_dir(study) / "regime.json"
         doc = run_regime(study.cells[0].config, args.batches or 4)
         atomic_write_text(out, json.dumps({"study": study.name, "scale": study.scale, "cell": study.cells[0].id,

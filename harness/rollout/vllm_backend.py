@@ -58,8 +58,10 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import psutil
 import torch
 
+from harness.models.logprobs import response_logprobs
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
 
 # Set before vLLM is imported (its env reads are cached once an engine has started).
@@ -92,8 +94,6 @@ def kv_cache_bytes(config, dtype: str, max_model_len: int, max_num_seqs: int, me
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     per_token = 2 * layers * kv_heads * head_dim * (4 if dtype == "float32" else 2)  # K and V
     need = per_token * max_model_len * max_num_seqs
-    import psutil
-
     budget = int(memory_share * psutil.virtual_memory().total) - psutil.Process().memory_info().rss
     return max(min(need, budget), per_token * max_model_len)  # at least one full sequence
 
@@ -324,8 +324,6 @@ class VLLMBackend(RolloutBackend):
     @torch.no_grad()
     def trainer_probe_logprobs(self, model: torch.nn.Module, probe_ids: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Same as engine_probe_logprobs, computed by the trainer's code path."""
-        from harness.models.logprobs import response_logprobs
-
         T = max(len(s) for s in probe_ids) - 1
         resp = torch.full((len(probe_ids), T), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(probe_ids), T))

@@ -19,6 +19,8 @@ from harness.tasks.arithmetic import ArithmeticTask
 from harness.tasks.base import Problem, RewardBreakdown, Task
 from harness.tasks.countdown import CountdownTask
 from harness.tasks.dataset import DatasetTask
+from harness.tasks.dataset.read import fingerprint
+from harness.tasks.rewards import auto_workers, reward_specs
 
 TASKS: dict[str, type[Task]] = {"arithmetic": ArithmeticTask, "countdown": CountdownTask}  # generated: make_task
 TASK_NAMES = (*TASKS, "dataset")  # task.name values; the dataset task is built from its config section (task_from_config)
@@ -55,8 +57,6 @@ def task_from_config(section, mix: bool = True) -> Task:
     from name, difficulty_mix (unless mix=False: the warm start's default mix) and options; the dataset
     task from data, rewards, correct, reward_timeout and reward_workers."""
     if section.name == "dataset":
-        from harness.tasks.rewards import auto_workers, reward_specs
-
         specs = reward_specs([r.model_dump() if hasattr(r, "model_dump") else r for r in section.rewards])
         workers = section.reward_workers if section.reward_workers is not None else auto_workers(specs)
         data = section.data.model_dump() if hasattr(section.data, "model_dump") else dict(section.data or {})
@@ -72,8 +72,6 @@ def task_identity(section) -> dict:
     for a dataset task its data section, rewards and the sha256 of its files; {} for a generated task."""
     if section.name != "dataset":
         return {}
-    from harness.tasks.dataset.read import fingerprint
-
     data = section.data.model_dump(mode="json")
     files = {"train": fingerprint(data["train"]), "eval": fingerprint(data["eval"]) if data["eval"] else None}
     return {"data": data, "rewards": [r.model_dump(mode="json") for r in section.rewards], "correct": section.correct,

@@ -11,6 +11,7 @@ import math
 import time
 from pathlib import Path
 
+from harness import machine
 from harness.atomic import atomic_write_text
 from harness.tracking.base import Tracker
 from harness.tracking.experiment import ensure_experiment
@@ -33,8 +34,6 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
 
 def machine_tags() -> dict[str, str]:
     """MLflow tags naming the machine and code of this attempt (harness/machine.py)."""
-    from harness import machine
-
     d = machine.describe()
     return {"machine": machine.one_line(d), "machine.cpu": str(d["cpu"]),
             "machine.cpu_capability": str(d["cpu_capability"]), "machine.torch": str(d["torch"]),

@@ -21,7 +21,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from harness.jsonl import read_jsonl
 from harness.tracking.base import NoOpTracker, Tracker
+from harness.tracking.mlflow_tracker import MlflowTracker
+from harness.tracking.store import default_tracking_uri
 
 PENDING = "mlflow_pending.jsonl"
 RETRY_ENV = "HARNESS_MLFLOW_RETRY_SECONDS"
@@ -36,8 +39,6 @@ def short_http_defaults() -> None:
 
 
 def _read(path: Path) -> list[dict]:
-    from harness.jsonl import read_jsonl  # stops at a torn last line
-
     return read_jsonl(path)
 
 
@@ -191,9 +192,6 @@ def make_tracker(cfg, run_dir: str | Path, new_attempt: bool = True) -> Tracker:
     if not cfg.tracking.mlflow:
         return NoOpTracker()
     short_http_defaults()
-    from harness.tracking.mlflow_tracker import MlflowTracker
-    from harness.tracking.store import default_tracking_uri
-
     uri = default_tracking_uri()
     t = cfg.tracking
     return PendingTracker(run_dir, lambda: MlflowTracker(run_dir, t.experiment, cfg.to_dict(), t.tags, t.run_name,

@@ -13,9 +13,6 @@
 """
 
 
-def __getattr__(name: str):
-    if name == "train":  # imported lazily: `import harness.train.X` stays light
-        from harness.train.run.shell import run
+from harness.train.run.shell import run as train
 
-        return run
-    raise AttributeError(f"module 'harness.train' has no attribute {name!r}")
+__all__ = ["train"]

@@ -114,7 +114,7 @@ def test_every_error_of_a_file_is_listed():
 
 
 def test_the_error_comes_before_any_model_or_run_config(tmp_path, monkeypatch, capsys):
-    import harness.config
+    import harness.experiment.expand
     import harness.models.registry
     from harness.cli import main
 
@@ -122,7 +122,7 @@ def test_the_error_comes_before_any_model_or_run_config(tmp_path, monkeypatch, c
         raise AssertionError("a model or run config was built")
 
     monkeypatch.setattr(harness.models.registry, "build_model", boom)
-    monkeypatch.setattr(harness.config, "build_config", boom)
+    monkeypatch.setattr(harness.experiment.expand, "build_config", boom)  # where the grid builds its cells
     study = tmp_path / "s.yaml"
     study.write_text("base: {train: {steps: 2}}\ngrid:\n  objective.preset: [grpo]\nprobe: {batches: 0}\n")
     assert main(["grid", str(study)]) == 2

@@ -24,7 +24,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from harness.tasks.sample_data import sample_root_of
+from harness.tasks.sample_data import sample_root_of, write_samples
 
 FORMATS = ("auto", "json", "parquet", "csv", "arrow")
 _SUFFIXES = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet", ".pq": "parquet",
@@ -101,8 +101,6 @@ def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key:
     for p in ps:
         root = sample_root_of(p)
         if root is not None:  # the sample dataset, not written yet: the project writes it itself
-            from harness.tasks.sample_data import write_samples
-
             write_samples(root)
             print(f"[harness] wrote the sample dataset into {root} (harness sample-data)", flush=True)
         if not p.exists():

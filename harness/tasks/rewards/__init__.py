@@ -9,6 +9,7 @@ scorer.py     the weighted sum, which reward says "correct", the time limit, wor
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from harness.tasks.rewards.functions import RewardFunctionError, load_function
@@ -65,8 +66,6 @@ def reward_specs(entries: list[Any]) -> list[RewardSpec]:
 def auto_workers(specs: list[RewardSpec]) -> int:
     """Worker processes when task.reward_workers is not set: 2 (at most the CPUs) when a reward is
     CPU-bound (math, regex, a user function), else 0 (scored in the trainer's process)."""
-    import os
-
     heavy = any(s.function or s.verifier in CPU_BOUND for s in specs)
     return min(2, os.cpu_count() or 1) if heavy else 0
 

@@ -17,6 +17,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from harness.models.implicit_prm import ImplicitPRM
+from harness.models.value import ValueModel
 from harness.train.core.batch import Batch
 from harness.train.core.nonfinite import NonFiniteUpdate, describe
 
@@ -74,14 +76,10 @@ class Component(Trained):
 
 
 def _value_model(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
-    from harness.models.value import ValueModel
-
     return ValueModel(policy), cfg.train.critic_lr
 
 
 def _implicit_prm(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
-    from harness.models.implicit_prm import ImplicitPRM
-
     return ImplicitPRM(policy, cfg.rollout.temperature), cfg.objective.prm_lr
 
 

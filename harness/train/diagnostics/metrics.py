@@ -5,6 +5,7 @@ from collections import defaultdict
 
 import torch
 
+from harness.objective.aggregation import token_weights
 from harness.train.core.episode import Episode
 
 
@@ -87,8 +88,6 @@ def eos_weight_shares(obj, adv: torch.Tensor, mask: torch.Tensor, truncated: tor
     Under token_mean every token weighs the same; under seq_mean_token_mean a long wrong
     answer's end token weighs 1/|o_i| of it, so ending is discouraged less the longer it ran.
     Truncated rows have no end token. NaN when no token carries an advantage."""
-    from harness.objective.aggregation import token_weights
-
     m = (mask > 0).double().cpu()
     w = token_weights(obj.agg, m, obj.norm_constant)
     a = adv.detach().double().cpu().abs()

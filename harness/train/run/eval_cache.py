@@ -19,8 +19,9 @@ from pathlib import Path
 import torch
 
 from harness import machine
-from harness.train.eval.evaluate import evaluate, save_prompt_scores
 from harness.atomic import atomic_write_text
+from harness.tasks import task_code
+from harness.train.eval.evaluate import evaluate, save_prompt_scores
 from harness.train.run.warmstart import warm_start_folder
 
 CACHE_DIR = "eval_cache"
@@ -31,8 +32,6 @@ _BACKEND_MODULES = {"hf": ("harness.rollout.hf",), "vllm": ("harness.rollout.vll
 
 
 def eval_code_digest(cfg) -> str:
-    from harness.tasks import task_code
-
     return machine.code_digest([*EVAL_MODULES, *_BACKEND_MODULES.get(cfg.rollout.backend, ()),
                                 *task_code(cfg.task.name)])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,12 +13,13 @@ import torch
 import yaml
 
 from harness import machine
-from harness.config import ConfigError, RunConfig, build_config, dump_config
 from harness.atomic import atomic_write_text
+from harness.config import ConfigError, RunConfig, build_config, dump_config
+from harness.rollout import make_backend
 from harness.threads import start_governor
+from harness.train.core.rundir import RunDir
 from harness.train.run.policy_init import initial_policy
 from harness.train.run.task_setup import build_task, prepare_task
-from harness.train.core.rundir import RunDir
 
 
 def check_same_config(run: RunDir, cfg: RunConfig) -> None:
@@ -50,8 +52,6 @@ def check_same_config(run: RunDir, cfg: RunConfig) -> None:
 def _with_new_defaults(old: dict) -> dict:
     """A recorded config with every key added to the config model since it was written at its default
     (so a run recorded before a new key existed resumes); the recorded dict itself if it no longer loads."""
-    import warnings
-
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -92,8 +92,6 @@ def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     task = build_task(cfg)
     policy, tok, render = initial_policy(cfg, device)
-    from harness.rollout import make_backend
-
     info = prepare_task(cfg, task, tok, render, lambda: make_backend(cfg.rollout, policy, tok))
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     return Setup(device, task, policy, tok, render, pad_id, info)

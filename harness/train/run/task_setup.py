@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Callable
 
 from harness.config import ConfigError
-from harness.tasks import task_from_config
+from harness.tasks import task_from_config, task_identity
+from harness.train.run.pass_rates import label_by_pass_rate
 
 
 def build_task(cfg):
@@ -53,14 +54,10 @@ def prepare_task(cfg, task, tok, render, policy_for_rates: Callable | None = Non
     be measured (not cached). Returns what it did (dropped counts, bucket counts) for the run's summary."""
     if cfg.task.name != "dataset":
         return {}
-    from harness.tasks import task_identity
-
     out: dict = {"data_files": task_identity(cfg.task)["files"], "rows": {s: len(task.rows(s)) for s in ("train", "eval")}}
     dropped = drop_long_prompts(cfg, task, render)
     if dropped:
         out["dropped_long_prompts"] = dropped
     if cfg.task.data.difficulty_by_pass_rate is not None:
-        from harness.train.run.pass_rates import label_by_pass_rate
-
         out["pass_rate_buckets"] = label_by_pass_rate(cfg, task, render, policy_for_rates)
     return out

@@ -26,7 +26,9 @@ import torch
 
 from harness import machine, threads
 from harness.models import build_model, render_problem, save_model
-from harness.tasks import task_from_config, task_identity
+from harness.rollout.base import SamplingParams
+from harness.rollout.hf import HFBackend
+from harness.tasks import task_code, task_from_config, task_identity
 
 SFT_VERSION = 1  # bump when the SFT recipe changes in a way the code digest cannot see
 # The modules whose code builds a warm start (the task's own modules are added from its class).
@@ -36,8 +38,6 @@ SFT_MODULES = ("harness.train.run.warmstart", "harness.models.registry", "harnes
 
 def warm_start_key(cfg) -> dict:
     """Everything that changes the warm start's weights: the SFT recipe and settings, the code, the kernels."""
-    from harness.tasks import task_code
-
     code = machine.code_digest([*SFT_MODULES, *task_code(cfg.task.name)])
     return {"version": SFT_VERSION, "model": cfg.model.name, "overrides": cfg.model.overrides,
             "task": cfg.task.name, "task_options": cfg.task.options, "steps": cfg.warm_start.steps,
@@ -140,9 +140,6 @@ def sft(cfg, folder: Path) -> None:
 
 def _accuracy(model, tok, task, cfg, n_prompts: int = 128, n_samples: int = 4) -> dict:
     """Sampled (temperature 1) accuracy on the eval split, overall and per difficulty."""
-    from harness.rollout.base import SamplingParams
-    from harness.rollout.hf import HFBackend
-
     problems = task.problems(n_prompts, seed=4242, split="eval")
     backend = HFBackend(model, tok)
     out = backend.generate([render_problem(tok, p) for p in problems], n_samples,
