@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-all mlflow-ui clean-venv bench bench-venv notebooks notebooks-venv
+.PHONY: venv demo test lint test-all mlflow-ui clean-venv bench bench-venv notebooks notebooks-venv
 
 venv: $(STAMP)
 
@@ -33,6 +33,11 @@ demo: venv
 
 test: venv
 	$(VPY) -m pytest -q $(PYTEST_ARGS)
+
+# ruff's linter and formatter (pyproject.toml [tool.ruff]); `ruff format .` and `ruff check --fix .` repair most.
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Includes the slow end-to-end tests (marked `slow`).
 test-all: venv

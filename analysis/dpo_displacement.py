@@ -85,10 +85,10 @@ def pair_stats(cell):
     shares, sims, n = [], [], 0
     for line in path.read_text().splitlines():
         p = json.loads(line)
-        w, l = p["chosen"], p["rejected"]
-        common = next((i for i, (a, b) in enumerate(zip(w, l)) if a != b), min(len(w), len(l)))
-        shares.append(common / max(len(w), 1))
-        sims.append(difflib.SequenceMatcher(None, w, l, autojunk=False).ratio())
+        chosen, rejected = p["chosen"], p["rejected"]
+        common = next((i for i, (a, b) in enumerate(zip(chosen, rejected)) if a != b), min(len(chosen), len(rejected)))
+        shares.append(common / max(len(chosen), 1))
+        sims.append(difflib.SequenceMatcher(None, chosen, rejected, autojunk=False).ratio())
         n += 1
     return {"n": n, "shares": shares, "sims": sims}
 

@@ -59,8 +59,8 @@ def _timed_generate(backend, prompts, G, tokens, seed=0):
 
 def bench(name: str, backends: list[str], dtype: str, max_num_seqs: int = 256) -> dict:
     from harness.models import build_model
-    from harness.rollout.hf import HFBackend
     from harness.models.logprobs import response_logprobs
+    from harness.rollout.hf import HFBackend
 
     N, G, T = CASES[name]
     model, tok = build_model(name, seed=0)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:

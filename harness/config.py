@@ -266,7 +266,7 @@ class EvalSection(_Section):
                       "every cell, so runs are compared (and paired across seeds) on one set")
 
     @model_validator(mode="after")
-    def _ks_fit(self) -> "EvalSection":
+    def _ks_fit(self) -> EvalSection:
         bad = [k for k in self.ks if k < 1 or k > self.n_samples]
         if bad:
             raise ValueError(f"eval.ks {bad} must lie in [1, eval.n_samples={self.n_samples}]")
@@ -303,7 +303,7 @@ class DpoSection(_Section):
                         "policy at its start on fresh prompts, with that policy as the reference; pairs=generate only")
 
     @model_validator(mode="after")
-    def _pairs_knobs(self) -> "DpoSection":
+    def _pairs_knobs(self) -> DpoSection:
         if self.pairs_per_prompt > self.samples_per_prompt // 2:
             raise ValueError(f"dpo.pairs_per_prompt={self.pairs_per_prompt} cannot exceed dpo.samples_per_prompt // 2 "
                              f"= {self.samples_per_prompt // 2} (a pair uses one correct and one wrong sample)")
@@ -357,7 +357,7 @@ class RunConfig(_Section):
         return {**data, "objective": merged}
 
     @model_validator(mode="after")
-    def _combinations(self) -> "RunConfig":
+    def _combinations(self) -> RunConfig:
         o, t = self.objective, self.train
         want = preset_trainer(o.algorithm)
         if self.trainer != want:
@@ -586,7 +586,7 @@ _TINY = ("tiny-dense", "tiny-moe")  # built fresh (harness/models/registry.py): 
 _CHECKED_DATA: dict[str, tuple] = {}
 
 
-def _data_stats(d: "DataSection") -> tuple:
+def _data_stats(d: DataSection) -> tuple:
     """(path, size, mtime) of every data file: a checked dataset is checked again when a file changes."""
     paths = [d.train] if isinstance(d.train, str) else list(d.train)
     if d.eval:

@@ -64,7 +64,7 @@ class StopOnSignal:
         self.requested: int | None = None  # the first signal's number
         self._previous: dict = {}
 
-    def __enter__(self) -> "StopOnSignal":
+    def __enter__(self) -> StopOnSignal:
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)

@@ -137,7 +137,7 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module_digest(name: str) -> str:
     module = importlib.import_module(name)
     source = inspect.getsource(module)

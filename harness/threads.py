@@ -26,8 +26,8 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MIN_INTERVAL_S = 1.0   # a look costs ~0.1 ms; closer looks are too noisy to act on

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 

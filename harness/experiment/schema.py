@@ -43,7 +43,7 @@ from harness.experiment.study import ARM, SCALES, SEED, StudyError
 Scale = Literal["smoke", "cpu", "gpu", "dataset"]
 assert typing.get_args(Scale) == SCALES
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
-Number = Union[StrictInt, StrictFloat]
+Number = StrictInt | StrictFloat
 
 
 def _run_config_key(key: Any) -> str:
@@ -142,7 +142,7 @@ class CategoricalDistribution(_Strict):
     choices: AxisValues
 
 
-Distribution = Annotated[Union[FloatDistribution, IntDistribution, CategoricalDistribution],
+Distribution = Annotated[FloatDistribution | IntDistribution | CategoricalDistribution,
                          Field(discriminator="type")]
 
 

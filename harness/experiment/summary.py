@@ -17,7 +17,6 @@ from pathlib import Path
 from harness.atomic import atomic_write
 from harness.experiment.results import load_index, read_jsonl
 
-
 LENGTH_KEYS = ("length/mean", "length/correct", "length/incorrect", "length/truncated_frac")
 
 

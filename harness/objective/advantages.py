@@ -52,7 +52,7 @@ def _divide(u: torch.Tensor, spread: torch.Tensor, eps: float) -> torch.Tensor:
     return u / denom
 
 
-def group_advantages(cfg: "ObjectiveConfig", rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+def group_advantages(cfg: ObjectiveConfig, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     """Sequence advantages (B,) from sequence rewards (B,), groups of `group_size` contiguous.
 
     baseline b_i:  group_mean     b_i = (1/G) sum_j r_j                       (GRPO 2402.03300 Eq. 3)
@@ -91,12 +91,12 @@ def _same(g: torch.Tensor) -> torch.Tensor:
     return (g.amax(-1) == g.amin(-1)).unsqueeze(-1)  # (N, 1) all-equal groups
 
 
-def _group_mean(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _group_mean(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     u = g - g.mean(-1, keepdim=True)  # r_i - mean_g
     return torch.where(_same(g), torch.zeros_like(u), u)
 
 
-def _leave_one_out(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _leave_one_out(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     G = g.shape[-1]
     if G < 2:
         raise ValueError(
@@ -107,7 +107,7 @@ def _leave_one_out(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
     return torch.where(_same(g), torch.zeros_like(g), g - loo)
 
 
-def _batch_mean(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _batch_mean(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     r = g.reshape(-1)
     u = g - r.mean()
     return torch.zeros_like(u) if r.amax() == r.amin() else u
@@ -154,17 +154,17 @@ def passk_advantages(g: torch.Tensor, k: int, adv_eps: float = 1e-6) -> torch.Te
     return out
 
 
-def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     """MaxRL: u / (mean_g(r) + adv_eps); a group of mean 0 (all wrong) divides by 1 (u is 0 there)."""
     check_binary(g, "scale='group_mean'")
     return _divide(u, g.mean(-1, keepdim=True), cfg.adv_eps)
 
 
-def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     return _divide(u, _spread(g, cfg.std).unsqueeze(-1), cfg.adv_eps)
 
 
-def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     return _divide(u, _spread(BATCH_STD_OF[cfg.batch_std_of](g.reshape(-1), u), cfg.std), cfg.adv_eps)
 
 
@@ -172,11 +172,11 @@ BINARY = "the overlong penalty makes the rewards non-binary, and the formula cou
 GROUP_STAT = "a group of one response is its own mean (advantage 0) and has no std"
 
 
-def _passk(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _passk(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     return passk_advantages(g, cfg.passk_k, cfg.adv_eps)
 
 
-def _passk_group_rule(cfg: "ObjectiveConfig", group_size: int) -> str | None:
+def _passk_group_rule(cfg: ObjectiveConfig, group_size: int) -> str | None:
     """`passk_k` < `train.group_size`: pass@k of G samples with k = G is 0 or 1 for every group (advantage 0)"""
     if cfg.passk_k < group_size:
         return None
@@ -277,7 +277,7 @@ def whiten(
 
 
 def critic_advantages(
-    cfg: "ObjectiveConfig", token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+    cfg: ObjectiveConfig, token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The critic path of §1 with the config's knobs: `gae_whitened`."""
     return gae_whitened(token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam, scale=cfg.scale, std=cfg.std,
@@ -298,7 +298,7 @@ def gae_whitened(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.
 
 
 # ----------------------------------------------------------------------------- the critic (PPO)
-def _critic_scored(cfg: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Tensor, group_size: int,
+def _critic_scored(cfg: ObjectiveConfig, rewards: torch.Tensor, mask: torch.Tensor, group_size: int,
                    inputs: dict) -> Scored:
     """Per-token rewards r_t = -kl_coef k1_t + [t last] r_i (KL only when placed in the reward), GAE,
     whitening for scale batch_std (§1); inputs: values (B, T) of the value model, logp and ref_logp."""
@@ -313,7 +313,7 @@ def _critic_scored(cfg: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Te
     return Scored(adv=adv, returns=returns, rewards=tok.sum(-1), extras={"old_values": values, "returns": returns})
 
 
-def _value_term(cfg: "ObjectiveConfig", x, num_seqs, num_tokens):
+def _value_term(cfg: ObjectiveConfig, x, num_seqs, num_tokens):
     """The value loss (§1) when the value model's output `values` (b, T) is among the loss inputs."""
     values = x.extras.get("values")
     if values is None:

@@ -69,7 +69,7 @@ class Needs:
     train_forward: bool = False
 
 
-def inputs_needed(obj: "ObjectiveConfig") -> Needs:
+def inputs_needed(obj: ObjectiveConfig) -> Needs:
     """Which tensors the trainer must compute for `obj` (see `Needs`)."""
     tis = obj.tis_cap is not None
     parts = components(obj)
@@ -87,7 +87,7 @@ def inputs_needed(obj: "ObjectiveConfig") -> Needs:
     )
 
 
-def loss_mask(obj: "ObjectiveConfig", mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+def loss_mask(obj: ObjectiveConfig, mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
     """The mask the loss sees (B, T): with mask_truncated, the rows of truncated responses
     (truncated (B,) bool, no EOS) are zeroed (docs/objective.md §6); otherwise `mask` itself."""
     if not obj.mask_truncated:
@@ -97,7 +97,7 @@ def loss_mask(obj: "ObjectiveConfig", mask: torch.Tensor, truncated: torch.Tenso
     return mask * (~truncated).float().unsqueeze(1).to(mask.device)
 
 
-def advantages(obj: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Tensor, group_size: int, *,
+def advantages(obj: ObjectiveConfig, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, *,
                logp: torch.Tensor | None = None, ref_logp: torch.Tensor | None = None,
                extras: Mapping[str, torch.Tensor] | None = None, **named: torch.Tensor | None) -> Scored:
     """Rewards (B,) -> advantages, with every decision of §1 and §4 made here.
@@ -156,7 +156,7 @@ class LossInputs:
         self.extras: dict[str, torch.Tensor] = {k: v for k, v in {**(extras or {}), **named}.items() if v is not None}
 
 
-def loss(obj: "ObjectiveConfig", x: LossInputs, num_seqs: float | None = None,
+def loss(obj: ObjectiveConfig, x: LossInputs, num_seqs: float | None = None,
          num_tokens: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """(scalar loss, metrics) of one micro-batch: policy_loss (ratio, surrogate, TIS, KL in the
     loss, entropy bonus, aggregation; §2-6) + every active mode's loss term (the critic's value

@@ -221,7 +221,7 @@ class ObjectiveConfig(BaseModel):
         return MODE_KNOBS[info.field_name].check(value)
 
     @model_validator(mode="after")
-    def _rules(self) -> "ObjectiveConfig":
+    def _rules(self) -> ObjectiveConfig:
         """The selected modes' rules, then the strict knobs (dual_clip) set while their mode is not
         selected (knobs.py, from the declarations). The run config refuses every other unread knob."""
         problems = knob_rules.combination_problems(self)
@@ -269,7 +269,7 @@ class ObjectiveConfig(BaseModel):
                 raise ValueError(f"{where}: {' '.join(str(err).split())}") from None
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "ObjectiveConfig":
+    def preset(cls, name: str, **overrides: Any) -> ObjectiveConfig:
         """The knobs of preset `name` with `overrides` applied one by one."""
         if "algorithm" in overrides:
             raise ValueError("algorithm is set by the preset name; pass the knobs to override instead")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def dpo_loss(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     pol_chosen: torch.Tensor,
     pol_rejected: torch.Tensor,
     ref_chosen: torch.Tensor,

@@ -113,7 +113,7 @@ def rules_table() -> str:
     lines = ["| with | the rule | why |", "|---|---|---|"]
     for kind in KIND_ORDER:
         reg = KINDS.get(kind)
-        for name, mode in (reg.modes.items() if reg else ()):
+        for mode in (reg.modes.values() if reg else ()):
             if mode.origin != BUILTIN:
                 continue
             when = mode.when.replace("objective.", "")

@@ -63,7 +63,7 @@ class TokenLogits(NamedTuple):
     mask: torch.Tensor  # (B, T) the mask of that forward
     response_ids: torch.Tensor  # (B, T) the sampled tokens
 
-    def detached(self) -> "TokenLogits":
+    def detached(self) -> TokenLogits:
         return TokenLogits(self.logits.detach(), self.logz.detach(), self.mask, self.response_ids)
 
 

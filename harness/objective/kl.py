@@ -48,17 +48,17 @@ KL_PLACEMENT: Modes = Modes("kl_placement", {
 })
 
 
-def reward_kl_on(cfg: "ObjectiveConfig") -> bool:
+def reward_kl_on(cfg: ObjectiveConfig) -> bool:
     """Whether kl_coef * k1 comes off the reward (kl_placement: reward, kl_coef > 0)."""
     return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "reward"
 
 
-def loss_kl_on(cfg: "ObjectiveConfig") -> bool:
+def loss_kl_on(cfg: ObjectiveConfig) -> bool:
     """Whether kl_coef * k is added to the token loss (kl_placement: loss, kl_coef > 0)."""
     return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "loss"
 
 
-def _reward_kl_active(cfg: "ObjectiveConfig", ref_logp: torch.Tensor | None) -> bool:
+def _reward_kl_active(cfg: ObjectiveConfig, ref_logp: torch.Tensor | None) -> bool:
     if KL_PLACEMENT.check(cfg.kl_placement) != "reward" or cfg.kl_coef == 0:
         return False
     if ref_logp is None:
@@ -70,7 +70,7 @@ def _reward_kl_active(cfg: "ObjectiveConfig", ref_logp: torch.Tensor | None) -> 
 
 
 def kl_in_reward(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     rewards: torch.Tensor,
     logp: torch.Tensor,
     ref_logp: torch.Tensor | None,
@@ -99,7 +99,7 @@ def sequence_rewards_with_kl(rewards: torch.Tensor, logp: torch.Tensor, ref_logp
 
 
 def token_rewards_with_kl(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     rewards: torch.Tensor,
     logp: torch.Tensor,
     ref_logp: torch.Tensor | None,

@@ -40,7 +40,7 @@ BUILTIN = "harness"  # the origin of every mode the package itself declares
 
 # kind -> its registry: "baseline", "scale", "std", "batch_std_of", "ratio", "clip", "kl_estimator",
 # "kl_placement", "agg", "dpo_loss_type" (the knobs that take a named mode) and "extension"
-KINDS: dict[str, "Modes"] = {}
+KINDS: dict[str, Modes] = {}
 RESERVED: set[str] = set()  # the config's own fields (objective/config.py fills it): no mode may declare them
 KIND_ORDER = ("baseline", "scale", "std", "batch_std_of", "ratio", "clip", "kl_estimator", "kl_placement", "agg",
               "dpo_loss_type", "extension")  # documentation order (docs/objective.md, --explain)

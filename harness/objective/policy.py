@@ -76,7 +76,7 @@ def _tokens(logp, old_logp, adv, mask, ref_logp) -> Tokens:
     return Tokens(m, lp, old, ref, A, zero)
 
 
-def _token_losses(cfg: "ObjectiveConfig", t: Tokens, rho: torch.Tensor, entropy, rollout_logp, extras):
+def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, rollout_logp, extras):
     """(l_pg, l_kl, l_ent), each (B, T): the surrogate (or an extension's token loss) x TIS, the KL in
     the loss and the entropy bonus, each row scaled by the extensions' row weights."""
     token_loss = one_hook(cfg, "token_loss")
@@ -105,7 +105,7 @@ def _token_losses(cfg: "ObjectiveConfig", t: Tokens, rho: torch.Tensor, entropy,
 
 
 def policy_loss(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     logp: torch.Tensor,
     old_logp: torch.Tensor,
     adv: torch.Tensor,
@@ -149,7 +149,7 @@ def policy_loss(
     return loss, metrics
 
 
-def _metrics(cfg: "ObjectiveConfig", t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy) -> dict[str, float]:
+def _metrics(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy) -> dict[str, float]:
     """§9's metrics of the batch (no grad): clip fractions, ratio stats, KL, entropy, the loss's parts."""
     loss_pg, loss_kl, loss_ent = parts
     share = seq_mean if is_sequence_level(cfg.ratio) else masked_mean

@@ -26,7 +26,7 @@ def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.T
 
 
 def importance_ratio(mode: str, logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
-                     adv: torch.Tensor | None = None, cfg: "ObjectiveConfig | None" = None) -> torch.Tensor:
+                     adv: torch.Tensor | None = None, cfg: ObjectiveConfig | None = None) -> torch.Tensor:
     """Per-token ratio rho (B, T) for `mode`; padding never reaches a value or a gradient
     (token/none give 1 there, the sequence modes repeat s_i; aggregation masks them out).
 

@@ -26,12 +26,12 @@ if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
 
 
-def _bounds(cfg: "ObjectiveConfig") -> tuple[float | None, float]:
+def _bounds(cfg: ObjectiveConfig) -> tuple[float | None, float]:
     """(1 - eps_low or None, 1 + eps_high): the clip bounds (eps_* are distances from 1)."""
     return (None if cfg.eps_low is None else 1.0 - cfg.eps_low), 1.0 + cfg.eps_high
 
 
-def surrogate_loss(cfg: "ObjectiveConfig", ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor,
+def surrogate_loss(cfg: ObjectiveConfig, ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor,
                    old_logp: torch.Tensor | None = None) -> torch.Tensor:
     """Per-token loss l (B, T) to MINIMISE under cfg.clip (and its knobs).
 
@@ -191,7 +191,7 @@ CLIP: Modes = Modes("clip", {
 }, build=_build)
 
 
-def clip_masks(cfg: "ObjectiveConfig", ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor | None = None,
+def clip_masks(cfg: ObjectiveConfig, ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor | None = None,
                old_logp: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(low, high) bool (B, T): the tokens whose gradient the trust region removed or damped.
 

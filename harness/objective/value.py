@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def value_loss(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     values: torch.Tensor,
     old_values: torch.Tensor,
     returns: torch.Tensor,

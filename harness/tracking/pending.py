@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from harness.jsonl import read_jsonl
 from harness.tracking.base import NoOpTracker, Tracker

@@ -84,7 +84,9 @@ def retry_locked(fn, *args, attempts: int = 12, base_delay: float = 0.05, max_de
 
 def client_for(uri: str | None = None):
     """(an MlflowClient on the store at `uri`, created if need be; the uri: MLFLOW_TRACKING_URI or results/'s)."""
-    from mlflow.tracking import MlflowClient  # late: mlflow takes seconds to import, and only the commands that log need it
+    from mlflow.tracking import (
+        MlflowClient,  # late: mlflow takes seconds to import, and only the commands that log need it
+    )
 
     uri = uri or default_tracking_uri()
     ensure_store(uri)

@@ -139,7 +139,8 @@ def test_the_check_is_memoised_and_redone_when_a_file_changes(data, monkeypatch)
     ({}, ("task.rewards=[choice]",), "does not read the data's answers"),
     ({}, ("task.rewards=[{function: tests.tasks.user_rewards:two_args}]",), "has signature"),
 ])
-def test_cli_reports_before_any_model_loads(no_model, data, tmp_path, capsys, keys, extra, needle):
+def test_cli_reports_before_any_model_loads(no_model, data,  # noqa: F811 -- the imported fixture
+                                             tmp_path, capsys, keys, extra, needle):
     from harness.cli import main
 
     keys = {k: (str(data / v) if k == "train" else v) for k, v in keys.items()}

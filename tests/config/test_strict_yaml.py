@@ -37,7 +37,7 @@ def test_duplicate_key_in_a_study_file_and_its_base(tmp_path):
     with pytest.raises(StudyError) as e:
         load_study(str(study))
     assert "'train.lr'" in str(e.value) and "line 4" in str(e.value) and str(study) in str(e.value)
-    base = _write(tmp_path, "eval:\n  every: 0\n  every: 1\n", "base.yaml")
+    _write(tmp_path, "eval:\n  every: 0\n  every: 1\n", "base.yaml")
     study2 = _write(tmp_path, "base: base.yaml\nseeds: [0]\n", "s2.yaml")
     with pytest.raises(StudyError) as e:
         load_study(str(study2))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from harness.experiment.summary import summary_table
-from harness.tracking.experiment import KIND_TAG, MODEL_TRAINING, VIEW_TAG, ensure_experiment, mark_all, view_url
 from harness.experiment.from_mlflow import rebuild_study_dir
 from harness.experiment.study_runs import open_study
+from harness.experiment.summary import summary_table
+from harness.tracking.experiment import KIND_TAG, MODEL_TRAINING, VIEW_TAG, ensure_experiment, mark_all, view_url
 from harness.tracking.store import client_for
 
 

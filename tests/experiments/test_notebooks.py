@@ -14,10 +14,10 @@ import random
 
 import pytest
 import torch
-
-from harness.objective import ObjectiveConfig, group_advantages
-from harness.experiment.render import make_figures
 from study_helpers import REPO
+
+from harness.experiment.render import make_figures
+from harness.objective import ObjectiveConfig, group_advantages
 
 EXPECTED = {
     "length_bias": ["regime", "probe", "lengths_train", "lengths_eval", "truncation_entropy", "incorrect_length_gap"],

@@ -8,11 +8,10 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from faults_helpers import TINY, Killed, assert_complete, file_steps, tiny
+
 from harness.cli import main
 from harness.faults import NoReadableCheckpoint, OrphanMetrics
-
 
 STEPS = "train.steps=4"
 

@@ -11,11 +11,11 @@ import os
 
 import pytest
 import torch
-
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, tiny
+
 from harness.cli import main
-from harness.train.core.rundir import verify
 from harness.faults import CheckpointWriteError
+from harness.train.core.rundir import verify
 
 
 def _full_disk_on_call(monkeypatch, nth: int):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from faults_helpers import Killed, assert_complete, file_steps, tiny
 
 

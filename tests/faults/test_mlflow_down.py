@@ -13,8 +13,8 @@ import socket
 import time
 
 import pytest
-
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_run, tiny
+
 from harness.cli import main
 
 

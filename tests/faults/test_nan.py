@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from faults_helpers import TINY, file_steps, mlflow_status, mlflow_steps, tiny
 from safetensors.torch import load_file
 
-from faults_helpers import TINY, file_steps, mlflow_status, mlflow_steps, tiny
 from harness.cli import main
 from harness.config import ConfigError, load_config
-from harness.train.core.rundir import verify
 from harness.faults import NonFiniteError
+from harness.train.core.rundir import verify
 
 
 def test_nan_policy_is_validated():

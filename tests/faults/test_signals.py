@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, mlflow_steps, tiny
+
 from harness.faults import StoppedBySignal
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,16 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-
-from harness.bench.load import BUSY_LOOP, busy_processes, describe_policy, wait_policy_env
-from harness.cli import main
 import time
 
 import pytest
 
-from harness.threads import (CLK_TCK, ThreadGovernor, cpu_busy_seconds, governor_enabled, own_cpu_seconds,
-                             target_threads)
-
+from harness.bench.load import BUSY_LOOP, busy_processes, describe_policy, wait_policy_env
+from harness.cli import main
+from harness.threads import CLK_TCK, ThreadGovernor, cpu_busy_seconds, governor_enabled, own_cpu_seconds, target_threads
 
 STAT = """cpu  900 0 300 5000 10 0 0 0 0 0
 cpu0 400 0 100 2000 5 0 0 0 0 0

@@ -15,7 +15,7 @@ def test_seeded_build_is_deterministic_and_leaves_global_rng(name):
     assert torch.equal(torch.get_rng_state(), state)
     b, _ = build_model(name, seed=7)
     c, _ = build_model(name, seed=8)
-    for (k, pa), pb, pc in zip(a.state_dict().items(), b.state_dict().values(), c.state_dict().values()):
+    for (k, pa), pb, _pc in zip(a.state_dict().items(), b.state_dict().values(), c.state_dict().values()):
         assert torch.equal(pa, pb), k
     assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
 

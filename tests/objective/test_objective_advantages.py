@@ -9,6 +9,7 @@ import torch
 from harness.objective import ObjectiveConfig, gae_advantages, group_advantages
 from harness.objective.advantages import critic_advantages, whiten
 
+
 def T(x, **kw):
     """float64 tensor (hand values are compared at 1e-12)."""
     return torch.tensor(x, dtype=torch.float64, **kw)

@@ -10,6 +10,7 @@ from torch.autograd.functional import jacobian
 from harness.objective import ObjectiveConfig, importance_ratio, policy_loss
 from harness.objective.surrogates import clip_masks, surrogate_loss
 
+
 def C(clip, eps_low, eps_high, **knobs):
     """The config a surrogate reads its knobs from (the mode functions take the config, as verl's)."""
     return ObjectiveConfig(clip=clip, eps_low=eps_low, eps_high=eps_high, **knobs)

@@ -5,8 +5,19 @@ detached when entropy_coef is 0 and the sampler's log-probs only with tis_cap), 
 import pytest
 import torch
 
-from harness.objective import (LossInputs, Needs, ObjectiveConfig, Scored, advantages, group_advantages,
-                               inputs_needed, loss, loss_mask, policy_loss, value_loss)
+from harness.objective import (
+    LossInputs,
+    Needs,
+    ObjectiveConfig,
+    Scored,
+    advantages,
+    group_advantages,
+    inputs_needed,
+    loss,
+    loss_mask,
+    policy_loss,
+    value_loss,
+)
 from harness.objective.advantages import critic_advantages
 from harness.objective.kl import kl_in_reward, token_rewards_with_kl
 

@@ -11,8 +11,7 @@ import torch
 
 from harness.objective.aggregation import aggregate
 from harness.objective.lambda_grpo import group_length_rows, lambda_length_weights, lambda_row_weights
-from harness.objective.prime import (prime_advantages, prime_process_rewards, prime_rm_accuracy,
-                                     prime_rm_loss)
+from harness.objective.prime import prime_advantages, prime_process_rewards, prime_rm_accuracy, prime_rm_loss
 from harness.objective.simko import entropy_gate, simko_token_loss
 
 

@@ -12,11 +12,11 @@ pytest.importorskip("vllm")
 
 from harness.config import RolloutSection  # noqa: E402
 from harness.models import build_model, render_prompt  # noqa: E402
+from harness.models.logprobs import response_logprobs  # noqa: E402
 from harness.rollout import make_backend  # noqa: E402
 from harness.rollout.base import SamplingParams  # noqa: E402
 from harness.rollout.hf import HFBackend  # noqa: E402
 from harness.rollout.vllm_backend import VLLMBackend, WeightSyncError  # noqa: E402
-from harness.models.logprobs import response_logprobs  # noqa: E402
 
 LOGP_TOL = 1e-4  # fp32 engine vs trainer; measured ~1e-6
 

@@ -11,9 +11,9 @@ import torch
 pytest.importorskip("vllm")
 
 from harness.models import build_model, render_prompt  # noqa: E402
+from harness.models.logprobs import response_logprobs  # noqa: E402
 from harness.rollout.base import SamplingParams  # noqa: E402
 from harness.rollout.vllm_backend import VLLMBackend, WeightSyncError  # noqa: E402
-from harness.models.logprobs import response_logprobs  # noqa: E402
 
 CFG = types.SimpleNamespace(dtype="float32", gpu_memory_utilization=0.3, router_noise=0.0)
 

@@ -5,14 +5,14 @@ Overlong shaping in these configs: max_new_tokens 40, buffer 30, so a response o
 tokens gets -(L - 10) / 30 (docs/objective.md §6); L = 20 gets -1/3."""
 import pytest
 import torch
+from fake_rollout import ScriptedBackend, ScriptedTask, problem
 
 from harness.config import load_config
 from harness.rollout.base import SamplingParams
-from harness.train.run import eval_cache
 from harness.train.core.collect import collect, score
 from harness.train.core.episode import Episode
 from harness.train.eval.evaluate import evaluate
-from fake_rollout import ScriptedBackend, ScriptedTask, problem
+from harness.train.run import eval_cache
 
 BASE = ["tracking.mlflow=false", "train.prompts_per_step=2", "train.group_size=2", "train.mini_batches=1",
         "rollout.max_new_tokens=40", "eval.n_samples=2", "eval.ks=[1,2]", "eval.num_prompts=2"]

@@ -10,9 +10,9 @@ from safetensors.torch import load_file
 from harness.cli import main
 from harness.config import load_config
 from harness.tasks import make_task
-from harness.train.dpo import step as dpo_module
-from harness.train.core.collect import step_seed
 from harness.train import train
+from harness.train.core.collect import step_seed
+from harness.train.dpo import step as dpo_module
 from harness.train.dpo.pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
 from harness.train.run.eval_cache import eval_cache_path, load_eval
 from harness.train.run.warmstart import ensure_warm_start

@@ -9,13 +9,13 @@ import torch
 
 from harness.cli import main
 from harness.config import ConfigError, load_config
-from harness.tasks import make_task
-from harness.train.dpo import step as dpo_module
-from harness.train.core.collect import step_seed
-from harness.train import train
-from harness.train.dpo.step import all_logps, encode_pairs
-from harness.train.dpo.pairs import PAIRS_SALT, read_pairs
 from harness.models import load_model
+from harness.tasks import make_task
+from harness.train import train
+from harness.train.core.collect import step_seed
+from harness.train.dpo import step as dpo_module
+from harness.train.dpo.pairs import PAIRS_SALT, read_pairs
+from harness.train.dpo.step import all_logps, encode_pairs
 from harness.train.run.policy_init import make_render
 from harness.train.run.warmstart import ensure_warm_start
 

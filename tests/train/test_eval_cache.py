@@ -2,10 +2,8 @@
 with the same eval settings loads it, and it equals a fresh computation of the same eval."""
 import json
 
-import torch
-
-from harness.train.run.eval_cache import eval_cache_path
 from harness.train import train
+from harness.train.run.eval_cache import eval_cache_path
 from harness.train.run.warmstart import ensure_warm_start
 
 EVAL = ["train.steps=1", "train.checkpoint_every=1", "eval.every=1", "eval.num_prompts=6", "eval.n_samples=3",

@@ -7,17 +7,17 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from harness.jsonl import read_jsonl
 from harness.models import build_model
+from harness.models.logprobs import response_logprobs
 from harness.objective import ObjectiveConfig, group_advantages, policy_loss
 from harness.objective.aggregation import batch_denominators
 from harness.rollout.base import RolloutBatch
 from harness.tasks.base import Problem, RewardBreakdown
-from harness.train.core.episode import Episode
 from harness.train.core.batch import Batch
-from harness.train.diagnostics.group_stats import extreme_grad_share, extreme_rows, group_records
-from harness.models.logprobs import response_logprobs
-from harness.jsonl import read_jsonl
+from harness.train.core.episode import Episode
 from harness.train.core.rundir import GROUP_RECORDS, RunDir
+from harness.train.diagnostics.group_stats import extreme_grad_share, extreme_rows, group_records
 
 
 def _episode(correct_per_group: list[list[int]], T: int = 3, response_ids: torch.Tensor | None = None,

@@ -7,10 +7,11 @@ import torch
 
 from harness.config import ConfigError, load_config
 from harness.models import build_model, render_prompt
+from harness.models.logprobs import response_logprobs
 from harness.rollout.base import SamplingParams
 from harness.rollout.hf import HFBackend
-from harness.models.logprobs import response_logprobs
 from harness.train import train
+
 # tiny MoE from scratch, 4 prompts x 4 samples, one step, a minimal eval: about a second per run
 TINY = ["model.name=tiny-moe", "warm_start.enabled=false", "train.old_logp=recompute", "task.difficulty_mix={easy: 1}", "tracking.mlflow=false",
         "train.steps=1", "train.checkpoint_every=1", "train.threads=1", "train.prompts_per_step=4",

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-import harness.train.core.scoring as core_scoring
 import harness.train.core.forward as core_forward
+import harness.train.core.scoring as core_scoring
 from harness.train import train
 
 

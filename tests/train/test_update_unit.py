@@ -7,9 +7,9 @@ import torch
 from transformers import LlamaForCausalLM
 
 from harness.config import load_config
+from harness.models.logprobs import response_logprobs
 from harness.models.tiny import tiny_dense_config
 from harness.objective import policy_loss
-from harness.models.logprobs import response_logprobs
 from harness.train.core.batch import Batch
 from harness.train.core.components import Trained
 from harness.train.rl.update import policy_update

@@ -2,9 +2,8 @@
 and the panel that draws one metric for every arm."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from harness.experiment.figures.style import SEED_LINES_MAX, X_STEP, _finite, seeds_label
 from harness.experiment.stats import t_interval

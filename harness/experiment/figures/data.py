@@ -24,7 +24,7 @@ class StudyData:
         self._colors: dict[str, str] = {}
 
     @classmethod
-    def from_env(cls, name: str) -> "StudyData":
+    def from_env(cls, name: str) -> StudyData:
         """HARNESS_STUDY_DIR (set by `harness summarize --notebook`), else <results>/<name>/<scale> for
         the first scale folder that exists (cpu, smoke, gpu); <results> is HARNESS_RESULTS (set by
         `make notebooks`, whose kernels start in analysis/) or ./results."""

@@ -1,9 +1,8 @@
 """Figure and summary lines of the difficulty-bias probe (harness/probes/difficulty.py; docs/studies.md (b))."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
+from typing import TYPE_CHECKING
 
 from harness.experiment.figures.probe import probe_points, probe_verdict
 

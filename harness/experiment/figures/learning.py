@@ -2,9 +2,8 @@
 and sampling seed, bootstrap 95% interval over prompts) per arm and seed."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.experiment.figures.data import StudyData

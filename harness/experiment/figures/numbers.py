@@ -2,10 +2,9 @@
 seeds with its 95% t-interval, a verdict on a difference, markdown tables."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from harness.experiment.figures.curves import seed_series
 from harness.experiment.figures.style import _finite
@@ -42,7 +41,7 @@ def final(per_seed: list[float]) -> Final:
     return Final(m, h, len(vals), vals)
 
 
-def tail_of(series: list[dict[int, float]], frac: float = 0.25) -> "Final":
+def tail_of(series: list[dict[int, float]], frac: float = 0.25) -> Final:
     """Per series: the mean over the last `frac` of its steps (at least one); then mean and 95%
     t-interval over the series (seeds)."""
     vals = []
@@ -72,7 +71,7 @@ def verdict(f: Final, effect: str, unit: str = "") -> str:
     return f"{effect}: {rng}: the interval includes 0, the difference does NOT appear at this scale."
 
 
-def last_of(series: list[dict[int, float]]) -> "Final":
+def last_of(series: list[dict[int, float]]) -> Final:
     """Per series: its value at its last step; then mean and 95% t-interval over the series (seeds)."""
     return final([s[max(s)] for s in series])
 

@@ -2,10 +2,9 @@
 else <study dir>/figures."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.experiment.figures.data import StudyData

@@ -2,10 +2,9 @@
 point per arm with its interval, a verdict sentence."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
 import math
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.experiment.figures.data import StudyData

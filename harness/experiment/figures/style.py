@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 import os
 
-
 X_STEP = "training step (policy iterations)"
 MARKERS = "osD^vP*Xph"
 SEED_LINES_MAX = 3  # up to this many seeds: each seed drawn thin, the mean bold, no t-band

@@ -81,7 +81,7 @@ def as_text(value: Any) -> str:
 
 def render_template(template: str, row: dict) -> str:
     out = []
-    for literal, name, spec, conv in string.Formatter().parse(template):
+    for literal, name, spec, _conversion in string.Formatter().parse(template):
         out.append(literal)
         if name is not None:
             value = as_text(get_field(row, name))

@@ -34,7 +34,8 @@ import json
 import random
 import re
 from collections import Counter
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from harness.tasks.base import Problem, RewardBreakdown, Task
 from harness.tasks.common import split_of

@@ -23,7 +23,8 @@ import importlib
 import inspect
 import math
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.faults import RunFault
 

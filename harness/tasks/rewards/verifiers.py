@@ -30,9 +30,10 @@ A truncated completion is never correct: the scorer (scorer.py) decides that, no
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)

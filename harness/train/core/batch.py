@@ -7,8 +7,8 @@ walks them `size` rows at a time: every forward of the trainers over a step's ro
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
-from typing import Iterator
 
 import torch
 
@@ -44,7 +44,7 @@ class Batch:
             self.index = list(range(len(self.prompt_ids)))
 
     @classmethod
-    def from_rollout(cls, r, mask: torch.Tensor, device=None) -> "Batch":
+    def from_rollout(cls, r, mask: torch.Tensor, device=None) -> Batch:
         """The rows of a RolloutBatch `r` with the loss mask `mask` (B, T); device: where the
         tensors the loss reads go (None: where they are)."""
         def to(t):
@@ -56,7 +56,7 @@ class Batch:
     def __len__(self) -> int:
         return len(self.prompt_ids)
 
-    def rows(self, idx: list[int]) -> "Batch":
+    def rows(self, idx: list[int]) -> Batch:
         """The rows `idx` (positions in this batch), every field selected alike."""
         out = {}
         for f in fields(self):
@@ -71,10 +71,10 @@ class Batch:
                 out[f.name] = v[idx]
         return Batch(**out)
 
-    def micro_batches(self, size: int | None) -> Iterator["Batch"]:
+    def micro_batches(self, size: int | None) -> Iterator[Batch]:
         """The batch `size` rows at a time (None: whole)."""
         for idx in micro_slices(len(self), size):
             yield self.rows(idx)
 
-    def with_(self, **changes) -> "Batch":
+    def with_(self, **changes) -> Batch:
         return replace(self, **changes)

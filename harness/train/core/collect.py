@@ -15,7 +15,6 @@ from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
 from harness.train.core.episode import Episode
 
-
 EVAL_SEED_OFFSET = 7_777  # eval.seed + this seeds the held-out prompts (the same at every eval of a run)
 SAMPLING_SALT = 100  # step_seed salt of a step's sampling, + the refill round (the round alone salts its prompts)
 

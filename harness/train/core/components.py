@@ -11,8 +11,8 @@ Shapes: B rows, T response length.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn

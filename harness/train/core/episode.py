@@ -43,7 +43,7 @@ class Episode:
         """B labels, one per row."""
         return [p.difficulty for p in self.problems for _ in range(self.group_size)]
 
-    def select_groups(self, keep: torch.Tensor) -> "Episode":
+    def select_groups(self, keep: torch.Tensor) -> Episode:
         """Keep the groups where keep (N,) is True."""
         G = self.group_size
         groups = keep.nonzero().flatten().tolist()
@@ -58,7 +58,7 @@ class Episode:
                        self.rewards[idx], self.overlong[idx], G)
 
     @staticmethod
-    def concat(parts: list["Episode"]) -> "Episode":
+    def concat(parts: list[Episode]) -> Episode:
         parts = [p for p in parts if p.problems]
         T = max(p.rollout.response_ids.shape[1] for p in parts)
 

@@ -27,8 +27,8 @@ import math
 
 import torch
 
-from harness.train.core.batch import Batch
 from harness.models.logprobs import response_logprobs
+from harness.train.core.batch import Batch
 from harness.train.core.routing import capture_routing, one_forward, set_disagreement
 
 LOG2 = math.log(2.0)

@@ -6,8 +6,8 @@ restores everything around it and hands it a `RunContext`. The config key `train
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import torch
 

@@ -22,11 +22,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from harness.atomic import atomic_write_text
 from harness.config import ConfigError
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
 from harness.train.core.collect import score, step_seed
-from harness.atomic import atomic_write_text
 
 FIELDS = ("prompt", "chosen", "rejected", "difficulty")
 PAIRS_SALT = 4_321  # seeds of the pair-building prompts and samples (disjoint from the RL steps' salts)

@@ -35,17 +35,17 @@ from pathlib import Path
 
 import torch
 
+from harness.atomic import atomic_write, atomic_write_text
 from harness.config import RunConfig
+from harness.models.logprobs import response_logprobs
 from harness.objective import dpo_loss
 from harness.train.core.batch import micro_slices
 from harness.train.core.collect import step_seed
-from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
-from harness.models.logprobs import response_logprobs
-from harness.train.core.nonfinite import NonFiniteUpdate
 from harness.train.core.components import check_finite, clip_and_step
-from harness.train.core.trainer import RunContext, Trainer
-from harness.atomic import atomic_write, atomic_write_text
+from harness.train.core.nonfinite import NonFiniteUpdate
 from harness.train.core.rundir import RunDir
+from harness.train.core.trainer import RunContext, Trainer
+from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
 
 
 @dataclass
@@ -201,7 +201,7 @@ class DPOTrainer(Trainer):
                 self.rounds.append(self.rd)
             self.n_steps = round_steps(self.cfg, len(self.rd.enc), self.offset)
             self.seed = self.cfg.seed if r == 0 else step_seed(self.cfg.seed, r, PAIRS_SALT + 3)
-            for self.local in range(self.n_steps):
+            for self.local in range(self.n_steps):  # noqa: B020 -- the round's step is the trainer's state
                 if self.offset + self.local >= start:
                     yield self.offset + self.local
             self.offset += self.n_steps

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import torch
 
+from harness.atomic import atomic_write_text
 from harness.objective import pass_at_k
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Problem, Task
 from harness.train.core.collect import score, step_seed
 from harness.train.diagnostics.metrics import rollout_metrics
 from harness.train.eval.paired import paired_bootstrap
-from harness.atomic import atomic_write_text
 
 EVAL_PROMPTS = "eval_prompts"  # DIR/eval_prompts/step_N.json: per-prompt pass@1 of every eval
 EVAL_SAMPLING_SALT = 10_000  # step_seed salt of every eval's sampling: the same draws at every eval

@@ -30,7 +30,6 @@ from harness.train.diagnostics.group_stats import extreme_grad_share, group_reco
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.rl.update import policy_update
 
-
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
 
 

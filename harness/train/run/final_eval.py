@@ -9,17 +9,17 @@ from pathlib import Path
 
 import torch
 
+from harness.atomic import atomic_write_text
 from harness.config import ConfigError, load_config
 from harness.models import load_model
 from harness.rollout import make_backend
-from harness.train.eval.evaluate import evaluate
+from harness.threads import start_governor
 from harness.train.core.collect import eval_problems
+from harness.train.core.rundir import RunDir
+from harness.train.eval.evaluate import evaluate
 from harness.train.eval.paired import paired_bootstrap
 from harness.train.run.policy_init import DTYPES, initial_policy, make_render, system_prompt
 from harness.train.run.task_setup import build_task, prepare_task
-from harness.atomic import atomic_write_text
-from harness.train.core.rundir import RunDir
-from harness.threads import start_governor
 
 
 def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None,

@@ -5,8 +5,9 @@ are all unreadable, or that holds logged steps but no checkpoint, stops with a m
 of training from step 0 over them."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness.faults import NoReadableCheckpoint, OrphanMetrics
 from harness.train.core.rundir import RunDir, verify

@@ -32,11 +32,12 @@ from harness.train.core.components import Component, Trained, adamw, build_compo
 from harness.train.core.rundir import RunDir
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.dpo.step import DPOTrainer
-from harness.train.run.eval_cache import eval_at
 from harness.train.eval.evaluate import is_eval_step, paired_rise
 from harness.train.rl.step import RLTrainer
+from harness.train.run.eval_cache import eval_at
 from harness.train.run.resume import resume_point
 from harness.train.run.setup import open_run, start_run
+
 
 def peak_mem_mb() -> float:
     if torch.cuda.is_available():

@@ -11,7 +11,7 @@ by the initial policy's pass rate on it (pass_rates.py: measured once, cached). 
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from harness.config import ConfigError
 from harness.tasks import task_from_config, task_identity
