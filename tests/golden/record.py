@@ -135,8 +135,7 @@ class Replayer:
             raise ReplayMismatch(f"generate call #{self.n}: the record holds only {len(self.calls)} calls")
         call = self.calls[self.n]
         asked = {"prompts": [list(p) for p in prompts], "group_size": group_size,
-                 "params": dataclasses.asdict(params)}
-        call = {**call, "params": {**_param_defaults(), **call["params"]}}  # fields added since: their defaults
+                 "params": _recorded_params(params, call["params"])}
         for key, value in asked.items():
             if value != call[key]:
                 raise ReplayMismatch(f"generate call #{self.n}: {key} differ from the record "
@@ -152,11 +151,12 @@ class Replayer:
         pass
 
 
-def _param_defaults() -> dict:
-    """SamplingParams' field defaults: a record made before a field existed (rollout.stop) asked for its default."""
-    from harness.rollout.base import SamplingParams
-
-    return {f.name: f.default for f in dataclasses.fields(SamplingParams) if f.default is not dataclasses.MISSING}
+def _recorded_params(params, recorded: dict) -> dict:
+    """The sampling params as the record holds them: a field added since (e.g. `stop`) counts only
+    when it is away from its default, so old records stay valid for runs that do not use it."""
+    asked = dataclasses.asdict(params)
+    defaults = {f.name: f.default for f in dataclasses.fields(params)}
+    return {k: v for k, v in asked.items() if k in recorded or v != defaults.get(k)}
 
 
 def _batch_to_dict(b) -> dict:

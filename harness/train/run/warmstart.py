@@ -50,7 +50,12 @@ def warm_start_key(cfg) -> dict:
 def warm_start_folder(cfg) -> Path:
     key = warm_start_key(cfg)
     digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
-    return Path(cfg.warm_start.cache_dir) / f"{cfg.model.name}-{cfg.task.name}-{digest}"
+    return Path(cfg.warm_start.cache_dir) / f"{_model_label(cfg)}-{cfg.task.name}-{digest}"
+
+
+def _model_label(cfg) -> str:
+    """The model's name in a cache folder's name: a registered name, or a local folder's last part."""
+    return Path(cfg.model.name).name or "model"
 
 
 def stale_warm_starts(cfg) -> list[tuple[Path, list[str]]]:
@@ -58,7 +63,7 @@ def stale_warm_starts(cfg) -> list[tuple[Path, list[str]]]:
     kernel path built, with what differs: (folder, ["code", "kernels: cpu_capability AVX512 -> AVX2"])."""
     key, out = warm_start_key(cfg), []
     same = ("version", "model", "overrides", "task", "task_options", "steps", "batch_size", "lr")
-    for report in Path(cfg.warm_start.cache_dir).glob(f"{cfg.model.name}-{cfg.task.name}-*/warmstart.json"):
+    for report in Path(cfg.warm_start.cache_dir).glob(f"{_model_label(cfg)}-{cfg.task.name}-*/warmstart.json"):
         try:
             old = json.loads(report.read_text()).get("key", {})
         except (OSError, ValueError):
