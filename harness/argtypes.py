@@ -1,4 +1,5 @@
 """argparse value types the command lines share (`harness`, `harness bench`)."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,5 +1,6 @@
 """Atomic writes, the only place the project writes a file or folder by temp-and-rename: a reader
 (a resuming run, Snakemake, a second process) sees the old content or the new, never a half."""
+
 from __future__ import annotations
 
 import os

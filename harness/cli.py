@@ -24,6 +24,7 @@ checkpoint, NaN with train.nan_policy=stop, no readable checkpoint) is one messa
 status 1; SIGTERM / SIGINT stop `train` at the end of a step, checkpointed, exit 143 / 130
 (docs/faults.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,8 +73,11 @@ def _add_config_commands(sub) -> None:
 
     p_cfg = sub.add_parser("config", help="print the resolved config")
     _add_config_args(p_cfg)
-    p_cfg.add_argument("--explain", action="store_true", help="print every knob with its doc and the mode that "
-                       "reads it, instead of the YAML")
+    p_cfg.add_argument(
+        "--explain",
+        action="store_true",
+        help="print every knob with its doc and the mode that reads it, instead of the YAML",
+    )
 
     p_ws = sub.add_parser("warmstart", help="build or locate the cached SFT warm start")
     _add_config_args(p_ws)
@@ -84,34 +88,53 @@ def _add_run_dir_commands(sub) -> None:
     """The commands that read finished run directories: eval, compare."""
     p_eval = sub.add_parser("eval", help="pass@k of a finished run's final checkpoint -> RUN_DIR/eval.json")
     p_eval.add_argument("run_dir")
-    p_eval.add_argument("--n-samples", type=positive_int, default=None,
-                        help="samples per prompt, >= 1 (default: the run's eval.n_samples)")
-    p_eval.add_argument("--num-prompts", type=positive_int, default=None,
-                        help=">= 1 (default: the run's eval.num_prompts)")
-    p_eval.add_argument("--vs-initial", action="store_true", help="also eval the starting policy on the same prompts "
-                        "and seed: paired rise of pass@k with a bootstrap 95%% interval over prompts")
+    p_eval.add_argument(
+        "--n-samples",
+        type=positive_int,
+        default=None,
+        help="samples per prompt, >= 1 (default: the run's eval.n_samples)",
+    )
+    p_eval.add_argument(
+        "--num-prompts", type=positive_int, default=None, help=">= 1 (default: the run's eval.num_prompts)"
+    )
+    p_eval.add_argument(
+        "--vs-initial",
+        action="store_true",
+        help="also eval the starting policy on the same prompts "
+        "and seed: paired rise of pass@k with a bootstrap 95%% interval over prompts",
+    )
 
-    p_cmp = sub.add_parser("compare", help="run B vs run A prompt by prompt on the evals both saved (paired "
-                           "bootstrap)")
+    p_cmp = sub.add_parser("compare", help="run B vs run A prompt by prompt on the evals both saved (paired bootstrap)")
     p_cmp.add_argument("run_a", help="run directory A (the reference)")
     p_cmp.add_argument("run_b", help="run directory B")
-    p_cmp.add_argument("--step", type=int, default=None, help="eval step to compare (default: the last step both "
-                       "saved)")
-    p_cmp.add_argument("--ks", type=int_list, default=None, help="comma-separated k of pass@k, each <= "
-                       "eval.n_samples (default: the runs' eval.ks)")
+    p_cmp.add_argument(
+        "--step", type=int, default=None, help="eval step to compare (default: the last step both saved)"
+    )
+    p_cmp.add_argument(
+        "--ks",
+        type=int_list,
+        default=None,
+        help="comma-separated k of pass@k, each <= eval.n_samples (default: the runs' eval.ks)",
+    )
     p_cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
 
 def _add_data_commands(sub) -> None:
     """The commands on a dataset task's data: score, sample-data."""
-    p_score = sub.add_parser("score", help="score given completions with a dataset task's verifiers and reward "
-                             "functions: one JSON line each on stdout, a summary on stderr")
+    p_score = sub.add_parser(
+        "score",
+        help="score given completions with a dataset task's verifiers and reward "
+        "functions: one JSON line each on stdout, a summary on stderr",
+    )
     p_score.add_argument("config", help="run config YAML with task.name=dataset")
     p_score.add_argument("completions", help="JSONL: {completion, uid | row (+ file) | answer, truncated?} per line")
     p_score.add_argument("overrides", nargs="*", help="dotted overrides, e.g. task.reward_workers=0")
 
-    p_sample = sub.add_parser("sample-data", help="write the sample dataset: GSM8K-format word problems "
-                              "(gsm8k_sample/, math_sample/ with \\boxed{} answers), train.jsonl and test.jsonl each")
+    p_sample = sub.add_parser(
+        "sample-data",
+        help="write the sample dataset: GSM8K-format word problems "
+        "(gsm8k_sample/, math_sample/ with \\boxed{} answers), train.jsonl and test.jsonl each",
+    )
     p_sample.add_argument("--out", default="results/data", help="folder to write into (default: results/data)")
     p_sample.add_argument("--rows", type=positive_int, default=None, help="problems in all (default 4000)")
     p_sample.add_argument("--seed", type=int, default=0, help="generator seed (default 0: the shipped sample)")
@@ -120,8 +143,9 @@ def _add_data_commands(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """`harness` and every subcommand."""
     parser = argparse.ArgumentParser(prog="harness", description="RL post-training research harness")
-    parser.add_argument("--debug", action="store_true",
-                        help="show the traceback of an input error (exit status 2 otherwise)")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an input error (exit status 2 otherwise)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_config_commands(sub)
     _add_run_dir_commands(sub)
@@ -130,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     probe_cli.add_command(sub)
     bench_cli.add_command(sub)
     for p in sub.choices.values():  # `--debug` after the subcommand too (SUPPRESS: it never resets the global one)
-        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                       help="show the traceback of an input error")
+        p.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an input error"
+        )
     return parser
 
 
@@ -185,10 +210,13 @@ def _sample_data(args: argparse.Namespace) -> int:
 def _score(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.overrides)
     if cfg.task.name != "dataset":
-        raise ConfigError(f"harness score scores a dataset task's completions; {args.config} has task.name="
-                          f"{cfg.task.name!r}, which generates its problems")
-    section = cfg.task.model_copy(update={"data": cfg.task.data.model_copy(
-        update={"max_train_rows": None, "max_eval_rows": None})})  # every row of the files can be named
+        raise ConfigError(
+            f"harness score scores a dataset task's completions; {args.config} has task.name="
+            f"{cfg.task.name!r}, which generates its problems"
+        )
+    section = cfg.task.model_copy(
+        update={"data": cfg.task.data.model_copy(update={"max_train_rows": None, "max_eval_rows": None})}
+    )  # every row of the files can be named
     try:
         score_file(task_from_config(section), args.completions)
     except ScoreFileError as err:
@@ -220,16 +248,29 @@ def _train(args: argparse.Namespace) -> int:
     fe = summary.get("final_eval", {})
     ie = summary.get("initial_eval", {})
     rise = summary.get("paired_rise") or {}
-    ci = (f" (paired rise {rise['delta_pass_at_1']:+.3f}, 95% CI [{rise['ci95'][0]:+.3f}, {rise['ci95'][1]:+.3f}] "
-          f"over {rise['prompts']} prompts)" if rise else "")
-    print(f"[harness] done: eval pass@1 {ie.get('eval/pass_at_1', float('nan')):.3f} -> "
-          f"{fe.get('eval/pass_at_1', float('nan')):.3f}{ci} in {summary.get('wall_seconds', 0):.0f} s; "
-          f"run dir {args.out}")
+    ci = (
+        f" (paired rise {rise['delta_pass_at_1']:+.3f}, 95% CI [{rise['ci95'][0]:+.3f}, {rise['ci95'][1]:+.3f}] "
+        f"over {rise['prompts']} prompts)"
+        if rise
+        else ""
+    )
+    print(
+        f"[harness] done: eval pass@1 {ie.get('eval/pass_at_1', float('nan')):.3f} -> "
+        f"{fe.get('eval/pass_at_1', float('nan')):.3f}{ci} in {summary.get('wall_seconds', 0):.0f} s; "
+        f"run dir {args.out}"
+    )
     return 0
 
 
-COMMANDS = {"eval": _eval, "compare": _compare, "sample-data": _sample_data, "score": _score, "config": _config,
-            "warmstart": _warmstart, "train": _train}
+COMMANDS = {
+    "eval": _eval,
+    "compare": _compare,
+    "sample-data": _sample_data,
+    "score": _score,
+    "config": _config,
+    "warmstart": _warmstart,
+    "train": _train,
+}
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ MLflow run KILLED and raises StoppedBySignal (the CLI exits 128 + signal: 143, 1
 signal aborts at once (StoppedBySignal raised from the handler): the last checkpoint stays
 the resume point. Outside the main thread (no handlers can be set there) it does nothing.
 """
+
 from __future__ import annotations
 
 import signal
@@ -78,15 +79,23 @@ class StopOnSignal:
     def _handle(self, signum, frame) -> None:
         name = signal.Signals(signum).name
         if self.requested is not None:
-            raise StoppedBySignal(f"a second signal ({name}) aborted the run at once; it resumes from its last "
-                                  "checkpoint when the same command is rerun", signum)
+            raise StoppedBySignal(
+                f"a second signal ({name}) aborted the run at once; it resumes from its last "
+                "checkpoint when the same command is rerun",
+                signum,
+            )
         self.requested = signum
-        print(f"\n[harness] {name} received: stopping at the end of this step (checkpoint + pending metrics); "
-              "send it again to abort at once", flush=True)
+        print(
+            f"\n[harness] {name} received: stopping at the end of this step (checkpoint + pending metrics); "
+            "send it again to abort at once",
+            flush=True,
+        )
 
     def stop(self, step: int, ckpt_name: str) -> StoppedBySignal:
         """The exception that ends the run after `step` was checkpointed as `ckpt_name`."""
         name = signal.Signals(self.requested).name
-        return StoppedBySignal(f"stopped by {name} after step {step}: checkpoint {ckpt_name} and the metrics of every "
-                               f"finished step are written; rerun the same command to resume at step {step + 1}",
-                               self.requested)
+        return StoppedBySignal(
+            f"stopped by {name} after step {step}: checkpoint {ckpt_name} and the metrics of every "
+            f"finished step are written; rerun the same command to resume at step {step + 1}",
+            self.requested,
+        )

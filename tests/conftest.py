@@ -1,4 +1,5 @@
 """Shared fixtures: offline Hugging Face, the repo root as cwd, the shared warm-start cache."""
+
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -5,6 +5,7 @@ A function's length is measured with `ast` from its `def` line to its last line 
 the code, and one that needs 30 lines says the function does too much). A nested function counts
 inside the function that holds it and on its own. Measured on the formatted source (`make lint`).
 """
+
 from __future__ import annotations
 
 import ast

@@ -26,6 +26,7 @@ The picture of issue 25 on the package's names (bottom first; docs/architecture.
 A failure names the importing file, the line and the imported module. The checks are tested on a
 fake package too (test_the_checks_fail_on_*): a check that cannot fail is a defect.
 """
+
 from __future__ import annotations
 
 import ast
@@ -37,8 +38,18 @@ PACKAGE = ROOT / "harness"
 
 # Bottom first. A layer may import every layer below it; a unit is a package or a module.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("harness", "harness.atomic", "harness.jsonl", "harness.machine", "harness.threads",
-              "harness.faults", "harness.argtypes")),
+    (
+        "base",
+        (
+            "harness",
+            "harness.atomic",
+            "harness.jsonl",
+            "harness.machine",
+            "harness.threads",
+            "harness.faults",
+            "harness.argtypes",
+        ),
+    ),
     ("objective", ("harness.objective",)),
     ("parts of a run", ("harness.models", "harness.tasks", "harness.rollout", "harness.tracking")),
     ("config", ("harness.config",)),
@@ -48,25 +59,36 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("commands", ("harness.cli", "harness.experiment", "harness.probes", "harness.bench")),
 )
 # The imports allowed between two units of one layer (importer -> imported).
-SIDEWAYS: frozenset[tuple[str, str]] = frozenset({
-    ("harness.rollout", "harness.models"),              # a backend loads and scores with the model
-    ("harness.train.rl", "harness.train.diagnostics"),  # the RL step logs the diagnostics
-    ("harness.train.eval", "harness.train.diagnostics"),  # an eval reports the rollout metrics
-    ("harness.cli", "harness.experiment"),              # `harness` wires every command
-    ("harness.cli", "harness.probes"),
-    ("harness.cli", "harness.bench"),
-    ("harness.probes", "harness.experiment"),           # a probe reads its study's arms
-    ("harness.train", "harness.train.run"),             # `from harness.train import train`: the run shell's entry
-})
+SIDEWAYS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("harness.rollout", "harness.models"),  # a backend loads and scores with the model
+        ("harness.train.rl", "harness.train.diagnostics"),  # the RL step logs the diagnostics
+        ("harness.train.eval", "harness.train.diagnostics"),  # an eval reports the rollout metrics
+        ("harness.cli", "harness.experiment"),  # `harness` wires every command
+        ("harness.cli", "harness.probes"),
+        ("harness.cli", "harness.bench"),
+        ("harness.probes", "harness.experiment"),  # a probe reads its study's arms
+        ("harness.train", "harness.train.run"),  # `from harness.train import train`: the run shell's entry
+    }
+)
 # The only packages a function may import (heavy or optional third-party: seconds to load, or absent
 # where they are not needed). Never a harness module, never one to dodge a cycle.
-LATE_ALLOWED: frozenset[str] = frozenset({
-    "transformers", "vllm", "safetensors", "peft",  # model code: loaded where a model is built or served
-    "torch",                                        # harness/threads.py sizes torch's pools only if loaded
-    "mlflow", "optuna",                             # tracking and tuning: only the commands that use them
-    "matplotlib", "pandas", "scipy",                # figures and tables: only where they are drawn
-    "datasets", "math_verify",                      # a dataset task's files and math answers
-})
+LATE_ALLOWED: frozenset[str] = frozenset(
+    {
+        "transformers",
+        "vllm",
+        "safetensors",
+        "peft",  # model code: loaded where a model is built or served
+        "torch",  # harness/threads.py sizes torch's pools only if loaded
+        "mlflow",
+        "optuna",  # tracking and tuning: only the commands that use them
+        "matplotlib",
+        "pandas",
+        "scipy",  # figures and tables: only where they are drawn
+        "datasets",
+        "math_verify",  # a dataset task's files and math answers
+    }
+)
 
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 LAYER_NAME = [name for name, _ in LAYERS]
@@ -74,11 +96,11 @@ LAYER_NAME = [name for name, _ in LAYERS]
 
 @dataclass(frozen=True)
 class Edge:
-    importer: str   # module name
-    imported: str   # module name
-    path: Path      # the importer's file
+    importer: str  # module name
+    imported: str  # module name
+    path: Path  # the importer's file
     line: int
-    late: bool      # inside a function
+    late: bool  # inside a function
     typing_only: bool  # under `if TYPE_CHECKING:`
 
     def where(self) -> str:
@@ -88,7 +110,7 @@ class Edge:
 def _shown(path: Path) -> str:
     """harness/x/y.py, whichever folder holds the package (this repository's, or a test's fake one)."""
     parts = path.parts
-    return "/".join(parts[len(parts) - 1 - parts[::-1].index("harness"):])
+    return "/".join(parts[len(parts) - 1 - parts[::-1].index("harness") :])
 
 
 def package_modules(package: Path) -> dict[str, Path]:
@@ -120,7 +142,7 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, m
         return [a.name for a in node.names if a.name.split(".")[0] == "harness"]
     if node.level:  # relative: from the importer's package
         base = module.split(".") if is_package else module.split(".")[:-1]
-        base = base[:len(base) - (node.level - 1)]
+        base = base[: len(base) - (node.level - 1)]
         source = ".".join(base + ([node.module] if node.module else []))
     else:
         source = node.module or ""
@@ -131,7 +153,8 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, m
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _walk(node: ast.AST, late: bool, typing_only: bool):
@@ -229,8 +252,12 @@ def unit_cycles(edges: list[Edge]) -> tuple[list[list[str]], list[str]]:
         if a != b:
             graph.setdefault(a, set()).add(b)
     cycles = _cycles(graph)
-    detail = [e.where() for e in edges for c in cycles
-              if unit_of(e.importer) in c and unit_of(e.imported) in c and unit_of(e.importer) != unit_of(e.imported)]
+    detail = [
+        e.where()
+        for e in edges
+        for c in cycles
+        if unit_of(e.importer) in c and unit_of(e.imported) in c and unit_of(e.importer) != unit_of(e.imported)
+    ]
     return cycles, detail
 
 
@@ -242,8 +269,12 @@ def module_cycles(edges: list[Edge]) -> tuple[list[list[str]], list[str]]:
         if not e.typing_only:
             graph.setdefault(e.importer, set()).add(e.imported)
     cycles = _cycles(graph)
-    detail = [e.where() + (" (inside a function)" if e.late else "") for e in edges for c in cycles
-              if not e.typing_only and e.importer in c and e.imported in c]
+    detail = [
+        e.where() + (" (inside a function)" if e.late else "")
+        for e in edges
+        for c in cycles
+        if not e.typing_only and e.importer in c and e.imported in c
+    ]
     return cycles, detail
 
 
@@ -274,8 +305,10 @@ def test_no_cycle_between_modules():
 
 def test_no_harness_import_inside_a_function():
     bad = [f"{_shown(p)}:{line}: {text}" for p, line, text in LATE_IMPORTS]
-    assert not bad, ("imports inside a function: only the heavy packages of LATE_ALLOWED may be imported late "
-                     "(never a harness module: that is how a cycle or an upward import hides):\n" + "\n".join(bad))
+    assert not bad, (
+        "imports inside a function: only the heavy packages of LATE_ALLOWED may be imported late "
+        "(never a harness module: that is how a cycle or an upward import hides):\n" + "\n".join(bad)
+    )
 
 
 def test_the_checks_see_what_they_check():
@@ -299,7 +332,8 @@ FAKE = {
     # up, hidden in a function; and a cycle with the RL step that only the late import closes
     "harness/train/core/scoring.py": (
         "import torch\n\n\ndef score():\n    import transformers  # heavy: allowed\n"
-        "    from harness.train.rl import step\n    return step\n"),
+        "    from harness.train.rl import step\n    return step\n"
+    ),
     "harness/train/rl/__init__.py": "",
     "harness/train/rl/step.py": "from harness.train.core import scoring\nfrom harness import objective\n\n\nclass RLTrainer: ...\n",
     # sideways: diagnostics may not use the DPO trainer
@@ -323,8 +357,9 @@ def test_the_checks_fail_on_imports_against_the_layers(tmp_path):
     bad = against_layers(edges)
     assert any(b.startswith("harness/objective/policy.py:1 imports harness.train.rl.step: up") for b in bad), bad
     assert any(b.startswith("harness/train/core/scoring.py:6 imports harness.train.rl.step: up") for b in bad), bad
-    assert any(b.startswith("harness/train/diagnostics/__init__.py:1 imports harness.train.dpo.step: sideways")
-               for b in bad), bad
+    assert any(
+        b.startswith("harness/train/diagnostics/__init__.py:1 imports harness.train.dpo.step: sideways") for b in bad
+    ), bad
     # under TYPE_CHECKING is an edge too (up: dpo -> run)
     assert any(b.startswith("harness/train/dpo/step.py:4 imports harness.train.run.shell: up") for b in bad), bad
     assert len(bad) == 4, bad
@@ -345,4 +380,5 @@ def test_the_checks_fail_on_cycles(tmp_path):
 def test_the_checks_fail_on_a_harness_import_inside_a_function(tmp_path):
     _, late = _fake_package(tmp_path)
     assert [(_shown(p), line, text) for p, line, text in late] == [
-        ("harness/train/core/scoring.py", 6, "from harness.train.rl import step")]  # transformers is allowed
+        ("harness/train/core/scoring.py", 6, "from harness.train.rl import step")
+    ]  # transformers is allowed

@@ -4,6 +4,7 @@ harness/threads.py: with a core taken by another process, OpenMP threads that sp
 waiting for a descheduled sibling slow a step down several times. `inherit` runs the cases as
 a user's run goes (libgomp's spin with the thread governor); `passive`, `active` and `unset`
 set a policy and thereby turn the governor off (`unset`: libgomp's spin alone)."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,15 @@ WAIT_POLICIES = ("inherit", "passive", "active", "unset")
 @contextmanager
 def busy_processes(n: int):
     """Start n CPU-bound processes (pure Python busy loops); yields their pids; stops them after."""
-    procs = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BUSY_LOOP],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(n)
+    ]
     pids = {p.pid for p in procs}
     threads.FOREIGN.update(pids)  # another job's load to the governor, also when the case runs in this process
     try:

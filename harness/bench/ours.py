@@ -7,6 +7,7 @@ RUN_DIR, then writes OUT_JSON = {"per_step": [step records, figures.py], "setup_
 setup_s = model load + rollout engine start (vLLM) = wall time of train() minus the run's
 own wall_seconds (which start after the backend is up).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,7 @@ def run_ours(cfg_dict: dict, run_dir: str | Path) -> dict:
     summary = train(cfg, run_dir)
     total = time.perf_counter() - t0
     records = read_jsonl(Path(run_dir) / "metrics.jsonl")
-    return {"per_step": ours_steps(records), "setup_s": max(total - summary["wall_seconds"], 0.0),
-            "wall_s": total}
+    return {"per_step": ours_steps(records), "setup_s": max(total - summary["wall_seconds"], 0.0), "wall_s": total}
 
 
 def main(argv: list[str]) -> int:

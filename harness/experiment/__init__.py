@@ -21,9 +21,21 @@ probe | figures | mlflow-sync` (cli.py); the Snakefile drives a study's jobs.
     figures/            shared pieces of the analysis notebooks (analysis/<study>.py)
     cli.py              the commands above, wired into harness/cli.py
 """
+
 from harness.experiment.files import cells_index, describe, study_dir, write_configs
 from harness.experiment.load import find_study, load_study, parse_study
 from harness.experiment.study import SCALES, Cell, Study, StudyError
 
-__all__ = ["SCALES", "Cell", "Study", "StudyError", "cells_index", "describe", "find_study", "load_study",
-           "parse_study", "study_dir", "write_configs"]
+__all__ = [
+    "SCALES",
+    "Cell",
+    "Study",
+    "StudyError",
+    "cells_index",
+    "describe",
+    "find_study",
+    "load_study",
+    "parse_study",
+    "study_dir",
+    "write_configs",
+]

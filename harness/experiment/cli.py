@@ -12,6 +12,7 @@
 
 STUDY is a name under experiments/ (`demo`) or a path to a study YAML.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,24 +61,43 @@ def add_commands(sub) -> None:
     p = sub.add_parser("figures", help="a study's summary.csv and figures, from its run folders or from MLflow alone")
     p.add_argument("study", help="study name under experiments/ or a study YAML")
     p.add_argument("--scale", choices=list(SCALES), default=None, help="default: the study's `scale:`")
-    p.add_argument("--from-mlflow", action="store_true", help="read the study's MLflow experiment (MLFLOW_TRACKING_URI, "
-                   "else sqlite:///results/mlflow.db), not results/<study>/<scale>/runs")
-    p.add_argument("--out", help="where summary.csv and figures/ go (default: results/<study>/<scale>, with "
-                   "--from-mlflow results/<study>/<scale>/from_mlflow)")
+    p.add_argument(
+        "--from-mlflow",
+        action="store_true",
+        help="read the study's MLflow experiment (MLFLOW_TRACKING_URI, "
+        "else sqlite:///results/mlflow.db), not results/<study>/<scale>/runs",
+    )
+    p.add_argument(
+        "--out",
+        help="where summary.csv and figures/ go (default: results/<study>/<scale>, with "
+        "--from-mlflow results/<study>/<scale>/from_mlflow)",
+    )
 
-    p = sub.add_parser("reproduce", help="rerun one cell of a study's report and compare every number the report "
-                       "took from it (harness/experiment/reproduce.py)")
+    p = sub.add_parser(
+        "reproduce",
+        help="rerun one cell of a study's report and compare every number the report "
+        "took from it (harness/experiment/reproduce.py)",
+    )
     p.add_argument("study", help="study name (its report's record: analysis/reports/<study>/record.json)")
     p.add_argument("--cell", help="the cell to rerun (e.g. arm=grpo__seed=2)")
     p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="default: the record's")
-    p.add_argument("--results", default=None, help="results root of the rerun (default: results/reproduce; with "
-                   "--write-record: results)")
+    p.add_argument(
+        "--results",
+        default=None,
+        help="results root of the rerun (default: results/reproduce; with --write-record: results)",
+    )
     p.add_argument("--cores", type=int, default=2, help="snakemake --cores for the rerun (default 2)")
-    p.add_argument("--write-record", action="store_true", help="write the report's record.json from the study's "
-                   "results folder (when the report is made)")
+    p.add_argument(
+        "--write-record",
+        action="store_true",
+        help="write the report's record.json from the study's results folder (when the report is made)",
+    )
 
-    p = sub.add_parser("mlflow-sync", help="one-off: nest finished studies' cells under their study run, attach "
-                       "their files and results, mark every experiment as model training")
+    p = sub.add_parser(
+        "mlflow-sync",
+        help="one-off: nest finished studies' cells under their study run, attach "
+        "their files and results, mark every experiment as model training",
+    )
     p.add_argument("study_dirs", nargs="*", help="results/<study>/<scale> folders (default: every one under results/)")
 
 
@@ -109,12 +129,18 @@ def _grid(args) -> int:
     if args.write_configs:
         out = Path(args.write_configs)
         paths = write_configs(study, out)
-        atomic_write_text(out / "cells.json", json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n",
-                          only_if_changed=True)
+        atomic_write_text(
+            out / "cells.json",
+            json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n",
+            only_if_changed=True,
+        )
         print(f"wrote {len(paths)} configs to {out}/", file=sys.stderr)
     if args.json:
-        print(json.dumps([{"id": c.id, "overrides": c.overrides, "tags": c.tags} for c in study.cells],
-                         indent=1, default=str))
+        print(
+            json.dumps(
+                [{"id": c.id, "overrides": c.overrides, "tags": c.tags} for c in study.cells], indent=1, default=str
+            )
+        )
     elif args.list or not args.write_configs:
         print(describe(study))
     return 0
@@ -130,8 +156,10 @@ def _mlflow_sync(args) -> int:
     dirs = args.study_dirs or study_dirs()
     missing = [str(d) for d in dirs if not (Path(d) / "cells.json").is_file()]
     if missing:  # checked before anything is written to MLflow
-        raise StudyError(f"mlflow-sync: {', '.join(missing)}: no cells.json there (a study's results folder, "
-                         "results/<study>/<scale>, holds one after its Snakemake run)")
+        raise StudyError(
+            f"mlflow-sync: {', '.join(missing)}: no cells.json there (a study's results folder, "
+            "results/<study>/<scale>, holds one after its Snakemake run)"
+        )
     for d in dirs:
         print(sync(d))
     marked = mark_all(client_for()[0])
@@ -167,8 +195,10 @@ def _reproduce(args) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"harness: {err}", file=sys.stderr)
         return 2
-    print(f"{ctx['study']} ({ctx['scale']}), cell {ctx['cell']}: report at {ctx['report_commit']}, rerun at "
-          f"{ctx['rerun_commit']}")
+    print(
+        f"{ctx['study']} ({ctx['scale']}), cell {ctx['cell']}: report at {ctx['report_commit']}, rerun at "
+        f"{ctx['rerun_commit']}"
+    )
     print(f"  report machine: {ctx['report_machine']}\n  rerun machine:  {ctx['rerun_machine']}")
     print(f"  {rp.describe_case(ctx)}")
     print(rp.format_rows(rows))

@@ -1,5 +1,6 @@
 """Grid expansion: a parsed study -> its cells (Cartesian product of the axes minus `exclude`),
 each with its id, tags, tracking settings and validated RunConfig."""
+
 from __future__ import annotations
 
 import copy
@@ -85,12 +86,21 @@ def _cell(study: Study, base: dict, cid: str, parts: list[str], axes_vals: dict,
     data = copy.deepcopy(base)
     for k, v in overrides.items():
         apply_override(data, k, v)
-    tags = {"study": study.name, "scale": study.scale, "cell": cid,
-            "variant": "__".join(p for p in parts if not p.startswith(f"{SEED}=")) or "base"}
+    tags = {
+        "study": study.name,
+        "scale": study.scale,
+        "cell": cid,
+        "variant": "__".join(p for p in parts if not p.startswith(f"{SEED}=")) or "base",
+    }
     tags.update({k: _tag_value(v) for k, v in axes_vals.items()})
     tracking = dict(data.get("tracking") or {})
-    tracking.update({"experiment": study.experiment, "run_name": cid,
-                     "tags": {**{str(k): str(v) for k, v in (tracking.get("tags") or {}).items()}, **tags}})
+    tracking.update(
+        {
+            "experiment": study.experiment,
+            "run_name": cid,
+            "tags": {**{str(k): str(v) for k, v in (tracking.get("tags") or {}).items()}, **tags},
+        }
+    )
     data["tracking"] = tracking
     return Cell(id=cid, axes=axes_vals, overrides=overrides, data=data, tags=tags)
 

@@ -11,6 +11,7 @@ What MLflow cannot give back: metric values that were not finite (NaN steps are 
 so a key is absent from that step's record, which every reader already treats as "no value"),
 and checkpoints / eval_prompts/ (never logged; no figure reads them).
 """
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,11 @@ def cell_runs(runs: list) -> dict:
 
 def study_run(runs: list, name: str, scale: str):
     """The study's parent run (tags kind=study, study, scale), the newest if several."""
-    found = [r for r in runs if r.data.tags.get("kind") == "study" and r.data.tags.get("study") == name
-             and r.data.tags.get("scale") == scale]
+    found = [
+        r
+        for r in runs
+        if r.data.tags.get("kind") == "study" and r.data.tags.get("study") == name and r.data.tags.get("scale") == scale
+    ]
     return max(found, key=lambda r: r.info.start_time or 0, default=None)
 
 
@@ -107,10 +111,21 @@ def study_index(client, srun, name: str, scale: str, out: Path) -> tuple[dict, l
     if not (out / "cells.json").exists() or not (out / "study.json").exists():
         study = load_study(name, scale)
         (out / "cells.json").write_text(json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n")
-        (out / "study.json").write_text(json.dumps({"name": study.name, "scale": study.scale,
-                                                    "experiment": study.experiment, "axes": study.axis_names(),
-                                                    "seeds": study.seeds, "final_eval": study.final_eval,
-                                                    "study_file": str(study.path or "")}, indent=1) + "\n")
+        (out / "study.json").write_text(
+            json.dumps(
+                {
+                    "name": study.name,
+                    "scale": study.scale,
+                    "experiment": study.experiment,
+                    "axes": study.axis_names(),
+                    "seeds": study.seeds,
+                    "final_eval": study.final_eval,
+                    "study_file": str(study.path or ""),
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return json.loads((out / "study.json").read_text()), json.loads((out / "cells.json").read_text())
 
 

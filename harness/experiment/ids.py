@@ -1,5 +1,6 @@
 """Cell ids: `axis=value` joined with `__`; the axis name is the shortest unique dotted suffix of
 its key, values are sanitised for paths (`preset=dapo__group_size=8__seed=1`)."""
+
 from __future__ import annotations
 
 import re

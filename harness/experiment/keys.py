@@ -1,5 +1,6 @@
 """Dotted run-config keys in a study file (`objective.preset`, `train.group_size`): checked against
 RunConfig's fields, and applied to a run-config mapping."""
+
 from __future__ import annotations
 
 import copy
@@ -21,13 +22,13 @@ def _section_model(path: tuple[str, ...]):
             raise KeyError((path[:i], []))
         if part == "preset" and i == 1 and path[0] == "objective":
             if i != len(path) - 1:
-                raise KeyError((path[:i + 1], []))
+                raise KeyError((path[: i + 1], []))
             return "leaf", None
         fld = model.model_fields.get(part)
         declared = _declared_knobs() if path[:i] == ("objective",) else ()
         if fld is None and part in declared:  # a knob a mode declares (a plugin's: imported by load.py)
             if i != len(path) - 1:
-                raise KeyError((path[:i + 1], []))
+                raise KeyError((path[: i + 1], []))
             return "leaf", None
         if fld is None:
             allowed = sorted(model.model_fields) + (["preset", *sorted(declared)] if path[:i] == ("objective",) else [])
@@ -38,9 +39,9 @@ def _section_model(path: tuple[str, ...]):
             continue
         origin = getattr(ann, "__origin__", None)
         if ann is dict or origin is dict or "dict" in str(ann):
-            return "free", None          # model.overrides.*, task.options.*, tracking.tags.* ...
+            return "free", None  # model.overrides.*, task.options.*, tracking.tags.* ...
         if i != len(path) - 1:
-            raise KeyError((path[:i + 1], []))
+            raise KeyError((path[: i + 1], []))
         return "leaf", None
     return "model", model
 

@@ -11,6 +11,7 @@ runs/<cell>/metrics.jsonl, summary.json, eval.json, config.yaml, groups.jsonl), 
 be inspected. Default DIR: results/<study>/<scale> from the folders (what Snakemake writes),
 results/<study>/<scale>/from_mlflow from MLflow. Nothing is logged back to MLflow.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,13 @@ def notebook_for(name: str) -> Path | None:
     return path if path.exists() else None
 
 
-def regenerate(study_name: str, scale: str | None = None, from_mlflow: bool = False,
-               out: str | os.PathLike | None = None, uri: str | None = None) -> dict[str, Path]:
+def regenerate(
+    study_name: str,
+    scale: str | None = None,
+    from_mlflow: bool = False,
+    out: str | os.PathLike | None = None,
+    uri: str | None = None,
+) -> dict[str, Path]:
     """summary.csv and figures/ of a study into `out`; returns their paths (and the inputs folder)."""
     study = load_study(study_name, scale)
     if from_mlflow:

@@ -7,6 +7,7 @@ The notebook runs with
     HARNESS_FIGURES_DIR where to write PNG/PDF files
     HARNESS_STUDY, HARNESS_SCALE, HARNESS_EXPERIMENT (the MLflow experiment), MLFLOW_TRACKING_URI
 """
+
 from __future__ import annotations
 
 import os
@@ -24,15 +25,22 @@ from harness.tracking import default_tracking_uri
 def run_notebook(notebook: str | os.PathLike, study_dir: Path, figures_dir: Path) -> None:
     """Run a jupytext percent notebook as a script with the HARNESS_* variables set."""
     study, _ = load_index(study_dir)
-    env = {**os.environ, "HARNESS_STUDY_DIR": str(Path(study_dir).resolve()),
-           "HARNESS_FIGURES_DIR": str(figures_dir.resolve()), "HARNESS_STUDY": study.get("name", ""),
-           "HARNESS_SCALE": study.get("scale", ""), "HARNESS_EXPERIMENT": study.get("experiment", ""),
-           "MLFLOW_TRACKING_URI": default_tracking_uri(), "MPLBACKEND": "Agg"}
+    env = {
+        **os.environ,
+        "HARNESS_STUDY_DIR": str(Path(study_dir).resolve()),
+        "HARNESS_FIGURES_DIR": str(figures_dir.resolve()),
+        "HARNESS_STUDY": study.get("name", ""),
+        "HARNESS_SCALE": study.get("scale", ""),
+        "HARNESS_EXPERIMENT": study.get("experiment", ""),
+        "MLFLOW_TRACKING_URI": default_tracking_uri(),
+        "MPLBACKEND": "Agg",
+    }
     subprocess.run([sys.executable, str(notebook)], env=env, check=True)
 
 
-def make_figures(study_dir: str | os.PathLike, out: str | os.PathLike, notebook: str | None = None,
-                 log_mlflow: bool = True) -> Path:
+def make_figures(
+    study_dir: str | os.PathLike, out: str | os.PathLike, notebook: str | None = None, log_mlflow: bool = True
+) -> Path:
     """Draw the figures into `out` (replaced whole, atomically); log them to MLflow unless told not to."""
     study_dir, out = Path(study_dir), Path(out)
     with atomic_folder(out) as tmp:

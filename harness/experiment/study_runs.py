@@ -14,6 +14,7 @@ when a cell's run is created (harness/tracking/runs.py, by harness/tracking/mlfl
 rule, `log_study_outputs` by the figures rule; `sync` does all of it for a finished results folder
 (`harness mlflow-sync`, the migration of runs logged before this layout).
 """
+
 from __future__ import annotations
 
 import math
@@ -35,9 +36,11 @@ STUDY_FILES = ("cells.json", "study.json", "probe.json", "summary.csv")
 
 def note(study: dict) -> str:
     axes = ", ".join(a for a in study.get("axes", []) if a != "seed") or "none"
-    return (f"Study `{study.get('name')}` at scale `{study.get('scale')}` ({study.get('study_file') or 'experiments/'}). "
-            f"Axes: {axes}; seeds {study.get('seeds')}. One run per cell, nested under `{study.get('name')}-summary` "
-            "(figures, summary.csv, cells.json). Results of a cell: metrics `result/*` (its summary.csv row).")
+    return (
+        f"Study `{study.get('name')}` at scale `{study.get('scale')}` ({study.get('study_file') or 'experiments/'}). "
+        f"Axes: {axes}; seeds {study.get('seeds')}. One run per cell, nested under `{study.get('name')}-summary` "
+        "(figures, summary.csv, cells.json). Results of a cell: metrics `result/*` (its summary.csv row)."
+    )
 
 
 def ensure_study_run(client, exp_id: str, study: dict, id_file: Path | None = None) -> str:
@@ -50,9 +53,16 @@ def ensure_study_run(client, exp_id: str, study: dict, id_file: Path | None = No
         except Exception:  # a run of another store (MLFLOW_TRACKING_URI changed, a copied folder): find or make one
             pass
     found = find_study_run(client, exp_id, study.get("name", ""), study.get("scale", ""))
-    run_id = found.info.run_id if found else retry_locked(
-        client.create_run, exp_id, run_name=f"{study.get('name')}-summary",
-        tags={"kind": "study", "study": study.get("name", ""), "scale": study.get("scale", "")}).info.run_id
+    run_id = (
+        found.info.run_id
+        if found
+        else retry_locked(
+            client.create_run,
+            exp_id,
+            run_name=f"{study.get('name')}-summary",
+            tags={"kind": "study", "study": study.get("name", ""), "scale": study.get("scale", "")},
+        ).info.run_id
+    )
     if id_file is not None:
         atomic_write_text(id_file, run_id)
     return run_id

@@ -12,6 +12,7 @@ L tensors (B*T, E)), and replaying routing = a forward hook on each `.gate` that
 replaces the returned indices (this module's `replay_routing`). `noisy_routing` perturbs the
 router logits the same way (rollout-only noise, `rollout.router_noise`).
 """
+
 from __future__ import annotations
 
 import json
@@ -122,8 +123,9 @@ def router_hooks(model: nn.Module, record) -> Iterator[list[list]]:
     router of MoE layer l (output = (router_logits (N, E), top_k_weights, top_k_index (N, k)))."""
     gates = routers(model)
     calls: list[list] = [[] for _ in gates]
-    handles = [g.register_forward_hook(lambda m, a, out, rec=rec: rec.append(record(out)))
-               for g, rec in zip(gates, calls)]
+    handles = [
+        g.register_forward_hook(lambda m, a, out, rec=rec: rec.append(record(out))) for g, rec in zip(gates, calls)
+    ]
     try:
         yield calls
     finally:

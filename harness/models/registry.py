@@ -4,6 +4,7 @@ Names: "tiny-dense" and "tiny-moe" (fresh, seeded, character tokenizer),
 "smollm2-135m" (pretrained SmolLM2-135M-Instruct, see smollm2.py); any other string is
 read as a local HF folder. Models come back in eval mode; the trainer calls `.train()`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,7 +45,10 @@ def build_model(
             raise ValueError(f"vocab_size={config.vocab_size} < tokenizer size {len(tokenizer)}")
         gen = model.generation_config
         gen.pad_token_id, gen.bos_token_id, gen.eos_token_id = (
-            tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id)
+            tokenizer.pad_token_id,
+            tokenizer.bos_token_id,
+            tokenizer.eos_token_id,
+        )
         return model.eval(), tokenizer
     if name == "smollm2-135m":
         return load_model(smollm2_folder(), dtype=dtype, **(overrides or {}))
@@ -74,8 +78,9 @@ def load_model(
     return model.eval(), tokenizer
 
 
-def render_prompt(tokenizer: PreTrainedTokenizerBase, text: str, system: str | None = None,
-                  messages: list[dict] | None = None) -> list[int]:
+def render_prompt(
+    tokenizer: PreTrainedTokenizerBase, text: str, system: str | None = None, messages: list[dict] | None = None
+) -> list[int]:
     """Token ids of the prompt the model sees for task text `text` (ending with its cue).
 
     With a chat template: [system message] + one user message + generation prompt (for the

@@ -8,6 +8,7 @@ the dense FFN width, so top-2 routing has the dense model's active FFN width
 Vocab and special-token ids come from the character tokenizer; any field can be
 overridden (e.g. `tiny_dense_config(num_hidden_layers=2)`).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -11,6 +11,7 @@ No special token is added by `encode`: `decode(encode(text)) == text` exactly
 cue, e.g. "...\\nAnswer:"); the chat template renders exactly that, with `<eos>`
 after each assistant turn, so chat APIs and `render_prompt` agree.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -19,6 +19,7 @@ DPPO 2602.04879; TIS: Yao et al., "Your efficient RL
 framework secretly brings you off-policy RL training" (2025 blog); k3: Schulman,
 "Approximating KL Divergence".
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -141,8 +142,9 @@ def policy_loss(
     t = _tokens(logp, old_logp, adv, mask, ref_logp)
     rho = importance_ratio(cfg.ratio, t.lp, t.old, t.m, t.A, cfg)  # §2
     parts = _token_losses(cfg, t, rho, entropy, rollout_logp, extras or {})
-    agg = dict(agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens,
-               cfg=cfg)
+    agg = dict(
+        agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens, cfg=cfg
+    )
     loss = aggregate(loss_tok=parts[0] + parts[1] + parts[2], **agg)
     with torch.no_grad():
         metrics = _metrics(cfg, t, rho, parts, agg, entropy)

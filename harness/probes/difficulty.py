@@ -9,6 +9,7 @@ At the same policy and batches (harness/probes/engine.py), per arm (objective.sc
 and after the update, on held-out prompts with the same sampling seed for every arm, the
 change of pass@1 per difficulty bucket (the consequence: which prompts the update serves).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,11 @@ def _stats(arm: Arm, ep, batch, cfg, policy, pad_id) -> dict:
     rec = group_records(ep, batch.adv, batch.mask, 0)
     groups = rec.pop(GROUP_RECORDS)
     out = {"adv/share_extreme": rec["adv/share_extreme"], "groups/zero_var_frac": rec["groups/zero_var_frac"]}
-    errs = [abs(g["abs_adv_sum"] - cf) for g in groups
-            if (cf := closed_form(cfg.objective.scale, g["G"], g["p"])) is not None]
+    errs = [
+        abs(g["abs_adv_sum"] - cf)
+        for g in groups
+        if (cf := closed_form(cfg.objective.scale, g["G"], g["p"])) is not None
+    ]
     if errs:
         out["adv/closed_form_max_abs_err"] = max(errs)
     out["groups"] = [(g["p"], g["abs_adv_sum"]) for g in groups]
@@ -52,9 +56,15 @@ STAT_KEYS = ("adv/share_extreme", "grad/share_extreme", "adv/closed_form_max_abs
 
 def summarize(res: ProbeResult, arms: list[Arm]) -> dict:
     ref = arms[0].label
-    out = {"reference": ref, "base": {k: res.base.get(k) for k in KEYS}, "change": [], "pairs": [], "stats": [],
-           "stat_pairs": [], "groups": {a.label: [pa for row in res.per_batch for pa in row[a.label].get("groups", [])]
-                                        for a in arms}}
+    out = {
+        "reference": ref,
+        "base": {k: res.base.get(k) for k in KEYS},
+        "change": [],
+        "pairs": [],
+        "stats": [],
+        "stat_pairs": [],
+        "groups": {a.label: [pa for row in res.per_batch for pa in row[a.label].get("groups", [])] for a in arms},
+    }
     for a in arms:
         out["change"] += [paired(res, k, a.label, None) for k in KEYS]
         out["stats"] += [arm_mean(res, k, a.label) for k in STAT_KEYS]

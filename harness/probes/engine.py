@@ -18,6 +18,7 @@ and its mean over batches has a t-interval (batches are independent draws).
 
 Shapes: N prompts, G group size, B = N*G rows, T response length.
 """
+
 from __future__ import annotations
 
 import copy
@@ -52,7 +53,7 @@ class Arm:
 
 @dataclass
 class ProbeResult:
-    base: dict[str, float]                                   # probe(pi_0)
+    base: dict[str, float]  # probe(pi_0)
     per_batch: list[dict[str, dict[str, float]]] = field(default_factory=list)  # [b][arm] -> metrics
     batch: list[dict[str, float]] = field(default_factory=list)  # [b] -> batch_stats (arm-independent)
 
@@ -109,10 +110,16 @@ def setup_policy(cfg: RunConfig):
     return task, policy, tok, render, pad_id, make_backend(cfg.rollout, policy, tok)
 
 
-def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, probe_samples: int,
-                         stats: Callable | None = None, batch_stats: Callable | None = None,
-                         prompts_per_batch: int | None = None,
-                         log: Callable[[str], None] = print) -> ProbeResult:
+def run_one_update_probe(
+    arms: list[Arm],
+    batches: int,
+    probe_prompts: int,
+    probe_samples: int,
+    stats: Callable | None = None,
+    batch_stats: Callable | None = None,
+    prompts_per_batch: int | None = None,
+    log: Callable[[str], None] = print,
+) -> ProbeResult:
     """See the module docstring. arms share everything but the objective (the first arm's
     model, task, rollout and train settings are used for sampling). stats(arm, ep, batch, cfg,
     policy, pad_id) -> dict: mechanism numbers of that arm at pi_0 on the batch as its objective
@@ -128,8 +135,10 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
     pcfg = probe_config(ref, probe_prompts, probe_samples)
     problems = eval_problems(task, pcfg)
     base = evaluate(task, base_backend, render, problems, pcfg, 0)
-    log(f"[probe] pi_0 on {probe_prompts} held-out prompts x {probe_samples}: pass@1 {base['eval/pass_at_1']:.3f}, "
-        f"length correct {base['eval/length/correct']:.2f} / incorrect {base['eval/length/incorrect']:.2f}")
+    log(
+        f"[probe] pi_0 on {probe_prompts} held-out prompts x {probe_samples}: pass@1 {base['eval/pass_at_1']:.3f}, "
+        f"length correct {base['eval/length/correct']:.2f} / incorrect {base['eval/length/incorrect']:.2f}"
+    )
     res = ProbeResult(base=base)
     for b in range(batches):
         step = PROBE_FIRST_STEP + b
@@ -138,17 +147,30 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
         res.batch.append(batch_stats(ep, ref, policy, pad_id) if batch_stats is not None else {})
         for arm in arms:
             model, batch, upd = one_update(policy, arm.cfg, ep, pad_id, step_seed(ref.seed, step, PROBE_SEED_SALT))
-            m = dict(evaluate(task, make_backend(arm.cfg.rollout, model, tok), render, problems,
-                              probe_config(arm.cfg, probe_prompts, probe_samples), 0))
+            m = dict(
+                evaluate(
+                    task,
+                    make_backend(arm.cfg.rollout, model, tok),
+                    render,
+                    problems,
+                    probe_config(arm.cfg, probe_prompts, probe_samples),
+                    0,
+                )
+            )
             m.update({k: v for k, v in upd.items() if isinstance(v, (int, float))})
             if stats is not None:
                 m.update(stats(arm, ep, batch, arm.cfg, policy, pad_id))
             row[arm.label] = m
             del model
         res.per_batch.append(row)
-        log(f"[probe] batch {b + 1}/{batches}: " + "  ".join(
-            f"{a}: len_incorrect {row[a]['eval/length/incorrect']:.2f} pass@1 {row[a]['eval/pass_at_1']:.3f}"
-            for a in row) + f"  ({time.perf_counter() - t0:.0f} s)")
+        log(
+            f"[probe] batch {b + 1}/{batches}: "
+            + "  ".join(
+                f"{a}: len_incorrect {row[a]['eval/length/incorrect']:.2f} pass@1 {row[a]['eval/pass_at_1']:.3f}"
+                for a in row
+            )
+            + f"  ({time.perf_counter() - t0:.0f} s)"
+        )
     return res
 
 
@@ -161,8 +183,17 @@ def paired(res: ProbeResult, key: str, a: str, b: str | None) -> dict:
         if va is not None and vb is not None and math.isfinite(va) and math.isfinite(vb):
             vals.append(va - vb)
     m, h = t_interval(vals)
-    return {"key": key, "a": a, "b": b or "pi_0", "mean": m, "half": h, "n": len(vals),
-            "lo": m - h, "hi": m + h, "excludes_zero": bool(len(vals) > 1 and (m - h > 0 or m + h < 0))}
+    return {
+        "key": key,
+        "a": a,
+        "b": b or "pi_0",
+        "mean": m,
+        "half": h,
+        "n": len(vals),
+        "lo": m - h,
+        "hi": m + h,
+        "excludes_zero": bool(len(vals) > 1 and (m - h > 0 or m + h < 0)),
+    }
 
 
 def arm_mean(res: ProbeResult, key: str, a: str | None) -> dict:

@@ -11,6 +11,7 @@ Per batch and arm it also records, at pi_0 (harness.train.diagnostics.metrics.eo
     agg/eos_share_incorrect, agg/eos_share_correct   the share of the update's gradient weight
                                                       on the end tokens of wrong / right answers
 """
+
 from __future__ import annotations
 
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe

@@ -1,4 +1,5 @@
 """Generation backends behind `rollout.backend=...`."""
+
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
 from harness.rollout.hf import HFBackend
 from harness.rollout.vllm_backend import VLLMBackend

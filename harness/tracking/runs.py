@@ -1,6 +1,7 @@
 """Reading and tagging one run of the tracking store by its run folder (the trainer writes the
 run's MLflow id to <run_dir>/mlflow_run_id), and nesting a cell's run under its study's run (the
 study layout: harness/experiment/study_runs.py). Every call goes through retry_locked."""
+
 from __future__ import annotations
 
 import sys

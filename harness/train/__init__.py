@@ -12,7 +12,6 @@
 (harness/train/run/shell.py; the config key `trainer:` picks the RL or the DPO step).
 """
 
-
 from harness.train.run.shell import run as train
 
 __all__ = ["train"]

@@ -1,4 +1,5 @@
 """The config key `trainer:` (rl | dpo) picks the run shell's step; the preset sets it."""
+
 from __future__ import annotations
 
 import pytest

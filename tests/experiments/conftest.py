@@ -1,4 +1,5 @@
 """Fixtures for the experiment-layer tests; helpers live in study_helpers.py."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -3,6 +3,7 @@ before it (kept on disk for this) and says so; a lost `checkpoints/latest` marke
 from the intact checkpoint (never a silent restart at step 0); a directory whose checkpoints
 all fail to load, or that holds logged steps but no checkpoint, stops with a message.
 The corruption is done by hand on the files a real run wrote."""
+
 from __future__ import annotations
 
 import shutil

@@ -4,6 +4,7 @@ partial write is removed, the previous checkpoint stays intact, and a rerun resu
 Simulated: torch.save (the trainer state, written after the weights) writes half of its file
 and then raises OSError(errno.ENOSPC), as a write to a full disk does. Filling a real disk
 is not possible here."""
+
 from __future__ import annotations
 
 import errno

@@ -5,6 +5,7 @@ The kill is `Killed` (a BaseException) raised at the chosen line, standing for S
 the trainer's code after that line never runs (its `except BaseException` only marks the MLflow
 run KILLED, which the rerun overwrites). Real SIGKILLs at random moments, in a subprocess:
 test_kill_random.py (slow) and benchmarks/faults.py."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,6 +2,7 @@
 tensor, before any update with it, its checkpoints intact; skip_step skips that step's update.
 The NaN is injected (into the rollout's rewards, or the loss the objective returns): a real
 run that diverges on purpose in seconds is not reproducible here."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Router-logit noise at rollout (rollout.router_noise) and replay of partial routing."""
+
 import torch
 
 from harness.models import build_model, record_routing, replay_routing, routing_choices, stack_router_logits

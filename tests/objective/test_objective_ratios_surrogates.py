@@ -1,4 +1,5 @@
 """§2 ratios (values and Jacobians) and §3 surrogates (values, gradients, clip masks)."""
+
 from __future__ import annotations
 
 import math
@@ -19,6 +20,7 @@ def C(clip, eps_low, eps_high, **knobs):
 def T(x, **kw):
     """float64 tensor (hand values are compared at 1e-12)."""
     return torch.tensor(x, dtype=torch.float64, **kw)
+
 
 # one sequence, two response tokens and one padding position holding garbage
 LOGP = T([[-1.0, -2.0, float("-inf")]])

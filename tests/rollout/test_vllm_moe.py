@@ -3,6 +3,7 @@
 Regression test for vLLM 0.32's CPU MoE reload bug (expert weights left unpacked after
 an in-place reload; fixed in harness.rollout.vllm_worker), and the router-noise knob.
 """
+
 import types
 
 import pytest
@@ -32,8 +33,9 @@ def test_moe_generates_with_trainer_logprobs(setup):
     r = backend.generate(prompts, 4, SamplingParams(max_new_tokens=32, temperature=0.7, seed=0))
     assert r.response_ids.shape[0] == 24
     with torch.no_grad():
-        logp, _, _ = response_logprobs(model, r.prompt_ids, r.response_ids, r.response_mask, tok.pad_token_id,
-                                       temperature=0.7)
+        logp, _, _ = response_logprobs(
+            model, r.prompt_ids, r.response_ids, r.response_mask, tok.pad_token_id, temperature=0.7
+        )
     assert float((logp - r.sampler_logp).abs().max()) < 1e-4
 
 

@@ -1,4 +1,5 @@
 """Every preset trains through the same loop: parameters change, losses stay finite."""
+
 import json
 import math
 

@@ -1,4 +1,5 @@
 """Run-directory bookkeeping: flushes are idempotent, truncation drops un-checkpointed steps."""
+
 from harness.jsonl import read_jsonl
 from harness.train.core.rundir import RunDir
 

@@ -2,6 +2,7 @@
 (the extras slot's heads) only when SimKO is on -- pi_old's top-K by pi_old's forward when the update
 has several passes, by the update's first forward when it is a single pass -- and the `simko` preset
 trains on both paths."""
+
 from __future__ import annotations
 
 import json
@@ -29,11 +30,14 @@ def _count(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("preset, passes, want", [
-    ("simko", (), lambda c: c["step"] > 0 and c["update"] > 0),           # pi_old's top-K from the old forward
-    ("simko", ("train.mini_batches=1", "train.inner_epochs=1"), lambda c: c["step"] == 0 and c["update"] > 0),
-    ("grpo", (), lambda c: c == {"step": 0, "update": 0}),                 # off: no top-K anywhere
-])
+@pytest.mark.parametrize(
+    "preset, passes, want",
+    [
+        ("simko", (), lambda c: c["step"] > 0 and c["update"] > 0),  # pi_old's top-K from the old forward
+        ("simko", ("train.mini_batches=1", "train.inner_epochs=1"), lambda c: c["step"] == 0 and c["update"] > 0),
+        ("grpo", (), lambda c: c == {"step": 0, "update": 0}),  # off: no top-K anywhere
+    ],
+)
 def test_top_k_only_when_simko_is_on(preset, passes, want, fast_config, tmp_path, monkeypatch):
     calls = _count(monkeypatch)
     train(fast_config(f"objective.preset={preset}", "train.steps=1", *passes), tmp_path / "run")

@@ -1,5 +1,6 @@
 """Per-arm numbers and the sentences the notebooks print about them: the final or tail value over
 seeds with its 95% t-interval, a verdict on a difference, markdown tables."""
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,7 @@ def tail_of(series: list[dict[int, float]], frac: float = 0.25) -> Final:
     vals = []
     for s in series:
         steps = sorted(s)
-        tail = steps[-max(1, int(round(len(steps) * frac))):]
+        tail = steps[-max(1, int(round(len(steps) * frac))) :]
         vals.append(sum(s[st] for st in tail) / len(tail))
     return final(vals)
 
@@ -99,12 +100,19 @@ def eval_json_value(data: StudyData, cells: list[dict], key: str) -> Final:
 def no_signal_lines(data: StudyData, groups: dict[str, list[dict]]) -> list[str]:
     """Summary lines naming the arms whose every training group was all-equal at every step
     (groups/zero_var_frac = 1): no advantage, no gradient, so they cannot differ by their objective."""
-    dead = [lab for lab, cells in groups.items() if tail_of(seed_series(data, cells, "groups/zero_var_frac"), 1.0).mean == 1.0]
+    dead = [
+        lab
+        for lab, cells in groups.items()
+        if tail_of(seed_series(data, cells, "groups/zero_var_frac"), 1.0).mean == 1.0
+    ]
     if not dead:
         return []
-    return ["", f"No signal: every training group was all-equal (all wrong or all right) at every step for "
-            f"{', '.join(dead)}: zero advantages and zero policy gradient, so these runs cannot differ through "
-            "their objective (a stronger warm start or easier prompts are needed)."]
+    return [
+        "",
+        f"No signal: every training group was all-equal (all wrong or all right) at every step for "
+        f"{', '.join(dead)}: zero advantages and zero policy gradient, so these runs cannot differ through "
+        "their objective (a stronger warm start or easier prompts are needed).",
+    ]
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

@@ -1,5 +1,6 @@
 """Where the notebooks' figures and summary go: HARNESS_FIGURES_DIR (set by `harness summarize`),
 else <study dir>/figures."""
+
 from __future__ import annotations
 
 import os

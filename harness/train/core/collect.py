@@ -6,6 +6,7 @@ Dynamic sampling (DAPO, arXiv 2503.14476 §3.2): groups whose rewards are all eq
 no signal under a group baseline; they are dropped and new prompts are sampled until the
 batch holds N informative groups (at most `max_refill_rounds` extra rounds).
 """
+
 from __future__ import annotations
 
 import torch
@@ -31,7 +32,9 @@ def score(task: Task, problems, rollout, group_size: int, objective, max_new_tok
     scores = task.score_batch(rows, rollout.texts, rollout.truncated.tolist())  # a dataset task: in worker processes
     base = torch.tensor([s.total for s in scores], dtype=torch.float32)
     if objective is not None and objective.overlong_buffer > 0:
-        shaping = overlong_penalty(rollout.lengths, max_new_tokens, objective.overlong_buffer, objective.overlong_penalty)
+        shaping = overlong_penalty(
+            rollout.lengths, max_new_tokens, objective.overlong_buffer, objective.overlong_penalty
+        )
     else:
         shaping = torch.zeros_like(base)
     return Episode(list(problems), rollout, scores, base + shaping, shaping, group_size)
@@ -45,9 +48,16 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
     max_rounds = 1 + (cfg.train.max_refill_rounds if obj.dynamic_sampling else 0)
     for rnd in range(max_rounds):
         want = N - have
-        problems = task.problems(want if rnd == 0 else max(want, N // 2), seed=step_seed(cfg.seed, step, rnd), split="train")
-        params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                                top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=step_seed(cfg.seed, step, SAMPLING_SALT + rnd))
+        problems = task.problems(
+            want if rnd == 0 else max(want, N // 2), seed=step_seed(cfg.seed, step, rnd), split="train"
+        )
+        params = SamplingParams(
+            max_new_tokens=cfg.rollout.max_new_tokens,
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            stop=tuple(cfg.rollout.stop),
+            seed=step_seed(cfg.seed, step, SAMPLING_SALT + rnd),
+        )
         rollout = backend.generate([render(p) for p in problems], G, params)
         ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
         if first_zero_frac is None:  # groups/zero_std_frac: all-equal rewards (as the objective sees them)
@@ -64,8 +74,11 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
     if have == 0:  # every group was uninformative in every round: train on nothing-informative first round
         ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
         parts, have = [ep], len(ep.problems)
-    return Episode.concat(parts), {"groups/zero_std_frac": first_zero_frac, "groups/refill_rounds": float(rounds),
-                                   "groups/kept": float(have)}
+    return Episode.concat(parts), {
+        "groups/zero_std_frac": first_zero_frac,
+        "groups/refill_rounds": float(rounds),
+        "groups/kept": float(have),
+    }
 
 
 def eval_problems(task: Task, cfg) -> list:

@@ -9,6 +9,7 @@ components and never branch on a particular one.
 
 Shapes: B rows, T response length.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -59,8 +60,9 @@ class Trained:
 class Component(Trained):
     """A trained auxiliary model giving the objective the input `provides`."""
 
-    def __init__(self, name: str, provides: str, module: nn.Module, optimizer: torch.optim.Optimizer,
-                 scores: bool = True):
+    def __init__(
+        self, name: str, provides: str, module: nn.Module, optimizer: torch.optim.Optimizer, scores: bool = True
+    ):
         super().__init__(name, module, optimizer)
         self.provides = provides
         self.scores = scores  # its output before the update is an input of `advantages` (values, prm_logp)
@@ -121,8 +123,10 @@ def build_components(cfg, policy: nn.Module, wanted: list[str], device) -> list[
     out = []
     for provides in wanted:
         if provides not in COMPONENTS:
-            raise ValueError(f"the objective reads component {provides!r}, which no module registered; registered: "
-                             f"{sorted(COMPONENTS)} (harness.train.core.components.register_component)")
+            raise ValueError(
+                f"the objective reads component {provides!r}, which no module registered; registered: "
+                f"{sorted(COMPONENTS)} (harness.train.core.components.register_component)"
+            )
         name, build, scores = COMPONENTS[provides]
         module, lr, *wd = build(cfg, policy)
         module = module.to(device)

@@ -6,6 +6,7 @@ Shapes: B rows, T padded response length, b rows of one micro-batch. Every forwa
 micro-batch (Batch.micro_batches), so the micro-batch boundaries are the trainers' own; what a forward
 observes (the rollout/train mismatch, an MoE's routing) goes to the MismatchStats it is given.
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -24,8 +25,16 @@ from harness.train.core.routing import capture_routing
 
 
 @torch.no_grad()
-def batch_forward(model, batch: Batch, pad_id: int, temperature: float, micro: int | None, replay: bool = False,
-                  mismatch: MismatchStats | None = None, head=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def batch_forward(
+    model,
+    batch: Batch,
+    pad_id: int,
+    temperature: float,
+    micro: int | None,
+    replay: bool = False,
+    mismatch: MismatchStats | None = None,
+    head=None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One no-grad forward of `model` (pi_old, pi_ref, ...) over the batch's responses (response_mask), by
     micro-batch -> (logp (B, T), what `head` reads from the logits, by name, B rows each: {} without a
     head). head: the active extensions' `old_forward` (objective.old_forward_extras) when `model` is
@@ -37,8 +46,16 @@ def batch_forward(model, batch: Batch, pad_id: int, temperature: float, micro: i
     for part in batch.micro_batches(micro):
         routing = part.routing if replay else None
         with capture_routing(model) if capture else nullcontext() as calls:
-            lp, _, read = response_forward(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
-                                           temperature, routing=routing, head=head)
+            lp, _, read = response_forward(
+                model,
+                part.prompt_ids,
+                part.response_ids,
+                part.response_mask,
+                pad_id,
+                temperature,
+                routing=routing,
+                head=head,
+            )
         if mismatch is not None:
             mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
             if capture:
@@ -48,14 +65,30 @@ def batch_forward(model, batch: Batch, pad_id: int, temperature: float, micro: i
     return torch.cat(lps), {k: torch.cat([p[k] for p in parts]) for k in (parts[0] if parts else {})}
 
 
-def batch_logprobs(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
-                   replay: bool = False, mismatch: MismatchStats | None = None) -> torch.Tensor:
+def batch_logprobs(
+    model,
+    batch: Batch,
+    pad_id: int,
+    temperature: float,
+    micro: int | None,
+    replay: bool = False,
+    mismatch: MismatchStats | None = None,
+) -> torch.Tensor:
     """(B, T) log-probs of the batch's responses under `model` (pi_old, pi_ref or pi_theta; batch_forward)."""
     return batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch)[0]
 
 
-def forward_loss(model, components: list[Component], part: Batch, cfg, pad_id: int, single_pass: bool,
-                 mismatch: MismatchStats | None, num_seqs: float, num_tokens: float):
+def forward_loss(
+    model,
+    components: list[Component],
+    part: Batch,
+    cfg,
+    pad_id: int,
+    single_pass: bool,
+    mismatch: MismatchStats | None,
+    num_seqs: float,
+    num_tokens: float,
+):
     """Forward of the policy `model` (and every component) on one micro-batch -> the objective's (loss, metrics).
     single_pass: the forward's own log-probs are pi_old's (ratio 1 at the first step), and so is what the
     active extensions read from pi_old's forward (SimKO's top-K)."""
@@ -66,15 +99,31 @@ def forward_loss(model, components: list[Component], part: Batch, cfg, pad_id: i
     needs = inputs_needed(obj)
     head = (lambda view: forward_extras(obj, view, part.extras, single_pass)) if needs.train_forward else None
     with capture_routing(model) if capture else nullcontext() as calls:
-        logp, entropy, read = response_forward(model, part.prompt_ids, part.response_ids, part.mask, pad_id,
-                                               cfg.rollout.temperature, with_entropy=True,
-                                               routing=part.routing if replay else None, head=head)
+        logp, entropy, read = response_forward(
+            model,
+            part.prompt_ids,
+            part.response_ids,
+            part.mask,
+            pad_id,
+            cfg.rollout.temperature,
+            with_entropy=True,
+            routing=part.routing if replay else None,
+            head=head,
+        )
     if observe:  # single pass: logp is the old policy's
         mismatch.add_logprobs(logp, part.rollout_logp, part.mask)
         if capture:
             mismatch.add_routing(part.index, part.prompt_ids, part.mask, calls, part.routing)
     old = logp.detach() if single_pass else part.old_logp
     live = {c.provides: c(part, pad_id) for c in components}  # values, prm_logp (b, T), lam: with gradient
-    x = LossInputs(logp, old, part.adv, part.mask, entropy, part.ref_logp, part.rollout_logp,
-                   extras={**part.extras, **read, **live})
+    x = LossInputs(
+        logp,
+        old,
+        part.adv,
+        part.mask,
+        entropy,
+        part.ref_logp,
+        part.rollout_logp,
+        extras={**part.extras, **read, **live},
+    )
     return objective_loss(obj, x, num_seqs, num_tokens)

@@ -23,6 +23,7 @@ checkpoint, a logged step or summary.json: `has_completed_step`). An attempt tha
 before that holds nothing worth keeping, so a changed config may restart the directory:
 `clear_attempt` removes what that attempt wrote (setup.check_same_config).
 """
+
 from __future__ import annotations
 
 import json
@@ -109,7 +110,8 @@ class RunDir:
             raise CheckpointWriteError(
                 f"could not write checkpoint {name} to {self.ckpt_root}: {err.strerror or err} (errno {err.errno}); "
                 f"the partial write was removed and {kept}. Free space (or fix the error), then rerun the same "
-                f"command: it resumes from {prev[0] if prev else 'step 0'} (the steps after it are redone).") from err
+                f"command: it resumes from {prev[0] if prev else 'step 0'} (the steps after it are redone)."
+            ) from err
         for old in self.checkpoints()[KEEP_CHECKPOINTS:]:
             shutil.rmtree(old, ignore_errors=True)
         for pattern in STALE:  # partial writes of a killed attempt
@@ -149,15 +151,30 @@ class RunDir:
 
     # ------------------------------------------------------------------ attempts
     # what an attempt writes before its first checkpoint, all of it derived from its config
-    ATTEMPT_FILES = ("config.yaml", "run.json", "metrics.jsonl", "samples.jsonl", "groups.jsonl", "mlflow_run_id", ".mlflow_run_id.tmp*",
-                     "mlflow_pending.jsonl",
-                     "pairs*.jsonl", "pairs_report*.json", "pairs_ref*.pt", ".pairs_ref*.pt.tmp*")
+    ATTEMPT_FILES = (
+        "config.yaml",
+        "run.json",
+        "metrics.jsonl",
+        "samples.jsonl",
+        "groups.jsonl",
+        "mlflow_run_id",
+        ".mlflow_run_id.tmp*",
+        "mlflow_pending.jsonl",
+        "pairs*.jsonl",
+        "pairs_report*.json",
+        "pairs_ref*.pt",
+        ".pairs_ref*.pt.tmp*",
+    )
     ATTEMPT_DIRS = ("checkpoints", "eval_prompts")
 
     def has_completed_step(self) -> bool:
         """Whether any training step of this directory is complete (checkpointed, logged or summarised)."""
-        return (self.latest_checkpoint() is not None or any(self.ckpt_root.glob("*step_*"))
-                or self.summary_path.exists() or bool(read_jsonl(self.metrics_path)))
+        return (
+            self.latest_checkpoint() is not None
+            or any(self.ckpt_root.glob("*step_*"))
+            or self.summary_path.exists()
+            or bool(read_jsonl(self.metrics_path))
+        )
 
     def clear_attempt(self) -> list[str]:
         """Remove what an attempt that completed no step left behind (config.yaml, pairs, its MLflow
@@ -224,8 +241,11 @@ def _crc32(path: Path) -> int:
 
 def write_manifest(folder: Path) -> None:
     """folder/manifest.json: the size and CRC-32 of every other file in it."""
-    files = {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "crc32": _crc32(p)}
-             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    files = {
+        p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "crc32": _crc32(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
     (folder / MANIFEST).write_text(json.dumps({"files": files}, indent=1, sort_keys=True))
 
 

@@ -11,6 +11,7 @@ trainer (harness/train/rl/step.py) and the probes (harness/probes/engine.py) ali
 The objective decides what is computed (`inputs_needed`); nothing here branches on a knob or a variant.
 Shapes: B rows, T response length.
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,8 +40,15 @@ def frozen_reference(cfg, model: torch.nn.Module) -> torch.nn.Module | None:
     return copy.deepcopy(model).eval().requires_grad_(False) if inputs_needed(cfg.objective).ref_logp else None
 
 
-def score_episode(cfg, ep: Episode, model: torch.nn.Module, ref: torch.nn.Module | None, components: list[Component],
-                  device, pad_id: int) -> tuple[Batch, MismatchStats, dict]:
+def score_episode(
+    cfg,
+    ep: Episode,
+    model: torch.nn.Module,
+    ref: torch.nn.Module | None,
+    components: list[Component],
+    device,
+    pad_id: int,
+) -> tuple[Batch, MismatchStats, dict]:
     """The step's batch with old / ref log-probs, advantages and what the active modes keep for the
     loss (extras: value targets, reward-model labels, pi_old's top-K, ...), the MismatchStats its
     pi_old forward fed (the update feeds it on a single pass), and the scoring's metrics.
@@ -48,9 +56,12 @@ def score_episode(cfg, ep: Episode, model: torch.nn.Module, ref: torch.nn.Module
     obj, needs = cfg.objective, inputs_needed(cfg.objective)
     r = ep.rollout
     mask = loss_mask(obj, r.response_mask.to(device), r.truncated)
-    if obj.routing_replay and r.extras.get("routing") is None:  # routing replay (R3): every forward uses the rollout's choices
-        raise ConfigError(f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} "
-                          "returned no routing to replay")
+    if (
+        obj.routing_replay and r.extras.get("routing") is None
+    ):  # routing replay (R3): every forward uses the rollout's choices
+        raise ConfigError(
+            f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} returned no routing to replay"
+        )
     batch = Batch.from_rollout(r, mask, device)
     micro, temperature, replay = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, obj.routing_replay
     mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
@@ -68,7 +79,11 @@ def score_episode(cfg, ep: Episode, model: torch.nn.Module, ref: torch.nn.Module
     if current is None and needs.current_logp_for_kl:
         current = batch_logprobs(model, batch, pad_id, temperature, micro, replay)
     given = {c.provides: c.predict(batch, pad_id, micro) for c in components if c.scores}  # values, prm_logp
-    scored = advantages(obj, ep.rewards.to(device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp,
-                        extras=given)
-    return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp,
-                       extras={**read, **scored.extras}), mismatch, scored.metrics
+    scored = advantages(
+        obj, ep.rewards.to(device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp, extras=given
+    )
+    return (
+        batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, extras={**read, **scored.extras}),
+        mismatch,
+        scored.metrics,
+    )

@@ -4,6 +4,7 @@ A trainer (the RL step, harness/train/rl/step.py; the DPO step, harness/train/dp
 its step and its own extras (`Trainer`); the run shell (harness/train/run/shell.py) builds and
 restores everything around it and hands it a `RunContext`. The config key `trainer:` picks one.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -26,10 +27,10 @@ class RunContext:
     device: torch.device
     task: object
     tok: object
-    render: object                # Problem -> prompt token ids
+    render: object  # Problem -> prompt token ids
     pad_id: int
-    backend: object               # the rollout engine (sampling and eval)
-    policy: Trained               # the policy and its optimizer
+    backend: object  # the rollout engine (sampling and eval)
+    policy: Trained  # the policy and its optimizer
     components: list[Component] = field(default_factory=list)
     last_ckpt: str | None = None  # the newest checkpoint written or resumed from
 
@@ -50,8 +51,8 @@ class RunContext:
 class Trainer:
     """What a trainer supplies to the shell. Its step fills the step's record; the rest has defaults."""
 
-    label = "step"                          # printed before the step number
-    print_keys: tuple = ()                  # (metric, short name) printed per step
+    label = "step"  # printed before the step number
+    print_keys: tuple = ()  # (metric, short name) printed per step
 
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg

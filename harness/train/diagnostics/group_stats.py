@@ -30,6 +30,7 @@ and, every `train.grad_share_every` steps, `extreme_grad_share`:
     grad/norm_extreme, grad/norm_rest, grad/norm_total (= ||g_E + g_R||), perf/grad_share_seconds
     (counted inside the step's perf/update_seconds)
 """
+
 from __future__ import annotations
 
 import math
@@ -81,17 +82,30 @@ def group_records(ep: Episode, adv: torch.Tensor, mask: torch.Tensor | None, ste
     p = k.double() / G
     extreme = (p < P_LOW) | (p > P_HIGH)
     total = float(abs_adv.sum())
-    records = [{"step": int(step), "group": i, "difficulty": prob.difficulty, "G": G, "k": int(k[i]),
-                "p": float(p[i]), "reward_mean": float(r[i].mean()), "reward_std": float(0.0 if same[i] else std[i]),
-                "abs_adv_sum": float(abs_adv[i])}
-               for i, prob in enumerate(ep.problems)]
-    return {"groups/zero_var_frac": float(same.double().mean()) if len(same) else float("nan"),
-            "adv/share_extreme": float(abs_adv[extreme].sum()) / total if total > 0 else float("nan"),
-            GROUP_RECORDS: records}
+    records = [
+        {
+            "step": int(step),
+            "group": i,
+            "difficulty": prob.difficulty,
+            "G": G,
+            "k": int(k[i]),
+            "p": float(p[i]),
+            "reward_mean": float(r[i].mean()),
+            "reward_std": float(0.0 if same[i] else std[i]),
+            "abs_adv_sum": float(abs_adv[i]),
+        }
+        for i, prob in enumerate(ep.problems)
+    ]
+    return {
+        "groups/zero_var_frac": float(same.double().mean()) if len(same) else float("nan"),
+        "adv/share_extreme": float(abs_adv[extreme].sum()) / total if total > 0 else float("nan"),
+        GROUP_RECORDS: records,
+    }
 
 
-def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int,
-                       components: Sequence = ()) -> dict[str, float]:
+def extreme_grad_share(
+    model, batch: Batch, ep: Episode, cfg, pad_id: int, components: Sequence = ()
+) -> dict[str, float]:
     """Gradient-norm share of the extreme groups (see the module docstring). One extra
     forward/backward over the batch's rows, split in two; the model's .grad is left empty.
 
@@ -122,10 +136,14 @@ def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int,
         c.zero_grad()
 
     def norm(gs) -> float:
-        return math.sqrt(sum(float((g ** 2).sum()) for g in gs if g is not None))
+        return math.sqrt(sum(float((g**2).sum()) for g in gs if g is not None))
 
     total = [ge if gr is None else (gr if ge is None else ge + gr) for ge, gr in zip(grads["extreme"], grads["rest"])]
     ne, nr = norm(grads["extreme"]), norm(grads["rest"])
-    return {"grad/share_extreme": ne / (ne + nr) if ne + nr > 0 else float("nan"),
-            "grad/norm_extreme": ne, "grad/norm_rest": nr, "grad/norm_total": norm(total),
-            "perf/grad_share_seconds": time.perf_counter() - t0}  # inside perf/update_seconds of the step
+    return {
+        "grad/share_extreme": ne / (ne + nr) if ne + nr > 0 else float("nan"),
+        "grad/norm_extreme": ne,
+        "grad/norm_rest": nr,
+        "grad/norm_total": norm(total),
+        "perf/grad_share_seconds": time.perf_counter() - t0,
+    }  # inside perf/update_seconds of the step

@@ -1,4 +1,5 @@
 """Rollout-side metrics (docs/objective.md §9) and the per-step accumulator of update metrics."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -22,8 +23,10 @@ def rollout_metrics(ep: Episode, prefix: str = "") -> dict[str, float]:
     G = ep.group_size
     groups_std = r.view(-1, G).std(dim=1, unbiased=False) if G > 1 else torch.zeros(len(ep.problems))
     len_std = lengths.float().view(-1, G).std(dim=1, unbiased=False) if G > 1 else torch.zeros(len(ep.problems))
-    parts = {f"{prefix}reward/{name}": _mean(torch.tensor([s.parts.get(name, 0.0) for s in ep.scores]))
-             for name in dict.fromkeys(k for s in ep.scores for k in s.parts)}  # a dataset task's named rewards
+    parts = {
+        f"{prefix}reward/{name}": _mean(torch.tensor([s.parts.get(name, 0.0) for s in ep.scores]))
+        for name in dict.fromkeys(k for s in ep.scores for k in s.parts)
+    }  # a dataset task's named rewards
     return {
         **parts,
         f"{prefix}reward/mean": _mean(r),
@@ -76,8 +79,9 @@ class UpdateMetrics:
         return out
 
 
-def eos_weight_shares(obj, adv: torch.Tensor, mask: torch.Tensor, truncated: torch.Tensor,
-                      correct: torch.Tensor) -> dict[str, float]:
+def eos_weight_shares(
+    obj, adv: torch.Tensor, mask: torch.Tensor, truncated: torch.Tensor, correct: torch.Tensor
+) -> dict[str, float]:
     """How much of the update's gradient weight the aggregation puts on the END token of correct
     and of incorrect responses (the length-bias mechanism, Dr.GRPO arXiv 2503.20783 §3.1).
 
@@ -99,5 +103,7 @@ def eos_weight_shares(obj, adv: torch.Tensor, mask: torch.Tensor, truncated: tor
     c = correct.cpu()
     if total <= 0:
         return {"agg/eos_share_correct": float("nan"), "agg/eos_share_incorrect": float("nan")}
-    return {"agg/eos_share_correct": float(at_end[c].sum()) / total,
-            "agg/eos_share_incorrect": float(at_end[~c].sum()) / total}
+    return {
+        "agg/eos_share_correct": float(at_end[c].sum()) / total,
+        "agg/eos_share_incorrect": float(at_end[~c].sum()) / total,
+    }

@@ -10,6 +10,7 @@ Every algorithm is the same code path: the objective config decides the rest. Th
 (harness/train/run/shell.py) owns everything around the step (run directory, resume,
 checkpoints, eval schedule, signals, summary).
 """
+
 from __future__ import annotations
 
 import time
@@ -35,16 +36,24 @@ UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batc
 
 class RLTrainer(Trainer):
     label = "step"
-    print_keys = (("reward/mean", "reward"), ("reward/accuracy", "acc"), ("length/mean", "len"),
-                  ("clip/frac", "clip"), ("entropy", "H"), ("eval/pass_at_1", "eval@1"), ("perf/step_seconds", "s"))
+    print_keys = (
+        ("reward/mean", "reward"),
+        ("reward/accuracy", "acc"),
+        ("length/mean", "len"),
+        ("clip/frac", "clip"),
+        ("entropy", "H"),
+        ("eval/pass_at_1", "eval@1"),
+        ("perf/step_seconds", "s"),
+    )
 
     def prepare(self, ctx: RunContext) -> None:
         cfg, obj = self.cfg, self.cfg.objective
         self.ref = frozen_reference(cfg, ctx.model)  # pi_ref = pi_0, when the objective needs one
         self.moe = is_moe(ctx.model)
         if obj.routing_replay and not self.moe:
-            raise ConfigError(f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} "
-                              "has no routers")
+            raise ConfigError(
+                f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} has no routers"
+            )
         self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
 
     def component_inputs(self) -> list[str]:
@@ -72,8 +81,9 @@ class RLTrainer(Trainer):
         ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step)
         t_rollout = time.perf_counter() - t0
         t0 = time.perf_counter()
-        batch, mismatch, scored_metrics = score_episode(cfg, ep, ctx.model, self.ref, ctx.components, ctx.device,
-                                                        ctx.pad_id)
+        batch, mismatch, scored_metrics = score_episode(
+            cfg, ep, ctx.model, self.ref, ctx.components, ctx.device, ctx.pad_id
+        )
         t_score = time.perf_counter() - t0
         t0 = time.perf_counter()
         rec.update(self._update(ctx, step, ep, batch, mismatch))
@@ -84,14 +94,30 @@ class RLTrainer(Trainer):
         rec.update(mismatch.result())
         rec.update(scored_metrics)  # e.g. PRIME's prm/loss, prm/accuracy, reward/process_mean
         adv, mask = batch.adv, batch.mask
-        rec["adv/abs_mean"] = float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
-        rec.update({"perf/rollout_seconds": t_rollout, "perf/score_seconds": t_score, "perf/update_seconds": t_update,
-                    "perf/rollout_tokens_per_s": n_tok / max(t_rollout, 1e-9),
-                    "perf/train_tokens_per_s": n_tok * tr.inner_epochs / max(t_update, 1e-9)})
+        rec["adv/abs_mean"] = (
+            float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
+        )
+        rec.update(
+            {
+                "perf/rollout_seconds": t_rollout,
+                "perf/score_seconds": t_score,
+                "perf/update_seconds": t_update,
+                "perf/rollout_tokens_per_s": n_tok / max(t_rollout, 1e-9),
+                "perf/train_tokens_per_s": n_tok * tr.inner_epochs / max(t_update, 1e-9),
+            }
+        )
         G = tr.group_size
-        return [{"step": step, "prompt": p.prompt, "difficulty": p.difficulty, "completion": ep.rollout.texts[i * G],
-                 "reward": float(ep.rewards[i * G]), "correct": bool(ep.scores[i * G].correct)}
-                for i, p in enumerate(ep.problems[:tr.samples_to_log])]
+        return [
+            {
+                "step": step,
+                "prompt": p.prompt,
+                "difficulty": p.difficulty,
+                "completion": ep.rollout.texts[i * G],
+                "reward": float(ep.rewards[i * G]),
+                "correct": bool(ep.scores[i * G].correct),
+            }
+            for i, p in enumerate(ep.problems[: tr.samples_to_log])
+        ]
 
     def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
         """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""
@@ -107,8 +133,9 @@ class RLTrainer(Trainer):
         try:
             if bad is not None:
                 raise NonFiniteUpdate(bad)
-            out.update(policy_update(ctx.policy, ctx.components, batch, cfg, ctx.pad_id, gen, self.single_pass,
-                                     mismatch))
+            out.update(
+                policy_update(ctx.policy, ctx.components, batch, cfg, ctx.pad_id, gen, self.single_pass, mismatch)
+            )
         except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update
             out.update(ctx.nonfinite(step, str(err)))
         if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch
@@ -117,4 +144,3 @@ class RLTrainer(Trainer):
         if self.ref is not None and obj.ref_update_every and (step + 1) % obj.ref_update_every == 0:
             self.ref.load_state_dict(ctx.model.state_dict())  # iterative GRPO: pi_ref <- pi_theta
         return out
-

@@ -5,6 +5,7 @@ those of the whole mini-batch (num_seqs, num_tokens), so gradient accumulation o
 micro-batches reproduces the mini-batch gradient exactly. Every trained module (the policy
 and its components, harness/train/core/components.py) takes each optimizer step together.
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,9 +18,16 @@ from harness.train.core.mismatch import MismatchStats
 from harness.train.diagnostics.metrics import UpdateMetrics
 
 
-def policy_update(policy: Trained, components: list[Component], batch: Batch, cfg, pad_id: int,
-                  generator: torch.Generator, on_policy_single_pass: bool,
-                  mismatch: MismatchStats | None = None) -> dict[str, float]:
+def policy_update(
+    policy: Trained,
+    components: list[Component],
+    batch: Batch,
+    cfg,
+    pad_id: int,
+    generator: torch.Generator,
+    on_policy_single_pass: bool,
+    mismatch: MismatchStats | None = None,
+) -> dict[str, float]:
     """batch.old_logp is None when on_policy_single_pass (the first forward is pi_old); batch.extras holds
     what the objective's active modes kept from the scoring (a value model's old_values and returns, ...);
     batch.routing, the rollout's expert
@@ -37,15 +45,16 @@ def policy_update(policy: Trained, components: list[Component], batch: Batch, cf
     for epoch in range(tr.inner_epochs):
         perm = torch.randperm(B, generator=generator).tolist()
         for m in range(tr.mini_batches):
-            mb = batch.rows(perm[m * mb_size:(m + 1) * mb_size])
+            mb = batch.rows(perm[m * mb_size : (m + 1) * mb_size])
             num_seqs, num_tokens = batch_denominators(mb.mask)  # of the whole mini-batch
             for t in trained:
                 t.zero_grad()
             s = 0
             for part in mb.micro_batches(tr.micro_batch_size):
                 where = f"(epoch {epoch}, mini-batch {m}, rows {s}..{s + len(part) - 1})"
-                loss, metrics = forward_loss(policy.module, components, part, cfg, pad_id, on_policy_single_pass,
-                                             mismatch, num_seqs, num_tokens)
+                loss, metrics = forward_loss(
+                    policy.module, components, part, cfg, pad_id, on_policy_single_pass, mismatch, num_seqs, num_tokens
+                )
                 check_finite(trained, "loss/policy", loss, where)
                 loss.backward()
                 acc.add(metrics, float(part.mask.sum()))

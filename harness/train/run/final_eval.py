@@ -2,6 +2,7 @@
 with --vs-initial, also of the policy the run started from (warm start or base model) on the
 same prompts and sampling seed, and the paired rise of pass@k with a bootstrap 95% interval
 (paired.py) -> RUN_DIR/eval.json."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ from harness.train.run.policy_init import DTYPES, initial_policy, make_render, s
 from harness.train.run.task_setup import build_task, prepare_task
 
 
-def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None,
-             vs_initial: bool = False) -> dict:
+def eval_run(
+    run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None, vs_initial: bool = False
+) -> dict:
     for name, value in (("n_samples", n_samples), ("num_prompts", num_prompts)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"harness eval: {name}={value!r} must be an integer >= 1")
@@ -54,9 +56,15 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
         backend = make_backend(cfg.rollout, model, tok)
         per_prompt: dict = {}
         try:
-            out = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)), problems, cfg,
-                           step=10**6,
-                           per_prompt=per_prompt)
+            out = evaluate(
+                task,
+                backend,
+                make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)),
+                problems,
+                cfg,
+                step=10**6,
+                per_prompt=per_prompt,
+            )
         finally:
             backend.close()
         return out, per_prompt

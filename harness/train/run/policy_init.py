@@ -1,4 +1,5 @@
 """The policy a run starts from: the cached SFT warm start, or a fresh/pretrained model."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,11 @@ def make_render(tok, suffix: str = "", system: str | None = None):
             meta = {"system": system}
             problem = _WithMeta(problem.prompt, meta)
         meta = meta or {}
-        key = problem.prompt if not (meta.get("messages") or meta.get("system")) else json.dumps(
-            [problem.prompt, meta.get("messages"), meta.get("system")])
+        key = (
+            problem.prompt
+            if not (meta.get("messages") or meta.get("system"))
+            else json.dumps([problem.prompt, meta.get("messages"), meta.get("system")])
+        )
         if key not in cache:
             cache[key] = render_problem(tok, problem, suffix)
         return cache[key]

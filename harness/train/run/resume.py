@@ -3,6 +3,7 @@ one before it (KEEP_CHECKPOINTS are kept on disk) and saying so. Never a silent 
 missing `latest` marker is not needed to find a checkpoint, and a directory whose checkpoints
 are all unreadable, or that holds logged steps but no checkpoint, stops with a message instead
 of training from step 0 over them."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -25,7 +26,8 @@ def resume_point(run: RunDir, load: Callable[[Path], Any]) -> tuple[Path | None,
             raise OrphanMetrics(
                 f"{run.metrics_path} holds steps {steps[0]}..{steps[-1]} but {run.ckpt_root} has no checkpoint to "
                 f"resume them from{why}; refusing to restart at step 0 over them. Restore the checkpoints, or use "
-                "another --out (or delete this directory) to start afresh.")
+                "another --out (or delete this directory) to start afresh."
+            )
         return None, None
     marker = run.marker()
     if marker != found[0].name:
@@ -40,8 +42,11 @@ def resume_point(run: RunDir, load: Callable[[Path], Any]) -> tuple[Path | None,
                 reason = f"{type(err).__name__}: {str(err)[:200]}"
         aside = run.set_aside(ckpt)
         nxt = f"falling back to {found[i + 1].name}" if i + 1 < len(found) else "no earlier checkpoint is left"
-        print(f"[harness] WARNING: checkpoint {ckpt.name} is unreadable ({reason}); kept as {aside.name}; {nxt}",
-              flush=True)
+        print(
+            f"[harness] WARNING: checkpoint {ckpt.name} is unreadable ({reason}); kept as {aside.name}; {nxt}",
+            flush=True,
+        )
     raise NoReadableCheckpoint(
         f"no checkpoint in {run.ckpt_root} loads ({', '.join(p.name for p in found)} were set aside as "
-        "unreadable_step_*); refusing to restart at step 0 over this run. Use another --out to start afresh.")
+        "unreadable_step_*); refusing to restart at step 0 over this run. Use another --out to start afresh."
+    )

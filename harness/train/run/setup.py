@@ -1,6 +1,7 @@
 """What every trainer (RL loop, DPO) does before its first step: open the run directory
 (refusing a different config, returning the summary of a finished run) and build the task,
 the initial policy and its prompt renderer."""
+
 from __future__ import annotations
 
 import json
@@ -42,11 +43,16 @@ def check_same_config(run: RunDir, cfg: RunConfig) -> None:
     if not diff:
         return
     if run.has_completed_step():
-        raise ConfigError(f"{run.root} already holds a run with a different config (sections {diff} differ); "
-                          "use another --out, or the same config to resume")
+        raise ConfigError(
+            f"{run.root} already holds a run with a different config (sections {diff} differ); "
+            "use another --out, or the same config to resume"
+        )
     removed = run.clear_attempt()
-    print(f"[harness] {run.root}: an earlier attempt with another config (sections {diff} differ) has no completed "
-          f"step; starting afresh with this config (removed {', '.join(removed)})", flush=True)
+    print(
+        f"[harness] {run.root}: an earlier attempt with another config (sections {diff} differ) has no completed "
+        f"step; starting afresh with this config (removed {', '.join(removed)})",
+        flush=True,
+    )
 
 
 def _with_new_defaults(old: dict) -> dict:
@@ -76,9 +82,9 @@ class Setup:
     task: object
     policy: torch.nn.Module
     tok: object
-    render: object       # Problem -> prompt token ids
+    render: object  # Problem -> prompt token ids
     pad_id: int
-    task_info: dict      # what prepare_task did (a dataset task: prompts dropped, pass-rate buckets)
+    task_info: dict  # what prepare_task did (a dataset task: prompts dropped, pass-rate buckets)
 
 
 def start_run(run: RunDir, cfg: RunConfig) -> Setup:
@@ -86,8 +92,9 @@ def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     the initial policy, fit the task to it (a dataset task: long prompts dropped, pass-rate buckets: task_setup.py)."""
     atomic_write_text(run.config_path, dump_config(cfg))
     start_governor(cfg.train.threads)  # torch threads, fewer while another process holds a core (harness/threads.py)
-    run.record_attempt({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": machine.git_commit(),
-                        "machine": machine.describe()})
+    run.record_attempt(
+        {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": machine.git_commit(), "machine": machine.describe()}
+    )
     torch.manual_seed(cfg.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     task = build_task(cfg)

@@ -13,6 +13,7 @@ harness/train/core/trainer.py); the config key `trainer:` (rl | dpo, set by the 
 (`make_trainer`).
 Crash safety: see harness/train/core/rundir.py (resume without lost or duplicated steps).
 """
+
 from __future__ import annotations
 
 import resource
@@ -96,11 +97,21 @@ class Shell:
         su = start_run(run, cfg)
         policy = su.policy
         self.task_info = su.task_info  # a dataset task: prompts dropped, pass-rate buckets (-> summary.json)
-        ctx = RunContext(cfg, run, su.device, su.task, su.tok, su.render, su.pad_id,
-                         make_backend(cfg.rollout, policy, su.tok),
-                         Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)))
+        ctx = RunContext(
+            cfg,
+            run,
+            su.device,
+            su.task,
+            su.tok,
+            su.render,
+            su.pad_id,
+            make_backend(cfg.rollout, policy, su.tok),
+            Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)),
+        )
         self.trainer.prepare(ctx)
-        ckpt, loaded = resume_point(run, lambda c: (type(policy).from_pretrained(c, dtype=policy.dtype), run.load_state(c)))
+        ckpt, loaded = resume_point(
+            run, lambda c: (type(policy).from_pretrained(c, dtype=policy.dtype), run.load_state(c))
+        )
         if ckpt is not None:  # weights loaded in place: the optimizer and the rollout engine keep `policy`
             policy.load_state_dict(loaded[0].state_dict())
             ctx.backend.sync_weights(policy)
@@ -137,9 +148,15 @@ class Shell:
             if is_eval_step(self.cfg, step, False):
                 rec.update(self._eval(ctx, step))
             samples = self.trainer.step(ctx, step, rec)
-            rec.update({"perf/checkpoint_seconds": last_ckpt_seconds, "perf/step_seconds": time.perf_counter() - t_step,
-                        "perf/peak_mem_mb": peak_mem_mb(), "perf/elapsed_seconds": self._elapsed(),
-                        **threads.governor_metrics()})
+            rec.update(
+                {
+                    "perf/checkpoint_seconds": last_ckpt_seconds,
+                    "perf/step_seconds": time.perf_counter() - t_step,
+                    "perf/peak_mem_mb": peak_mem_mb(),
+                    "perf/elapsed_seconds": self._elapsed(),
+                    **threads.governor_metrics(),
+                }
+            )
             self.pending_metrics.append(rec)
             self.pending_samples.extend(samples)
             self._print(rec)
@@ -170,9 +187,14 @@ class Shell:
     def _checkpoint(self, ctx: RunContext, step: int) -> float:
         """Write the checkpoint of `step`, then flush the pending records; returns its seconds."""
         t0 = time.perf_counter()
-        state = {"step": step, "optimizer": ctx.policy.optimizer.state_dict(), **self.trainer.state_dict(),
-                 "elapsed": self._elapsed(), "pending_metrics": self.pending_metrics,
-                 "pending_samples": self.pending_samples}
+        state = {
+            "step": step,
+            "optimizer": ctx.policy.optimizer.state_dict(),
+            **self.trainer.state_dict(),
+            "elapsed": self._elapsed(),
+            "pending_metrics": self.pending_metrics,
+            "pending_samples": self.pending_samples,
+        }
         for c in ctx.components:
             state.update(c.state())
         ctx.run.save_checkpoint(step, ctx.model, state, ctx.tok)
