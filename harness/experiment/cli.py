@@ -50,6 +50,12 @@ def add_commands(sub) -> None:
     p.add_argument("--jobs", type=int, default=1, help="trials in parallel (each a `harness train` subprocess)")
     p.add_argument("--results", default="results", help="results root (default: results)")
 
+    _add_results_commands(sub)
+    _add_reproduce_commands(sub)
+
+
+def _add_results_commands(sub) -> None:
+    """summarize and figures: a study's table and figures."""
     p = sub.add_parser("summarize", help="summary table / figures of a study's results folder")
     p.add_argument("study_dir", help="results/<study>/<scale> (holds cells.json), or a study name/YAML")
     p.add_argument("--scale", choices=list(SCALES), default=None, help="with a study name")
@@ -73,6 +79,9 @@ def add_commands(sub) -> None:
         "--from-mlflow results/<study>/<scale>/from_mlflow)",
     )
 
+
+def _add_reproduce_commands(sub) -> None:
+    """reproduce (one cell against its report) and mlflow-sync."""
     p = sub.add_parser(
         "reproduce",
         help="rerun one cell of a study's report and compare every number the report "

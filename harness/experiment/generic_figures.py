@@ -73,8 +73,14 @@ def generic_figures(study_dir: str | os.PathLike, out_dir: str | os.PathLike) ->
     name = f"{study.get('name', '?')} ({study.get('scale', '?')})"
     axes = ", ".join(a for a in study.get("axes", []) if a != "seed") or "base config"
     n_seeds = len(study.get("seeds", [])) or "?"
-    paths = []
+    return [
+        _pass_at_1_figure(plt, cells, out_dir, name, axes, n_seeds),
+        _lengths_figure(plt, cells, out_dir, name, axes),
+    ]
 
+
+def _pass_at_1_figure(plt, cells, out_dir: Path, name: str, axes: str, n_seeds) -> Path:
+    """eval_pass_at_1.png: held-out pass@1 per step, and its change since step 0 (paired per seed)."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     _plot(ax, curves(cells, "eval/pass_at_1"))
     ax.set_xlabel("training step (policy iterations)")
@@ -95,10 +101,14 @@ def generic_figures(study_dir: str | os.PathLike, out_dir: str | os.PathLike) ->
         fontsize=11,
     )
     fig.tight_layout()
-    paths.append(out_dir / "eval_pass_at_1.png")
-    fig.savefig(paths[-1], dpi=120)
+    path = out_dir / "eval_pass_at_1.png"
+    fig.savefig(path, dpi=120)
     plt.close(fig)
+    return path
 
+
+def _lengths_figure(plt, cells, out_dir: Path, name: str, axes: str) -> Path:
+    """lengths.png: response length of correct and incorrect train rollouts, and train accuracy."""
     fig, axs = plt.subplots(1, 3, figsize=(14, 4.2))
     for ax, key, title in (
         (axs[0], "length/correct", "correct responses"),
@@ -120,7 +130,7 @@ def generic_figures(study_dir: str | os.PathLike, out_dir: str | os.PathLike) ->
         fontsize=11,
     )
     fig.tight_layout()
-    paths.append(out_dir / "lengths.png")
-    fig.savefig(paths[-1], dpi=120)
+    path = out_dir / "lengths.png"
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-    return paths
+    return path

@@ -126,26 +126,9 @@ def _import_plugins(raw: Any, path: Path | None) -> None:
             raise StudyError(f"{path or 'study'}: {err}") from None
 
 
-def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None, scale: str | None = None) -> Study:
-    """Check the study file against its schema (schema.py), then build its axes for `scale`
-    (no run config is built here: expand.py does that per cell). The plugins the study names
-    (objective.plugins) are imported first: their knobs are grid keys like any other."""
-    _import_plugins(raw, path)
-    spec = validate_study_file(raw, str(path) if path else "study")
-    name = str(spec.name or name or (path.stem if path else "study"))
-    if not SAFE_NAME.match(name):
-        raise StudyError(f"name: {name!r} may only use letters, digits and . _ + -")
-    scale = scale or spec.scale or "smoke"
-    if scale not in SCALES:
-        raise StudyError(f"scale: {scale!r} is not one of {list(SCALES)}")
-    if scale in DECLARED_SCALES and scale not in (raw.get("scales") or {}):
-        raise StudyError(
-            f"scale: {scale!r}: study {name} has no scales.{scale} section (its scales: "
-            f"{sorted(raw.get('scales') or {})}); the {scale} scale runs only where a study defines it"
-        )
-    scale_ov = dict((raw.get("scales") or {}).get(scale) or {})
-    base = _load_base(raw.get("base"), path)
-
+def _axes(raw: dict, scale: str, scale_ov: dict) -> list[Axis]:
+    """The study's grid and zip axes, in the order the file declares them; a key in two axes, two
+    labelled groups, a scale overriding an axis or an axis on a key the study sets is a StudyError."""
     grid_axes = [
         Axis((key,), tuple((v,) for v in values), None, "grid") for key, values in (raw.get("grid") or {}).items()
     ]
@@ -170,7 +153,30 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
     for k in (SEED, "tracking.experiment", "tracking.run_name", "tracking.tags"):
         if k in all_keys:
             raise StudyError(f"grid: '{k}' is set by the study itself and cannot be an axis")
+    return axes
 
+
+def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None, scale: str | None = None) -> Study:
+    """Check the study file against its schema (schema.py), then build its axes for `scale`
+    (no run config is built here: expand.py does that per cell). The plugins the study names
+    (objective.plugins) are imported first: their knobs are grid keys like any other."""
+    _import_plugins(raw, path)
+    spec = validate_study_file(raw, str(path) if path else "study")
+    name = str(spec.name or name or (path.stem if path else "study"))
+    if not SAFE_NAME.match(name):
+        raise StudyError(f"name: {name!r} may only use letters, digits and . _ + -")
+    scale = scale or spec.scale or "smoke"
+    if scale not in SCALES:
+        raise StudyError(f"scale: {scale!r} is not one of {list(SCALES)}")
+    if scale in DECLARED_SCALES and scale not in (raw.get("scales") or {}):
+        raise StudyError(
+            f"scale: {scale!r}: study {name} has no scales.{scale} section (its scales: "
+            f"{sorted(raw.get('scales') or {})}); the {scale} scale runs only where a study defines it"
+        )
+    scale_ov = dict((raw.get("scales") or {}).get(scale) or {})
+    base = _load_base(raw.get("base"), path)
+
+    axes = _axes(raw, scale, scale_ov)
     seeds = scale_ov.pop("seeds", None)
     if seeds is None:
         seeds = raw.get("seeds", [int(base.get("seed", 0))])

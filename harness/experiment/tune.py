@@ -204,6 +204,37 @@ def run_trial(trial, spec: TuneSpec, out: Path, poll_s: float = 2.0) -> float:
     return value
 
 
+def _write_best(study, spec: TuneSpec, out: Path) -> dict:
+    """best.json: every trial (state, value, params, last step) and the best one; printed as a table."""
+    import optuna  # heavy: only `harness tune` loads Optuna
+
+    rows = [
+        {
+            "number": t.number,
+            "state": t.state.name,
+            "value": t.value,
+            "params": t.params,
+            "last_step": max(t.intermediate_values) if t.intermediate_values else None,
+        }
+        for t in study.trials
+    ]
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    best = {"metric": spec.metric, "direction": spec.direction, "trials": rows}
+    if complete:
+        best.update(
+            {"best_trial": study.best_trial.number, "best_value": study.best_value, "best_params": study.best_params}
+        )
+    atomic_write_text(out / "best.json", json.dumps(best, indent=2, default=str) + "\n")
+    print("\n[tune] trials:")
+    for r in rows:
+        v = "" if r["value"] is None else f"{r['value']:.4f}"
+        print(f"  #{r['number']:<3} {r['state']:<9} {v:>8}  {r['params']}")
+    if complete:
+        print(f"[tune] best: trial {best['best_trial']} {spec.metric}={best['best_value']:.4f} {best['best_params']}")
+    print(f"[tune] wrote {out / 'best.json'}")
+    return best
+
+
 def run_tune(
     source: str, scale: str | None = None, trials: int | None = None, jobs: int = 1, results: str = "results"
 ) -> dict:
@@ -243,28 +274,5 @@ def run_tune(
         study.optimize(
             lambda t: run_trial(t, spec, out), n_trials=todo, n_jobs=jobs, timeout=spec.timeout_s, catch=(RuntimeError,)
         )
-    rows = [
-        {
-            "number": t.number,
-            "state": t.state.name,
-            "value": t.value,
-            "params": t.params,
-            "last_step": max(t.intermediate_values) if t.intermediate_values else None,
-        }
-        for t in study.trials
-    ]
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    best = {"metric": spec.metric, "direction": spec.direction, "trials": rows}
-    if complete:
-        best.update(
-            {"best_trial": study.best_trial.number, "best_value": study.best_value, "best_params": study.best_params}
-        )
-    atomic_write_text(out / "best.json", json.dumps(best, indent=2, default=str) + "\n")
-    print("\n[tune] trials:")
-    for r in rows:
-        v = "" if r["value"] is None else f"{r['value']:.4f}"
-        print(f"  #{r['number']:<3} {r['state']:<9} {v:>8}  {r['params']}")
-    if complete:
-        print(f"[tune] best: trial {best['best_trial']} {spec.metric}={best['best_value']:.4f} {best['best_params']}")
-    print(f"[tune] wrote {out / 'best.json'}")
+    best = _write_best(study, spec, out)
     return best

@@ -134,6 +134,10 @@ def run_one_update_probe(
     task, policy, tok, render, pad_id, base_backend = setup_policy(ref)
     pcfg = probe_config(ref, probe_prompts, probe_samples)
     problems = eval_problems(task, pcfg)
+
+    def pcfg_of(cfg: RunConfig) -> RunConfig:
+        return probe_config(cfg, probe_prompts, probe_samples)
+
     base = evaluate(task, base_backend, render, problems, pcfg, 0)
     log(
         f"[probe] pi_0 on {probe_prompts} held-out prompts x {probe_samples}: pass@1 {base['eval/pass_at_1']:.3f}, "
@@ -145,23 +149,11 @@ def run_one_update_probe(
         ep, _ = collect(task, base_backend, render, ref, step)
         row: dict[str, dict[str, float]] = {}
         res.batch.append(batch_stats(ep, ref, policy, pad_id) if batch_stats is not None else {})
+        update_seed = step_seed(ref.seed, step, PROBE_SEED_SALT)  # the same for every arm
         for arm in arms:
-            model, batch, upd = one_update(policy, arm.cfg, ep, pad_id, step_seed(ref.seed, step, PROBE_SEED_SALT))
-            m = dict(
-                evaluate(
-                    task,
-                    make_backend(arm.cfg.rollout, model, tok),
-                    render,
-                    problems,
-                    probe_config(arm.cfg, probe_prompts, probe_samples),
-                    0,
-                )
+            row[arm.label] = _arm_on_batch(
+                arm, policy, ep, task, tok, render, problems, pad_id, update_seed, stats, pcfg_of
             )
-            m.update({k: v for k, v in upd.items() if isinstance(v, (int, float))})
-            if stats is not None:
-                m.update(stats(arm, ep, batch, arm.cfg, policy, pad_id))
-            row[arm.label] = m
-            del model
         res.per_batch.append(row)
         log(
             f"[probe] batch {b + 1}/{batches}: "
@@ -172,6 +164,20 @@ def run_one_update_probe(
             + f"  ({time.perf_counter() - t0:.0f} s)"
         )
     return res
+
+
+def _arm_on_batch(
+    arm: Arm, policy, ep, task, tok, render, problems, pad_id: int, seed: int, stats: Callable | None, pcfg_of: Callable
+) -> dict[str, float]:
+    """One arm on one batch: pi_0 updated once under the arm's objective, evaluated on the held-out
+    prompts with the probe's sampling seed; its update metrics and (stats) mechanism numbers."""
+    model, batch, upd = one_update(policy, arm.cfg, ep, pad_id, seed)
+    m = dict(evaluate(task, make_backend(arm.cfg.rollout, model, tok), render, problems, pcfg_of(arm.cfg), 0))
+    m.update({k: v for k, v in upd.items() if isinstance(v, (int, float))})
+    if stats is not None:
+        m.update(stats(arm, ep, batch, arm.cfg, policy, pad_id))
+    del model
+    return m
 
 
 def paired(res: ProbeResult, key: str, a: str, b: str | None) -> dict:

@@ -188,12 +188,30 @@ class VLLMBackend(RolloutBackend):
 
         for k, v in ENGINE_ENV.items():
             os.environ.setdefault(k, v)
-        from vllm import LLM
+        from vllm import LLM  # heavy: vLLM loads only where an engine starts
 
         self._folder = tempfile.mkdtemp(prefix="harness-vllm-")
         self._shm = None
         model.save_pretrained(self._folder)
         tokenizer.save_pretrained(self._folder)
+        args = self._engine_args(model, cfg, seed, max_model_len, max_num_seqs)
+        args.update(engine_kwargs)
+        try:
+            with _preserved_process_state():
+                self.llm = LLM(**args)
+        except BaseException:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            raise
+        from vllm.v1.engine.core_client import InprocClient
+
+        self.in_process = isinstance(self.llm.llm_engine.engine_core, InprocClient)
+        if self.router_noise > 0:
+            self.llm.collective_rpc("harness_set_router_noise", args=(self.router_noise, seed))
+
+    def _engine_args(self, model, cfg, seed: int, max_model_len: int | None, max_num_seqs: int) -> dict:
+        """vllm.LLM's arguments for the model saved in self._folder (CPU: whole-prompt prefill, a sized KV cache)."""
+        from vllm.platforms import current_platform  # heavy: vLLM loads only where an engine starts
+
         max_pos = getattr(model.config, "max_position_embeddings", None) or 1024
         args = dict(
             model=self._folder,
@@ -209,8 +227,6 @@ class VLLMBackend(RolloutBackend):
             generation_config="vllm",  # ignore generation_config.json sampling defaults
             worker_extension_cls=WORKER_EXTENSION,
         )
-        from vllm.platforms import current_platform
-
         if current_platform.is_cpu():
             # vLLM 0.32 CPU bug: a seeded request whose prompt is split by chunked prefill
             # crashes the engine ("CPU Generator does not use offset", when it rewinds the
@@ -221,18 +237,7 @@ class VLLMBackend(RolloutBackend):
             )
             if args["kv_cache_memory_bytes"] is None:
                 del args["kv_cache_memory_bytes"]
-        args.update(engine_kwargs)
-        try:
-            with _preserved_process_state():
-                self.llm = LLM(**args)
-        except BaseException:
-            shutil.rmtree(self._folder, ignore_errors=True)
-            raise
-        from vllm.v1.engine.core_client import InprocClient
-
-        self.in_process = isinstance(self.llm.llm_engine.engine_core, InprocClient)
-        if self.router_noise > 0:
-            self.llm.collective_rpc("harness_set_router_noise", args=(self.router_noise, seed))
+        return args
 
     @staticmethod
     def _default_probe(tokenizer) -> list[int]:

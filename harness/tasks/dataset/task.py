@@ -229,9 +229,9 @@ class DatasetTask(Task):
             if why:
                 raise ValueError(f"{key}={path!r}: {why} (in {file_key}={self.data[file_key.rsplit('.', 1)[1]]!r})")
 
-    def _problem(self, file: str, index: int, row: dict) -> Problem:
+    def _prompt(self, row: dict, where: str) -> tuple[str, str, list[dict] | None]:
+        """(the prompt's text (its last user message), its dedup key, its chat messages or None) of a row."""
         d = self.data
-        where = f"{file} row {index}"
         value = (
             render_template(d["prompt_template"], row)
             if d["prompt_template"] is not None
@@ -261,6 +261,12 @@ class DatasetTask(Task):
         else:
             what = "empty" if value in (None, "") or value is _MISSING else f"a {type(value).__name__} ({value!r:.60})"
             raise ValueError(f"{prompt_key}: {where}'s prompt is {what}; a prompt is text or a list of chat messages")
+        return text, key, messages
+
+    def _problem(self, file: str, index: int, row: dict) -> Problem:
+        d = self.data
+        where = f"{file} row {index}"
+        text, key, messages = self._prompt(row, where)
         answer = lookup(row, d["answer_key"])
         if answer is _MISSING or answer is None or isinstance(answer, (dict, list)) or str(answer).strip() == "":
             what = (
