@@ -61,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from harness.models import MODEL_NAMES, is_moe
 from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
-from harness.objective import PRESETS, ObjectiveConfig
+from harness.objective import PRESETS, ObjectiveConfig, inputs_needed
 from harness.objective import knobs as knob_rules
 from harness.objective.config import knob_default
 from harness.objective.explain import explain_objective
@@ -365,6 +365,14 @@ class TrainSection(_Section):
         "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
         "harness/train/diagnostics/group_stats.py); 0 = off",
     )
+    component_warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="the first N steps train only the trained components "
+        "(PRIME's reward model, PPO's critic) on the initial policy's rollouts; the "
+        "policy is not updated (verl's trainer.critic_warmup); its steps count in "
+        "train.steps",
+    )
 
 
 class EvalSection(_Section):
@@ -508,6 +516,7 @@ class RunConfig(_Section):
         rl = self.trainer == "rl"  # the DPO trainer reads no group, clip or batch-shape knob
         if rl:
             self._objective_run_knobs()
+            self._warmup_knobs()
         rows = t.prompts_per_step * t.group_size
         if rows % t.mini_batches:
             raise ValueError(f"train.mini_batches={t.mini_batches} must divide prompts_per_step*group_size={rows}")
@@ -559,6 +568,24 @@ class RunConfig(_Section):
                     "token whose ratio moves past it gets no gradient; allowed: a value > 0"
                     f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none"
                 )
+
+    def _warmup_knobs(self) -> None:
+        """train.component_warmup_steps: a trained component to warm up, and policy steps left after it."""
+        n, steps = self.train.component_warmup_steps, self.train.steps
+        if not n:
+            return
+        components = inputs_needed(self.objective).components
+        if not components:
+            raise ValueError(
+                f"train.component_warmup_steps={n}: this objective trains no component to warm up; "
+                "allowed: 0, or a positive number with objective.baseline=prime (its reward model) or "
+                "critic (its value model), or agg=lambda_length"
+            )
+        if n >= steps:
+            raise ValueError(
+                f"train.component_warmup_steps={n} leaves no policy update in train.steps={steps}; "
+                f"allowed: 0 to {steps - 1} (raise train.steps by the warm-up to keep the policy's steps)"
+            )
 
     def _task_knobs(self) -> None:
         """Construct the task (cheap, no model) so that difficulty_mix and options fail here; a dataset
@@ -819,6 +846,7 @@ RL_TRAIN_KNOBS = (
     "max_refill_rounds",
     "samples_to_log",
     "grad_share_every",
+    "component_warmup_steps",
 )
 # from_pretrained options that model.overrides may pass for smollm2-135m or a model folder
 LOAD_OPTIONS = (

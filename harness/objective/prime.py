@@ -82,6 +82,19 @@ def prime_rm_accuracy(q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tenso
     return float(((score > 0) == (outcomes > 0.5)).to(torch.float64).mean().item())
 
 
+def prime_rm_auc(q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tensor) -> float | None:
+    """`prm/auc`: the probability that a correct response's PRM score sum_t M q exceeds a wrong one's
+    (ties count 1/2), over every (correct, wrong) pair of rows; chance is 0.5 whatever the pass rate
+    (prm/accuracy's chance is the share of the majority outcome). None without both outcomes."""
+    m = mask > 0
+    score = torch.where(m, q.detach(), torch.zeros_like(q)).sum(-1).to(torch.float64)
+    pos, neg = score[outcomes > 0.5], score[outcomes <= 0.5]
+    if len(pos) == 0 or len(neg) == 0:
+        return None
+    diff = pos.unsqueeze(1) - neg.unsqueeze(0)  # (P, N)
+    return float(((diff > 0).to(torch.float64) + 0.5 * (diff == 0).to(torch.float64)).mean())
+
+
 def _masked_rloo(r: torch.Tensor, m: torch.Tensor, n: int) -> torch.Tensor:
     """verl's per-token RLOO (module docstring) over groups of n contiguous rows; 0 off the mask."""
     if n < 2:
@@ -153,6 +166,7 @@ KNOBS = (
 def _scored(cfg, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inputs: dict) -> Scored:
     """PRIME's advantages (B, T) and the reward model's metrics on the step's batch (§13):
     prm/loss its BCE, prm/accuracy the share of rows whose score sum_t M q predicts the outcome,
+    prm/auc the chance that a correct row scores above a wrong one (ranking; chance 0.5),
     reward/process_mean the mean token reward prime_beta * q over the response tokens. The outcomes
     are kept as the labels of the reward model's loss."""
     prm_logp, ref_logp = inputs.get("prm_logp"), inputs.get("ref_logp")
@@ -170,6 +184,8 @@ def _scored(cfg, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inp
         "prm/accuracy": prime_rm_accuracy(q, mask, rewards),
         "reward/process_mean": float(proc[m].mean()) if m.any() else 0.0,
     }
+    if (auc := prime_rm_auc(q, mask, rewards)) is not None:
+        metrics["prm/auc"] = auc
     return Scored(adv=adv, returns=None, rewards=rewards, metrics=metrics, extras={"outcomes": rewards})
 
 

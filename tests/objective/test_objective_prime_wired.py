@@ -123,3 +123,21 @@ def test_run_config_refuses_prime_knobs_without_prime_and_singleton_groups():
         load_config(None, ["objective.preset=grpo", "objective.prime_coef=3"])
     with pytest.raises(ConfigError, match="group_size=1 is impossible with objective.baseline=prime"):
         load_config(None, ["objective.preset=prime", "train.group_size=1"])
+
+
+def test_prm_auc_by_hand():
+    """Scores sum_t M q per row: correct rows [3, 1], wrong rows [1, 0, 2]; pairs (correct > wrong):
+    3 beats all three (3), 1 ties 1 (1/2), beats 0 (1), loses to 2 (0): 4.5 / 6 = 0.75."""
+    from harness.objective.prime import prime_rm_auc
+
+    q = T([[3.0, 0.0], [1.0, 0.0], [0.5, 0.5], [0.0, 9.0], [2.0, 0.0]])
+    mask = T([[1, 1], [1, 1], [1, 1], [1, 0], [1, 1]])  # row 3's 9.0 is off the mask: its score is 0
+    assert prime_rm_auc(q, mask, T([1, 1, 0, 0, 0])) == pytest.approx(0.75, abs=1e-12)
+    assert prime_rm_auc(torch.zeros(4, 2), torch.ones(4, 2), T([1, 0, 1, 0])) == 0.5  # a fresh PRM: all ties
+    assert prime_rm_auc(q, mask, T([1, 1, 1, 1, 1])) is None  # one outcome only: undefined
+
+
+def test_worked_example_auc():
+    obj = ObjectiveConfig.preset("prime")
+    s = advantages(obj, T(OUT), T(MASK), 2, prm_logp=_prm_logp(), ref_logp=T(REF))
+    assert s.metrics["prm/auc"] == 1.0  # the correct row scores 0.8, the wrong one 0.2

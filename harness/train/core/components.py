@@ -142,12 +142,18 @@ def check_finite(trained: list[Trained], name: str, value: torch.Tensor, where: 
         raise NonFiniteUpdate(f"{msg} {where}".rstrip())
 
 
-def clip_and_step(trained: list[Trained], max_norm: float | None, where: str = "") -> float:
-    """One optimizer step of every module: each gradient clipped on its own and checked finite
-    (else NonFiniteUpdate, no module stepped); returns the first module's (the policy's) norm."""
+def clip_and_step(
+    trained: list[Trained], max_norm: float | None, where: str = "", frozen: tuple[str, ...] = ()
+) -> float:
+    """One optimizer step of every module but those named in `frozen` (train.component_warmup_steps
+    freezes the policy): each gradient clipped on its own and checked finite (else NonFiniteUpdate,
+    no module stepped); returns the first module's (the policy's) norm."""
     norms = [t.grad_norm(max_norm) for t in trained]
     for t, n in zip(trained, norms):
         check_finite(trained, "grad/norm" if t is trained[0] else f"grad/{t.name}_norm", torch.tensor(n), where)
     for t in trained:
-        t.optimizer.step()
+        if t.name in frozen:
+            t.zero_grad()
+        else:
+            t.optimizer.step()
     return norms[0]

@@ -133,8 +133,21 @@ class RLTrainer(Trainer):
         try:
             if bad is not None:
                 raise NonFiniteUpdate(bad)
+            warmup = step < tr.component_warmup_steps  # only the components learn (verl's critic_warmup)
+            if tr.component_warmup_steps:
+                out["train/policy_updated"] = float(not warmup)
             out.update(
-                policy_update(ctx.policy, ctx.components, batch, cfg, ctx.pad_id, gen, self.single_pass, mismatch)
+                policy_update(
+                    ctx.policy,
+                    ctx.components,
+                    batch,
+                    cfg,
+                    ctx.pad_id,
+                    gen,
+                    self.single_pass,
+                    mismatch,
+                    update_policy=not warmup,
+                )
             )
         except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update
             out.update(ctx.nonfinite(step, str(err)))

@@ -27,6 +27,7 @@ def policy_update(
     generator: torch.Generator,
     on_policy_single_pass: bool,
     mismatch: MismatchStats | None = None,
+    update_policy: bool = True,
 ) -> dict[str, float]:
     """batch.old_logp is None when on_policy_single_pass (the first forward is pi_old); batch.extras holds
     what the objective's active modes kept from the scoring (a value model's old_values and returns, ...);
@@ -34,6 +35,8 @@ def policy_update(
     choices, is replayed in every forward when objective.routing_replay.
     mismatch: when given with on_policy_single_pass, every forward here is the old policy's:
     its log-probs (and, on an MoE, its routing) feed the rollout/train mismatch metrics.
+    update_policy False (a step of train.component_warmup_steps): only the components take their
+    optimizer steps; the policy's gradient is measured (grad/norm) and dropped.
     Returns step metrics (clip/*, ratio/*, kl/*, entropy, loss/*, value/*, grad/norm)."""
     tr = cfg.train
     trained = [policy, *components]
@@ -59,7 +62,8 @@ def policy_update(
                 loss.backward()
                 acc.add(metrics, float(part.mask.sum()))
                 s += len(part)
-            grad_norms.append(clip_and_step(trained, tr.grad_clip, f"(epoch {epoch}, mini-batch {m})"))
+            frozen = () if update_policy else (policy.name,)
+            grad_norms.append(clip_and_step(trained, tr.grad_clip, f"(epoch {epoch}, mini-batch {m})", frozen))
             acc.end_minibatch()
     out = acc.result()
     out["grad/norm"] = sum(grad_norms) / len(grad_norms)
