@@ -38,8 +38,8 @@ from harness.train.core.components import Trained, build_components
 from harness.train.core.scoring import frozen_reference, score_episode, single_pass
 from harness.train.eval.evaluate import evaluate
 from harness.train.rl.update import policy_update
-from harness.train.run.policy_init import initial_policy
 from harness.train.run.task_setup import build_task, prepare_task
+from harness.train.run.warmstart import initial_policy
 
 PROBE_SEED_SALT = 31_337  # step_seed salt of a probe batch's update (mini-batch order)
 PROBE_FIRST_STEP = 10_000  # probe batch b draws the prompts and samples of step 10_000 + b: never a training run's

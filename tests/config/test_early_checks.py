@@ -134,7 +134,6 @@ def test_zero_clip_distance_is_fine_without_clipping():
 def no_model(monkeypatch):
     """Every way to a model, tokenizer or warm start raises: a test that reaches one fails."""
     import harness.models.registry as registry
-    import harness.train.run.policy_init as policy_init
     import harness.train.run.setup as run_setup
     import harness.train.run.warmstart as warmstart
 
@@ -143,9 +142,8 @@ def no_model(monkeypatch):
 
     for mod, names in (
         (registry, ("build_model", "load_model")),
-        (policy_init, ("build_model", "load_model", "ensure_warm_start", "initial_policy")),
+        (warmstart, ("build_model", "load_model", "ensure_warm_start", "initial_policy")),
         (run_setup, ("initial_policy",)),
-        (warmstart, ("ensure_warm_start",)),
     ):
         for n in names:
             monkeypatch.setattr(mod, n, boom)

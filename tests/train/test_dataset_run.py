@@ -76,7 +76,7 @@ def test_a_dataset_run_logs_named_rewards(tmp_path):
 
 def test_dpo_on_a_dataset(tmp_path):
     """The DPO trainer on a dataset task, from a pairs file (its prompts get the data's system prompt)."""
-    from harness.train.run.policy_init import initial_policy, system_prompt
+    from harness.train.run.warmstart import initial_policy, system_prompt
 
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(
@@ -134,8 +134,8 @@ def test_dpo_on_a_dataset(tmp_path):
 
 
 def test_long_prompts_dropped_or_refused(tmp_path, capsys):
-    from harness.train.run.policy_init import initial_policy
     from harness.train.run.task_setup import build_task, drop_long_prompts
+    from harness.train.run.warmstart import initial_policy
 
     cfg = config(tmp_path, "warm_start.enabled=false", "rollout.max_prompt_tokens=80")
     task = build_task(cfg)
@@ -158,8 +158,8 @@ def test_long_prompts_dropped_or_refused(tmp_path, capsys):
 def test_pass_rate_buckets_measured_once(tmp_path, monkeypatch):
     from harness.rollout import make_backend
     from harness.train.run import pass_rates
-    from harness.train.run.policy_init import initial_policy
     from harness.train.run.task_setup import build_task, prepare_task
+    from harness.train.run.warmstart import initial_policy
 
     data = {
         "train": f"{SAMPLE}/train.jsonl",
@@ -199,8 +199,7 @@ def test_a_pretrained_folder_is_warm_started_only_when_asked(tmp_path):
     """A model folder (as a user's pretrained model) starts from its own weights; with
     warm_start.pretrained=true it is first SFT'd on the dataset's solutions (a warm start of its own key)."""
     from harness.models import build_model, save_model
-    from harness.train.run.policy_init import initial_policy
-    from harness.train.run.warmstart import warm_start_folder
+    from harness.train.run.warmstart import initial_policy, warm_start_folder
 
     folder = save_model(*build_model("tiny-dense", seed=3), tmp_path / "my-model")
     plain = config(tmp_path, f"model.name={folder}")

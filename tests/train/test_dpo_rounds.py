@@ -17,8 +17,7 @@ from harness.train.core.collect import step_seed
 from harness.train.dpo import step as dpo_module
 from harness.train.dpo.pairs import PAIRS_SALT, read_pairs
 from harness.train.dpo.step import all_logps, encode_pairs
-from harness.train.run.policy_init import make_render
-from harness.train.run.warmstart import ensure_warm_start
+from harness.train.run.warmstart import ensure_warm_start, make_render
 
 CONFIG = "experiments/runs/dpo.yaml"
 FAST = [

@@ -14,7 +14,7 @@ flush is rewritten whole on the next flush.
 
 Checkpoints. The newest KEEP_CHECKPOINTS (2) stay on disk, each with a manifest (size and
 CRC-32 of every file, written last: `write_manifest`, checked by `verify`); a rerun resumes from the newest one that verifies
-and loads and falls back to the one before it (resume.py). A failed write (disk full) removes
+and loads and falls back to the one before it (run/setup.py resume_point). A failed write (disk full) removes
 its partial folder and raises CheckpointWriteError; the previous checkpoint stays the resume
 point. docs/faults.md has every fault and what the run does.
 

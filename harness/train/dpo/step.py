@@ -62,7 +62,7 @@ class EncodedPairs:
 
 
 def encode_pairs(pairs: list[PreferencePair], tok, render) -> EncodedPairs:
-    """render: anything with a .prompt -> prompt ids, the policy's own (policy_init.make_render:
+    """render: anything with a .prompt -> prompt ids, the policy's own (warmstart.make_render:
     template + model.prompt_suffix), so pairs are scored on the prompts the policy samples from."""
 
     def resp(text: str) -> list[int]:

@@ -19,8 +19,8 @@ from harness.train.core.collect import eval_problems
 from harness.train.core.rundir import RunDir
 from harness.train.eval.evaluate import evaluate
 from harness.train.eval.paired import paired_bootstrap
-from harness.train.run.policy_init import DTYPES, initial_policy, make_render, system_prompt
 from harness.train.run.task_setup import build_task, prepare_task
+from harness.train.run.warmstart import DTYPES, initial_policy, make_render, system_prompt
 
 
 def eval_run(

@@ -1,14 +1,16 @@
 """What every trainer (RL loop, DPO) does before its first step: open the run directory
 (refusing a different config, returning the summary of a finished run) and build the task,
-the initial policy and its prompt renderer."""
+the initial policy and its prompt renderer; and where a rerun resumes (resume_point)."""
 
 from __future__ import annotations
 
 import json
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
@@ -16,11 +18,12 @@ import yaml
 from harness import machine
 from harness.atomic import atomic_write_text
 from harness.config import ConfigError, RunConfig, build_config, dump_config
+from harness.faults import NoReadableCheckpoint, OrphanMetrics
 from harness.rollout import make_backend
 from harness.threads import start_governor
-from harness.train.core.rundir import RunDir
-from harness.train.run.policy_init import initial_policy
+from harness.train.core.rundir import RunDir, verify
 from harness.train.run.task_setup import build_task, prepare_task
+from harness.train.run.warmstart import initial_policy
 
 
 def check_same_config(run: RunDir, cfg: RunConfig) -> None:
@@ -102,3 +105,42 @@ def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     info = prepare_task(cfg, task, tok, render, lambda: make_backend(cfg.rollout, policy, tok))
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     return Setup(device, task, policy, tok, render, pad_id, info)
+
+
+# ----------------------------------------------------------------------------- where a rerun resumes
+def resume_point(run: RunDir, load: Callable[[Path], Any]) -> tuple[Path | None, Any]:
+    """(checkpoint, load(checkpoint)) of the newest usable checkpoint, or (None, None) for a
+    fresh directory. An unreadable checkpoint is renamed unreadable_step_* (kept, never loaded)."""
+    found = run.checkpoints()
+    if not found:
+        steps = run.logged_steps()
+        if steps:
+            aside = sorted(p.name for p in run.ckpt_root.glob("unreadable_step_*")) if run.ckpt_root.is_dir() else []
+            why = f" (unreadable checkpoints set aside: {', '.join(aside)})" if aside else ""
+            raise OrphanMetrics(
+                f"{run.metrics_path} holds steps {steps[0]}..{steps[-1]} but {run.ckpt_root} has no checkpoint to "
+                f"resume them from{why}; refusing to restart at step 0 over them. Restore the checkpoints, or use "
+                "another --out (or delete this directory) to start afresh."
+            )
+        return None, None
+    marker = run.marker()
+    if marker != found[0].name:
+        what = "is missing" if marker is None else f"names {marker!r}"
+        print(f"[harness] {run.ckpt_root}/latest {what}; the newest checkpoint on disk is {found[0].name}", flush=True)
+    for i, ckpt in enumerate(found):
+        reason = verify(ckpt)
+        if reason is None:
+            try:
+                return ckpt, load(ckpt)
+            except Exception as err:  # noqa: BLE001 -- any load failure: try the previous checkpoint
+                reason = f"{type(err).__name__}: {str(err)[:200]}"
+        aside = run.set_aside(ckpt)
+        nxt = f"falling back to {found[i + 1].name}" if i + 1 < len(found) else "no earlier checkpoint is left"
+        print(
+            f"[harness] WARNING: checkpoint {ckpt.name} is unreadable ({reason}); kept as {aside.name}; {nxt}",
+            flush=True,
+        )
+    raise NoReadableCheckpoint(
+        f"no checkpoint in {run.ckpt_root} loads ({', '.join(p.name for p in found)} were set aside as "
+        "unreadable_step_*); refusing to restart at step 0 over this run. Use another --out to start afresh."
+    )

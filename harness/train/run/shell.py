@@ -36,8 +36,7 @@ from harness.train.dpo.step import DPOTrainer
 from harness.train.eval.evaluate import is_eval_step, paired_rise
 from harness.train.rl.step import RLTrainer
 from harness.train.run.eval_cache import eval_at
-from harness.train.run.resume import resume_point
-from harness.train.run.setup import open_run, start_run
+from harness.train.run.setup import open_run, resume_point, start_run
 
 
 def peak_mem_mb() -> float:
