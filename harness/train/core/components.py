@@ -9,16 +9,19 @@ components and never branch on a particular one.
 
 Shapes: B rows, T response length.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
 
-from harness.train.batch import Batch
-from harness.train.run.nonfinite import NonFiniteUpdate, describe
+from harness.models.implicit_prm import ImplicitPRM
+from harness.models.value import ValueModel
+from harness.train.core.batch import Batch
+from harness.train.core.nonfinite import NonFiniteUpdate, describe
 
 
 def adamw(module: nn.Module, lr: float, betas, weight_decay: float | None = None) -> torch.optim.Optimizer:
@@ -57,8 +60,9 @@ class Trained:
 class Component(Trained):
     """A trained auxiliary model giving the objective the input `provides`."""
 
-    def __init__(self, name: str, provides: str, module: nn.Module, optimizer: torch.optim.Optimizer,
-                 scores: bool = True):
+    def __init__(
+        self, name: str, provides: str, module: nn.Module, optimizer: torch.optim.Optimizer, scores: bool = True
+    ):
         super().__init__(name, module, optimizer)
         self.provides = provides
         self.scores = scores  # its output before the update is an input of `advantages` (values, prm_logp)
@@ -74,14 +78,10 @@ class Component(Trained):
 
 
 def _value_model(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
-    from harness.models.value import ValueModel
-
     return ValueModel(policy), cfg.train.critic_lr
 
 
 def _implicit_prm(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
-    from harness.models.implicit_prm import ImplicitPRM
-
     return ImplicitPRM(policy, cfg.rollout.temperature), cfg.objective.prm_lr
 
 
@@ -123,8 +123,10 @@ def build_components(cfg, policy: nn.Module, wanted: list[str], device) -> list[
     out = []
     for provides in wanted:
         if provides not in COMPONENTS:
-            raise ValueError(f"the objective reads component {provides!r}, which no module registered; registered: "
-                             f"{sorted(COMPONENTS)} (harness.train.run.components.register_component)")
+            raise ValueError(
+                f"the objective reads component {provides!r}, which no module registered; registered: "
+                f"{sorted(COMPONENTS)} (harness.train.core.components.register_component)"
+            )
         name, build, scores = COMPONENTS[provides]
         module, lr, *wd = build(cfg, policy)
         module = module.to(device)
@@ -140,7 +142,9 @@ def check_finite(trained: list[Trained], name: str, value: torch.Tensor, where: 
         raise NonFiniteUpdate(f"{msg} {where}".rstrip())
 
 
-def clip_and_step(trained: list[Trained], max_norm: float | None, where: str = "", frozen: tuple[str, ...] = ()) -> float:
+def clip_and_step(
+    trained: list[Trained], max_norm: float | None, where: str = "", frozen: tuple[str, ...] = ()
+) -> float:
     """One optimizer step of every module but those named in `frozen` (train.component_warmup_steps
     freezes the policy): each gradient clipped on its own and checked finite (else NonFiniteUpdate,
     no module stepped); returns the first module's (the policy's) norm."""
