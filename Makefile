@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-all mlflow-ui clean-venv bench bench-venv notebooks notebooks-venv
+.PHONY: venv demo test lint test-all mlflow-ui clean-venv bench bench-venv notebooks notebooks-venv
 
 venv: $(STAMP)
 
@@ -33,6 +33,11 @@ demo: venv
 
 test: venv
 	$(VPY) -m pytest -q $(PYTEST_ARGS)
+
+# ruff's linter and formatter (pyproject.toml [tool.ruff]); `ruff format .` and `ruff check --fix .` repair most.
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Includes the slow end-to-end tests (marked `slow`).
 test-all: venv
@@ -62,7 +67,7 @@ bench: $(BENCH_STAMP)
 # (axes and results as columns, grouped by variant; harness/tracking/experiment.py).
 MLFLOW_PORT ?= 5000
 mlflow-ui: venv
-	@$(VPY) -c "from harness.tracking.experiment import ui_links; from harness.tracking.study_runs import client_for; \
+	@$(VPY) -c "from harness.tracking.experiment import ui_links; from harness.tracking.store import client_for; \
 	print('\n'.join(ui_links(client_for('sqlite:///results/mlflow.db')[0], 'http://127.0.0.1:$(MLFLOW_PORT)')))"
 	$(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --backend-store-uri sqlite:///results/mlflow.db
 

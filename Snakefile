@@ -23,7 +23,7 @@ changes. With `--rerun-triggers mtime` (profiles/default) editing code or this f
 retrains a finished cell; a killed run is resumed by rerunning the same command.
 
 MLflow: experiment `<study>/<scale>`, one run per cell (run name = cell id, one tag per
-axis), nested under the study's run (harness/tracking/study_runs.py). MLFLOW_TRACKING_URI selects a server; otherwise the embedded sqlite store
+axis), nested under the study's run (harness/experiment/study_runs.py). MLFLOW_TRACKING_URI selects a server; otherwise the embedded sqlite store
 results/mlflow.db, created once in `onstart`; writers retry sqlite's "database is locked"
 (harness.tracking.store.retry_locked). `--config mlflow_server=1` starts a local
 `mlflow server` on 127.0.0.1 over the same store for the duration of the workflow instead
@@ -137,7 +137,7 @@ onstart:
                                         OUT / "logs" / "mlflow_server.log")
         MLFLOW_SERVER["proc"] = proc
         os.environ["MLFLOW_TRACKING_URI"] = uri
-    from harness.tracking.study_runs import open_study
+    from harness.experiment.study_runs import open_study
 
     try:  # model-training experiment with its saved view; the study run the cells nest under
         open_study(OUT)

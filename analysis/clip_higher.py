@@ -65,21 +65,35 @@ def drop(cells, key):
 regime = []
 if BASE in ARMS:
     ref = ARMS[BASE]
-    regime += [f"- tokens clipped at the UPPER bound (share, all steps): {F.tail_mean(data, ref, 'clip/frac_high', 1.0).fmt()}",
-               f"- tokens clipped at the lower bound (share, all steps): {F.tail_mean(data, ref, 'clip/frac_low', 1.0).fmt()}",
-               f"- entropy at step 0 / last quarter (nats per token): {first_value(ref, 'entropy').fmt()} / "
-               f"{F.tail_mean(data, ref, 'entropy').fmt()}",
-               f"- groups kept by dynamic sampling per step: {F.tail_mean(data, ref, 'groups/kept', 1.0).fmt()}"]
+    regime += [
+        f"- tokens clipped at the UPPER bound (share, all steps): {F.tail_mean(data, ref, 'clip/frac_high', 1.0).fmt()}",
+        f"- tokens clipped at the lower bound (share, all steps): {F.tail_mean(data, ref, 'clip/frac_low', 1.0).fmt()}",
+        f"- entropy at step 0 / last quarter (nats per token): {first_value(ref, 'entropy').fmt()} / "
+        f"{F.tail_mean(data, ref, 'entropy').fmt()}",
+        f"- groups kept by dynamic sampling per step: {F.tail_mean(data, ref, 'groups/kept', 1.0).fmt()}",
+    ]
     regime += F.rise_lines(data, BASE, ref)
 print("\n".join(regime))
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(16, 4.3), layout="constrained")
 F.rise_panel(axs[0], data, ARMS)
-F.panel(axs[1], data, ARMS, "clip/frac_high", "share of tokens clipped at 1 + ε_high (A > 0)",
-        "upper clip: where clip-higher acts")
-F.panel(axs[2], data, ARMS, "clip/frac_low", "share of tokens clipped at 1 − ε_low (A < 0)",
-        "lower clip (the same bound in both arms)")
+F.panel(
+    axs[1],
+    data,
+    ARMS,
+    "clip/frac_high",
+    "share of tokens clipped at 1 + ε_high (A > 0)",
+    "upper clip: where clip-higher acts",
+)
+F.panel(
+    axs[2],
+    data,
+    ARMS,
+    "clip/frac_low",
+    "share of tokens clipped at 1 − ε_low (A < 0)",
+    "lower clip (the same bound in both arms)",
+)
 top = max(a.get_ylim()[1] for a in axs[1:])
 for ax in axs[1:]:
     ax.set_ylim(0, top)  # shares in [0, 1]; both panels on one scale
@@ -98,8 +112,7 @@ F.save(fig, data, "regime")
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(16, 4.3), layout="constrained")
-F.panel(axs[0], data, ARMS, "entropy", "policy entropy on the rollout tokens (nats per token)",
-        "entropy per arm")
+F.panel(axs[0], data, ARMS, "entropy", "policy entropy on the rollout tokens (nats per token)", "entropy per arm")
 axs[0].set_ylim(bottom=0)
 if BASE in ARMS and HIGH in ARMS:
     cur = F.paired_difference(data, ARMS[HIGH], ARMS[BASE], "entropy")
@@ -111,8 +124,15 @@ if BASE in ARMS and HIGH in ARMS:
     F.integer_steps(axs[1])
 else:
     F.note(axs[1], f"needs arms '{HIGH}' and '{BASE}'")
-F.panel(axs[2], data, ARMS, "reward/accuracy", "fraction of the batch's rollouts correct",
-        "accuracy of the kept (mixed) groups", fraction=True)
+F.panel(
+    axs[2],
+    data,
+    ARMS,
+    "reward/accuracy",
+    "fraction of the batch's rollouts correct",
+    "accuracy of the kept (mixed) groups",
+    fraction=True,
+)
 F.legend(list(axs))
 fig.suptitle(data.title("clip-higher (ε 0.2 / 0.28) vs symmetric (0.2 / 0.2): policy entropy during RL"))
 F.save(fig, data, "entropy")
@@ -125,8 +145,15 @@ F.save(fig, data, "entropy")
 
 # %%
 fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
-F.panel(axs[0], data, ARMS, "eval/pass_at_1", "held-out pass@1 (fraction of prompts, unbiased)",
-        "held-out pass@1", fraction=True)
+F.panel(
+    axs[0],
+    data,
+    ARMS,
+    "eval/pass_at_1",
+    "held-out pass@1 (fraction of prompts, unbiased)",
+    "held-out pass@1",
+    fraction=True,
+)
 F.panel(axs[1], data, ARMS, "length/mean", "mean rollout length (tokens)", "train rollout length")
 F.legend(list(axs))
 fig.suptitle(data.title("held-out pass@1 and rollout length, per clip"))
@@ -138,18 +165,48 @@ F.save(fig, data, "pass_at_1_length")
 # %%
 rows = []
 for arm, cells in ARMS.items():
-    rows.append([arm, first_value(cells, "entropy").fmt(), F.tail_mean(data, cells, "entropy").fmt(),
-                 drop(cells, "entropy").fmt(), F.tail_mean(data, cells, "clip/frac_high", 1.0).fmt(),
-                 F.tail_mean(data, cells, "clip/frac_low", 1.0).fmt(), F.tail_mean(data, cells, "reward/accuracy").fmt(),
-                 F.eval_json_value(data, cells, "eval/pass_at_1").fmt()])
-table = F.markdown_table(["arm", "entropy step 0 (nats)", "entropy last quarter", "change (last quarter − step 0)",
-                          "upper-clip share (all steps)", "lower-clip share", "kept groups' accuracy (last quarter)",
-                          "final held-out pass@1"], rows)
-lines = [f"# {data.name} ({data.scale}): entropy under clip-higher vs a symmetric clip", "",
-         "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
-         f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm. Last quarter = each seed's mean over the "
-         "last quarter of its steps; ± = 95% t-interval half-width.", "", table, "",
-         "Entropy collapse and clip-higher (the paper's effect: clip_higher − symmetric > 0):", ""]
+    rows.append(
+        [
+            arm,
+            first_value(cells, "entropy").fmt(),
+            F.tail_mean(data, cells, "entropy").fmt(),
+            drop(cells, "entropy").fmt(),
+            F.tail_mean(data, cells, "clip/frac_high", 1.0).fmt(),
+            F.tail_mean(data, cells, "clip/frac_low", 1.0).fmt(),
+            F.tail_mean(data, cells, "reward/accuracy").fmt(),
+            F.eval_json_value(data, cells, "eval/pass_at_1").fmt(),
+        ]
+    )
+table = F.markdown_table(
+    [
+        "arm",
+        "entropy step 0 (nats)",
+        "entropy last quarter",
+        "change (last quarter − step 0)",
+        "upper-clip share (all steps)",
+        "lower-clip share",
+        "kept groups' accuracy (last quarter)",
+        "final held-out pass@1",
+    ],
+    rows,
+)
+lines = [
+    f"# {data.name} ({data.scale}): entropy under clip-higher vs a symmetric clip",
+    "",
+    "## Regime (reference arm alone)",
+    "",
+    *regime,
+    "",
+    "## Training",
+    "",
+    f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm. Last quarter = each seed's mean over the "
+    "last quarter of its steps; ± = 95% t-interval half-width.",
+    "",
+    table,
+    "",
+    "Entropy collapse and clip-higher (the paper's effect: clip_higher − symmetric > 0):",
+    "",
+]
 for arm, cells in ARMS.items():
     lines.append("- " + F.verdict(drop(cells, "entropy"), f"{arm}: entropy change, step 0 → last quarter", "nats"))
 if BASE in ARMS and HIGH in ARMS:
@@ -160,8 +217,14 @@ if BASE in ARMS and HIGH in ARMS:
     ev8 = F.last_of(F.paired_series(data, ARMS[HIGH], ARMS[BASE], "eval/pass_at_8"))
     lines.append("- " + F.verdict(ev8, f"held-out pass@8 at the last eval, {HIGH} − {BASE} (exploration kept?)"))
     acc = F.tail_of(F.paired_series(data, ARMS[HIGH], ARMS[BASE], "reward/accuracy"))
-    lines.append("- " + F.verdict(acc, f"accuracy of the kept (mixed) groups, last quarter, {HIGH} − {BASE} "
-                                       "(dynamic sampling: not the policy's accuracy)"))
+    lines.append(
+        "- "
+        + F.verdict(
+            acc,
+            f"accuracy of the kept (mixed) groups, last quarter, {HIGH} − {BASE} "
+            "(dynamic sampling: not the policy's accuracy)",
+        )
+    )
 else:
     lines.append(f"- arms '{HIGH}' and '{BASE}' are not both in this study: no gap computed.")
 lines += F.no_signal_lines(data, ARMS)

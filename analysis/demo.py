@@ -47,10 +47,24 @@ print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(AR
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(16, 4.3), layout="constrained")
 F.rise_panel(axs[0], data, ARMS)
-F.panel(axs[1], data, ARMS, "eval/pass_at_1", "held-out pass@1 (512 prompts x 8 samples)",
-        "held-out pass@1, same prompts and seed at every eval", fraction=True)
-F.panel(axs[2], data, ARMS, "reward/accuracy", "train accuracy (fraction of rollouts correct)",
-        "training rollouts (96 prompts x 8 a step)", fraction=True)
+F.panel(
+    axs[1],
+    data,
+    ARMS,
+    "eval/pass_at_1",
+    "held-out pass@1 (512 prompts x 8 samples)",
+    "held-out pass@1, same prompts and seed at every eval",
+    fraction=True,
+)
+F.panel(
+    axs[2],
+    data,
+    ARMS,
+    "reward/accuracy",
+    "train accuracy (fraction of rollouts correct)",
+    "training rollouts (96 prompts x 8 a step)",
+    fraction=True,
+)
 F.legend(list(axs[1:]))
 fig.suptitle(data.title("GRPO on arithmetic (tiny model, 2 CPU cores): does held-out pass@1 rise?"))
 F.save(fig, data, "learning")

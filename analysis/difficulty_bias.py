@@ -76,9 +76,11 @@ if REF in ARMS:
     n = max(len(ps), 1)
     ext = sum(1 for p in ps if p < P_LOW or p > P_HIGH) / n
     mid = sum(1 for p in ps if 0 < p < 1) / n
-    regime += [f"- training groups of the reference arm: {len(ps)}; with mixed rewards (0 < p < 1): {mid:.3f}; "
-               f"extreme (p < {P_LOW} or p > {P_HIGH}): {ext:.3f}; p = 0: {sum(1 for p in ps if p == 0) / n:.3f}; "
-               f"p = 1: {sum(1 for p in ps if p == 1) / n:.3f}"]
+    regime += [
+        f"- training groups of the reference arm: {len(ps)}; with mixed rewards (0 < p < 1): {mid:.3f}; "
+        f"extreme (p < {P_LOW} or p > {P_HIGH}): {ext:.3f}; p = 0: {sum(1 for p in ps if p == 0) / n:.3f}; "
+        f"p = 1: {sum(1 for p in ps if p == 1) / n:.3f}"
+    ]
     regime += F.rise_lines(data, REF, ARMS[REF])
     fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
     G = max((g["G"] for c in ARMS[REF] for g in data.groups(c)), default=1)
@@ -152,12 +154,18 @@ def closed_form(g, obj, spread=None):
 
 
 GROUPS = {arm: groups_of(cells) for arm, cells in ARMS.items()}
-SPREAD = {arm: batch_spread(GROUPS[arm], objective_of(ARMS[arm]).get("std", "sample"),
-                            objective_of(ARMS[arm]).get("batch_std_of", "reward"))
-          for arm in ARMS if objective_of(ARMS[arm]).get("scale") == "batch_std"}
+SPREAD = {
+    arm: batch_spread(
+        GROUPS[arm], objective_of(ARMS[arm]).get("std", "sample"), objective_of(ARMS[arm]).get("batch_std_of", "reward")
+    )
+    for arm in ARMS
+    if objective_of(ARMS[arm]).get("scale") == "batch_std"
+}
 if not any(GROUPS.values()):
-    print("note: no groups.jsonl in these runs (trained before harness/train/diagnostics/group_stats.py): "
-          "the per-group figures are left empty")
+    print(
+        "note: no groups.jsonl in these runs (trained before harness/train/diagnostics/group_stats.py): "
+        "the per-group figures are left empty"
+    )
 
 # %% [markdown]
 # ## Measured Σ|A| per prompt vs p, against the closed forms
@@ -178,23 +186,50 @@ for ax, (arm, gs) in zip(axs, GROUPS.items()):
         ax.set_title(f"scale = {arm}")
         continue
     G = gs[0]["G"]
-    ax.scatter([g["p"] + rng.uniform(-0.015, 0.015) for g in gs], [g["abs_adv_sum"] for g in gs], s=12, alpha=0.35,
-               color=data.color(arm), lw=0, label=f"measured: a dot per group and step ({len(gs)})")
+    ax.scatter(
+        [g["p"] + rng.uniform(-0.015, 0.015) for g in gs],
+        [g["abs_adv_sum"] for g in gs],
+        s=12,
+        alpha=0.35,
+        color=data.color(arm),
+        lw=0,
+        label=f"measured: a dot per group and step ({len(gs)})",
+    )
     by_p = {}
     for g in gs:
         by_p.setdefault(g["p"], []).append(g["abs_adv_sum"])
     xs = sorted(by_p)
     ax.plot(xs, [sum(by_p[x]) / len(by_p[x]) for x in xs], "x", color="k", ms=7, label="measured mean per p")
-    ax.plot(ps, [2 * G * math.sqrt(p * (1 - p)) for p in ps], "-", color="C3", lw=1.2, label="2G√(p(1−p)) (group std, population)")
+    ax.plot(
+        ps,
+        [2 * G * math.sqrt(p * (1 - p)) for p in ps],
+        "-",
+        color="C3",
+        lw=1.2,
+        label="2G√(p(1−p)) (group std, population)",
+    )
     ax.plot(ps, [2 * G * p * (1 - p) for p in ps], "--", color="C0", lw=1.2, label="2G·p(1−p) (no std)")
     if arm in SPREAD:  # batch std: the closed form depends on the step's batch, so one + per group
         cf = [(g["p"], closed_form(g, obj, SPREAD[arm])) for g in gs]
         cf = [(p, c) for p, c in cf if c is not None]
-        ax.plot([p for p, _ in cf], [c for _, c in cf], "+", color="C2", ms=11, mew=1.5,
-                label="2G·p(1−p)/σ_batch, σ_batch of the group's step")
+        ax.plot(
+            [p for p, _ in cf],
+            [c for _, c in cf],
+            "+",
+            color="C2",
+            ms=11,
+            mew=1.5,
+            label="2G·p(1−p)/σ_batch, σ_batch of the group's step",
+        )
     if obj.get("scale") == "group_std" and obj.get("std") == "sample":
-        ax.plot(ps, [2 * G * math.sqrt(p * (1 - p) * (G - 1) / G) for p in ps], "-.", color="C3", lw=1,
-                label="2G√(p(1−p)(G−1)/G) (group std, sample)")
+        ax.plot(
+            ps,
+            [2 * G * math.sqrt(p * (1 - p) * (G - 1) / G) for p in ps],
+            "-.",
+            color="C3",
+            lw=1,
+            label="2G√(p(1−p)(G−1)/G) (group std, sample)",
+        )
     ax.set_xlim(-0.04, 1.04)
     ax.set_xlabel("p = k/G (fraction of the prompt's G answers correct)")
     ax.set_ylabel(f"Σ|A_i| over the group's G = {G} answers")
@@ -211,8 +246,16 @@ for arm, gs in GROUPS.items():
             rel.setdefault(g["p"], []).append(g["abs_adv_sum"] / half)
     xs = sorted(rel)
     if xs:
-        ax.plot(xs, [sum(rel[x]) / len(rel[x]) for x in xs], data.marker(arm), color=data.color(arm), mfc="none", mew=1.5,
-                ms=5 + 2.5 * list(GROUPS).index(arm), label=f"{arm} (measured mean per p)")  # nested rings when equal
+        ax.plot(
+            xs,
+            [sum(rel[x]) / len(rel[x]) for x in xs],
+            data.marker(arm),
+            color=data.color(arm),
+            mfc="none",
+            mew=1.5,
+            ms=5 + 2.5 * list(GROUPS).index(arm),
+            label=f"{arm} (measured mean per p)",
+        )  # nested rings when equal
 ax.plot(ps, [2 * math.sqrt(p * (1 - p)) for p in ps], "-", color="C3", lw=1.2, label="2√(p(1−p)) (group std)")
 ax.plot(ps, [4 * p * (1 - p) for p in ps], "--", color="C0", lw=1.2, label="4p(1−p) (no std; batch std)")
 if G_all:
@@ -220,17 +263,23 @@ if G_all:
     p1 = 1 / G
     ratio = (2 * math.sqrt(p1 * (1 - p1))) / (4 * p1 * (1 - p1))
     ax.axvline(p1, color="0.6", lw=0.8)
-    ax.annotate(f"p = 1/{G}: group std gives {ratio:.2f}×\nthe relative weight of no std",
-                (p1, 2 * math.sqrt(p1 * (1 - p1))), xytext=(0.22, 0.12), fontsize=7,
-                arrowprops={"arrowstyle": "->", "color": "0.5"})
+    ax.annotate(
+        f"p = 1/{G}: group std gives {ratio:.2f}×\nthe relative weight of no std",
+        (p1, 2 * math.sqrt(p1 * (1 - p1))),
+        xytext=(0.22, 0.12),
+        fontsize=7,
+        arrowprops={"arrowstyle": "->", "color": "0.5"},
+    )
 ax.set_xlim(-0.04, 1.04)
 ax.set_xlabel("p = k/G")
 ax.set_ylabel("Σ|A| relative to a p = 1/2 prompt (same step)")
 ax.set_title("relative weight of a prompt by its p")
 ax.set_ylim(-0.03, 1.3)
 F.legend(ax, loc="upper center", fontsize=6.5, ncol=2)
-fig.suptitle(f"{data.name} ({data.scale}): advantage mass per prompt group vs its solve rate p, measured vs closed "
-             f"form\n{F.seeds_label(data.n_seeds)} per arm, all steps")
+fig.suptitle(
+    f"{data.name} ({data.scale}): advantage mass per prompt group vs its solve rate p, measured vs closed "
+    f"form\n{F.seeds_label(data.n_seeds)} per arm, all steps"
+)
 F.save(fig, data, "abs_adv_vs_p")
 
 # %% [markdown]
@@ -254,10 +303,22 @@ def extreme_frac_series(cells):
 
 
 fig, axs = plt.subplots(1, 3, figsize=(15, 4.3), layout="constrained")
-F.panel(axs[0], data, ARMS, "grad/share_extreme", "‖g_extreme‖ / (‖g_extreme‖ + ‖g_rest‖)",
-        "gradient-norm share of the extreme groups")
-F.panel(axs[1], data, ARMS, "adv/share_extreme", "Σ|A| of extreme groups / Σ|A| of the batch",
-        "advantage-mass share of the extreme groups")
+F.panel(
+    axs[0],
+    data,
+    ARMS,
+    "grad/share_extreme",
+    "‖g_extreme‖ / (‖g_extreme‖ + ‖g_rest‖)",
+    "gradient-norm share of the extreme groups",
+)
+F.panel(
+    axs[1],
+    data,
+    ARMS,
+    "adv/share_extreme",
+    "Σ|A| of extreme groups / Σ|A| of the batch",
+    "advantage-mass share of the extreme groups",
+)
 drawn = False
 for arm, cells in ARMS.items():
     cur = F.combine(extreme_frac_series(cells))
@@ -272,7 +333,9 @@ F.integer_steps(axs[2])
 for ax in axs:
     ax.set_ylim(-0.02, 1.02)
 F.legend(list(axs))
-fig.suptitle(data.title("how much of each update comes from nearly-always / nearly-never solved prompts, by advantage scale"))
+fig.suptitle(
+    data.title("how much of each update comes from nearly-always / nearly-never solved prompts, by advantage scale")
+)
 F.save(fig, data, "grad_share_extreme")
 
 # %% [markdown]
@@ -291,7 +354,7 @@ for ax, (arm, gs) in zip(axs[0], GROUPS.items()):
         ax.set_title(f"scale = {arm}")
         continue
     steps = sorted({g["step"] for g in gs})
-    thirds = [steps[i * len(steps) // 3:(i + 1) * len(steps) // 3] for i in range(3)]
+    thirds = [steps[i * len(steps) // 3 : (i + 1) * len(steps) // 3] for i in range(3)]
     thirds = [t for t in thirds if t]
     values = sorted({round(g["reward_std"], 3) for g in gs})
     discrete = len(values) <= 20
@@ -305,12 +368,25 @@ for ax, (arm, gs) in zip(axs[0], GROUPS.items()):
         label = f"{name}{span} ({len(vals)} groups)"
         if discrete:  # one bar per possible value
             frac = [sum(round(v, 3) == x for v in vals) / len(vals) for x in values]
-            ax.bar([j + (i - (len(thirds) - 1) / 2) * width for j in range(len(values))], frac, width, color=color,
-                   label=label)
+            ax.bar(
+                [j + (i - (len(thirds) - 1) / 2) * width for j in range(len(values))],
+                frac,
+                width,
+                color=color,
+                label=label,
+            )
             top = max(top, max(frac))
         else:
-            hist = ax.hist(vals, bins=20, range=(0, max(values) or 1), weights=[1 / len(vals)] * len(vals),
-                           histtype="step", lw=1.6, color=color, label=label)
+            hist = ax.hist(
+                vals,
+                bins=20,
+                range=(0, max(values) or 1),
+                weights=[1 / len(vals)] * len(vals),
+                histtype="step",
+                lw=1.6,
+                color=color,
+                label=label,
+            )
             top = max(top, max(hist[0]))
     if discrete:
         G = gs[0]["G"]
@@ -322,18 +398,23 @@ for ax, (arm, gs) in zip(axs[0], GROUPS.items()):
     ax.set_ylabel("fraction of the groups in that third")
     ax.set_title(f"scale = {arm}")
     F.legend(ax, fontsize=6.5, loc="upper center")
-fig.suptitle(f"{data.name} ({data.scale}): distribution of the group reward std over training "
-             f"(std 0 = all-equal group, no signal)\n{F.seeds_label(data.n_seeds)} per arm, pooled")
+fig.suptitle(
+    f"{data.name} ({data.scale}): distribution of the group reward std over training "
+    f"(std 0 = all-equal group, no signal)\n{F.seeds_label(data.n_seeds)} per arm, pooled"
+)
 F.save(fig, data, "group_std_hist")
 
 # %% [markdown]
 # ## Held-out accuracy per difficulty bucket
 
 # %%
-buckets = sorted({k.rsplit("/", 1)[1] for c in data.cells for r in data.metrics(c) for k in r
-                  if k.startswith("eval/pass_at_1/")}, key=lambda b: (["easy", "medium", "hard"] + [b]).index(b))
-fig, axs = plt.subplots(1, max(1, len(buckets)), figsize=(4.6 * max(1, len(buckets)), 4.2), layout="constrained",
-                        squeeze=False)
+buckets = sorted(
+    {k.rsplit("/", 1)[1] for c in data.cells for r in data.metrics(c) for k in r if k.startswith("eval/pass_at_1/")},
+    key=lambda b: (["easy", "medium", "hard"] + [b]).index(b),
+)
+fig, axs = plt.subplots(
+    1, max(1, len(buckets)), figsize=(4.6 * max(1, len(buckets)), 4.2), layout="constrained", squeeze=False
+)
 for ax, b in zip(axs[0], buckets):
     F.panel(ax, data, ARMS, f"eval/pass_at_1/{b}", "held-out pass@1 (fraction of prompts, unbiased)", f"bucket: {b}")
     ax.set_ylim(-0.02, 1.02)
@@ -341,7 +422,9 @@ if buckets:
     F.legend(list(axs[0]))
 else:
     F.note(axs[0][0], "no eval/pass_at_1/<bucket> metrics logged")
-fig.suptitle(data.title("held-out pass@1 per difficulty bucket (operands: easy 2, medium 3, hard 4), by advantage scale"))
+fig.suptitle(
+    data.title("held-out pass@1 per difficulty bucket (operands: easy 2, medium 3, hard 4), by advantage scale")
+)
 F.save(fig, data, "accuracy_by_difficulty")
 
 # %% [markdown]
@@ -408,21 +491,47 @@ def closed_form_error(arm):
 rows = []
 for arm, cells in ARMS.items():
     err, n_cf = closed_form_error(arm)
-    rows.append([arm, mean_over_steps(cells, "grad/share_extreme").fmt(), mean_over_steps(cells, "adv/share_extreme").fmt(),
-                 mean_over_steps(cells, "groups/zero_var_frac").fmt(),
-                 F.eval_json_value(data, cells, "eval/pass_at_1").fmt()]
-                + [F.eval_json_value(data, cells, f"eval/pass_at_1/{b}").fmt() for b in buckets]
-                + [f"{err:.1e} ({n_cf} groups)" if err is not None else "n/a"])
-table = F.markdown_table(["arm", "grad-norm share extreme", "Σ|A| share extreme", "zero-var frac", "final pass@1"]
-                         + [f"pass@1 {b}" for b in buckets] + ["max rel. error vs closed form"], rows)
-lines = [f"# {data.name} ({data.scale}): difficulty bias of the group std", "",
-         "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
-         f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm; ± = 95% t-interval half-width.", "", table, "",
-         "Closed forms (exact algebra, a check of the implementation, not an effect): the last column should be "
-         "~1e-6 (adv_eps) for every arm.", "", "Effects (paired by seed):", ""]
+    rows.append(
+        [
+            arm,
+            mean_over_steps(cells, "grad/share_extreme").fmt(),
+            mean_over_steps(cells, "adv/share_extreme").fmt(),
+            mean_over_steps(cells, "groups/zero_var_frac").fmt(),
+            F.eval_json_value(data, cells, "eval/pass_at_1").fmt(),
+        ]
+        + [F.eval_json_value(data, cells, f"eval/pass_at_1/{b}").fmt() for b in buckets]
+        + [f"{err:.1e} ({n_cf} groups)" if err is not None else "n/a"]
+    )
+table = F.markdown_table(
+    ["arm", "grad-norm share extreme", "Σ|A| share extreme", "zero-var frac", "final pass@1"]
+    + [f"pass@1 {b}" for b in buckets]
+    + ["max rel. error vs closed form"],
+    rows,
+)
+lines = [
+    f"# {data.name} ({data.scale}): difficulty bias of the group std",
+    "",
+    "## Regime (reference arm alone)",
+    "",
+    *regime,
+    "",
+    "## Training",
+    "",
+    f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm; ± = 95% t-interval half-width.",
+    "",
+    table,
+    "",
+    "Closed forms (exact algebra, a check of the implementation, not an effect): the last column should be "
+    "~1e-6 (adv_eps) for every arm.",
+    "",
+    "Effects (paired by seed):",
+    "",
+]
 if "group_std" in ARMS and "none" in ARMS:
-    for key, what in (("grad/share_extreme", "gradient-norm share of extreme groups"),
-                      ("adv/share_extreme", "advantage-mass share of extreme groups")):
+    for key, what in (
+        ("grad/share_extreme", "gradient-norm share of extreme groups"),
+        ("adv/share_extreme", "advantage-mass share of extreme groups"),
+    ):
         d = F.tail_of(F.paired_series(data, ARMS["group_std"], ARMS["none"], key), frac=1.0)
         lines.append("- " + F.verdict(d, f"{what}, group_std − none (mean over steps)"))
     for b in ["", *buckets]:
@@ -435,7 +544,9 @@ if "group_std" in ARMS and "none" in ARMS:
                 z = F.eval_json_value(data, [none_by_seed[c.get("seed")]], key)
                 if a.n and z.n:
                     per_seed.append(a.mean - z.mean)
-        lines.append("- " + F.verdict(F.final(per_seed), f"final pass@1{' (' + b + ')' if b else ''}, group_std − none"))
+        lines.append(
+            "- " + F.verdict(F.final(per_seed), f"final pass@1{' (' + b + ')' if b else ''}, group_std − none")
+        )
 else:
     lines.append("- arms 'group_std' and 'none' are both needed for the paired comparison.")
 lines += F.no_signal_lines(data, ARMS)

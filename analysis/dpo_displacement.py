@@ -77,6 +77,7 @@ def last_change(cells, key):
 # length, and the pairs' count. Then, on `dpo` alone, whether DPO does what it is for: the
 # margin grows on the pairs it trains on; and held-out pass@1 before and after.
 
+
 # %%
 def pair_stats(cell):
     path = data.run_dir(cell) / "pairs.jsonl"
@@ -85,10 +86,10 @@ def pair_stats(cell):
     shares, sims, n = [], [], 0
     for line in path.read_text().splitlines():
         p = json.loads(line)
-        w, l = p["chosen"], p["rejected"]
-        common = next((i for i, (a, b) in enumerate(zip(w, l)) if a != b), min(len(w), len(l)))
-        shares.append(common / max(len(w), 1))
-        sims.append(difflib.SequenceMatcher(None, w, l, autojunk=False).ratio())
+        chosen, rejected = p["chosen"], p["rejected"]
+        common = next((i for i, (a, b) in enumerate(zip(chosen, rejected)) if a != b), min(len(chosen), len(rejected)))
+        shares.append(common / max(len(chosen), 1))
+        sims.append(difflib.SequenceMatcher(None, chosen, rejected, autojunk=False).ratio())
         n += 1
     return {"n": n, "shares": shares, "sims": sims}
 
@@ -97,16 +98,21 @@ STATS = {c["id"]: pair_stats(c) for c in data.cells}
 all_sims = [x for s in STATS.values() if s for x in s["sims"]]
 regime = []
 if all_sims:
+
     def per_run(what):
         return F.final([sum(s[what]) / len(s[what]) for s in STATS.values() if s and s[what]])
 
-    regime.append(f"- similarity of chosen and rejected (difflib ratio, mean over pairs, per run): {per_run('sims').fmt()}")
-    regime.append(f"- common prefix, share of the chosen answer's length (mean over pairs, per run): "
-                  f"{per_run('shares').fmt()}")
+    regime.append(
+        f"- similarity of chosen and rejected (difflib ratio, mean over pairs, per run): {per_run('sims').fmt()}"
+    )
+    regime.append(
+        f"- common prefix, share of the chosen answer's length (mean over pairs, per run): {per_run('shares').fmt()}"
+    )
     regime.append(f"- pairs per run: {F.final([s['n'] for s in STATS.values() if s]).fmt()}")
 if BASE in ARMS:
-    regime.append(f"- {BASE}: margin at the last eval (β × nats): "
-                  f"{F.last_value(data, ARMS[BASE], 'eval/pairs/margin').fmt()}")
+    regime.append(
+        f"- {BASE}: margin at the last eval (β × nats): {F.last_value(data, ARMS[BASE], 'eval/pairs/margin').fmt()}"
+    )
     regime += F.rise_lines(data, BASE, ARMS[BASE])
 print("\n".join(regime))
 
@@ -140,8 +146,14 @@ for ax, arm in zip(axs[:2], (BASE, RPO)):
         continue
     for which, style in (("chosen", "-"), ("rejected", "--")):
         cur = F.combine(common_steps(change_series(ARMS[arm], KEYS[which])))
-        F.plot_curve(ax, cur, f"{which} answers", "C2" if which == "chosen" else "C3", style=style,
-                     marker="o" if which == "chosen" else "s")
+        F.plot_curve(
+            ax,
+            cur,
+            f"{which} answers",
+            "C2" if which == "chosen" else "C3",
+            style=style,
+            marker="o" if which == "chosen" else "s",
+        )
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel(F.X_STEP + "; 3 epochs over the pairs")
     ax.set_ylabel("change of mean log π(answer) since step 0\n(nats per answer)")
@@ -153,8 +165,13 @@ hi = max(ax.get_ylim()[1] for ax in axs[:2])
 for ax in axs[:2]:
     ax.set_ylim(lo, hi)  # the two arms on one scale
 for arm, cells in ARMS.items():
-    F.plot_curve(axs[2], F.combine(common_steps(F.seed_series(data, cells, "eval/pairs/margin"))), arm,
-                 data.color(arm), marker=data.marker(arm))
+    F.plot_curve(
+        axs[2],
+        F.combine(common_steps(F.seed_series(data, cells, "eval/pairs/margin"))),
+        arm,
+        data.color(arm),
+        marker=data.marker(arm),
+    )
 axs[2].axhline(0, color="k", lw=0.8)
 axs[2].set_xlabel(F.X_STEP)
 axs[2].set_ylabel("DPO margin β·[Δlog π(y_w) − Δlog π(y_l)]\n(mean over pairs; β × nats)")
@@ -195,27 +212,63 @@ F.save(fig, data, "rpo_minus_dpo")
 # %%
 rows = []
 for arm, cells in ARMS.items():
-    rows.append([arm, last_change(cells, KEYS["chosen"]).fmt(), last_change(cells, KEYS["rejected"]).fmt(),
-                 F.last_value(data, cells, "eval/pairs/margin").fmt(),
-                 F.eval_json_value(data, cells, "eval/pass_at_1").fmt()])
-table = F.markdown_table(["arm", "Δ log π(chosen), step 0 → end (nats)", "Δ log π(rejected) (nats)",
-                          "margin at the end (β × nats)", "final held-out pass@1 (eval.json)"], rows)
-lines = [f"# {data.name} ({data.scale}): log-probs of chosen and rejected answers, DPO vs RPO", "",
-         "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
-         f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm; ± = 95% t-interval half-width.", "", table, "",
-         *[x for arm, cells in ARMS.items() if arm != BASE for x in F.rise_lines(data, arm, cells)], "",
-         "Displacement (the chosen answers' log-prob falls while the margin grows):", ""]
+    rows.append(
+        [
+            arm,
+            last_change(cells, KEYS["chosen"]).fmt(),
+            last_change(cells, KEYS["rejected"]).fmt(),
+            F.last_value(data, cells, "eval/pairs/margin").fmt(),
+            F.eval_json_value(data, cells, "eval/pass_at_1").fmt(),
+        ]
+    )
+table = F.markdown_table(
+    [
+        "arm",
+        "Δ log π(chosen), step 0 → end (nats)",
+        "Δ log π(rejected) (nats)",
+        "margin at the end (β × nats)",
+        "final held-out pass@1 (eval.json)",
+    ],
+    rows,
+)
+lines = [
+    f"# {data.name} ({data.scale}): log-probs of chosen and rejected answers, DPO vs RPO",
+    "",
+    "## Regime (reference arm alone)",
+    "",
+    *regime,
+    "",
+    "## Training",
+    "",
+    f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm; ± = 95% t-interval half-width.",
+    "",
+    table,
+    "",
+    *[x for arm, cells in ARMS.items() if arm != BASE for x in F.rise_lines(data, arm, cells)],
+    "",
+    "Displacement (the chosen answers' log-prob falls while the margin grows):",
+    "",
+]
 for arm, cells in ARMS.items():
-    lines.append("- " + F.verdict(last_change(cells, KEYS["chosen"]), f"{arm}: change of log π(chosen), step 0 → end",
-                                  "nats"))
-    lines.append("- " + F.verdict(F.last_value(data, cells, "eval/pairs/margin"), f"{arm}: margin at the end",
-                                  "β × nats"))
+    lines.append(
+        "- " + F.verdict(last_change(cells, KEYS["chosen"]), f"{arm}: change of log π(chosen), step 0 → end", "nats")
+    )
+    lines.append(
+        "- " + F.verdict(F.last_value(data, cells, "eval/pairs/margin"), f"{arm}: margin at the end", "β × nats")
+    )
 if BASE in ARMS and RPO in ARMS:
     for what in ("chosen", "rejected"):
         d = F.last_of(F.paired_series(data, ARMS[RPO], ARMS[BASE], KEYS[what]))
         lines.append("- " + F.verdict(d, f"{RPO} − {BASE}, log π({what}) at the end (same seed)", "nats"))
-    d = F.final([data.final_eval(a).get("eval/pass_at_1", float("nan")) - data.final_eval(b).get("eval/pass_at_1", float("nan"))
-                 for a in ARMS[RPO] for b in ARMS[BASE] if a.get("seed") == b.get("seed")])
+    d = F.final(
+        [
+            data.final_eval(a).get("eval/pass_at_1", float("nan"))
+            - data.final_eval(b).get("eval/pass_at_1", float("nan"))
+            for a in ARMS[RPO]
+            for b in ARMS[BASE]
+            if a.get("seed") == b.get("seed")
+        ]
+    )
     lines.append("- " + F.verdict(d, f"{RPO} − {BASE}, final held-out pass@1 (same seed)"))
 if data.scale == "smoke":
     lines += ["", "Smoke scale: a few steps and 1 seed check the wiring only; no effect can be read from it."]

@@ -62,23 +62,32 @@ regime = []
 if BASE in ARMS:
     ref = ARMS[BASE]
     mixed = F.tail_of([{k: 1 - v for k, v in s.items()} for s in F.seed_series(data, ref, "groups/zero_var_frac")], 1.0)
-    regime += [f"- mixed-reward groups (share of training groups, all steps): {mixed.fmt()}",
-               f"- within-group spread of response length (population std, tokens, all steps): "
-               f"{F.tail_mean(data, ref, 'length/group_std_mean', 1.0).fmt()}",
-               f"- train length of correct / incorrect answers (tokens, all steps): "
-               f"{F.tail_mean(data, ref, 'length/correct', 1.0).fmt()} / {F.tail_mean(data, ref, 'length/incorrect', 1.0).fmt()}",
-               f"- truncated rollouts (share, all steps): {F.tail_mean(data, ref, 'length/truncated_frac', 1.0).fmt()}",
-               f"- end-token share of the gradient weight on wrong / right answers (all steps): "
-               f"{F.tail_mean(data, ref, 'agg/eos_share_incorrect', 1.0).fmt()} / "
-               f"{F.tail_mean(data, ref, 'agg/eos_share_correct', 1.0).fmt()}"]
+    regime += [
+        f"- mixed-reward groups (share of training groups, all steps): {mixed.fmt()}",
+        f"- within-group spread of response length (population std, tokens, all steps): "
+        f"{F.tail_mean(data, ref, 'length/group_std_mean', 1.0).fmt()}",
+        f"- train length of correct / incorrect answers (tokens, all steps): "
+        f"{F.tail_mean(data, ref, 'length/correct', 1.0).fmt()} / {F.tail_mean(data, ref, 'length/incorrect', 1.0).fmt()}",
+        f"- truncated rollouts (share, all steps): {F.tail_mean(data, ref, 'length/truncated_frac', 1.0).fmt()}",
+        f"- end-token share of the gradient weight on wrong / right answers (all steps): "
+        f"{F.tail_mean(data, ref, 'agg/eos_share_incorrect', 1.0).fmt()} / "
+        f"{F.tail_mean(data, ref, 'agg/eos_share_correct', 1.0).fmt()}",
+    ]
     regime += F.rise_lines(data, BASE, ref)
 print("\n".join(regime))
 
 # %%
 fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
 F.rise_panel(axs[0], data, ARMS)
-F.panel(axs[1], data, ARMS, "groups/zero_var_frac", "share of training groups with all-equal rewards",
-        "groups with no signal (all right or all wrong)", fraction=True)
+F.panel(
+    axs[1],
+    data,
+    ARMS,
+    "groups/zero_var_frac",
+    "share of training groups with all-equal rewards",
+    "groups with no signal (all right or all wrong)",
+    fraction=True,
+)
 F.legend(list(axs))
 fig.suptitle(data.title("regime: every arm learns, and most groups carry a signal"))
 F.save(fig, data, "regime")
@@ -99,12 +108,33 @@ if PROBE:
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(15, 4.3), layout="constrained")
-F.panel(axs[0], data, ARMS, "length/correct", "mean length of correct responses (tokens)",
-        "train rollouts: CORRECT responses", empty="no correct training rollout at any logged step")
-F.panel(axs[1], data, ARMS, "length/incorrect", "mean length of incorrect responses (tokens)",
-        "train rollouts: INCORRECT responses", empty="no incorrect training rollout at any logged step")
-F.panel(axs[2], data, ARMS, "reward/accuracy", "train accuracy (fraction of rollouts correct)",
-        "train accuracy (compare lengths at matched accuracy)", fraction=True)
+F.panel(
+    axs[0],
+    data,
+    ARMS,
+    "length/correct",
+    "mean length of correct responses (tokens)",
+    "train rollouts: CORRECT responses",
+    empty="no correct training rollout at any logged step",
+)
+F.panel(
+    axs[1],
+    data,
+    ARMS,
+    "length/incorrect",
+    "mean length of incorrect responses (tokens)",
+    "train rollouts: INCORRECT responses",
+    empty="no incorrect training rollout at any logged step",
+)
+F.panel(
+    axs[2],
+    data,
+    ARMS,
+    "reward/accuracy",
+    "train accuracy (fraction of rollouts correct)",
+    "train accuracy (compare lengths at matched accuracy)",
+    fraction=True,
+)
 F.legend(list(axs))
 fig.suptitle(data.title("response length by correctness on the training rollouts, per aggregation"))
 F.save(fig, data, "lengths_train")
@@ -114,12 +144,33 @@ F.save(fig, data, "lengths_train")
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(15, 4.3), layout="constrained")
-F.panel(axs[0], data, ARMS, "eval/length/correct", "mean length of correct responses (tokens)",
-        "held-out eval: CORRECT responses", empty="no correct eval response at any eval step")
-F.panel(axs[1], data, ARMS, "eval/length/incorrect", "mean length of incorrect responses (tokens)",
-        "held-out eval: INCORRECT responses", empty="no incorrect eval response at any eval step")
-F.panel(axs[2], data, ARMS, "eval/pass_at_1", "held-out pass@1 (fraction of prompts, unbiased)",
-        "held-out pass@1 (compare lengths at matched accuracy)", fraction=True)
+F.panel(
+    axs[0],
+    data,
+    ARMS,
+    "eval/length/correct",
+    "mean length of correct responses (tokens)",
+    "held-out eval: CORRECT responses",
+    empty="no correct eval response at any eval step",
+)
+F.panel(
+    axs[1],
+    data,
+    ARMS,
+    "eval/length/incorrect",
+    "mean length of incorrect responses (tokens)",
+    "held-out eval: INCORRECT responses",
+    empty="no incorrect eval response at any eval step",
+)
+F.panel(
+    axs[2],
+    data,
+    ARMS,
+    "eval/pass_at_1",
+    "held-out pass@1 (fraction of prompts, unbiased)",
+    "held-out pass@1 (compare lengths at matched accuracy)",
+    fraction=True,
+)
 F.legend(list(axs))
 fig.suptitle(data.title("response length by correctness on held-out prompts, per aggregation"))
 F.save(fig, data, "lengths_eval")
@@ -132,10 +183,24 @@ F.save(fig, data, "lengths_eval")
 
 # %%
 fig, axs = plt.subplots(1, 3, figsize=(15, 4.3), layout="constrained")
-F.panel(axs[0], data, ARMS, "length/truncated_frac", "fraction of rollouts truncated",
-        "train rollouts: truncation rate", fraction=True)
-F.panel(axs[1], data, ARMS, "eval/length/truncated_frac", "fraction of responses truncated",
-        "held-out eval: truncation rate", fraction=True)
+F.panel(
+    axs[0],
+    data,
+    ARMS,
+    "length/truncated_frac",
+    "fraction of rollouts truncated",
+    "train rollouts: truncation rate",
+    fraction=True,
+)
+F.panel(
+    axs[1],
+    data,
+    ARMS,
+    "eval/length/truncated_frac",
+    "fraction of responses truncated",
+    "held-out eval: truncation rate",
+    fraction=True,
+)
 F.panel(axs[2], data, ARMS, "entropy", "policy entropy (nats per token)", "policy entropy on the rollout tokens")
 F.legend(list(axs))
 fig.suptitle(data.title("truncation rate and entropy, per aggregation"))
@@ -151,8 +216,10 @@ F.save(fig, data, "truncation_entropy")
 others = [a for a in ARMS if a != BASE]
 fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
 drawn = False
-for ax, key, where in ((axs[0], "length/incorrect", "train rollouts"),
-                       (axs[1], "eval/length/incorrect", "held-out eval")):
+for ax, key, where in (
+    (axs[0], "length/incorrect", "train rollouts"),
+    (axs[1], "eval/length/incorrect", "held-out eval"),
+):
     for arm in others if BASE in ARMS else []:
         cur = F.paired_difference(data, ARMS[BASE], ARMS[arm], key)
         F.plot_curve(ax, cur, f"{BASE} − {arm}", data.color(arm), marker=data.marker(arm))  # seeds thin, mean bold
@@ -177,25 +244,53 @@ F.save(fig, data, "incorrect_length_gap")
 # %%
 rows = []
 for arm, cells in ARMS.items():
-    rows.append([arm,
-                 F.tail_mean(data, cells, "length/correct").fmt(),
-                 F.tail_mean(data, cells, "length/incorrect").fmt(),
-                 F.tail_mean(data, cells, "reward/accuracy").fmt(),
-                 F.tail_mean(data, cells, "length/truncated_frac").fmt(),
-                 F.tail_mean(data, cells, "entropy").fmt(),
-                 F.tail_mean(data, cells, "groups/zero_var_frac", frac=1.0).fmt(),
-                 F.eval_json_value(data, cells, "eval/pass_at_1").fmt(),
-                 F.eval_json_value(data, cells, "eval/length/correct").fmt(),
-                 F.eval_json_value(data, cells, "eval/length/incorrect").fmt()])
+    rows.append(
+        [
+            arm,
+            F.tail_mean(data, cells, "length/correct").fmt(),
+            F.tail_mean(data, cells, "length/incorrect").fmt(),
+            F.tail_mean(data, cells, "reward/accuracy").fmt(),
+            F.tail_mean(data, cells, "length/truncated_frac").fmt(),
+            F.tail_mean(data, cells, "entropy").fmt(),
+            F.tail_mean(data, cells, "groups/zero_var_frac", frac=1.0).fmt(),
+            F.eval_json_value(data, cells, "eval/pass_at_1").fmt(),
+            F.eval_json_value(data, cells, "eval/length/correct").fmt(),
+            F.eval_json_value(data, cells, "eval/length/incorrect").fmt(),
+        ]
+    )
 table = F.markdown_table(
-    ["arm", "train len correct (tok)", "train len incorrect (tok)", "train accuracy", "truncated frac", "entropy (nats)",
-     "zero-var groups (all steps)", "final eval pass@1", "final eval len correct", "final eval len incorrect"], rows)
+    [
+        "arm",
+        "train len correct (tok)",
+        "train len incorrect (tok)",
+        "train accuracy",
+        "truncated frac",
+        "entropy (nats)",
+        "zero-var groups (all steps)",
+        "final eval pass@1",
+        "final eval len correct",
+        "final eval len incorrect",
+    ],
+    rows,
+)
 
-lines = [f"# {data.name} ({data.scale}): length of correct vs incorrect responses", "",
-         "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
-         f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm. Train columns: mean over the last quarter "
-         "of each seed's steps; eval columns: the final checkpoint (eval.json); ± = 95% t-interval half-width.", "",
-         table, "", "Incorrect-response length gap (the paper's effect is grpo > dr_grpo):", ""]
+lines = [
+    f"# {data.name} ({data.scale}): length of correct vs incorrect responses",
+    "",
+    "## Regime (reference arm alone)",
+    "",
+    *regime,
+    "",
+    "## Training",
+    "",
+    f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm. Train columns: mean over the last quarter "
+    "of each seed's steps; eval columns: the final checkpoint (eval.json); ± = 95% t-interval half-width.",
+    "",
+    table,
+    "",
+    "Incorrect-response length gap (the paper's effect is grpo > dr_grpo):",
+    "",
+]
 if BASE in ARMS:
     for arm in others:
         gap_train = F.tail_of(F.paired_series(data, ARMS[BASE], ARMS[arm], "length/incorrect"))

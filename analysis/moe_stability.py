@@ -56,27 +56,55 @@ PROBE = F.load_probe(data)
 arms = data.values("arm")
 for a in arms:
     data.color(str(a))  # one colour per arm, in the study's order, in every figure
-print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {arms}, router noise {noises}, "
-      f"{F.seeds_label(data.n_seeds)}")
-OPTIONAL = ["mismatch/k3_kl", "mismatch/max_abs_dp", "mismatch/ratio_gt2_frac",
-            "router/disagree_rollout_train", "router/disagree_old_new", "clip/frac", "grad/norm_max", "entropy"]
+print(
+    f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {arms}, router noise {noises}, "
+    f"{F.seeds_label(data.n_seeds)}"
+)
+OPTIONAL = [
+    "mismatch/k3_kl",
+    "mismatch/max_abs_dp",
+    "mismatch/ratio_gt2_frac",
+    "router/disagree_rollout_train",
+    "router/disagree_old_new",
+    "clip/frac",
+    "grad/norm_max",
+    "entropy",
+]
 for key in OPTIONAL:
     if not data.has_metric(key):
         print(f"note: no run logged '{key}': its panels are left empty")
 
 
-FRACTIONS = {"reward/mean", "eval/pass_at_1", "mismatch/ratio_gt2_frac", "router/disagree_rollout_train",
-             "router/disagree_old_new"}  # y from 0
+FRACTIONS = {
+    "reward/mean",
+    "eval/pass_at_1",
+    "mismatch/ratio_gt2_frac",
+    "router/disagree_rollout_train",
+    "router/disagree_old_new",
+}  # y from 0
 
 
 def grid(cols, what, width=5.0, height=3.3):
     """A figure with one row per router-noise value and one column per (key, ylabel, title, logy)."""
-    fig, axs = plt.subplots(len(noises), len(cols), figsize=(width * len(cols), height * len(noises) + 0.8),
-                            layout="constrained", squeeze=False)
+    fig, axs = plt.subplots(
+        len(noises),
+        len(cols),
+        figsize=(width * len(cols), height * len(noises) + 0.8),
+        layout="constrained",
+        squeeze=False,
+    )
     for i, nz in enumerate(noises):
         for j, (key, ylabel, title, logy) in enumerate(cols):
-            F.panel(axs[i][j], data, ROWS[nz], key, ylabel, f"{title} — router noise σ = {nz}", logy=logy,
-                    fraction=key in FRACTIONS)
+            F.panel(
+                axs[i][j],
+                data,
+                ROWS[nz],
+                key,
+                ylabel,
+                f"{title} — router noise σ = {nz}",
+                logy=logy,
+                fraction=key in FRACTIONS,
+            )
         F.legend(list(axs[i]), fontsize=6.5)
     fig.suptitle(data.title(what))
     return fig, axs
@@ -94,12 +122,14 @@ for nz in noises:
     if not ref:
         continue
     cfg0 = data.config(ref[0])
-    regime += [f"- σ = {nz}: rollout dtype {cfg0.get('rollout', {}).get('dtype')}, training dtype "
-               f"{cfg0.get('model', {}).get('dtype')}, {cfg0.get('train', {}).get('mini_batches')} mini-batches per rollout",
-               f"- σ = {nz}: rollout–train k3 KL {F.tail_mean(data, ref, 'mismatch/k3_kl', 1.0).fmt()}, tokens with ratio "
-               f"beyond 2x {F.tail_mean(data, ref, 'mismatch/ratio_gt2_frac', 1.0).fmt()}, router disagreement "
-               f"rollout–train {F.tail_mean(data, ref, 'router/disagree_rollout_train', 1.0).fmt()}, old→new "
-               f"{F.tail_mean(data, ref, 'router/disagree_old_new', 1.0).fmt()} (all steps)"]
+    regime += [
+        f"- σ = {nz}: rollout dtype {cfg0.get('rollout', {}).get('dtype')}, training dtype "
+        f"{cfg0.get('model', {}).get('dtype')}, {cfg0.get('train', {}).get('mini_batches')} mini-batches per rollout",
+        f"- σ = {nz}: rollout–train k3 KL {F.tail_mean(data, ref, 'mismatch/k3_kl', 1.0).fmt()}, tokens with ratio "
+        f"beyond 2x {F.tail_mean(data, ref, 'mismatch/ratio_gt2_frac', 1.0).fmt()}, router disagreement "
+        f"rollout–train {F.tail_mean(data, ref, 'router/disagree_rollout_train', 1.0).fmt()}, old→new "
+        f"{F.tail_mean(data, ref, 'router/disagree_old_new', 1.0).fmt()} (all steps)",
+    ]
     regime += F.rise_lines(data, f"grpo (σ = {nz})", ref)
 print("\n".join(regime))
 fig, ax = plt.subplots(figsize=(8, 4.3), layout="constrained")
@@ -125,21 +155,41 @@ if PROBE:
     def stat(lv, key):
         return next((e for e in LV[lv]["stats"] if e["key"] == key), {"mean": float("nan"), "half": float("nan")})
 
-    for key, lab, c in (("mismatch/k3_kl", "trainer's own routing", "tab:red"),
-                        ("replay/mismatch/k3_kl", "rollout routing replayed (R3)", "tab:green")):
+    for key, lab, c in (
+        ("mismatch/k3_kl", "trainer's own routing", "tab:red"),
+        ("replay/mismatch/k3_kl", "rollout routing replayed (R3)", "tab:green"),
+    ):
         es = [stat(lv, key) for lv in levels]
-        axs[0].errorbar(xs, [e["mean"] for e in es], yerr=[e["half"] for e in es], fmt="o-", color=c, capsize=4,
-                        label=lab, mfc="none")
+        axs[0].errorbar(
+            xs,
+            [e["mean"] for e in es],
+            yerr=[e["half"] for e in es],
+            fmt="o-",
+            color=c,
+            capsize=4,
+            label=lab,
+            mfc="none",
+        )
     axs[0].set_yscale("log")
     axs[0].set_xlabel("router-logit noise σ at rollout")
     axs[0].set_ylabel("k3 KL(rollout || train) per token (nats, log)")
     axs[0].set_title("rollout/train mismatch of the same policy")
     axs[0].legend()
-    for key, lab, c in (("tok_ratio/clip_frac", "tokens outside [0.8, 1.2] (GRPO)", "tab:blue"),
-                        ("seq_ratio/clip_frac", "sequences outside [1-3e-4, 1+4e-4] (GSPO)", "tab:orange")):
+    for key, lab, c in (
+        ("tok_ratio/clip_frac", "tokens outside [0.8, 1.2] (GRPO)", "tab:blue"),
+        ("seq_ratio/clip_frac", "sequences outside [1-3e-4, 1+4e-4] (GSPO)", "tab:orange"),
+    ):
         es = [stat(lv, key) for lv in levels]
-        axs[1].errorbar(xs, [e["mean"] for e in es], yerr=[e["half"] for e in es], fmt="s-", color=c, capsize=4,
-                        label=lab, mfc="none")
+        axs[1].errorbar(
+            xs,
+            [e["mean"] for e in es],
+            yerr=[e["half"] for e in es],
+            fmt="s-",
+            color=c,
+            capsize=4,
+            label=lab,
+            mfc="none",
+        )
     axs[1].set_ylim(0, 1.02)
     axs[1].set_xlabel("router-logit noise σ at rollout")
     axs[1].set_ylabel("share clipped by the mismatch alone (0-1)")
@@ -148,25 +198,40 @@ if PROBE:
     pa = PROBE["arms"]
     for j, a in enumerate(pa):
         es = [next(e for e in LV[lv]["change"] if e["a"] == a) for lv in levels]
-        axs[2].errorbar([x + (j - (len(pa) - 1) / 2) * 0.03 for x in xs], [e["mean"] for e in es],
-                        yerr=[e["half"] for e in es], fmt=data.marker(a), color=data.color(a), capsize=3,
-                        label=a, mfc="none")
+        axs[2].errorbar(
+            [x + (j - (len(pa) - 1) / 2) * 0.03 for x in xs],
+            [e["mean"] for e in es],
+            yerr=[e["half"] for e in es],
+            fmt=data.marker(a),
+            color=data.color(a),
+            capsize=3,
+            label=a,
+            mfc="none",
+        )
     axs[2].axhline(0, color="k", lw=0.8)
     axs[2].set_xlabel("router-logit noise σ at rollout")
     axs[2].set_ylabel("change of held-out pass@1 after one update")
     axs[2].set_title("one off-policy update per arm (4 mini-batches)")
     axs[2].legend(fontsize=7)
-    fig.suptitle(data.title("MoE probe: the same policy and batches for every arm, per router-noise level",
-                            f"{PROBE['settings']['batches']} batches per level; error bars: 95% t-interval over batches"))
+    fig.suptitle(
+        data.title(
+            "MoE probe: the same policy and batches for every arm, per router-noise level",
+            f"{PROBE['settings']['batches']} batches per level; error bars: 95% t-interval over batches",
+        )
+    )
     F.save(fig, data, "probe")
 
 # %% [markdown]
 # ## Reward and held-out pass@1
 
 # %%
-fig, _ = grid([("reward/mean", "mean reward of the training rollouts", "train reward", False),
-               ("eval/pass_at_1", "held-out pass@1 (fraction of prompts, unbiased)", "held-out pass@1", False)],
-              "training reward and held-out pass@1 per arm, one row per rollout router noise")
+fig, _ = grid(
+    [
+        ("reward/mean", "mean reward of the training rollouts", "train reward", False),
+        ("eval/pass_at_1", "held-out pass@1 (fraction of prompts, unbiased)", "held-out pass@1", False),
+    ],
+    "training reward and held-out pass@1 per arm, one row per rollout router noise",
+)
 F.save(fig, data, "reward_eval")
 
 # %% [markdown]
@@ -176,8 +241,11 @@ F.save(fig, data, "reward_eval")
 # token cannot be drawn on a log axis and are left out.
 
 # %%
-fig, _ = grid([("clip/frac", "clipped fraction (log scale)", "clip fraction", True)],
-              "clip fraction per arm (log scale), one row per rollout router noise", width=7.5)
+fig, _ = grid(
+    [("clip/frac", "clipped fraction (log scale)", "clip fraction", True)],
+    "clip fraction per arm (log scale), one row per rollout router noise",
+    width=7.5,
+)
 F.save(fig, data, "clip_fraction")
 
 # %% [markdown]
@@ -187,10 +255,14 @@ F.save(fig, data, "clip_fraction")
 # ratio p_train / p_rollout is above 2 or below 1/2.
 
 # %%
-fig, _ = grid([("mismatch/k3_kl", "k3 KL per token (log scale)", "rollout–train KL", True),
-               ("mismatch/max_abs_dp", "max |p_train − p_rollout|", "largest probability gap", False),
-               ("mismatch/ratio_gt2_frac", "share of tokens, ratio > 2 or < 1/2", "extreme ratios", False)],
-              "rollout vs training-engine mismatch per arm, one row per rollout router noise")
+fig, _ = grid(
+    [
+        ("mismatch/k3_kl", "k3 KL per token (log scale)", "rollout–train KL", True),
+        ("mismatch/max_abs_dp", "max |p_train − p_rollout|", "largest probability gap", False),
+        ("mismatch/ratio_gt2_frac", "share of tokens, ratio > 2 or < 1/2", "extreme ratios", False),
+    ],
+    "rollout vs training-engine mismatch per arm, one row per rollout router noise",
+)
 F.save(fig, data, "mismatch")
 
 # %% [markdown]
@@ -200,10 +272,13 @@ F.save(fig, data, "mismatch")
 # share of the old policy's choices that change after the step's update.
 
 # %%
-fig, _ = grid([("router/disagree_rollout_train", "share of expert choices that differ", "router: rollout vs train", False),
-               ("router/disagree_old_new", "share of expert choices that change", "router: before vs after the update",
-                False)],
-              "router disagreement per arm, one row per rollout router noise")
+fig, _ = grid(
+    [
+        ("router/disagree_rollout_train", "share of expert choices that differ", "router: rollout vs train", False),
+        ("router/disagree_old_new", "share of expert choices that change", "router: before vs after the update", False),
+    ],
+    "router disagreement per arm, one row per rollout router noise",
+)
 F.save(fig, data, "router_disagreement")
 
 # %% [markdown]
@@ -216,8 +291,13 @@ F.save(fig, data, "router_disagreement")
 fig, axs = plt.subplots(len(noises), 2, figsize=(11, 3.3 * len(noises) + 0.8), layout="constrained", squeeze=False)
 for i, nz in enumerate(noises):
     ax = axs[i][0]
-    positive = any(v > 0 for cells in ROWS[nz].values() for c in cells
-                   for s in F.seed_series(data, [c], "grad/norm_max") for v in s.values())
+    positive = any(
+        v > 0
+        for cells in ROWS[nz].values()
+        for c in cells
+        for s in F.seed_series(data, [c], "grad/norm_max")
+        for v in s.values()
+    )
     if positive:
         for arm, cells in ROWS[nz].items():
             F.plot_seeds(ax, data, cells, "grad/norm_max", arm, data.color(arm))
@@ -226,14 +306,20 @@ for i, nz in enumerate(noises):
         ax.set_ylabel("max gradient norm in the step (pre-clip, log)")
         F.integer_steps(ax)
     else:
-        F.note(ax, "'grad/norm_max' is 0 at every step (no advantage, no gradient)"
-               if data.has_metric("grad/norm_max") else "'grad/norm_max' not logged by these runs")
+        F.note(
+            ax,
+            "'grad/norm_max' is 0 at every step (no advantage, no gradient)"
+            if data.has_metric("grad/norm_max")
+            else "'grad/norm_max' not logged by these runs",
+        )
     ax.set_title(f"gradient norm, every seed — router noise σ = {nz}")
     F.panel(axs[i][1], data, ROWS[nz], "entropy", "entropy (nats per token)", f"policy entropy — router noise σ = {nz}")
     F.legend(axs[i][0], fontsize=6.5)
     F.legend(axs[i][1], fontsize=6.5)
-fig.suptitle(f"{data.name} ({data.scale}): gradient-norm spikes (each seed) and entropy (mean over seeds, "
-             f"95% t-interval) per arm\n{F.seeds_label(data.n_seeds)} per arm")
+fig.suptitle(
+    f"{data.name} ({data.scale}): gradient-norm spikes (each seed) and entropy (mean over seeds, "
+    f"95% t-interval) per arm\n{F.seeds_label(data.n_seeds)} per arm"
+)
 F.save(fig, data, "grad_norm_entropy")
 
 # %% [markdown]
@@ -255,19 +341,50 @@ def max_over_steps(cells, key):
 rows = []
 for nz in noises:
     for arm, cells in ROWS[nz].items():
-        rows.append([arm, nz, F.tail_mean(data, cells, "reward/mean").fmt(),
-                     F.eval_json_value(data, cells, "eval/pass_at_1").fmt(),
-                     mean_over_steps(cells, "clip/frac").fmt(), mean_over_steps(cells, "mismatch/k3_kl").fmt(),
-                     mean_over_steps(cells, "router/disagree_rollout_train").fmt(),
-                     mean_over_steps(cells, "router/disagree_old_new").fmt(),
-                     max_over_steps(cells, "grad/norm_max").fmt()])
-table = F.markdown_table(["arm", "router noise", "train reward (last quarter)", "final pass@1", "clip frac",
-                          "k3 KL rollout–train", "router disagree rollout–train", "router change old→new",
-                          "max grad norm"], rows)
-lines = [f"# {data.name} ({data.scale}): MoE stability", "",
-         "## Regime (reference arm alone)", "", *regime, "", "## Training", "",
-         f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per cell; ± = 95% t-interval half-width; "
-         "n/a = not logged.", "", table, "", "Comparisons (paired by seed):", ""]
+        rows.append(
+            [
+                arm,
+                nz,
+                F.tail_mean(data, cells, "reward/mean").fmt(),
+                F.eval_json_value(data, cells, "eval/pass_at_1").fmt(),
+                mean_over_steps(cells, "clip/frac").fmt(),
+                mean_over_steps(cells, "mismatch/k3_kl").fmt(),
+                mean_over_steps(cells, "router/disagree_rollout_train").fmt(),
+                mean_over_steps(cells, "router/disagree_old_new").fmt(),
+                max_over_steps(cells, "grad/norm_max").fmt(),
+            ]
+        )
+table = F.markdown_table(
+    [
+        "arm",
+        "router noise",
+        "train reward (last quarter)",
+        "final pass@1",
+        "clip frac",
+        "k3 KL rollout–train",
+        "router disagree rollout–train",
+        "router change old→new",
+        "max grad norm",
+    ],
+    rows,
+)
+lines = [
+    f"# {data.name} ({data.scale}): MoE stability",
+    "",
+    "## Regime (reference arm alone)",
+    "",
+    *regime,
+    "",
+    "## Training",
+    "",
+    f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per cell; ± = 95% t-interval half-width; "
+    "n/a = not logged.",
+    "",
+    table,
+    "",
+    "Comparisons (paired by seed):",
+    "",
+]
 
 
 def paired_final(a_cells, b_cells, key):
@@ -286,17 +403,31 @@ for nz in noises:
     if "grpo" not in row:
         continue
     for arm in [a for a in row if a != "grpo"]:
-        lines.append("- " + F.verdict(paired_final(row[arm], row["grpo"], "eval/pass_at_1"),
-                                      f"σ = {nz}: final pass@1, {arm} − grpo"))
+        lines.append(
+            "- "
+            + F.verdict(paired_final(row[arm], row["grpo"], "eval/pass_at_1"), f"σ = {nz}: final pass@1, {arm} − grpo")
+        )
     if "gspo" in row:
-        lines.append("- " + F.verdict(F.tail_of(F.paired_series(data, row["gspo"], row["grpo"], "clip/frac"), 1.0),
-                                      f"σ = {nz}: clip fraction, gspo − grpo (paper: GSPO clips more)"))
+        lines.append(
+            "- "
+            + F.verdict(
+                F.tail_of(F.paired_series(data, row["gspo"], row["grpo"], "clip/frac"), 1.0),
+                f"σ = {nz}: clip fraction, gspo − grpo (paper: GSPO clips more)",
+            )
+        )
     if "grpo_r3" in row:
-        for key, what in (("mismatch/k3_kl", "rollout–train k3 KL"),
-                          ("router/disagree_rollout_train", "router disagreement rollout–train")):
+        for key, what in (
+            ("mismatch/k3_kl", "rollout–train k3 KL"),
+            ("router/disagree_rollout_train", "router disagreement rollout–train"),
+        ):
             if data.has_metric(key):
-                lines.append("- " + F.verdict(F.tail_of(F.paired_series(data, row["grpo_r3"], row["grpo"], key), 1.0),
-                                              f"σ = {nz}: {what}, grpo_r3 − grpo (R3: lower)"))
+                lines.append(
+                    "- "
+                    + F.verdict(
+                        F.tail_of(F.paired_series(data, row["grpo_r3"], row["grpo"], key), 1.0),
+                        f"σ = {nz}: {what}, grpo_r3 − grpo (R3: lower)",
+                    )
+                )
 if len(noises) > 1 and data.has_metric("mismatch/k3_kl"):
     lo, hi = noises[0], noises[-1]
     for arm in ROWS[hi]:
@@ -305,12 +436,18 @@ if len(noises) > 1 and data.has_metric("mismatch/k3_kl"):
             lines.append("- " + F.verdict(d, f"{arm}: rollout–train k3 KL, router noise {hi} − {lo} (expected higher)"))
 lines += F.no_signal_lines(data, {f"{arm} (σ = {nz})": cells for nz in noises for arm, cells in ROWS[nz].items()})
 if PROBE:
-    lines += ["", f"## Probe ({PROBE['settings']['batches']} batches per noise level, "
-              f"{PROBE['settings']['probe_prompts']} held-out prompts x {PROBE['settings']['probe_samples']}, "
-              f"{PROBE['wall_seconds']:.0f} s)", ""]
+    lines += [
+        "",
+        f"## Probe ({PROBE['settings']['batches']} batches per noise level, "
+        f"{PROBE['settings']['probe_prompts']} held-out prompts x {PROBE['settings']['probe_samples']}, "
+        f"{PROBE['wall_seconds']:.0f} s)",
+        "",
+    ]
     for lv, d in PROBE["summary"]["levels"].items():
         lines.append(f"- σ = {lv}: " + "; ".join(f"{e['key']} {e['mean']:.4g} ± {e['half']:.2g}" for e in d["stats"]))
-        lines.append(f"- σ = {lv}, one update: " + "; ".join(f"{e['a']} {e['key']} {e['mean']:.4g}" for e in d["update"]))
+        lines.append(
+            f"- σ = {lv}, one update: " + "; ".join(f"{e['a']} {e['key']} {e['mean']:.4g}" for e in d["update"])
+        )
         for e in d["pairs"]:
             lines.append("- " + F.probe_verdict(e, f"σ = {lv}: pass@1 after one update, {e['a']} − {e['b']}"))
 missing = [k for k in OPTIONAL if not data.has_metric(k)]

@@ -78,6 +78,7 @@ print("\n".join(regime))
 # %% [markdown]
 # ## pass@k against k, all prompts and per difficulty bucket
 
+
 # %%
 def draw_passk(ax, bucket, title):
     if not CELLS or not KS:
@@ -86,8 +87,9 @@ def draw_passk(ax, bucket, title):
         return
     for which, style, color, label in (("init", "--", "0.35", "warm start"), ("rl", "-", "C0", "grpo policy")):
         series = [passk(c, which, bucket) for c in CELLS]
-        F.plot_curve(ax, F.combine([s for s in series if s]), label, color, style=style,
-                     marker="s" if which == "init" else "o")
+        F.plot_curve(
+            ax, F.combine([s for s in series if s]), label, color, style=style, marker="s" if which == "init" else "o"
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(KS, [str(k) for k in KS])
     ax.set_ylim(0, 1.02)
@@ -119,8 +121,9 @@ if CELLS and KS:
         d = [ev[f"delta/pass_at_{k}"] for k in ks]
         lo = [ev[f"delta/pass_at_{k}"] - ev[f"delta/pass_at_{k}/ci95"][0] for k in ks]
         hi = [ev[f"delta/pass_at_{k}/ci95"][1] - ev[f"delta/pass_at_{k}"] for k in ks]
-        ax.errorbar(xs, d, yerr=[lo, hi], fmt="-o", color=f"C{j}", capsize=3, ms=4, mfc="none", lw=1,
-                    label=f"seed {seed_of(c)}")
+        ax.errorbar(
+            xs, d, yerr=[lo, hi], fmt="-o", color=f"C{j}", capsize=3, ms=4, mfc="none", lw=1, label=f"seed {seed_of(c)}"
+        )
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xscale("log", base=2)
     ax.set_xticks(KS, [str(k) for k in KS])
@@ -130,8 +133,12 @@ else:
 ax.set_xlabel("k (samples per prompt; log scale)")
 ax.set_ylabel("pass@k, grpo policy minus warm start\n(same prompts and sampling seed)")
 ax.set_title("where RL wins (> 0) and where it loses (< 0)")
-fig.suptitle(data.title("pass@k difference, RL − warm start, per seed with bootstrap 95% intervals over prompts",
-                        note=f"n={len(CELLS)} seed{'s' if len(CELLS) != 1 else ''}, each drawn"))
+fig.suptitle(
+    data.title(
+        "pass@k difference, RL − warm start, per seed with bootstrap 95% intervals over prompts",
+        note=f"n={len(CELLS)} seed{'s' if len(CELLS) != 1 else ''}, each drawn",
+    )
+)
 F.save(fig, data, "passk_delta")
 
 # %% [markdown]
@@ -150,27 +157,43 @@ for k in KS:
             per_seed.append(f"{ev[f'delta/pass_at_{k}']:+.3f} [{lo:+.3f}, {hi:+.3f}]")
     rows.append([str(k), init.fmt(), rl.fmt(), "; ".join(per_seed)])
 table = F.markdown_table(["k", "warm start pass@k", "grpo pass@k", "RL − warm start per seed (bootstrap 95% CI)"], rows)
-lines = [f"# {data.name} ({data.scale}): pass@k vs k, warm start vs RL", "",
-         "## Regime (reference arm alone)", "", *regime, "", "## pass@k", "",
-         f"{len(CELLS)} policies (one per seed); ± = 95% t-interval over seeds.", "", table, "",
-         "The paper's effect: RL above the warm start at k = 1, at or below it at large k:", ""]
+lines = [
+    f"# {data.name} ({data.scale}): pass@k vs k, warm start vs RL",
+    "",
+    "## Regime (reference arm alone)",
+    "",
+    *regime,
+    "",
+    "## pass@k",
+    "",
+    f"{len(CELLS)} policies (one per seed); ± = 95% t-interval over seeds.",
+    "",
+    table,
+    "",
+    "The paper's effect: RL above the warm start at k = 1, at or below it at large k:",
+    "",
+]
 if CELLS and KS:
     for k in (KS[0], KS[-1]):
         d = F.final([data.final_eval(c).get(f"delta/pass_at_{k}", float("nan")) for c in CELLS])
-        lines.append("- " + F.verdict(d, f"pass@{k}, grpo − warm start (mean over seeds of the per-seed paired "
-                                         "difference)"))
+        lines.append(
+            "- " + F.verdict(d, f"pass@{k}, grpo − warm start (mean over seeds of the per-seed paired difference)")
+        )
         sig = [c for c in CELLS if data.final_eval(c).get(f"delta/pass_at_{k}/ci95")]
         above = sum(data.final_eval(c)[f"delta/pass_at_{k}/ci95"][0] > 0 for c in sig)
         below = sum(data.final_eval(c)[f"delta/pass_at_{k}/ci95"][1] < 0 for c in sig)
-        lines.append(f"  - per seed (bootstrap over prompts): {above} of {len(sig)} intervals above 0, "
-                     f"{below} below 0")
+        lines.append(f"  - per seed (bootstrap over prompts): {above} of {len(sig)} intervals above 0, {below} below 0")
     for b in BUCKETS:
-        d = F.final([passk(c, "rl", b).get(KS[-1], float("nan")) - passk(c, "init", b).get(KS[-1], float("nan"))
-                     for c in CELLS])
+        d = F.final(
+            [passk(c, "rl", b).get(KS[-1], float("nan")) - passk(c, "init", b).get(KS[-1], float("nan")) for c in CELLS]
+        )
         lines.append("- " + F.verdict(d, f"{b} prompts, pass@{KS[-1]}, grpo − warm start"))
-    cross = [k for k in KS if F.final([data.final_eval(c).get(f"delta/pass_at_{k}", float("nan"))
-                                       for c in CELLS]).mean <= 0]
-    lines.append(f"- smallest k where the mean difference is <= 0: {cross[0] if cross else 'none up to ' + str(KS[-1])}")
+    cross = [
+        k for k in KS if F.final([data.final_eval(c).get(f"delta/pass_at_{k}", float("nan")) for c in CELLS]).mean <= 0
+    ]
+    lines.append(
+        f"- smallest k where the mean difference is <= 0: {cross[0] if cross else 'none up to ' + str(KS[-1])}"
+    )
 if data.scale == "smoke":
     lines += ["", "Smoke scale: 2 steps and 1 seed check the wiring only; no effect can be read from it."]
 F.write_summary(data, "\n".join(lines))

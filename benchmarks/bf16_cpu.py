@@ -7,6 +7,7 @@ instructions: harness/machine.py bf16_slow_reason, docs/scale.md). A figure, nev
 Prints the CPU, its bf16 instructions, and per size the median of --repeats timings of
 torch.mm(n x n, n x n) in fp32 and in bf16 with their ratio (bf16 / fp32) and spread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,16 +45,20 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     flags = isa_flags()
-    print(f"CPU: {cpu_model()}; ISA: {', '.join(flags) or '-'}; bf16 instructions "
-          f"({' / '.join(BF16_ISA)}): {[f for f in flags if f in BF16_ISA] or 'none'}; torch threads {args.threads}")
+    print(
+        f"CPU: {cpu_model()}; ISA: {', '.join(flags) or '-'}; bf16 instructions "
+        f"({' / '.join(BF16_ISA)}): {[f for f in flags if f in BF16_ISA] or 'none'}; torch threads {args.threads}"
+    )
     print(f"harness warns: {bf16_slow_reason() or 'no'}")
     print(f"{'n':>6} {'fp32 ms':>10} {'bf16 ms':>10} {'bf16/fp32':>10} {'ratio range':>16}")
     for n in args.sizes:
         f32 = time_mm(n, torch.float32, args.repeats, args.budget)
         b16 = time_mm(n, torch.bfloat16, args.repeats, args.budget)
         ratios = [b / f for b, f in zip(b16, f32)]
-        print(f"{n:>6} {statistics.median(f32) * 1e3:>10.3f} {statistics.median(b16) * 1e3:>10.3f} "
-              f"{statistics.median(ratios):>10.0f} {min(ratios):>7.0f}-{max(ratios):<7.0f}")
+        print(
+            f"{n:>6} {statistics.median(f32) * 1e3:>10.3f} {statistics.median(b16) * 1e3:>10.3f} "
+            f"{statistics.median(ratios):>10.0f} {min(ratios):>7.0f}-{max(ratios):<7.0f}"
+        )
 
 
 if __name__ == "__main__":

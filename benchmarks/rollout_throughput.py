@@ -12,6 +12,7 @@ Tokens/s counts generated tokens (EOS included). Engine warm-up is excluded.
     .venv/bin/python benchmarks/rollout_throughput.py                    # tiny-dense and smollm2-135m
     .venv/bin/python benchmarks/rollout_throughput.py --models tiny-dense --threads 1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ CASES = {  # model -> (prompts, group size, max_new_tokens)
 def _prompts(tok, n: int) -> list[list[int]]:
     from harness.models import render_prompt
 
-    return [render_prompt(tok, f"What is {17 * i % 89} + {31 * i % 97}? Answer with a number.\nAnswer:")
-            for i in range(n)]
+    return [
+        render_prompt(tok, f"What is {17 * i % 89} + {31 * i % 97}? Answer with a number.\nAnswer:") for i in range(n)
+    ]
 
 
 def _adam_step(model, batch, pad_id) -> None:
@@ -59,8 +61,8 @@ def _timed_generate(backend, prompts, G, tokens, seed=0):
 
 def bench(name: str, backends: list[str], dtype: str, max_num_seqs: int = 256) -> dict:
     from harness.models import build_model
-    from harness.rollout.hf import HFBackend
     from harness.models.logprobs import response_logprobs
+    from harness.rollout.hf import HFBackend
 
     N, G, T = CASES[name]
     model, tok = build_model(name, seed=0)
@@ -84,8 +86,9 @@ def bench(name: str, backends: list[str], dtype: str, max_num_seqs: int = 256) -
             batch, dt, n = _timed_generate(be, prompts, G, T)
             res.update(vllm_seconds=dt, vllm_tokens=n, vllm_tokens_per_s=n / dt)
             with torch.no_grad():
-                logp, _, _ = response_logprobs(model, batch.prompt_ids, batch.response_ids, batch.response_mask,
-                                               tok.pad_token_id)
+                logp, _, _ = response_logprobs(
+                    model, batch.prompt_ids, batch.response_ids, batch.response_mask, tok.pad_token_id
+                )
             res["sampler_vs_trainer_max_abs_dlogp"] = float((logp - batch.sampler_logp).abs().max())
             syncs = []
             for _ in range(3):

@@ -26,6 +26,7 @@ GRPOTrainer subclass and a callback: rollout_s = `_generate`, score_s = the rest
 rest of the step (forward/backward, clip, optimizer), log_s = `log`. TRL is a
 benchmark-only dependency (requirements-bench.txt); the harness package never imports it.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,10 +45,14 @@ def trl_args(cfg, out_dir: str) -> dict:
     naming the objective knob that TRL cannot reproduce."""
     obj, tr, ro = cfg.objective, cfg.train, cfg.rollout
     unsupported = {
-        "objective.baseline": (obj.baseline, "group_mean"), "objective.clip": (obj.clip, "ppo"),
-        "objective.std": (obj.std, "sample"), "objective.dynamic_sampling": (obj.dynamic_sampling, False),
-        "objective.overlong_buffer": (obj.overlong_buffer, 0), "objective.tis_cap": (obj.tis_cap, None),
-        "objective.entropy_coef": (obj.entropy_coef, 0.0), "train.mini_batches": (tr.mini_batches, 1),
+        "objective.baseline": (obj.baseline, "group_mean"),
+        "objective.clip": (obj.clip, "ppo"),
+        "objective.std": (obj.std, "sample"),
+        "objective.dynamic_sampling": (obj.dynamic_sampling, False),
+        "objective.overlong_buffer": (obj.overlong_buffer, 0),
+        "objective.tis_cap": (obj.tis_cap, None),
+        "objective.entropy_coef": (obj.entropy_coef, 0.0),
+        "train.mini_batches": (tr.mini_batches, 1),
     }
     for key, (value, wanted) in unsupported.items():
         if value != wanted:
@@ -57,24 +62,54 @@ def trl_args(cfg, out_dir: str) -> dict:
     if obj.ratio not in ("token", "sequence"):
         raise ValueError(f"objective.ratio={obj.ratio!r}: TRL has importance_sampling_level token | sequence")
     if obj.kl_coef and (obj.kl_estimator != "k3" or obj.kl_placement != "loss"):
-        raise ValueError(f"objective.kl_estimator={obj.kl_estimator!r} / kl_placement={obj.kl_placement!r}: "
-                         "TRL's beta is the k3 estimator in the loss")
+        raise ValueError(
+            f"objective.kl_estimator={obj.kl_estimator!r} / kl_placement={obj.kl_placement!r}: "
+            "TRL's beta is the k3 estimator in the loss"
+        )
     rows = tr.prompts_per_step * tr.group_size
     micro = tr.micro_batch_size or rows
     accum = rows // micro
     return dict(
-        output_dir=out_dir, use_cpu=True, use_vllm=False, seed=cfg.seed, bf16=False, fp16=False,
+        output_dir=out_dir,
+        use_cpu=True,
+        use_vllm=False,
+        seed=cfg.seed,
+        bf16=False,
+        fp16=False,
         model_init_kwargs={"dtype": cfg.model.dtype},
-        per_device_train_batch_size=micro, gradient_accumulation_steps=accum, steps_per_generation=accum,
-        num_generations=tr.group_size, max_completion_length=ro.max_new_tokens,
-        temperature=ro.temperature, top_p=ro.top_p, top_k=0,
-        learning_rate=tr.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=tr.weight_decay,
-        adam_beta1=tr.betas[0], adam_beta2=tr.betas[1], max_grad_norm=tr.grad_clip or 0.0, optim="adamw_torch",
-        beta=obj.kl_coef, epsilon=obj.eps_low, epsilon_high=obj.eps_high, loss_type=AGG_TO_LOSS[obj.agg],
-        scale_rewards=SCALE_TO_TRL[obj.scale], importance_sampling_level=obj.ratio,
-        num_iterations=tr.inner_epochs, mask_truncated_completions=obj.mask_truncated,
-        max_steps=tr.steps, logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True,
-        shuffle_dataset=False, dataloader_num_workers=0, log_completions=False, remove_unused_columns=False,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=accum,
+        steps_per_generation=accum,
+        num_generations=tr.group_size,
+        max_completion_length=ro.max_new_tokens,
+        temperature=ro.temperature,
+        top_p=ro.top_p,
+        top_k=0,
+        learning_rate=tr.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=tr.weight_decay,
+        adam_beta1=tr.betas[0],
+        adam_beta2=tr.betas[1],
+        max_grad_norm=tr.grad_clip or 0.0,
+        optim="adamw_torch",
+        beta=obj.kl_coef,
+        epsilon=obj.eps_low,
+        epsilon_high=obj.eps_high,
+        loss_type=AGG_TO_LOSS[obj.agg],
+        scale_rewards=SCALE_TO_TRL[obj.scale],
+        importance_sampling_level=obj.ratio,
+        num_iterations=tr.inner_epochs,
+        mask_truncated_completions=obj.mask_truncated,
+        max_steps=tr.steps,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        shuffle_dataset=False,
+        dataloader_num_workers=0,
+        log_completions=False,
+        remove_unused_columns=False,
     )
 
 
@@ -87,29 +122,40 @@ def run_trl(cfg_dict: dict) -> dict:
     from harness.config import build_config
     from harness.models import save_model
     from harness.tasks import make_task
-    from harness.train.rl.collect import step_seed
+    from harness.train.core.collect import step_seed
     from harness.train.run.policy_init import initial_policy
 
     cfg = build_config(cfg_dict)
     tr, T = cfg.train, cfg.rollout.max_new_tokens
     if tr.threads:
         torch.set_num_threads(tr.threads)
-    task = make_task(cfg.task.name, **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
-                     **cfg.task.options)
-    problems = [p for step in range(tr.steps)
-                for p in task.problems(tr.prompts_per_step, seed=step_seed(cfg.seed, step, 0), split="train")]
+    task = make_task(
+        cfg.task.name,
+        **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
+        **cfg.task.options,
+    )
+    problems = [
+        p
+        for step in range(tr.steps)
+        for p in task.problems(tr.prompts_per_step, seed=step_seed(cfg.seed, step, 0), split="train")
+    ]
     by_uid = {p.uid: p for p in problems}
     suffix = cfg.model.prompt_suffix
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": p.prompt + suffix}], "uid": p.uid}
-                              for p in problems])
+    data = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": p.prompt + suffix}], "uid": p.uid} for p in problems]
+    )
 
     work = tempfile.mkdtemp(prefix="trl-grpo-")
     model, tok, render = initial_policy(cfg, torch.device("cpu"))
     folder = str(save_model(model, tok, Path(work) / "policy"))
     del model
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    trl_ids = tok.apply_chat_template([[{"role": "user", "content": problems[0].prompt + suffix}]],
-                                      add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"][0]
+    trl_ids = tok.apply_chat_template(
+        [[{"role": "user", "content": problems[0].prompt + suffix}]],
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+    )["input_ids"][0]
     if list(trl_ids) != render(problems[0]):
         raise RuntimeError(f"TRL's prompt tokens differ from ours: {list(trl_ids)[:20]} vs {render(problems[0])[:20]}")
     eos_ids = {tok.eos_token_id}
@@ -155,21 +201,42 @@ def run_trl(cfg_dict: dict) -> dict:
             recs[cur["step"]]["inner_s"] += time.perf_counter() - cur["t0"]
 
     t0 = time.perf_counter()
-    trainer = TimedGRPOTrainer(model=folder, reward_funcs=verifier_reward, args=GRPOConfig(**trl_args(cfg, work)),
-                               train_dataset=data, processing_class=tok, callbacks=[StepTimer()])
+    trainer = TimedGRPOTrainer(
+        model=folder,
+        reward_funcs=verifier_reward,
+        args=GRPOConfig(**trl_args(cfg, work)),
+        train_dataset=data,
+        processing_class=tok,
+        callbacks=[StepTimer()],
+    )
     setup = time.perf_counter() - t0
     trainer.train()
     per_step = []
     for step in sorted(recs):
         r = recs[step]
         update = r["inner_s"] - r["gen_score_s"]
-        per_step.append({"step": step, "rollout_s": r["rollout_s"], "score_s": r["gen_score_s"] - r["rollout_s"],
-                         "update_s": update, "log_s": r["log_s"], "eval_s": 0.0, "ckpt_s": None,
-                         "step_s": r["inner_s"] + r["log_s"], "tokens": r["tokens"], "reward": r.get("reward")})
+        per_step.append(
+            {
+                "step": step,
+                "rollout_s": r["rollout_s"],
+                "score_s": r["gen_score_s"] - r["rollout_s"],
+                "update_s": update,
+                "log_s": r["log_s"],
+                "eval_s": 0.0,
+                "ckpt_s": None,
+                "step_s": r["inner_s"] + r["log_s"],
+                "tokens": r["tokens"],
+                "reward": r.get("reward"),
+            }
+        )
     import trl
 
-    return {"per_step": per_step, "setup_s": setup, "trl_version": trl.__version__,
-            "trl_args": {k: v for k, v in trl_args(cfg, work).items() if k != "output_dir"}}
+    return {
+        "per_step": per_step,
+        "setup_s": setup,
+        "trl_version": trl.__version__,
+        "trl_args": {k: v for k, v in trl_args(cfg, work).items() if k != "output_dir"},
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -179,8 +246,11 @@ def main(argv: list[str]) -> int:
     try:
         import trl  # noqa: F401
     except ImportError:
-        print("trl is not installed: `make bench` (or .venv/bin/pip install -c requirements.txt "
-              "-r requirements-bench.txt)", file=sys.stderr)
+        print(
+            "trl is not installed: `make bench` (or .venv/bin/pip install -c requirements.txt "
+            "-r requirements-bench.txt)",
+            file=sys.stderr,
+        )
         return 3
     res = run_trl(json.loads(Path(argv[0]).read_text()))
     Path(argv[1]).write_text(json.dumps(res))

@@ -1,14 +1,14 @@
 """Atomic writes, the only place the project writes a file or folder by temp-and-rename: a reader
 (a resuming run, Snakemake, a second process) sees the old content or the new, never a half."""
+
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> None:

@@ -9,6 +9,7 @@
     harness score CONFIG COMPLETIONS.jsonl [dotted.key=value ...]   a dataset task's rewards on given completions
     harness sample-data [--out DIR]                        write the sample GSM8K-format dataset (results/data)
     harness grid STUDY [--scale S] --list | --write-configs DIR   expand a study's grid (harness/experiment/)
+    harness probe STUDY [--scale S] [--regime]             the study's mechanism probe (harness/probes/)
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures, from run folders or MLflow
@@ -23,31 +24,30 @@ checkpoint, NaN with train.nan_policy=stop, no readable checkpoint) is one messa
 status 1; SIGTERM / SIGINT stop `train` at the end of a step, checkpointed, exit 143 / 130
 (docs/faults.md).
 """
+
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
 
+from harness.argtypes import int_list, positive_int
+from harness.atomic import atomic_write_text
+from harness.bench import cli as bench_cli
 from harness.config import ConfigError, ConfigWarning, dump_config, explain_config, load_config
-from harness.train.run.faults import RunFault, StoppedBySignal
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 (got {value})")
-    return value
-
-
-def _int_list(text: str) -> list[int]:
-    """argparse type: "1,8,64" -> [1, 8, 64], each >= 1."""
-    return [positive_int(t.strip()) for t in text.split(",") if t.strip()]
+from harness.experiment import cli as study_cli
+from harness.experiment.study import StudyError
+from harness.faults import RunFault, StoppedBySignal
+from harness.probes import cli as probe_cli
+from harness.tasks import task_from_config
+from harness.tasks.dataset.score_file import ScoreFileError, score_file
+from harness.tasks.sample_data import ROWS, write_samples
+from harness.train import train
+from harness.train.eval.compare import compare_runs, format_comparison
+from harness.train.run.final_eval import eval_run
+from harness.train.run.warmstart import ensure_warm_start
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
@@ -73,63 +73,95 @@ def _add_config_commands(sub) -> None:
 
     p_cfg = sub.add_parser("config", help="print the resolved config")
     _add_config_args(p_cfg)
-    p_cfg.add_argument("--explain", action="store_true", help="print every knob with its doc and the mode that "
-                       "reads it, instead of the YAML")
+    p_cfg.add_argument(
+        "--explain",
+        action="store_true",
+        help="print every knob with its doc and the mode that reads it, instead of the YAML",
+    )
 
     p_ws = sub.add_parser("warmstart", help="build or locate the cached SFT warm start")
     _add_config_args(p_ws)
     p_ws.add_argument("--out", help="also write a JSON {folder, accuracy, ...} here (atomically)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness", description="RL post-training research harness")
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (exit status 2 otherwise)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    _add_config_commands(sub)
-
+def _add_run_dir_commands(sub) -> None:
+    """The commands that read finished run directories: eval, compare."""
     p_eval = sub.add_parser("eval", help="pass@k of a finished run's final checkpoint -> RUN_DIR/eval.json")
     p_eval.add_argument("run_dir")
-    p_eval.add_argument("--n-samples", type=positive_int, default=None,
-                        help="samples per prompt, >= 1 (default: the run's eval.n_samples)")
-    p_eval.add_argument("--num-prompts", type=positive_int, default=None, help=">= 1 (default: the run's eval.num_prompts)")
-    p_eval.add_argument("--vs-initial", action="store_true", help="also eval the starting policy on the same prompts "
-                        "and seed: paired rise of pass@k with a bootstrap 95%% interval over prompts")
+    p_eval.add_argument(
+        "--n-samples",
+        type=positive_int,
+        default=None,
+        help="samples per prompt, >= 1 (default: the run's eval.n_samples)",
+    )
+    p_eval.add_argument(
+        "--num-prompts", type=positive_int, default=None, help=">= 1 (default: the run's eval.num_prompts)"
+    )
+    p_eval.add_argument(
+        "--vs-initial",
+        action="store_true",
+        help="also eval the starting policy on the same prompts "
+        "and seed: paired rise of pass@k with a bootstrap 95%% interval over prompts",
+    )
 
     p_cmp = sub.add_parser("compare", help="run B vs run A prompt by prompt on the evals both saved (paired bootstrap)")
     p_cmp.add_argument("run_a", help="run directory A (the reference)")
     p_cmp.add_argument("run_b", help="run directory B")
-    p_cmp.add_argument("--step", type=int, default=None, help="eval step to compare (default: the last step both saved)")
-    p_cmp.add_argument("--ks", type=_int_list, default=None, help="comma-separated k of pass@k, each <= eval.n_samples "
-                       "(default: the runs' eval.ks)")
+    p_cmp.add_argument(
+        "--step", type=int, default=None, help="eval step to compare (default: the last step both saved)"
+    )
+    p_cmp.add_argument(
+        "--ks",
+        type=int_list,
+        default=None,
+        help="comma-separated k of pass@k, each <= eval.n_samples (default: the runs' eval.ks)",
+    )
     p_cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
-    p_score = sub.add_parser("score", help="score given completions with a dataset task's verifiers and reward "
-                             "functions: one JSON line each on stdout, a summary on stderr")
+
+def _add_data_commands(sub) -> None:
+    """The commands on a dataset task's data: score, sample-data."""
+    p_score = sub.add_parser(
+        "score",
+        help="score given completions with a dataset task's verifiers and reward "
+        "functions: one JSON line each on stdout, a summary on stderr",
+    )
     p_score.add_argument("config", help="run config YAML with task.name=dataset")
     p_score.add_argument("completions", help="JSONL: {completion, uid | row (+ file) | answer, truncated?} per line")
     p_score.add_argument("overrides", nargs="*", help="dotted overrides, e.g. task.reward_workers=0")
 
-    p_sample = sub.add_parser("sample-data", help="write the sample dataset: GSM8K-format word problems "
-                              "(gsm8k_sample/, math_sample/ with \\boxed{} answers), train.jsonl and test.jsonl each")
+    p_sample = sub.add_parser(
+        "sample-data",
+        help="write the sample dataset: GSM8K-format word problems "
+        "(gsm8k_sample/, math_sample/ with \\boxed{} answers), train.jsonl and test.jsonl each",
+    )
     p_sample.add_argument("--out", default="results/data", help="folder to write into (default: results/data)")
     p_sample.add_argument("--rows", type=positive_int, default=None, help="problems in all (default 4000)")
     p_sample.add_argument("--seed", type=int, default=0, help="generator seed (default 0: the shipped sample)")
 
-    # --- experiment layer: grid / tune / summarize (harness/experiment/cli.py) ---
-    from harness.experiment import cli as _study_cli
 
-    _study_cli.add_commands(sub)
-    # --- end experiment layer ---
-    from harness.bench import cli as _bench_cli
-
-    _bench_cli.add_command(sub)
-
+def build_parser() -> argparse.ArgumentParser:
+    """`harness` and every subcommand."""
+    parser = argparse.ArgumentParser(prog="harness", description="RL post-training research harness")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an input error (exit status 2 otherwise)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_config_commands(sub)
+    _add_run_dir_commands(sub)
+    _add_data_commands(sub)
+    study_cli.add_commands(sub)  # grid, tune, summarize, figures, mlflow-sync, reproduce (harness/experiment/cli.py)
+    probe_cli.add_command(sub)
+    bench_cli.add_command(sub)
     for p in sub.choices.values():  # `--debug` after the subcommand too (SUPPRESS: it never resets the global one)
-        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an input error")
+        p.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an input error"
+        )
+    return parser
 
-    args = parser.parse_args(argv)
-    from harness.experiment.study import StudyError
 
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     fmt = warnings.formatwarning
     warnings.formatwarning = _one_line_warning
     try:
@@ -149,81 +181,96 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness.experiment import cli as _study_cli
-    from harness.bench import cli as _bench_cli
-
-    # --- experiment layer ---
-    if args.command in _study_cli.COMMANDS:
-        return _study_cli.run(args)
-    # --- end experiment layer ---
+    if args.command in study_cli.COMMANDS:
+        return study_cli.run(args)
+    if args.command == "probe":
+        return probe_cli.run(args)
     if args.command == "bench":
-        return _bench_cli.run(args)
-    if args.command == "eval":
-        import json
+        return bench_cli.run(args)
+    return COMMANDS[args.command](args)
 
-        from harness.train.eval.final_eval import eval_run
 
-        print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts, args.vs_initial), indent=2))
-        return 0
-    if args.command == "compare":
-        import json
-
-        from harness.train.eval.compare import compare_runs, format_comparison
-
-        result = compare_runs(args.run_a, args.run_b, args.step, args.ks)
-        print(json.dumps(result, indent=2) if args.json else format_comparison(result))
-        return 0
-    if args.command == "sample-data":
-        from harness.tasks.sample_data import ROWS, write_samples
-
-        for path in write_samples(args.out, args.rows or ROWS, args.seed):
-            print(path)
-        return 0
-    cfg = load_config(args.config, args.overrides)
-
-    if args.command == "score":
-        from harness.tasks import task_from_config
-        from harness.tasks.dataset.score_file import ScoreFileError, score_file
-
-        if cfg.task.name != "dataset":
-            raise ConfigError(f"harness score scores a dataset task's completions; {args.config} has task.name="
-                              f"{cfg.task.name!r}, which generates its problems")
-        section = cfg.task.model_copy(update={"data": cfg.task.data.model_copy(
-            update={"max_train_rows": None, "max_eval_rows": None})})  # every row of the files can be named
-        try:
-            score_file(task_from_config(section), args.completions)
-        except ScoreFileError as err:
-            raise ConfigError(str(err)) from None
-        return 0
-    if args.command == "config":
-        print(explain_config(cfg) if args.explain else dump_config(cfg), end="")
-    elif args.command == "warmstart":
-        from harness.train.run.warmstart import ensure_warm_start
-
-        folder = ensure_warm_start(cfg)
-        if args.out:
-            import json
-
-            from harness.atomic import atomic_write_text
-
-            report = json.loads((folder / "warmstart.json").read_text())
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(Path(args.out), json.dumps({"folder": str(folder.resolve()), **report}, indent=2))
-        print(folder)
-    elif args.command == "train":
-        from harness.train import train  # the run shell: the trainer `cfg.trainer` names (rl | dpo)
-
-        # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
-        summary = train(cfg, args.out)
-        fe = summary.get("final_eval", {})
-        ie = summary.get("initial_eval", {})
-        rise = summary.get("paired_rise") or {}
-        ci = (f" (paired rise {rise['delta_pass_at_1']:+.3f}, 95% CI [{rise['ci95'][0]:+.3f}, {rise['ci95'][1]:+.3f}] "
-              f"over {rise['prompts']} prompts)" if rise else "")
-        print(f"[harness] done: eval pass@1 {ie.get('eval/pass_at_1', float('nan')):.3f} -> "
-              f"{fe.get('eval/pass_at_1', float('nan')):.3f}{ci} in {summary.get('wall_seconds', 0):.0f} s; "
-              f"run dir {args.out}")
+def _eval(args: argparse.Namespace) -> int:
+    print(json.dumps(eval_run(args.run_dir, args.n_samples, args.num_prompts, args.vs_initial), indent=2))
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    result = compare_runs(args.run_a, args.run_b, args.step, args.ks)
+    print(json.dumps(result, indent=2) if args.json else format_comparison(result))
+    return 0
+
+
+def _sample_data(args: argparse.Namespace) -> int:
+    for path in write_samples(args.out, args.rows or ROWS, args.seed):
+        print(path)
+    return 0
+
+
+def _score(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)
+    if cfg.task.name != "dataset":
+        raise ConfigError(
+            f"harness score scores a dataset task's completions; {args.config} has task.name="
+            f"{cfg.task.name!r}, which generates its problems"
+        )
+    section = cfg.task.model_copy(
+        update={"data": cfg.task.data.model_copy(update={"max_train_rows": None, "max_eval_rows": None})}
+    )  # every row of the files can be named
+    try:
+        score_file(task_from_config(section), args.completions)
+    except ScoreFileError as err:
+        raise ConfigError(str(err)) from None
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)
+    print(explain_config(cfg) if args.explain else dump_config(cfg), end="")
+    return 0
+
+
+def _warmstart(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)  # a bad config fails before transformers loads
+    folder = ensure_warm_start(cfg)
+    if args.out:
+        report = json.loads((folder / "warmstart.json").read_text())
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(Path(args.out), json.dumps({"folder": str(folder.resolve()), **report}, indent=2))
+    print(folder)
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config, args.overrides)  # a bad config fails before transformers loads
+    # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
+    summary = train(cfg, args.out)
+    fe = summary.get("final_eval", {})
+    ie = summary.get("initial_eval", {})
+    rise = summary.get("paired_rise") or {}
+    ci = (
+        f" (paired rise {rise['delta_pass_at_1']:+.3f}, 95% CI [{rise['ci95'][0]:+.3f}, {rise['ci95'][1]:+.3f}] "
+        f"over {rise['prompts']} prompts)"
+        if rise
+        else ""
+    )
+    print(
+        f"[harness] done: eval pass@1 {ie.get('eval/pass_at_1', float('nan')):.3f} -> "
+        f"{fe.get('eval/pass_at_1', float('nan')):.3f}{ci} in {summary.get('wall_seconds', 0):.0f} s; "
+        f"run dir {args.out}"
+    )
+    return 0
+
+
+COMMANDS = {
+    "eval": _eval,
+    "compare": _compare,
+    "sample-data": _sample_data,
+    "score": _score,
+    "config": _config,
+    "warmstart": _warmstart,
+    "train": _train,
+}
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ than seq_mean_token_sum_norm; `train.max_refill_rounds` without dynamic sampling
 legitimately carries them. A resolved config (a run directory's config.yaml) has every knob
 at a default or a used value, so it loads again silently.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -58,12 +59,20 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from harness.machine import bf16_slow_reason
+from harness.models import MODEL_NAMES, is_moe
+from harness.models.lora import check_lora_targets, meta_model
+from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
 from harness.objective import PRESETS, ObjectiveConfig, inputs_needed
 from harness.objective import knobs as knob_rules
 from harness.objective.config import knob_default
+from harness.objective.explain import explain_objective
 from harness.objective.modes import KnobError
 from harness.objective.plugins import import_plugins
 from harness.objective.presets import preset_trainer
+from harness.tasks import TASK_NAMES, make_task, task_from_config
+from harness.tasks.dataset import check_reference_answers
+from harness.tasks.dataset.read import stat_key
 
 
 class ConfigError(ValueError):
@@ -93,20 +102,34 @@ class LoraSection(_Section):
 
     r: int = Field(16, ge=1, description="rank of each adapter (B A, A: r x in, B: out x r)")
     alpha: float = Field(32.0, gt=0, description="scale: the update is (alpha / r) B A; with alpha = 2r the scale is 2")
-    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on each adapter's input in training forwards; above 0 "
-                           "pi_old's and pi_theta's forwards differ by the dropout mask (ratio != 1 on-policy)")
+    dropout: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="dropout on each adapter's input in training forwards; above 0 "
+        "pi_old's and pi_theta's forwards differ by the dropout mask (ratio != 1 on-policy)",
+    )
     target_modules: str | list[Annotated[str, Field(min_length=1)]] = Field(
-        "all-linear", description="module names the adapters go on (last parts of dotted names, e.g. [q_proj, v_proj]), "
-        "or all-linear (every linear layer but the output head); checked against the model before it loads")
+        "all-linear",
+        description="module names the adapters go on (last parts of dotted names, e.g. [q_proj, v_proj]), "
+        "or all-linear (every linear layer but the output head); checked against the model before it loads",
+    )
 
 
 class ModelSection(_Section):
     name: str = Field("tiny-dense", description="tiny-dense | tiny-moe | smollm2-135m | a local Hugging Face folder")
-    overrides: dict[str, Any] = Field(default_factory=dict, description="config overrides for tiny-* models (e.g. num_hidden_layers)")
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="config overrides for tiny-* models (e.g. num_hidden_layers)"
+    )
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="training precision of the policy")
-    prompt_suffix: str = Field("", description="appended to every task prompt (an answer-format instruction for chat models)")
-    lora: LoraSection | None = Field(None, description="LoRA adapters (r, alpha, dropout, target_modules) instead of full "
-                                     "fine-tuning; null = every weight trains")
+    prompt_suffix: str = Field(
+        "", description="appended to every task prompt (an answer-format instruction for chat models)"
+    )
+    lora: LoraSection | None = Field(
+        None,
+        description="LoRA adapters (r, alpha, dropout, target_modules) instead of full "
+        "fine-tuning; null = every weight trains",
+    )
 
 
 class PassRateDifficulty(_Section):
@@ -115,8 +138,11 @@ class PassRateDifficulty(_Section):
 
     samples: int = Field(8, ge=1, description="samples per prompt (rollout.temperature, rollout.max_new_tokens)")
     edges: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
-        default_factory=lambda: [0.25, 0.75], min_length=1, description="pass-rate edges between buckets, increasing; "
-        "two edges give hard (p < first), medium, easy (p >= second); other counts give buckets named p0.00-0.25, ...")
+        default_factory=lambda: [0.25, 0.75],
+        min_length=1,
+        description="pass-rate edges between buckets, increasing; "
+        "two edges give hard (p < first), medium, easy (p >= second); other counts give buckets named p0.00-0.25, ...",
+    )
 
     @field_validator("edges")
     @classmethod
@@ -129,42 +155,86 @@ class PassRateDifficulty(_Section):
 class DataSection(_Section):
     """task.data: the rows of a dataset task (task.name: dataset; harness/tasks/dataset/, docs/tasks.md)."""
 
-    train: str | list[str] = Field(..., description="file or folder of rows: JSONL/JSON, Parquet, CSV, or a "
-                                   "save_to_disk folder (several paths: one table). verl: data.train_files")
-    eval: str | list[str] | None = Field(None, description="held-out rows (verl: data.val_files); null: split train by "
-                                         "a stable hash of each prompt, eval_fraction held out")
+    train: str | list[str] = Field(
+        ...,
+        description="file or folder of rows: JSONL/JSON, Parquet, CSV, or a "
+        "save_to_disk folder (several paths: one table). verl: data.train_files",
+    )
+    eval: str | list[str] | None = Field(
+        None,
+        description="held-out rows (verl: data.val_files); null: split train by "
+        "a stable hash of each prompt, eval_fraction held out",
+    )
     format: Literal["auto", "json", "parquet", "csv", "arrow"] = Field(
-        "auto", description="file format; auto: from the name (.jsonl .json .parquet .csv .tsv, a folder)")
+        "auto", description="file format; auto: from the name (.jsonl .json .parquet .csv .tsv, a folder)"
+    )
     train_split: str = Field("train", description="the split of train when it is a DatasetDict folder")
     eval_split: str = Field("test", description="the split of eval when it is a DatasetDict folder")
-    eval_fraction: float = Field(0.1, gt=0, lt=1, description="share of the train file's prompts held out when eval "
-                                 "is null (by a sha256 of the prompt: the same prompt always on the same side)")
-    prompt_key: str = Field("prompt", description="the prompt field (dotted path); text, or a list of chat messages "
-                            "{role, content} (verl's parquet, TRL's conversational JSONL). verl: data.prompt_key")
-    prompt_template: str | None = Field(None, description="instead of prompt_key: a template over fields, e.g. "
-                                        "'{question}\n{choices}' ({dotted.path} placeholders; lists one item a line)")
-    answer_key: str = Field("answer", description="the reference answer field (dotted path, e.g. "
-                            "reward_model.ground_truth); verifiers compare completions with it")
-    difficulty_key: str | None = Field(None, description="a field whose value labels each row's difficulty bucket "
-                                       "(eval/pass_at_k/<bucket>, the difficulty-bias study); null: 'all'")
+    eval_fraction: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="share of the train file's prompts held out when eval "
+        "is null (by a sha256 of the prompt: the same prompt always on the same side)",
+    )
+    prompt_key: str = Field(
+        "prompt",
+        description="the prompt field (dotted path); text, or a list of chat messages "
+        "{role, content} (verl's parquet, TRL's conversational JSONL). verl: data.prompt_key",
+    )
+    prompt_template: str | None = Field(
+        None,
+        description="instead of prompt_key: a template over fields, e.g. "
+        "'{question}\n{choices}' ({dotted.path} placeholders; lists one item a line)",
+    )
+    answer_key: str = Field(
+        "answer",
+        description="the reference answer field (dotted path, e.g. "
+        "reward_model.ground_truth); verifiers compare completions with it",
+    )
+    difficulty_key: str | None = Field(
+        None,
+        description="a field whose value labels each row's difficulty bucket "
+        "(eval/pass_at_k/<bucket>, the difficulty-bias study); null: 'all'",
+    )
     difficulty_by_pass_rate: PassRateDifficulty | None = Field(
-        None, description="instead of difficulty_key: buckets from the initial policy's pass rate per prompt")
-    solution_key: str | None = Field(None, description="a worked-solution field: the SFT target of a warm start "
-                                     "(warm_start.pretrained for a pretrained model)")
-    id_key: str | None = Field(None, description="a field holding each row's id: the problem uid is '<train|eval>:<id>' "
-                                "(null: the row's index in its file)")
-    system_prompt: str | None = Field(None, description="system message of every prompt (through the model's chat "
-                                      "template; an error if a row's messages already hold one)")
-    where: dict[str, Any] = Field(default_factory=dict, description="keep only rows whose field (dotted) equals the "
-                                  "value, or one of a list of values, e.g. {difficulty: [easy, medium]}")
-    max_train_rows: int | None = Field(None, ge=1, description="at most this many train rows (a random subset, fixed by "
-                                       "shuffle_seed)")
+        None, description="instead of difficulty_key: buckets from the initial policy's pass rate per prompt"
+    )
+    solution_key: str | None = Field(
+        None,
+        description="a worked-solution field: the SFT target of a warm start "
+        "(warm_start.pretrained for a pretrained model)",
+    )
+    id_key: str | None = Field(
+        None,
+        description="a field holding each row's id: the problem uid is '<train|eval>:<id>' "
+        "(null: the row's index in its file)",
+    )
+    system_prompt: str | None = Field(
+        None,
+        description="system message of every prompt (through the model's chat "
+        "template; an error if a row's messages already hold one)",
+    )
+    where: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keep only rows whose field (dotted) equals the "
+        "value, or one of a list of values, e.g. {difficulty: [easy, medium]}",
+    )
+    max_train_rows: int | None = Field(
+        None, ge=1, description="at most this many train rows (a random subset, fixed by shuffle_seed)"
+    )
     max_eval_rows: int | None = Field(None, ge=1, description="at most this many eval rows (a random subset)")
     shuffle_seed: int = Field(0, description="order of the rows of each split (and so which rows the limits keep)")
     overlap: Literal["error", "drop", "allow"] = Field(
-        "error", description="train and eval files sharing prompts: error (say how many), drop them from train, or allow")
-    check_answers: int = Field(8, ge=0, description="before training, score the first N train rows' reference answers "
-                               "as completions with the reward that defines correct; each must come out correct (0 = off)")
+        "error",
+        description="train and eval files sharing prompts: error (say how many), drop them from train, or allow",
+    )
+    check_answers: int = Field(
+        8,
+        ge=0,
+        description="before training, score the first N train rows' reference answers "
+        "as completions with the reward that defines correct; each must come out correct (0 = off)",
+    )
 
 
 class RewardSection(_Section):
@@ -172,14 +242,23 @@ class RewardSection(_Section):
     A string is short for one: 'gsm8k' = {verifier: gsm8k}, 'my_rewards:fn' = {function: my_rewards:fn}."""
 
     verifier: Literal["math", "gsm8k", "number", "exact", "regex", "choice"] | None = Field(
-        None, description="a built-in verifier: reward 1 if the completion's final answer equals the reference, else 0 "
-        "(harness/tasks/rewards/verifiers.py)")
-    function: str | None = Field(None, description="module.path:function taking (prompt, completion, answer, row) -> "
-                                 "float or {reward, correct} (TRL: reward_funcs; verl: custom_reward_function.path/name)")
-    name: str | None = Field(None, description="logged as reward/<name>; default: the verifier's or the function's name")
+        None,
+        description="a built-in verifier: reward 1 if the completion's final answer equals the reference, else 0 "
+        "(harness/tasks/rewards/verifiers.py)",
+    )
+    function: str | None = Field(
+        None,
+        description="module.path:function taking (prompt, completion, answer, row) -> "
+        "float or {reward, correct} (TRL: reward_funcs; verl: custom_reward_function.path/name)",
+    )
+    name: str | None = Field(
+        None, description="logged as reward/<name>; default: the verifier's or the function's name"
+    )
     weight: float = Field(1.0, description="weight in the total reward (TRL: reward_weights)")
-    options: dict[str, Any] = Field(default_factory=dict, description="verifier options: regex {pattern, group, "
-                                    "ignore_case}, choice {choices}, exact {case_sensitive}")
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="verifier options: regex {pattern, group, ignore_case}, choice {choices}, exact {case_sensitive}",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -190,18 +269,37 @@ class RewardSection(_Section):
 
 
 class TaskSection(_Section):
-    name: str = Field("arithmetic", description="arithmetic | countdown (generated, harness.tasks.TASKS) | dataset (the rows of task.data)")
-    difficulty_mix: dict[str, float] | None = Field(None, description="weight per difficulty bucket, e.g. {easy: 1, hard: 1}")
+    name: str = Field(
+        "arithmetic",
+        description="arithmetic | countdown (generated, harness.tasks.TASKS) | dataset (the rows of task.data)",
+    )
+    difficulty_mix: dict[str, float] | None = Field(
+        None, description="weight per difficulty bucket, e.g. {easy: 1, hard: 1}"
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="other constructor arguments of the task")
     data: DataSection | None = Field(None, description="task.name=dataset: the data files and which fields to read")
-    rewards: list[RewardSection] = Field(default_factory=list, description="task.name=dataset: verifiers and reward "
-                                         "functions, each logged as reward/<name>; the total is their weighted sum")
-    correct: str | None = Field(None, description="the reward (by name) whose verdict is 'correct' for pass@k, "
-                                "reward/accuracy and length/correct; default: the first verifier, else the first reward")
-    reward_timeout: float = Field(5.0, gt=0, description="seconds each reward may take on one completion; over it: "
-                                  "reward 0, not correct, counted in reward/timeouts")
-    reward_workers: int | None = Field(None, ge=0, description="worker processes that score completions (0: the "
-                                       "trainer's process); null: 2 when a reward is math, regex or a function, else 0")
+    rewards: list[RewardSection] = Field(
+        default_factory=list,
+        description="task.name=dataset: verifiers and reward "
+        "functions, each logged as reward/<name>; the total is their weighted sum",
+    )
+    correct: str | None = Field(
+        None,
+        description="the reward (by name) whose verdict is 'correct' for pass@k, "
+        "reward/accuracy and length/correct; default: the first verifier, else the first reward",
+    )
+    reward_timeout: float = Field(
+        5.0,
+        gt=0,
+        description="seconds each reward may take on one completion; over it: "
+        "reward 0, not correct, counted in reward/timeouts",
+    )
+    reward_workers: int | None = Field(
+        None,
+        ge=0,
+        description="worker processes that score completions (0: the "
+        "trainer's process); null: 2 when a reward is math, regex or a function, else 0",
+    )
 
 
 class WarmStartSection(_Section):
@@ -209,10 +307,15 @@ class WarmStartSection(_Section):
     steps: int = Field(300, ge=0, description="SFT optimizer steps")
     batch_size: int = Field(64, ge=1)
     lr: float = Field(3e-3, gt=0)
-    cache_dir: str = Field("results/warmstart", description="checkpoints are cached here, keyed by model+task+SFT settings")
-    pretrained: bool = Field(False, description="also SFT a pretrained model (smollm2-135m or a folder) before RL, on "
-                             "the task's demonstrations (a dataset's task.data.solution_key); off: a pretrained model "
-                             "starts from its own weights")
+    cache_dir: str = Field(
+        "results/warmstart", description="checkpoints are cached here, keyed by model+task+SFT settings"
+    )
+    pretrained: bool = Field(
+        False,
+        description="also SFT a pretrained model (smollm2-135m or a folder) before RL, on "
+        "the task's demonstrations (a dataset's task.data.solution_key); off: a pretrained model "
+        "starts from its own weights",
+    )
 
 
 class RolloutSection(_Section):
@@ -221,17 +324,29 @@ class RolloutSection(_Section):
     top_p: float = Field(1.0, gt=0, le=1)
     max_new_tokens: int = Field(64, ge=1, description="response length cap; a response hitting it is truncated")
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="vllm only (on CPU it is a share of RAM)")
-    dtype: Literal["float32", "bfloat16"] = Field("float32", description="precision of the rollout engine (bf16 vs fp32 training = mismatch)")
-    router_noise: float = Field(0.0, ge=0, description="MoE: std of Gaussian noise added to router logits at rollout only")
+    dtype: Literal["float32", "bfloat16"] = Field(
+        "float32", description="precision of the rollout engine (bf16 vs fp32 training = mismatch)"
+    )
+    router_noise: float = Field(
+        0.0, ge=0, description="MoE: std of Gaussian noise added to router logits at rollout only"
+    )
     stop: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=list, description="stop strings: a response ends after the first one it writes (kept in its "
-        "text; the response counts as finished, not truncated), as at EOS; hf and vllm")
-    max_prompt_tokens: int | None = Field(None, ge=1, description="dataset tasks: prompts longer than this many tokens "
-                                          "(chat template included) are dropped or refused (overlong_prompts); "
-                                          "verl: data.max_prompt_length")
+        default_factory=list,
+        description="stop strings: a response ends after the first one it writes (kept in its "
+        "text; the response counts as finished, not truncated), as at EOS; hf and vllm",
+    )
+    max_prompt_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="dataset tasks: prompts longer than this many tokens "
+        "(chat template included) are dropped or refused (overlong_prompts); "
+        "verl: data.max_prompt_length",
+    )
     overlong_prompts: Literal["drop", "error"] = Field(
-        "drop", description="a prompt over max_prompt_tokens: drop it (the count per split is printed and logged) or "
-        "stop with an error naming the longest (verl: data.filter_overlong_prompts)")
+        "drop",
+        description="a prompt over max_prompt_tokens: drop it (the count per split is printed and logged) or "
+        "stop with an error naming the longest (verl: data.filter_overlong_prompts)",
+    )
 
 
 class TrainSection(_Section):
@@ -242,40 +357,64 @@ class TrainSection(_Section):
     critic_lr: float = Field(1e-3, gt=0, description="PPO value model learning rate (objective.baseline=critic)")
     weight_decay: float = Field(0.0, ge=0)
     betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = Field(
-        (0.9, 0.999), description="AdamW (beta1, beta2), each in [0, 1) (policy and critic optimizers)")
+        (0.9, 0.999), description="AdamW (beta1, beta2), each in [0, 1) (policy and critic optimizers)"
+    )
     inner_epochs: int = Field(1, ge=1, description="K passes over each rollout batch")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per epoch (>1 makes later steps off-policy)")
     micro_batch_size: int | None = Field(None, ge=1, description="rows per forward/backward; None = whole mini-batch")
     old_logp: Literal["recompute", "rollout", "auto"] = Field(
-        "recompute", description="pi_old's log-probs for the ratio when mini_batches/inner_epochs > 1: 'recompute' "
+        "recompute",
+        description="pi_old's log-probs for the ratio when mini_batches/inner_epochs > 1: 'recompute' "
         "them with a no-grad forward of the policy; 'rollout' reuses the sampler's (exact only for an hf rollout in "
         "the policy's dtype, top_p 1, no router noise, no TIS; saves one forward per step); 'auto' = rollout where "
-        "that is exact, else recompute")
-    grad_clip: float | None = Field(1.0, gt=0, description="clip each trained module's gradient to this global L2 "
-                                    "norm before its step; None = no clipping")
-    max_refill_rounds: int = Field(4, ge=0, description="dynamic sampling: extra sampling rounds to refill dropped groups")
+        "that is exact, else recompute",
+    )
+    grad_clip: float | None = Field(
+        1.0,
+        gt=0,
+        description="clip each trained module's gradient to this global L2 norm before its step; None = no clipping",
+    )
+    max_refill_rounds: int = Field(
+        4, ge=0, description="dynamic sampling: extra sampling rounds to refill dropped groups"
+    )
     checkpoint_every: int = Field(5, ge=1, description="checkpoint (and flush metrics) every N steps")
     samples_to_log: int = Field(8, ge=0, description="completions written to samples.jsonl per step")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None = torch default)")
     nan_policy: Literal["stop", "skip_step"] = Field(
-        "stop", description="NaN or inf in a reward, loss or gradient: 'stop' the run naming the step and the tensor "
-        "(checkpoints before it intact), or 'skip_step': skip that step's update and go on (docs/faults.md)")
-    grad_share_every: int = Field(0, ge=0, description="every N steps, measure the gradient-norm share of the extreme "
-                                  "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
-                                  "harness/train/diagnostics/group_stats.py); 0 = off")
-    component_warmup_steps: int = Field(0, ge=0, description="the first N steps train only the trained components "
-                                        "(PRIME's reward model, PPO's critic) on the initial policy's rollouts; the "
-                                        "policy is not updated (verl's trainer.critic_warmup); its steps count in "
-                                        "train.steps")
-    gradient_checkpointing: bool = Field(False, description="activation checkpointing of the policy (transformers' "
-                                         "gradient_checkpointing_enable, use_reentrant=False): each layer's activations "
-                                         "are recomputed in the backward instead of kept; same gradients, less memory, "
-                                         "one more forward per layer")
-    autocast: Literal["bf16"] | None = Field(None, description="mixed precision: the trainer's forwards (update, "
-                                             "pi_old, pi_ref) under torch.autocast in bf16, weights and optimizer state "
-                                             "in fp32 (model.dtype=float32); null = off. The rollout keeps rollout.dtype: "
-                                             "mismatch/* shows the cost. CPUs without avx512_bf16/amx_bf16 run bf16 "
-                                             "matmuls far slower than fp32 (a warning says so)")
+        "stop",
+        description="NaN or inf in a reward, loss or gradient: 'stop' the run naming the step and the tensor "
+        "(checkpoints before it intact), or 'skip_step': skip that step's update and go on (docs/faults.md)",
+    )
+    grad_share_every: int = Field(
+        0,
+        ge=0,
+        description="every N steps, measure the gradient-norm share of the extreme "
+        "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
+        "harness/train/diagnostics/group_stats.py); 0 = off",
+    )
+    component_warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="the first N steps train only the trained components "
+        "(PRIME's reward model, PPO's critic) on the initial policy's rollouts; the "
+        "policy is not updated (verl's trainer.critic_warmup); its steps count in "
+        "train.steps",
+    )
+    gradient_checkpointing: bool = Field(
+        False,
+        description="activation checkpointing of the policy (transformers' "
+        "gradient_checkpointing_enable, use_reentrant=False): each layer's activations "
+        "are recomputed in the backward instead of kept; same gradients, less memory, "
+        "one more forward per layer",
+    )
+    autocast: Literal["bf16"] | None = Field(
+        None,
+        description="mixed precision: the trainer's forwards (update, "
+        "pi_old, pi_ref) under torch.autocast in bf16, weights and optimizer state "
+        "in fp32 (model.dtype=float32); null = off. The rollout keeps rollout.dtype: "
+        "mismatch/* shows the cost. CPUs without avx512_bf16/amx_bf16 run bf16 "
+        "matmuls far slower than fp32 (a warning says so)",
+    )
 
     @field_validator("autocast", mode="before")
     @classmethod
@@ -293,11 +432,14 @@ class EvalSection(_Section):
     n_samples: int = Field(8, ge=1, description="samples per prompt for pass@k")
     ks: list[int] = Field(default_factory=lambda: [1, 8])
     temperature: float = Field(1.0, gt=0)
-    seed: int = Field(0, description="seed of the held-out prompt set: the same prompts for every run seed and "
-                      "every cell, so runs are compared (and paired across seeds) on one set")
+    seed: int = Field(
+        0,
+        description="seed of the held-out prompt set: the same prompts for every run seed and "
+        "every cell, so runs are compared (and paired across seeds) on one set",
+    )
 
     @model_validator(mode="after")
-    def _ks_fit(self) -> "EvalSection":
+    def _ks_fit(self) -> EvalSection:
         bad = [k for k in self.ks if k < 1 or k > self.n_samples]
         if bad:
             raise ValueError(f"eval.ks {bad} must lie in [1, eval.n_samples={self.n_samples}]")
@@ -316,31 +458,54 @@ class DpoSection(_Section):
     The optimizer settings come from `train` (lr, betas, weight_decay, grad_clip,
     checkpoint_every, threads); train.steps, prompts_per_step and group_size are unused."""
 
-    pairs: str = Field("generate", min_length=1, description="'generate': sample the warm-started policy on train-split "
-                       "prompts, correct answer = chosen, wrong = rejected, once (saved to DIR/pairs.jsonl); or the path "
-                       "of a JSONL file with one {prompt, chosen, rejected, difficulty} object per line")
-    num_prompts: int = Field(128, ge=1, description="pairs=generate: train-split prompts to sample (those with no correct "
-                             "or no wrong answer give no pair)")
-    samples_per_prompt: int = Field(8, ge=2, description="pairs=generate: samples per prompt, to find one correct and "
-                                    "one wrong answer")
+    pairs: str = Field(
+        "generate",
+        min_length=1,
+        description="'generate': sample the warm-started policy on train-split "
+        "prompts, correct answer = chosen, wrong = rejected, once (saved to DIR/pairs.jsonl); or the path "
+        "of a JSONL file with one {prompt, chosen, rejected, difficulty} object per line",
+    )
+    num_prompts: int = Field(
+        128,
+        ge=1,
+        description="pairs=generate: train-split prompts to sample (those with no correct "
+        "or no wrong answer give no pair)",
+    )
+    samples_per_prompt: int = Field(
+        8, ge=2, description="pairs=generate: samples per prompt, to find one correct and one wrong answer"
+    )
     batch_size: int = Field(16, ge=1, description="preference pairs per optimizer step")
-    epochs: int = Field(2, ge=1, description="passes over the pairs, reshuffled each epoch; steps = epochs * "
-                        "ceil(pairs / batch_size)")
-    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps in all (None = all "
-                                  "epochs of all rounds)")
-    pairs_per_prompt: int = Field(1, ge=1, description="pairs=generate: up to this many (correct, wrong) pairs per "
-                                  "prompt, each sample used once (<= samples_per_prompt // 2)")
-    rounds: int = Field(1, ge=1, description="iterative DPO/RPO (2404.19733): round r rebuilds the pairs from the "
-                        "policy at its start on fresh prompts, with that policy as the reference; pairs=generate only")
+    epochs: int = Field(
+        2, ge=1, description="passes over the pairs, reshuffled each epoch; steps = epochs * ceil(pairs / batch_size)"
+    )
+    max_steps: int | None = Field(
+        None, ge=1, description="stop after this many optimizer steps in all (None = all epochs of all rounds)"
+    )
+    pairs_per_prompt: int = Field(
+        1,
+        ge=1,
+        description="pairs=generate: up to this many (correct, wrong) pairs per "
+        "prompt, each sample used once (<= samples_per_prompt // 2)",
+    )
+    rounds: int = Field(
+        1,
+        ge=1,
+        description="iterative DPO/RPO (2404.19733): round r rebuilds the pairs from the "
+        "policy at its start on fresh prompts, with that policy as the reference; pairs=generate only",
+    )
 
     @model_validator(mode="after")
-    def _pairs_knobs(self) -> "DpoSection":
+    def _pairs_knobs(self) -> DpoSection:
         if self.pairs_per_prompt > self.samples_per_prompt // 2:
-            raise ValueError(f"dpo.pairs_per_prompt={self.pairs_per_prompt} cannot exceed dpo.samples_per_prompt // 2 "
-                             f"= {self.samples_per_prompt // 2} (a pair uses one correct and one wrong sample)")
+            raise ValueError(
+                f"dpo.pairs_per_prompt={self.pairs_per_prompt} cannot exceed dpo.samples_per_prompt // 2 "
+                f"= {self.samples_per_prompt // 2} (a pair uses one correct and one wrong sample)"
+            )
         if self.rounds > 1 and self.pairs != "generate":
-            raise ValueError(f"dpo.rounds={self.rounds} needs dpo.pairs=generate (each round samples new pairs from "
-                             f"the current policy); a pairs file ({self.pairs!r}) allows rounds=1 only")
+            raise ValueError(
+                f"dpo.rounds={self.rounds} needs dpo.pairs=generate (each round samples new pairs from "
+                f"the current policy); a pairs file ({self.pairs!r}) allows rounds=1 only"
+            )
         return self
 
 
@@ -350,8 +515,10 @@ TRAINERS = ("rl", "dpo")  # harness/train/run/shell.py make_trainer
 class RunConfig(_Section):
     seed: int = Field(0, description="seed of the run: its prompts, samples, mini-batch order and weight init")
     trainer: Literal["rl", "dpo"] = Field(
-        "rl", description="rl: the RL loop (rollouts, advantages, policy loss); dpo: the preference-pair trainer. "
-        "Set by objective.preset (dpo -> dpo, every other preset -> rl); naming it is optional")
+        "rl",
+        description="rl: the RL loop (rollouts, advantages, policy loss); dpo: the preference-pair trainer. "
+        "Set by objective.preset (dpo -> dpo, every other preset -> rl); naming it is optional",
+    )
     model: ModelSection = Field(default_factory=ModelSection)
     task: TaskSection = Field(default_factory=TaskSection)
     warm_start: WarmStartSection = Field(default_factory=WarmStartSection)
@@ -388,13 +555,15 @@ class RunConfig(_Section):
         return {**data, "objective": merged}
 
     @model_validator(mode="after")
-    def _combinations(self) -> "RunConfig":
+    def _combinations(self) -> RunConfig:
         o, t = self.objective, self.train
         want = preset_trainer(o.algorithm)
         if self.trainer != want:
-            raise ValueError(f"trainer={self.trainer!r} cannot run objective.preset={o.algorithm!r}, which runs under "
-                             f"trainer={want!r}; allowed trainer values: {list(TRAINERS)} (drop the key: the preset "
-                             "sets it)")
+            raise ValueError(
+                f"trainer={self.trainer!r} cannot run objective.preset={o.algorithm!r}, which runs under "
+                f"trainer={want!r}; allowed trainer values: {list(TRAINERS)} (drop the key: the preset "
+                "sets it)"
+            )
         rl = self.trainer == "rl"  # the DPO trainer reads no group, clip or batch-shape knob
         if rl:
             self._objective_run_knobs()
@@ -406,15 +575,22 @@ class RunConfig(_Section):
         if t.micro_batch_size is not None and mb % t.micro_batch_size:
             raise ValueError(f"train.micro_batch_size={t.micro_batch_size} must divide the mini-batch size {mb}")
         if o.ratio == "none" and (t.mini_batches > 1 or t.inner_epochs > 1):
-            warnings.warn(f"objective.ratio=none (e.g. gpg) with train.mini_batches={t.mini_batches}, "
-                          f"inner_epochs={t.inner_epochs}: every optimizer step after the first of a batch uses "
-                          "stale samples with no importance correction; set both to 1 for on-policy REINFORCE",
-                          ConfigWarning, stacklevel=2)
+            warnings.warn(
+                f"objective.ratio=none (e.g. gpg) with train.mini_batches={t.mini_batches}, "
+                f"inner_epochs={t.inner_epochs}: every optimizer step after the first of a batch uses "
+                "stale samples with no importance correction; set both to 1 for on-policy REINFORCE",
+                ConfigWarning,
+                stacklevel=2,
+            )
         if t.old_logp == "rollout" and (why := self.rollout_logp_inexact()):
-            raise ValueError(f"train.old_logp='rollout' needs the sampler's log-probs to be the policy's, but {why}; "
-                             "use train.old_logp=recompute (or auto)")
+            raise ValueError(
+                f"train.old_logp='rollout' needs the sampler's log-probs to be the policy's, but {why}; "
+                "use train.old_logp=recompute (or auto)"
+            )
         if o.overlong_buffer and o.overlong_buffer >= self.rollout.max_new_tokens:
-            raise ValueError(f"objective.overlong_buffer={o.overlong_buffer} must be < rollout.max_new_tokens={self.rollout.max_new_tokens}")
+            raise ValueError(
+                f"objective.overlong_buffer={o.overlong_buffer} must be < rollout.max_new_tokens={self.rollout.max_new_tokens}"
+            )
         if self.task.name not in _task_names():
             raise ValueError(f"task.name={self.task.name!r} is unknown; allowed: {sorted(_task_names())}")
         self._task_knobs()
@@ -439,9 +615,11 @@ class RunConfig(_Section):
         for k in ("eps_low", "eps_high"):
             v = getattr(o, k)
             if v is not None and v == 0 and knob_rules.reads(o, k):
-                raise ValueError(f"objective.{k}={v}: a clip distance of 0 pins the ratio's bound at 1, so every "
-                                 "token whose ratio moves past it gets no gradient; allowed: a value > 0"
-                                 f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none")
+                raise ValueError(
+                    f"objective.{k}={v}: a clip distance of 0 pins the ratio's bound at 1, so every "
+                    "token whose ratio moves past it gets no gradient; allowed: a value > 0"
+                    f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none"
+                )
 
     def _warmup_knobs(self) -> None:
         """train.component_warmup_steps: a trained component to warm up, and policy steps left after it."""
@@ -450,29 +628,36 @@ class RunConfig(_Section):
             return
         components = inputs_needed(self.objective).components
         if not components:
-            raise ValueError(f"train.component_warmup_steps={n}: this objective trains no component to warm up; "
-                             "allowed: 0, or a positive number with objective.baseline=prime (its reward model) or "
-                             "critic (its value model), or agg=lambda_length")
+            raise ValueError(
+                f"train.component_warmup_steps={n}: this objective trains no component to warm up; "
+                "allowed: 0, or a positive number with objective.baseline=prime (its reward model) or "
+                "critic (its value model), or agg=lambda_length"
+            )
         if n >= steps:
-            raise ValueError(f"train.component_warmup_steps={n} leaves no policy update in train.steps={steps}; "
-                             f"allowed: 0 to {steps - 1} (raise train.steps by the warm-up to keep the policy's steps)")
+            raise ValueError(
+                f"train.component_warmup_steps={n} leaves no policy update in train.steps={steps}; "
+                f"allowed: 0 to {steps - 1} (raise train.steps by the warm-up to keep the policy's steps)"
+            )
 
     def _task_knobs(self) -> None:
         """Construct the task (cheap, no model) so that difficulty_mix and options fail here; a dataset
         task reads its files and checks its fields, rewards and reference answers (harness/tasks/dataset/)."""
-        from harness.tasks import make_task
-
         t = self.task
         if t.name == "dataset":
             self._dataset_knobs()
             return
-        dataset_only = [f"task.{k}" for k in ("data", "rewards", "correct", "reward_timeout", "reward_workers")
-                        if getattr(t, k) != _field_default(TaskSection, k)]
+        dataset_only = [
+            f"task.{k}"
+            for k in ("data", "rewards", "correct", "reward_timeout", "reward_workers")
+            if getattr(t, k) != _field_default(TaskSection, k)
+        ]
         dataset_only += [f"rollout.{k}" for k in ("max_prompt_tokens",) if getattr(self.rollout, k) is not None]
         if dataset_only:
-            raise ValueError(f"{', '.join(dataset_only)} configure a dataset task (task.name=dataset); task.name="
-                             f"{t.name!r} generates its problems and scores them itself: drop them, or set "
-                             "task.name=dataset")
+            raise ValueError(
+                f"{', '.join(dataset_only)} configure a dataset task (task.name=dataset); task.name="
+                f"{t.name!r} generates its problems and scores them itself: drop them, or set "
+                "task.name=dataset"
+            )
         if "difficulty_mix" in t.options:
             raise ValueError("task.options.difficulty_mix: set the mix as task.difficulty_mix (its own key)")
         try:
@@ -489,35 +674,47 @@ class RunConfig(_Section):
         rewards and reference answers checked (memoised per process on the task section and the files)."""
         t = self.task
         if t.data is None:
-            raise ValueError("task.data: task.name=dataset needs task.data.train (a file or folder of rows) and the "
-                             "fields to read (prompt_key, answer_key); see docs/tasks.md")
+            raise ValueError(
+                "task.data: task.name=dataset needs task.data.train (a file or folder of rows) and the "
+                "fields to read (prompt_key, answer_key); see docs/tasks.md"
+            )
         for key in ("difficulty_mix", "options"):
             if getattr(t, key) != _field_default(TaskSection, key):
-                raise ValueError(f"task.{key}={getattr(t, key)!r} configures a generated task; a dataset task reads its "
-                                 "rows (filter them with task.data.where, limit them with task.data.max_train_rows)")
+                raise ValueError(
+                    f"task.{key}={getattr(t, key)!r} configures a generated task; a dataset task reads its "
+                    "rows (filter them with task.data.where, limit them with task.data.max_train_rows)"
+                )
         d = t.data
         if d.prompt_template is not None and d.prompt_key != _field_default(DataSection, "prompt_key"):
-            raise ValueError(f"task.data.prompt_key={d.prompt_key!r} and task.data.prompt_template are both set; the "
-                             "template names its fields itself: drop one")
+            raise ValueError(
+                f"task.data.prompt_key={d.prompt_key!r} and task.data.prompt_template are both set; the "
+                "template names its fields itself: drop one"
+            )
         if d.difficulty_key is not None and d.difficulty_by_pass_rate is not None:
-            raise ValueError("task.data.difficulty_key and task.data.difficulty_by_pass_rate are both set; buckets come "
-                             "from one: drop one")
+            raise ValueError(
+                "task.data.difficulty_key and task.data.difficulty_by_pass_rate are both set; buckets come "
+                "from one: drop one"
+            )
         if d.eval is not None and d.eval_fraction != _field_default(DataSection, "eval_fraction"):
-            raise ValueError(f"task.data.eval_fraction={d.eval_fraction} splits the train file when task.data.eval is "
-                             "null; task.data.eval is set: drop eval_fraction")
+            raise ValueError(
+                f"task.data.eval_fraction={d.eval_fraction} splits the train file when task.data.eval is "
+                "null; task.data.eval is set: drop eval_fraction"
+            )
         if self.uses_warm_start() and d.solution_key is None:
-            why = ("warm_start.pretrained=true" if self.model.name not in _TINY
-                   else f"model.name={self.model.name!r} is built fresh and warm_start.enabled=true")
-            raise ValueError(f"task.data.solution_key: {why} trains an SFT warm start on the dataset's worked solutions; "
-                             "name the solution field, or set warm_start.enabled=false (warm_start.pretrained=false for a "
-                             "pretrained model)")
+            why = (
+                "warm_start.pretrained=true"
+                if self.model.name not in _TINY
+                else f"model.name={self.model.name!r} is built fresh and warm_start.enabled=true"
+            )
+            raise ValueError(
+                f"task.data.solution_key: {why} trains an SFT warm start on the dataset's worked solutions; "
+                "name the solution field, or set warm_start.enabled=false (warm_start.pretrained=false for a "
+                "pretrained model)"
+            )
         memo = json.dumps([t.model_dump(mode="json"), self.model.name], sort_keys=True, default=str)
         stats = _data_stats(d)
         if _CHECKED_DATA.get(memo) == stats:
             return
-        from harness.tasks import task_from_config
-        from harness.tasks.dataset import check_reference_answers
-
         task = task_from_config(t)
         check_reference_answers(task, d.check_answers)
         _CHECKED_DATA[memo] = stats
@@ -530,14 +727,14 @@ class RunConfig(_Section):
 
     def _model_knobs(self) -> None:
         """A model.name folder must hold a model; model.overrides keys and values must fit its config class."""
-        from harness.models import MODEL_NAMES
-
         m = self.model
         if m.name not in MODEL_NAMES:
             problem = _not_a_model(Path(m.name))
             if problem:
-                raise ValueError(f"model.name={m.name!r} is a folder but not a Hugging Face model: {problem}; "
-                                 f"allowed: one of {list(MODEL_NAMES)} or a saved model folder")
+                raise ValueError(
+                    f"model.name={m.name!r} is a folder but not a Hugging Face model: {problem}; "
+                    f"allowed: one of {list(MODEL_NAMES)} or a saved model folder"
+                )
         if m.overrides:
             _check_model_overrides(m.name, m.overrides)
 
@@ -548,31 +745,33 @@ class RunConfig(_Section):
         m, t, o = self.model, self.train, self.objective
         if m.lora is not None:
             if o.ref_update_every:
-                raise ValueError(f"objective.ref_update_every={o.ref_update_every} with model.lora: the reference is the "
-                                 "base with the adapters disabled (no copy of the weights), so it cannot move to the "
-                                 "current policy; set objective.ref_update_every=0, or drop model.lora")
-            from harness.models.lora import check_lora_targets
-
+                raise ValueError(
+                    f"objective.ref_update_every={o.ref_update_every} with model.lora: the reference is the "
+                    "base with the adapters disabled (no copy of the weights), so it cannot move to the "
+                    "current policy; set objective.ref_update_every=0, or drop model.lora"
+                )
             check_lora_targets(m.name, m.overrides, m.lora.target_modules)
         if t.gradient_checkpointing:
             if o.routing_replay:
-                raise ValueError("train.gradient_checkpointing=true with objective.routing_replay=true: the replayed "
-                                 "expert choices are forced only during the forward, so the backward's recompute would "
-                                 "route by the router's own choices (torch.utils.checkpoint refuses the mismatch); set "
-                                 "one of them false")
-            from harness.models.lora import meta_model
-
+                raise ValueError(
+                    "train.gradient_checkpointing=true with objective.routing_replay=true: the replayed "
+                    "expert choices are forced only during the forward, so the backward's recompute would "
+                    "route by the router's own choices (torch.utils.checkpoint refuses the mismatch); set "
+                    "one of them false"
+                )
             arch = meta_model(m.name, m.overrides)
             if not getattr(arch, "supports_gradient_checkpointing", False):
-                raise ValueError(f"train.gradient_checkpointing=true: model.name={m.name!r} ({type(arch).__name__}) "
-                                 "does not support activation checkpointing in transformers; set it false")
+                raise ValueError(
+                    f"train.gradient_checkpointing=true: model.name={m.name!r} ({type(arch).__name__}) "
+                    "does not support activation checkpointing in transformers; set it false"
+                )
         if t.autocast is not None:
             if m.dtype != "float32":
-                raise ValueError(f"train.autocast={t.autocast!r} keeps fp32 master weights and computes in bf16; "
-                                 f"model.dtype={m.dtype!r} already stores the weights in bf16 (pure bf16): set "
-                                 "model.dtype=float32, or train.autocast=null")
-            from harness.machine import bf16_slow_reason
-
+                raise ValueError(
+                    f"train.autocast={t.autocast!r} keeps fp32 master weights and computes in bf16; "
+                    f"model.dtype={m.dtype!r} already stores the weights in bf16 (pure bf16): set "
+                    "model.dtype=float32, or train.autocast=null"
+                )
             if why := bf16_slow_reason():
                 warnings.warn(f"train.autocast={t.autocast!r}: {why}", ConfigWarning, stacklevel=2)
 
@@ -584,12 +783,17 @@ class RunConfig(_Section):
         if self.trainer == "dpo":
             return self._dpo_ignores()
         errors = knob_rules.unread_problems(o, o.preset_value, o.knob_names())
-        dpo = [f"dpo.{k}={_show(getattr(self.dpo, k))}" for k in DpoSection.model_fields
-               if getattr(self.dpo, k) != _field_default(DpoSection, k)]
+        dpo = [
+            f"dpo.{k}={_show(getattr(self.dpo, k))}"
+            for k in DpoSection.model_fields
+            if getattr(self.dpo, k) != _field_default(DpoSection, k)
+        ]
         dpo += [f"objective.{k}={getattr(o, k)!r}" for k in DPO_OBJECTIVE_KNOBS if getattr(o, k) != o.preset_value(k)]
         if dpo:
-            errors.append(f"{', '.join(dpo)} only apply with objective.preset=dpo (the offline DPO trainer); "
-                          f"objective.preset={o.algorithm} runs the RL loop, which ignores them: remove them")
+            errors.append(
+                f"{', '.join(dpo)} only apply with objective.preset=dpo (the offline DPO trainer); "
+                f"objective.preset={o.algorithm} runs the RL loop, which ignores them: remove them"
+            )
         for key in knob_rules.run_key_readers():
             section, name = key.split(".", 1)
             value = getattr(getattr(self, section), name)
@@ -598,29 +802,47 @@ class RunConfig(_Section):
                     errors.append(msg)
         ws, r = self.warm_start, self.rollout
         if ws.pretrained and (not ws.enabled or self.model.name in _TINY):
-            why = "warm_start.enabled=false" if not ws.enabled else f"model.name={self.model.name!r} is built fresh (its " \
-                  "warm start is governed by warm_start.enabled alone)"
-            errors.append(f"warm_start.pretrained=true asks for an SFT warm start of a pretrained model, and {why}: drop it")
+            why = (
+                "warm_start.enabled=false"
+                if not ws.enabled
+                else f"model.name={self.model.name!r} is built fresh (its "
+                "warm start is governed by warm_start.enabled alone)"
+            )
+            errors.append(
+                f"warm_start.pretrained=true asks for an SFT warm start of a pretrained model, and {why}: drop it"
+            )
         if r.max_prompt_tokens is None and r.overlong_prompts != _field_default(RolloutSection, "overlong_prompts"):
-            errors.append(f"rollout.overlong_prompts={r.overlong_prompts!r} says what to do with prompts over "
-                          "rollout.max_prompt_tokens, which is not set")
+            errors.append(
+                f"rollout.overlong_prompts={r.overlong_prompts!r} says what to do with prompts over "
+                "rollout.max_prompt_tokens, which is not set"
+            )
         return errors, []
 
     def _dpo_ignores(self) -> tuple[list[str], list[str]]:
         """The DPO trainer reads only the dpo_* objective knobs and train's optimizer knobs."""
         o, t = self.objective, self.train
         errors, notes = [], []
-        bad = [f"objective.{k}={getattr(o, k)!r}" for k in o.knob_names()
-               if k not in DPO_OBJECTIVE_KNOBS + ("algorithm", "plugins") and getattr(o, k) != o.preset_value(k)]
+        bad = [
+            f"objective.{k}={getattr(o, k)!r}"
+            for k in o.knob_names()
+            if k not in DPO_OBJECTIVE_KNOBS + ("algorithm", "plugins") and getattr(o, k) != o.preset_value(k)
+        ]
         if bad:
-            errors.append(f"objective.preset=dpo (the offline DPO trainer) ignores {', '.join(bad)}: its loss reads only "
-                          f"{', '.join('objective.' + k for k in DPO_OBJECTIVE_KNOBS)} (the reference enters through "
-                          "dpo_beta, not kl_coef); remove them or use an RL preset")
-        unused = [f"train.{k}={_show(getattr(t, k))}" for k in RL_TRAIN_KNOBS
-                  if getattr(t, k) != _field_default(TrainSection, k)]
+            errors.append(
+                f"objective.preset=dpo (the offline DPO trainer) ignores {', '.join(bad)}: its loss reads only "
+                f"{', '.join('objective.' + k for k in DPO_OBJECTIVE_KNOBS)} (the reference enters through "
+                "dpo_beta, not kl_coef); remove them or use an RL preset"
+            )
+        unused = [
+            f"train.{k}={_show(getattr(t, k))}"
+            for k in RL_TRAIN_KNOBS
+            if getattr(t, k) != _field_default(TrainSection, k)
+        ]
         if unused:
-            notes.append(f"the DPO trainer (objective.preset=dpo) ignores {', '.join(unused)} (RL-loop knobs; its "
-                         "length is set by dpo.epochs, dpo.rounds and dpo.max_steps)")
+            notes.append(
+                f"the DPO trainer (objective.preset=dpo) ignores {', '.join(unused)} (RL-loop knobs; its "
+                "length is set by dpo.epochs, dpo.rounds and dpo.max_steps)"
+            )
         return errors, notes
 
     def rollout_logp_inexact(self) -> str | None:
@@ -653,23 +875,25 @@ class RunConfig(_Section):
         and, like router noise, an MoE model; checked before any model loads."""
         o, r = self.objective, self.rollout
         if o.routing_replay and r.backend == "vllm":
-            raise ValueError("objective.routing_replay=true is impossible with rollout.backend=vllm (the vLLM engine "
-                             "does not return its expert choices); use rollout.backend=hf or routing_replay=false")
-        from harness.models import is_moe
-
+            raise ValueError(
+                "objective.routing_replay=true is impossible with rollout.backend=vllm (the vLLM engine "
+                "does not return its expert choices); use rollout.backend=hf or routing_replay=false"
+            )
         moe = is_moe(self.model.name)  # None: a name whose architecture is not known before loading
         if moe is False and o.routing_replay:
-            raise ValueError(f"objective.routing_replay=true needs an MoE model; model.name={self.model.name!r} is dense "
-                             "(use tiny-moe or an MoE folder)")
+            raise ValueError(
+                f"objective.routing_replay=true needs an MoE model; model.name={self.model.name!r} is dense "
+                "(use tiny-moe or an MoE folder)"
+            )
         if moe is False and r.router_noise > 0:
-            raise ValueError(f"rollout.router_noise={r.router_noise} needs an MoE model; model.name={self.model.name!r} "
-                             "is dense (use tiny-moe or an MoE folder, or router_noise=0)")
+            raise ValueError(
+                f"rollout.router_noise={r.router_noise} needs an MoE model; model.name={self.model.name!r} "
+                "is dense (use tiny-moe or an MoE folder, or router_noise=0)"
+            )
 
     @field_validator("model")
     @classmethod
     def _model_name(cls, m: ModelSection) -> ModelSection:
-        from harness.models import MODEL_NAMES
-
         if m.name not in MODEL_NAMES and not Path(m.name).is_dir():
             raise ValueError(f"model.name={m.name!r} is neither one of {list(MODEL_NAMES)} nor an existing folder")
         return m
@@ -683,10 +907,8 @@ _TINY = ("tiny-dense", "tiny-moe")  # built fresh (harness/models/registry.py): 
 _CHECKED_DATA: dict[str, tuple] = {}
 
 
-def _data_stats(d: "DataSection") -> tuple:
+def _data_stats(d: DataSection) -> tuple:
     """(path, size, mtime) of every data file: a checked dataset is checked again when a file changes."""
-    from harness.tasks.dataset.read import stat_key
-
     paths = [d.train] if isinstance(d.train, str) else list(d.train)
     if d.eval:
         paths += [d.eval] if isinstance(d.eval, str) else list(d.eval)
@@ -697,8 +919,6 @@ def _data_stats(d: "DataSection") -> tuple:
 
 
 def _task_names() -> set[str]:
-    from harness.tasks import TASK_NAMES
-
     return set(TASK_NAMES)
 
 
@@ -707,13 +927,39 @@ def _task_names() -> set[str]:
 DPO_OBJECTIVE_KNOBS = ("dpo_beta", "dpo_loss_type", "dpo_sft_coef")
 # `train` knobs that only the RL loop reads (the DPO trainer uses lr, betas, weight_decay,
 # grad_clip, checkpoint_every and threads)
-RL_TRAIN_KNOBS = ("steps", "prompts_per_step", "group_size", "critic_lr", "inner_epochs", "mini_batches",
-                  "micro_batch_size", "old_logp", "max_refill_rounds", "samples_to_log", "grad_share_every",
-                  "component_warmup_steps")
+RL_TRAIN_KNOBS = (
+    "steps",
+    "prompts_per_step",
+    "group_size",
+    "critic_lr",
+    "inner_epochs",
+    "mini_batches",
+    "micro_batch_size",
+    "old_logp",
+    "max_refill_rounds",
+    "samples_to_log",
+    "grad_share_every",
+    "component_warmup_steps",
+)
 # from_pretrained options that model.overrides may pass for smollm2-135m or a model folder
-LOAD_OPTIONS = ("attn_implementation", "device_map", "low_cpu_mem_usage", "revision", "subfolder", "trust_remote_code",
-                "use_safetensors", "variant", "max_memory", "offload_folder", "offload_state_dict", "key_mapping",
-                "gguf_file", "quantization_config", "tp_plan", "use_kernels")
+LOAD_OPTIONS = (
+    "attn_implementation",
+    "device_map",
+    "low_cpu_mem_usage",
+    "revision",
+    "subfolder",
+    "trust_remote_code",
+    "use_safetensors",
+    "variant",
+    "max_memory",
+    "offload_folder",
+    "offload_state_dict",
+    "key_mapping",
+    "gguf_file",
+    "quantization_config",
+    "tp_plan",
+    "use_kernels",
+)
 
 
 def bool_as_number(annotation: Any, value: Any) -> bool:
@@ -799,25 +1045,29 @@ def _check_model_overrides(name: str, overrides: dict) -> None:
     known = _config_keys(cls) | set(options)
     for key in ("dtype", "torch_dtype"):
         if key in overrides:
-            raise ValueError(f"model.overrides.{key}={overrides[key]!r}: the precision is model.dtype "
-                             "(float32 | bfloat16), not an override")
+            raise ValueError(
+                f"model.overrides.{key}={overrides[key]!r}: the precision is model.dtype "
+                "(float32 | bfloat16), not an override"
+            )
     for key in overrides:
         if key not in known:
             near = difflib.get_close_matches(str(key), known, n=3)
             hint = f"did you mean {' or '.join(repr(n) for n in near)}? " if near else ""
-            raise ValueError(f"model.overrides.{key}: not a field of {cls.__name__} (model.name={name!r}); {hint}allowed: "
-                             f"the fields of transformers.{cls.__name__}{' or from_pretrained options ' + str(list(options)) if options else ''}")
+            raise ValueError(
+                f"model.overrides.{key}: not a field of {cls.__name__} (model.name={name!r}); {hint}allowed: "
+                f"the fields of transformers.{cls.__name__}{' or from_pretrained options ' + str(list(options)) if options else ''}"
+            )
     fields = {k: v for k, v in overrides.items() if k not in options}
     try:
         if name in tiny:
             import torch
             from transformers import AutoModelForCausalLM
 
-            from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
-
             config = (tiny_dense_config if name == "tiny-dense" else tiny_moe_config)(**fields)
             if config.vocab_size < VOCAB_SIZE:
-                raise ValueError(f"vocab_size={config.vocab_size} is below the character tokenizer's {VOCAB_SIZE} tokens")
+                raise ValueError(
+                    f"vocab_size={config.vocab_size} is below the character tokenizer's {VOCAB_SIZE} tokens"
+                )
             with torch.device("meta"):
                 AutoModelForCausalLM.from_config(config)
         elif folder is not None:
@@ -827,12 +1077,15 @@ def _check_model_overrides(name: str, overrides: dict) -> None:
         elif fields:
             LlamaConfig(**fields)
     except Exception as err:  # noqa: BLE001 -- transformers raises TypeError, ValueError and its own errors
-        raise ValueError(f"model.overrides={overrides!r} do not fit {cls.__name__} (model.name={name!r}): "
-                         f"{' '.join(str(err).split())}") from None
+        raise ValueError(
+            f"model.overrides={overrides!r} do not fit {cls.__name__} (model.name={name!r}): "
+            f"{' '.join(str(err).split())}"
+        ) from None
     _CHECKED_OVERRIDES[memo] = None
 
 
 # ----------------------------------------------------------------------------- YAML
+
 
 class DuplicateKeyError(yaml.MarkedYAMLError):
     """A key given twice in one YAML mapping."""
@@ -854,8 +1107,13 @@ class StrictLoader(yaml.SafeLoader):
                 except TypeError:  # an unhashable key: SafeLoader's own error follows
                     continue
                 if first is not key_node.start_mark:
-                    raise DuplicateKeyError(None, None, f"duplicate key {key!r} (first given at line {first.line + 1}; "
-                                            "a YAML mapping takes each key once)", key_node.start_mark)
+                    raise DuplicateKeyError(
+                        None,
+                        None,
+                        f"duplicate key {key!r} (first given at line {first.line + 1}; "
+                        "a YAML mapping takes each key once)",
+                        key_node.start_mark,
+                    )
         return super().construct_mapping(node, deep)
 
 
@@ -896,17 +1154,21 @@ def read_yaml(path: str | Path, what: str = "run config", error: type[Exception]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = raw[:err.start].count(b"\n") + 1
-        raise error(f"{p}: the {what} is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}); "
-                    "save it as UTF-8") from None
+        line = raw[: err.start].count(b"\n") + 1
+        raise error(
+            f"{p}: the {what} is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}); save it as UTF-8"
+        ) from None
     data = yaml_loads(text, str(p), error)
     if data is None:
-        raise error(f"{p}: the {what} is empty; write the keys to set (a file that only restates "
-                    "the defaults must say so, e.g. `seed: 0`)")
+        raise error(
+            f"{p}: the {what} is empty; write the keys to set (a file that only restates "
+            "the defaults must say so, e.g. `seed: 0`)"
+        )
     return data
 
 
 # ----------------------------------------------------------------------------- loading
+
 
 def parse_override(item: str) -> tuple[str, Any]:
     """'objective.eps_high=0.28' -> ('objective.eps_high', 0.28); values are YAML scalars/lists/mappings,
@@ -939,8 +1201,15 @@ def allowed_keys(section_path: tuple) -> list[str]:
     model: Any = RunConfig
     for p in section_path:
         field = model.model_fields.get(str(p))
-        sections = [a for a in (typing.get_args(field.annotation) or (field.annotation,)) if isinstance(a, type)
-                    and issubclass(a, BaseModel)] if field is not None else []  # an optional section: X | None
+        sections = (
+            [
+                a
+                for a in (typing.get_args(field.annotation) or (field.annotation,))
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ]
+            if field is not None
+            else []
+        )  # an optional section: X | None
         if not sections:
             return []
         model = sections[0]
@@ -956,7 +1225,9 @@ def _format_error(err: ValidationError) -> str:
         if e["type"] == "extra_forbidden":
             allowed = allowed_keys(loc[:-1])
             near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) if loc else []
-            lines.append(f"unknown key '{key}'{f' (did you mean {near[0]!r}?)' if near else ''}; allowed keys here: {allowed}")
+            lines.append(
+                f"unknown key '{key}'{f' (did you mean {near[0]!r}?)' if near else ''}; allowed keys here: {allowed}"
+            )
         elif isinstance(err := (e.get("ctx") or {}).get("error"), KnobError):  # a knob a mode declares
             lines.append(f"'{key}.{err.knob}': {err.reason} (got {err.value!r})")
         elif loc == ("objective",) and e["type"] == "value_error":  # a rule of the objective: its message says it all
@@ -973,8 +1244,9 @@ def build_config(data: dict, source: str | None = None) -> RunConfig:
     """A validated RunConfig from a mapping; errors raise ConfigError (prefixed with `source`)."""
     prefix = f"{source}: " if source else ""
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix}the top level of a run config must be a mapping of sections "
-                          f"(got {type(data).__name__})")
+        raise ConfigError(
+            f"{prefix}the top level of a run config must be a mapping of sections (got {type(data).__name__})"
+        )
     try:
         return RunConfig.model_validate(data)
     except ValidationError as err:
@@ -1011,8 +1283,6 @@ def explain_config(cfg: RunConfig) -> str:
     """`harness config CONFIG --explain`: every knob of the resolved config with its value and its doc;
     the objective's knobs also say which mode reads them and whether it is selected now (plugins'
     knobs included: harness/objective/explain.py)."""
-    from harness.objective.explain import explain_objective
-
     lines = [f"# {cfg.objective.algorithm} ({cfg.trainer} trainer): every knob, its value, its doc", ""]
     for name, field in RunConfig.model_fields.items():
         value = getattr(cfg, name)

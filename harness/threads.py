@@ -20,17 +20,18 @@ free again, it gets its threads back. docs/faults.md, "Threads under load".
 `HARNESS_THREAD_GOVERNOR=off` disables it; setting OMP_WAIT_POLICY or GOMP_SPINCOUNT yourself
 is respected (`OMP_WAIT_POLICY=PASSIVE` is then the static alternative).
 """
+
 from __future__ import annotations
 
 import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-MIN_INTERVAL_S = 1.0   # a look costs ~0.1 ms; closer looks are too noisy to act on
+MIN_INTERVAL_S = 1.0  # a look costs ~0.1 ms; closer looks are too noisy to act on
 DOWN_MARGIN, UP_MARGIN = 0.3, 0.15  # hysteresis, in cores
 
 
@@ -65,8 +66,7 @@ def _descendants(pid: int) -> list[int]:
             continue
         for tid in tids:
             try:
-                kids = [int(k) for k in open(f"/proc/{p}/task/{tid}/children").read().split()
-                        if int(k) not in FOREIGN]
+                kids = [int(k) for k in open(f"/proc/{p}/task/{tid}/children").read().split() if int(k) not in FOREIGN]
             except OSError:
                 continue
             out.extend(kids)
@@ -109,6 +109,7 @@ def target_threads(current: int, ceiling: int, allowed: int, others: float) -> i
 class ThreadGovernor:
     """Call `tick()` between units of work, in the thread that runs torch (torch's thread count
     is that thread's OpenMP setting). Returns the thread count in use."""
+
     ceiling: int
     set_threads: Callable[[int], None]
     sample: Callable[[], tuple[float, float, float]]
@@ -135,8 +136,10 @@ class ThreadGovernor:
         self.last = now
         want = target_threads(self.current, self.ceiling, self.allowed, self.others)
         if want != self.current:
-            self.report(f"[harness] torch threads {self.current} -> {want} (other processes used "
-                        f"{self.others:.2f} of {self.allowed} cores over the last {wall:.1f} s)")
+            self.report(
+                f"[harness] torch threads {self.current} -> {want} (other processes used "
+                f"{self.others:.2f} of {self.allowed} cores over the last {wall:.1f} s)"
+            )
             self.set_threads(want)
             self.current, self.changes = want, self.changes + 1
         return self.current
@@ -164,8 +167,12 @@ def start_governor(threads: int | None = None) -> ThreadGovernor | None:
         _GOVERNOR = None
         return None
     cpus = os.sched_getaffinity(0)
-    _GOVERNOR = ThreadGovernor(ceiling=torch.get_num_threads(), set_threads=torch.set_num_threads,
-                               sample=lambda: sample_cpu(cpus), allowed=len(cpus))
+    _GOVERNOR = ThreadGovernor(
+        ceiling=torch.get_num_threads(),
+        set_threads=torch.set_num_threads,
+        sample=lambda: sample_cpu(cpus),
+        allowed=len(cpus),
+    )
     _GOVERNOR.tick()  # the first sample
     return _GOVERNOR
 

@@ -1,6 +1,6 @@
 """Shared fixtures: offline Hugging Face, the repo root as cwd, the shared warm-start cache."""
-import os
 
+import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

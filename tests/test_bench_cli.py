@@ -1,5 +1,6 @@
 """`harness bench`: the table's columns and JSON on a 1-step tiny-dense hf case (no TRL), the
 warm-up exclusion of the figures, and clear errors on bad options. Figures only: no timing is asserted."""
+
 import json
 import sys
 
@@ -11,13 +12,43 @@ HEADER = [h for h, _, _ in COLUMNS]
 
 
 def _step(step, seconds, tokens=10.0, ckpt=None):
-    return {"step": step, "rollout_s": seconds, "score_s": 0.0, "update_s": seconds, "log_s": 0.0, "eval_s": 0.0,
-            "ckpt_s": ckpt, "step_s": 2 * seconds, "tokens": tokens}
+    return {
+        "step": step,
+        "rollout_s": seconds,
+        "score_s": 0.0,
+        "update_s": seconds,
+        "log_s": 0.0,
+        "eval_s": 0.0,
+        "ckpt_s": ckpt,
+        "step_s": 2 * seconds,
+        "tokens": tokens,
+    }
 
 
 def test_bench_one_step_table_and_json(tmp_path, capsys):
-    rc = main(["bench", "--models", "tiny-dense", "--backends", "hf", "--steps", "1", "--no-trl", "--threads", "1",
-               "--prompts", "2", "--group-size", "2", "--max-new-tokens", "8", "--out-dir", str(tmp_path), "--in-process"])
+    rc = main(
+        [
+            "bench",
+            "--models",
+            "tiny-dense",
+            "--backends",
+            "hf",
+            "--steps",
+            "1",
+            "--no-trl",
+            "--threads",
+            "1",
+            "--prompts",
+            "2",
+            "--group-size",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--out-dir",
+            str(tmp_path),
+            "--in-process",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     lines = [ln for ln in out.splitlines() if ln.startswith("|")]

@@ -1,4 +1,5 @@
 """environment.yml (conda users) must pin the same versions as requirements.txt (pip)."""
+
 from pathlib import Path
 
 import yaml

@@ -1,4 +1,5 @@
 """The machine on record (harness/machine.py): what it says, and the code digest in every cache key."""
+
 import json
 import os
 import subprocess
@@ -26,10 +27,18 @@ def test_kernel_path_follows_aten_cpu_capability():
     """ATEN_CPU_CAPABILITY=default runs torch's portable kernels: another kernel path, another digest."""
     code = "from harness import machine; import json; print(json.dumps([machine.kernel_path(), machine.kernel_path_digest()]))"
     env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
-    native = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                       check=True).stdout)
-    portable = json.loads(subprocess.run([sys.executable, "-c", code], env={**env, "ATEN_CPU_CAPABILITY": "default"},
-                                         capture_output=True, text=True, check=True).stdout)
+    native = json.loads(
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    )
+    portable = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, "ATEN_CPU_CAPABILITY": "default"},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     assert portable[0]["cpu_capability"] == "DEFAULT" and portable[0]["env"] == {"ATEN_CPU_CAPABILITY": "default"}
     assert portable[1] != native[1]
 
@@ -41,22 +50,34 @@ def _module(tmp_path, name, source):
 
 def test_code_digest_ignores_comments_docstrings_and_layout_but_not_code(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
-    a = _module(tmp_path, "digest_a", '''
+    a = _module(
+        tmp_path,
+        "digest_a",
+        '''
         """Module doc."""
         def f(x):
             """Doc."""
             return x + 1  # a comment
-    ''')
-    b = _module(tmp_path, "digest_b", '''
+    ''',
+    )
+    b = _module(
+        tmp_path,
+        "digest_b",
+        """
         def f(x):
             # another comment, other layout
             return (x
                     + 1)
-    ''')
-    c = _module(tmp_path, "digest_c", '''
+    """,
+    )
+    c = _module(
+        tmp_path,
+        "digest_c",
+        """
         def f(x):
             return x + 2
-    ''')
+    """,
+    )
     assert machine._module_digest(a) == machine._module_digest(b)  # the same code
     assert machine._module_digest(a) != machine._module_digest(c)
     assert machine.code_digest([a, c]) == machine.code_digest([c, a]) != machine.code_digest([a, b])

@@ -1,7 +1,8 @@
 """Copy a study's figures into analysis/reports/<dest>/ as small PNGs (width <= 1400 px, 64 colours).
 
-    python analysis/reports/shrink.py results/length_bias/cpu/figures analysis/reports/length_bias
+python analysis/reports/shrink.py results/length_bias/cpu/figures analysis/reports/length_bias
 """
+
 import sys
 from pathlib import Path
 

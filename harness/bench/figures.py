@@ -11,6 +11,7 @@ A step record (one per policy iteration, the same keys for both trainers):
     step_s    rollout_s + score_s + update_s + log_s + eval_s (checkpoint excluded)
     tokens    completion tokens generated in the step (EOS included)
 """
+
 from __future__ import annotations
 
 import math
@@ -28,11 +29,20 @@ def ours_steps(records: list[dict]) -> list[dict]:
     for r in train:
         rollout, score, update = r["perf/rollout_seconds"], r["perf/score_seconds"], r["perf/update_seconds"]
         step, ev = r["perf/step_seconds"], r.get("perf/eval_seconds", 0.0)
-        out.append({"step": r["step"], "rollout_s": rollout, "score_s": score, "update_s": update,
-                    "log_s": max(step - rollout - score - update - ev, 0.0), "eval_s": ev,
-                    "ckpt_s": ckpt_after.get(r["step"]), "step_s": step,
-                    "tokens": r["perf/rollout_tokens_per_s"] * rollout,
-                    "reward": r.get("reward/mean")})
+        out.append(
+            {
+                "step": r["step"],
+                "rollout_s": rollout,
+                "score_s": score,
+                "update_s": update,
+                "log_s": max(step - rollout - score - update - ev, 0.0),
+                "eval_s": ev,
+                "ckpt_s": ckpt_after.get(r["step"]),
+                "step_s": step,
+                "tokens": r["perf/rollout_tokens_per_s"] * rollout,
+                "reward": r.get("reward/mean"),
+            }
+        )
     return out
 
 
@@ -54,8 +64,12 @@ def summarize_steps(steps: list[dict]) -> dict:
         raise ValueError("no training step was recorded")
     first = steps[0]
     measured = [s for s in steps if s["step"] >= 1] or steps[:1]
-    out: dict = {"measured_steps": len(measured), "warmup_only": measured[0]["step"] == 0,
-                 "step0_s": first["step_s"], "step0_eval_s": first.get("eval_s", 0.0)}
+    out: dict = {
+        "measured_steps": len(measured),
+        "warmup_only": measured[0]["step"] == 0,
+        "step0_s": first["step_s"],
+        "step0_eval_s": first.get("eval_s", 0.0),
+    }
     for key in TIMES:
         out[key] = _mean(s[key] for s in measured)
     if out["ckpt_s"] is None:  # checkpoint after the last step only: take what was measured

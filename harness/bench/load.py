@@ -4,6 +4,7 @@ harness/threads.py: with a core taken by another process, OpenMP threads that sp
 waiting for a descheduled sibling slow a step down several times. `inherit` runs the cases as
 a user's run goes (libgomp's spin with the thread governor); `passive`, `active` and `unset`
 set a policy and thereby turn the governor off (`unset`: libgomp's spin alone)."""
+
 from __future__ import annotations
 
 import os
@@ -12,6 +13,7 @@ import sys
 from contextlib import contextmanager
 
 from harness import threads
+from harness.threads import governor_enabled
 
 BUSY_LOOP = "while True:\n    pass\n"
 # libgomp's own spin when OMP_WAIT_POLICY is unset; set explicitly so harness/threads.py keeps out of it
@@ -22,8 +24,15 @@ WAIT_POLICIES = ("inherit", "passive", "active", "unset")
 @contextmanager
 def busy_processes(n: int):
     """Start n CPU-bound processes (pure Python busy loops); yields their pids; stops them after."""
-    procs = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BUSY_LOOP],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(n)
+    ]
     pids = {p.pid for p in procs}
     threads.FOREIGN.update(pids)  # another job's load to the governor, also when the case runs in this process
     try:
@@ -52,8 +61,6 @@ def wait_policy_env(policy: str, env: dict) -> dict:
 
 
 def describe_policy(env=os.environ) -> str:
-    from harness.threads import governor_enabled
-
     if governor_enabled(env):
         return "libgomp default + thread governor (harness/threads.py)"
     if "OMP_WAIT_POLICY" in env:

@@ -7,6 +7,7 @@ RUN_DIR, then writes OUT_JSON = {"per_step": [step records, figures.py], "setup_
 setup_s = model load + rollout engine start (vLLM) = wall time of train() minus the run's
 own wall_seconds (which start after the backend is up).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,19 +17,17 @@ from pathlib import Path
 
 from harness.bench.figures import ours_steps
 from harness.config import build_config
+from harness.jsonl import read_jsonl
+from harness.train import train
 
 
 def run_ours(cfg_dict: dict, run_dir: str | Path) -> dict:
-    from harness.jsonl import read_jsonl
-    from harness.train import train
-
     cfg = build_config(cfg_dict)
     t0 = time.perf_counter()
     summary = train(cfg, run_dir)
     total = time.perf_counter() - t0
     records = read_jsonl(Path(run_dir) / "metrics.jsonl")
-    return {"per_step": ours_steps(records), "setup_s": max(total - summary["wall_seconds"], 0.0),
-            "wall_s": total}
+    return {"per_step": ours_steps(records), "setup_s": max(total - summary["wall_seconds"], 0.0), "wall_s": total}
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,5 @@
 """The benchmark's output: a markdown table of the cases, the ratios ours/TRL, and the JSON file."""
+
 from __future__ import annotations
 
 import json
@@ -68,20 +69,28 @@ def ratios(rows: list[dict]) -> list[dict]:
 
 def render(rows: list[dict], meta: dict) -> str:
     """The whole stdout report (markdown)."""
-    parts = [f"## harness bench ({meta['timestamp']}, torch threads {meta['threads']}, "
-             f"{meta['cpu_count']} CPUs, load {meta['loadavg_before'][0]:.1f} before, "
-             f"OMP wait policy {meta.get('omp_wait_policy', '?')}, {meta.get('busy_processes', 0)} busy-loop processes beside)",
-             "",
-             markdown(rows), "",
-             "Seconds are means per step over steps >= 1 (step 0 = warm-up, ours includes the initial eval);"
-             " step_s excludes the checkpoint (ckpt_s); tok = completion tokens."]
+    parts = [
+        f"## harness bench ({meta['timestamp']}, torch threads {meta['threads']}, "
+        f"{meta['cpu_count']} CPUs, load {meta['loadavg_before'][0]:.1f} before, "
+        f"OMP wait policy {meta.get('omp_wait_policy', '?')}, {meta.get('busy_processes', 0)} busy-loop processes beside)",
+        "",
+        markdown(rows),
+        "",
+        "Seconds are means per step over steps >= 1 (step 0 = warm-up, ours includes the initial eval);"
+        " step_s excludes the checkpoint (ckpt_s); tok = completion tokens.",
+    ]
     failed = [r for r in rows if r.get("error")]
     for r in failed:
         parts.append(f"- FAILED {r['trainer']} {r['model']} {r['backend']}: {r['error']}")
     rat = ratios(rows)
     if rat:
-        parts += ["", "Ours / TRL (same model, prompts, G, T, steps, lr, clip, KL; < 1 = ours faster for s, "
-                  "> 1 = ours faster for tok/s):", "", markdown(rat, RATIO_COLUMNS)]
+        parts += [
+            "",
+            "Ours / TRL (same model, prompts, G, T, steps, lr, clip, KL; < 1 = ours faster for s, "
+            "> 1 = ours faster for tok/s):",
+            "",
+            markdown(rat, RATIO_COLUMNS),
+        ]
     return "\n".join(parts) + "\n"
 
 

@@ -6,6 +6,7 @@ every step (so its cost is measured), and an eval reduced to 2 prompts x 1 sampl
 evaluates at step 0 and after the last step; TRL does not evaluate). prompts_per_step (N),
 group_size (G) and max_new_tokens (T) keep the YAML's values unless given.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,17 +26,36 @@ def run_yaml(model: str) -> Path:
     return REPO / rel if (REPO / rel).is_file() else rel
 
 
-def bench_config(model: str, backend: str, *, steps: int, threads: int | None, prompts: int | None = None,
-                 group_size: int | None = None, max_new_tokens: int | None = None,
-                 checkpoint_every: int = 1, extra: list[str] | tuple[str, ...] = ()) -> RunConfig:
+def bench_config(
+    model: str,
+    backend: str,
+    *,
+    steps: int,
+    threads: int | None,
+    prompts: int | None = None,
+    group_size: int | None = None,
+    max_new_tokens: int | None = None,
+    checkpoint_every: int = 1,
+    extra: list[str] | tuple[str, ...] = (),
+) -> RunConfig:
     """RunConfig of one benchmark case (raises ConfigError naming a bad key)."""
     if backend not in BACKENDS:
         raise ValueError(f"--backends: {backend!r} is unknown; allowed: {list(BACKENDS)}")
-    overrides = [f"model.name={model}", f"rollout.backend={backend}", "warm_start.enabled=false",
-                 "tracking.mlflow=false", f"train.steps={steps}", f"train.checkpoint_every={checkpoint_every}",
-                 "train.mini_batches=1", "train.inner_epochs=1",  # one optimizer step per rollout batch, as TRL's default
-                 "rollout.temperature=1.0",  # TRL's default (smoke.yaml samples hotter)
-                 "eval.every=0", "eval.num_prompts=2", "eval.n_samples=1", "eval.ks=[1]"]
+    overrides = [
+        f"model.name={model}",
+        f"rollout.backend={backend}",
+        "warm_start.enabled=false",
+        "tracking.mlflow=false",
+        f"train.steps={steps}",
+        f"train.checkpoint_every={checkpoint_every}",
+        "train.mini_batches=1",
+        "train.inner_epochs=1",  # one optimizer step per rollout batch, as TRL's default
+        "rollout.temperature=1.0",  # TRL's default (smoke.yaml samples hotter)
+        "eval.every=0",
+        "eval.num_prompts=2",
+        "eval.n_samples=1",
+        "eval.ks=[1]",
+    ]
     if threads:
         overrides.append(f"train.threads={threads}")
     if prompts:

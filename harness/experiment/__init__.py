@@ -16,12 +16,26 @@ probe | figures | mlflow-sync` (cli.py); the Snakefile drives a study's jobs.
     generic_figures.py  figures of a study without an analysis notebook
     render.py           a study's figures (notebook or generic), renamed into place, logged to MLflow
     regenerate.py       summary.csv + figures from run folders or from MLflow alone (`harness figures`)
+    study_runs.py       the study in MLflow: its experiment, its parent run, its cells nested under it, their results
+    from_mlflow.py      a study's results folder rebuilt from its MLflow experiment alone
     figures/            shared pieces of the analysis notebooks (analysis/<study>.py)
     cli.py              the commands above, wired into harness/cli.py
 """
+
 from harness.experiment.files import cells_index, describe, study_dir, write_configs
 from harness.experiment.load import find_study, load_study, parse_study
 from harness.experiment.study import SCALES, Cell, Study, StudyError
 
-__all__ = ["SCALES", "Cell", "Study", "StudyError", "cells_index", "describe", "find_study", "load_study",
-           "parse_study", "study_dir", "write_configs"]
+__all__ = [
+    "SCALES",
+    "Cell",
+    "Study",
+    "StudyError",
+    "cells_index",
+    "describe",
+    "find_study",
+    "load_study",
+    "parse_study",
+    "study_dir",
+    "write_configs",
+]

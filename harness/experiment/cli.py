@@ -5,14 +5,14 @@
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search (harness/experiment/tune.py)
     harness summarize RESULTS_DIR --csv FILE              one row per cell (harness/experiment/summary.py)
     harness summarize RESULTS_DIR --figures DIR [--notebook analysis/<study>.py]
-    harness probe STUDY [--scale S] [--out FILE]          the study's mechanism probe (harness/probes/)
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures/, from the run
                                                           folders or from MLflow alone (harness/experiment/regenerate.py)
     harness mlflow-sync [RESULTS_DIR ...]                 bring finished studies' MLflow experiments to the
-                                                          current layout (harness/tracking/study_runs.py)
+                                                          current layout (harness/experiment/study_runs.py)
 
 STUDY is a name under experiments/ (`demo`) or a path to a study YAML.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +20,19 @@ import json
 import sys
 from pathlib import Path
 
-from harness.experiment.study import SCALES
+from harness.atomic import atomic_write_text
+from harness.experiment import cells_index, describe, load_study, study_dir, write_configs
+from harness.experiment import reproduce as rp
+from harness.experiment.regenerate import regenerate
+from harness.experiment.render import log_cell_evals, make_figures
+from harness.experiment.study import SCALES, StudyError
+from harness.experiment.study_runs import study_dirs, sync
+from harness.experiment.summary import summary_table, write_csv
+from harness.experiment.tune import run_tune
+from harness.tracking.experiment import mark_all
+from harness.tracking.store import client_for
 
-COMMANDS = ("grid", "tune", "summarize", "probe", "figures", "mlflow-sync", "reproduce")
+COMMANDS = ("grid", "tune", "summarize", "figures", "mlflow-sync", "reproduce")
 
 
 def add_commands(sub) -> None:
@@ -40,6 +50,12 @@ def add_commands(sub) -> None:
     p.add_argument("--jobs", type=int, default=1, help="trials in parallel (each a `harness train` subprocess)")
     p.add_argument("--results", default="results", help="results root (default: results)")
 
+    _add_results_commands(sub)
+    _add_reproduce_commands(sub)
+
+
+def _add_results_commands(sub) -> None:
+    """summarize and figures: a study's table and figures."""
     p = sub.add_parser("summarize", help="summary table / figures of a study's results folder")
     p.add_argument("study_dir", help="results/<study>/<scale> (holds cells.json), or a study name/YAML")
     p.add_argument("--scale", choices=list(SCALES), default=None, help="with a study name")
@@ -48,55 +64,61 @@ def add_commands(sub) -> None:
     p.add_argument("--notebook", help="analysis notebook (jupytext .py) to run instead of the generic figures")
     p.add_argument("--no-mlflow", action="store_true", help="do not log the figures to MLflow")
 
-    p = sub.add_parser("probe", help="measure a study's mechanism directly: one update per arm from the same "
-                       "policy and batches (harness/probes/)")
-    p.add_argument("study", help="study name under experiments/ or a study YAML")
-    p.add_argument("--scale", choices=list(SCALES), default=None, help="default: the study's `scale:`")
-    p.add_argument("--out", help="JSON output (default: results/<study>/<scale>/probe.json; with --regime: "
-                   "regime.json)")
-    p.add_argument("--regime", action="store_true", help="only sample training batches from the warm start with the "
-                   "first cell's settings and print what the mechanisms need (harness/probes/regime.py)")
-    p.add_argument("--batches", type=int, default=None, help="with --regime: how many batches (default 4)")
-
     p = sub.add_parser("figures", help="a study's summary.csv and figures, from its run folders or from MLflow alone")
     p.add_argument("study", help="study name under experiments/ or a study YAML")
     p.add_argument("--scale", choices=list(SCALES), default=None, help="default: the study's `scale:`")
-    p.add_argument("--from-mlflow", action="store_true", help="read the study's MLflow experiment (MLFLOW_TRACKING_URI, "
-                   "else sqlite:///results/mlflow.db), not results/<study>/<scale>/runs")
-    p.add_argument("--out", help="where summary.csv and figures/ go (default: results/<study>/<scale>, with "
-                   "--from-mlflow results/<study>/<scale>/from_mlflow)")
+    p.add_argument(
+        "--from-mlflow",
+        action="store_true",
+        help="read the study's MLflow experiment (MLFLOW_TRACKING_URI, "
+        "else sqlite:///results/mlflow.db), not results/<study>/<scale>/runs",
+    )
+    p.add_argument(
+        "--out",
+        help="where summary.csv and figures/ go (default: results/<study>/<scale>, with "
+        "--from-mlflow results/<study>/<scale>/from_mlflow)",
+    )
 
-    p = sub.add_parser("reproduce", help="rerun one cell of a study's report and compare every number the report "
-                       "took from it (harness/experiment/reproduce.py)")
+
+def _add_reproduce_commands(sub) -> None:
+    """reproduce (one cell against its report) and mlflow-sync."""
+    p = sub.add_parser(
+        "reproduce",
+        help="rerun one cell of a study's report and compare every number the report "
+        "took from it (harness/experiment/reproduce.py)",
+    )
     p.add_argument("study", help="study name (its report's record: analysis/reports/<study>/record.json)")
     p.add_argument("--cell", help="the cell to rerun (e.g. arm=grpo__seed=2)")
     p.add_argument("--scale", choices=["smoke", "cpu", "gpu"], default=None, help="default: the record's")
-    p.add_argument("--results", default=None, help="results root of the rerun (default: results/reproduce; with "
-                   "--write-record: results)")
+    p.add_argument(
+        "--results",
+        default=None,
+        help="results root of the rerun (default: results/reproduce; with --write-record: results)",
+    )
     p.add_argument("--cores", type=int, default=2, help="snakemake --cores for the rerun (default 2)")
-    p.add_argument("--write-record", action="store_true", help="write the report's record.json from the study's "
-                   "results folder (when the report is made)")
+    p.add_argument(
+        "--write-record",
+        action="store_true",
+        help="write the report's record.json from the study's results folder (when the report is made)",
+    )
 
-    p = sub.add_parser("mlflow-sync", help="one-off: nest finished studies' cells under their study run, attach "
-                       "their files and results, mark every experiment as model training")
+    p = sub.add_parser(
+        "mlflow-sync",
+        help="one-off: nest finished studies' cells under their study run, attach "
+        "their files and results, mark every experiment as model training",
+    )
     p.add_argument("study_dirs", nargs="*", help="results/<study>/<scale> folders (default: every one under results/)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.experiment.study import StudyError
-
     try:
         if args.command == "grid":
             return _grid(args)
         if args.command == "tune":
-            from harness.experiment.tune import run_tune
-
             run_tune(args.study, scale=args.scale, trials=args.trials, jobs=args.jobs, results=args.results)
             return 0
         if args.command == "summarize":
             return _summarize(args)
-        if args.command == "probe":
-            return _probe(args)
         if args.command == "figures":
             return _figures(args)
         if args.command == "mlflow-sync":
@@ -112,63 +134,41 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _grid(args) -> int:
-    from harness.atomic import atomic_write_text
-    from harness.experiment import cells_index, describe, load_study, write_configs
-
     study = load_study(args.study, args.scale)
     if args.write_configs:
         out = Path(args.write_configs)
         paths = write_configs(study, out)
-        atomic_write_text(out / "cells.json", json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n",
-                          only_if_changed=True)
+        atomic_write_text(
+            out / "cells.json",
+            json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n",
+            only_if_changed=True,
+        )
         print(f"wrote {len(paths)} configs to {out}/", file=sys.stderr)
     if args.json:
-        print(json.dumps([{"id": c.id, "overrides": c.overrides, "tags": c.tags} for c in study.cells],
-                         indent=1, default=str))
+        print(
+            json.dumps(
+                [{"id": c.id, "overrides": c.overrides, "tags": c.tags} for c in study.cells], indent=1, default=str
+            )
+        )
     elif args.list or not args.write_configs:
         print(describe(study))
     return 0
 
 
-def _probe(args) -> int:
-    from harness.experiment import load_study, study_dir
-    from harness.probes import run_probe
-
-    study = load_study(args.study, args.scale)
-    if args.regime:
-        from harness.probes.regime import run_regime
-        from harness.atomic import atomic_write_text
-
-        out = Path(args.out) if args.out else study_dir(study) / "regime.json"
-        doc = run_regime(study.cells[0].config, args.batches or 4)
-        atomic_write_text(out, json.dumps({"study": study.name, "scale": study.scale, "cell": study.cells[0].id,
-                                           **doc}, indent=1))
-        print(f"[regime] {study.name} ({study.scale}), cell {study.cells[0].id} -> {out}")
-        return 0
-    out = Path(args.out) if args.out else study_dir(study) / "probe.json"
-    doc = run_probe(study, out)
-    print(f"[probe] {study.name} ({study.scale}): {doc['wall_seconds']:.0f} s -> {out}")
-    return 0
-
-
 def _figures(args) -> int:
-    from harness.experiment.regenerate import regenerate
-
     paths = regenerate(args.study, args.scale, from_mlflow=args.from_mlflow, out=args.out)
     print(f"wrote {paths['summary']} and {paths['figures']}/ (inputs: {paths['inputs']})")
     return 0
 
 
 def _mlflow_sync(args) -> int:
-    from harness.experiment.study import StudyError
-    from harness.tracking.experiment import mark_all
-    from harness.tracking.study_runs import client_for, study_dirs, sync
-
     dirs = args.study_dirs or study_dirs()
     missing = [str(d) for d in dirs if not (Path(d) / "cells.json").is_file()]
     if missing:  # checked before anything is written to MLflow
-        raise StudyError(f"mlflow-sync: {', '.join(missing)}: no cells.json there (a study's results folder, "
-                         "results/<study>/<scale>, holds one after its Snakemake run)")
+        raise StudyError(
+            f"mlflow-sync: {', '.join(missing)}: no cells.json there (a study's results folder, "
+            "results/<study>/<scale>, holds one after its Snakemake run)"
+        )
     for d in dirs:
         print(sync(d))
     marked = mark_all(client_for()[0])
@@ -177,23 +177,14 @@ def _mlflow_sync(args) -> int:
 
 
 def _summarize(args) -> int:
-    from harness.experiment.render import make_figures
-    from harness.experiment.summary import write_csv
-
     d = Path(args.study_dir)
     if not (d / "cells.json").exists():  # a study name: its default results folder
-        from harness.experiment import load_study, study_dir
-
         d = study_dir(load_study(args.study_dir, args.scale))
     if not args.csv and not args.figures:
-        from harness.experiment.summary import summary_table
-
         print(summary_table(d).to_string(index=False))
     if args.csv:
         print(f"wrote {write_csv(d, args.csv)}")
         if not args.no_mlflow:
-            from harness.experiment.render import log_cell_evals
-
             print(f"recorded eval.json, groups.jsonl and results of {log_cell_evals(d)} cells in MLflow")
     if args.figures:
         print(f"wrote {make_figures(d, args.figures, args.notebook, log_mlflow=not args.no_mlflow)}")
@@ -201,8 +192,6 @@ def _summarize(args) -> int:
 
 
 def _reproduce(args) -> int:
-    from harness.experiment import reproduce as rp
-
     if args.write_record:
         path = rp.write_record(args.study, args.scale, args.results or "results")
         print(f"record -> {path}")
@@ -215,8 +204,10 @@ def _reproduce(args) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"harness: {err}", file=sys.stderr)
         return 2
-    print(f"{ctx['study']} ({ctx['scale']}), cell {ctx['cell']}: report at {ctx['report_commit']}, rerun at "
-          f"{ctx['rerun_commit']}")
+    print(
+        f"{ctx['study']} ({ctx['scale']}), cell {ctx['cell']}: report at {ctx['report_commit']}, rerun at "
+        f"{ctx['rerun_commit']}"
+    )
     print(f"  report machine: {ctx['report_machine']}\n  rerun machine:  {ctx['rerun_machine']}")
     print(f"  {rp.describe_case(ctx)}")
     print(rp.format_rows(rows))

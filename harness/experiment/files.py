@@ -1,5 +1,6 @@
 """What a study writes: its results folder, each cell's resolved config, cells.json, study.json,
 and the `harness grid` listing."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,19 @@ from harness.experiment.study import SEED, Study
 def cells_index(study: Study, results: str | os.PathLike) -> list[dict]:
     """Machine-readable description of the cells (for summaries and notebooks)."""
     out = study_dir(study, results)
-    return [{"id": c.id, "variant": study.variant_of(c), "axes": c.axes, "overrides": c.overrides, "tags": c.tags,
-             "seed": c.axes.get(SEED), "run_dir": str(out / "runs" / c.id),
-             "config": str(out / "configs" / f"{c.id}.yaml")} for c in study.cells]
+    return [
+        {
+            "id": c.id,
+            "variant": study.variant_of(c),
+            "axes": c.axes,
+            "overrides": c.overrides,
+            "tags": c.tags,
+            "seed": c.axes.get(SEED),
+            "run_dir": str(out / "runs" / c.id),
+            "config": str(out / "configs" / f"{c.id}.yaml"),
+        }
+        for c in study.cells
+    ]
 
 
 def study_dir(study: Study, results: str | os.PathLike = "results") -> Path:
@@ -34,7 +45,9 @@ def write_configs(study: Study, out_dir: str | os.PathLike) -> list[Path]:
 
 
 def describe(study: Study) -> str:
-    lines = [f"study {study.name} (scale {study.scale}): {len(study.cells)} cells; MLflow experiment '{study.experiment}'"]
+    lines = [
+        f"study {study.name} (scale {study.scale}): {len(study.cells)} cells; MLflow experiment '{study.experiment}'"
+    ]
     if study.scale_overrides:
         lines.append("  scale overrides: " + " ".join(f"{k}={_fmt(v)}" for k, v in study.scale_overrides.items()))
     width = max(len(c.id) for c in study.cells)
@@ -49,9 +62,16 @@ def _fmt(v: Any) -> str:
 
 def study_json(study: Study, results: str | os.PathLike) -> dict:
     """study.json: what the summaries and notebooks need to know about the study beside cells.json."""
-    return {"name": study.name, "scale": study.scale, "experiment": study.experiment, "axes": study.axis_names(),
-            "seeds": study.seeds, "final_eval": study.final_eval, "study_file": str(study.path or ""),
-            "results": str(study_dir(study, results))}
+    return {
+        "name": study.name,
+        "scale": study.scale,
+        "experiment": study.experiment,
+        "axes": study.axis_names(),
+        "seeds": study.seeds,
+        "final_eval": study.final_eval,
+        "study_file": str(study.path or ""),
+        "results": str(study_dir(study, results)),
+    }
 
 
 def final_eval_flags(final_eval: dict) -> str:

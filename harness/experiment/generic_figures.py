@@ -1,6 +1,7 @@
 """The generic figures of a study without an analysis notebook: eval pass@1 vs step and response
 lengths vs step, one curve per variant (cells that differ only by seed), mean over seeds with a
 shaded 95% t-interval."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,11 @@ def curves(cells: list[dict], key: str, relative: bool = False) -> dict[str, dic
     change, which removes per-seed offsets such as a seed-dependent eval set)."""
     by_variant: dict[str, list[dict[int, float]]] = {}
     for c in cells:
-        series = {int(r["step"]): float(r[key]) for r in read_jsonl(Path(c["run_dir"]) / "metrics.jsonl")
-                  if key in r and r[key] is not None and math.isfinite(float(r[key]))}
+        series = {
+            int(r["step"]): float(r[key])
+            for r in read_jsonl(Path(c["run_dir"]) / "metrics.jsonl")
+            if key in r and r[key] is not None and math.isfinite(float(r[key]))
+        }
         if series and relative:
             first = series[min(series)]
             series = {st: v - first for st, v in series.items()}
@@ -41,8 +45,15 @@ def _plot(ax, data: dict[str, dict]) -> None:
         marker = "osD^v"[(i // 10) % 5] if many else "o"
         lo = [m - h for m, h in zip(d["mean"], d["half"])]
         hi = [m + h for m, h in zip(d["mean"], d["half"])]
-        ax.plot(d["steps"], d["mean"], "-", color=color, marker=marker if len(d["steps"]) < 30 else None, ms=3,
-                label=f"{variant} (n={d['n']})")
+        ax.plot(
+            d["steps"],
+            d["mean"],
+            "-",
+            color=color,
+            marker=marker if len(d["steps"]) < 30 else None,
+            ms=3,
+            label=f"{variant} (n={d['n']})",
+        )
         if d["n"] > 1:
             ax.fill_between(d["steps"], lo, hi, color=color, alpha=0.2, lw=0)
     from matplotlib.ticker import MaxNLocator
@@ -62,8 +73,14 @@ def generic_figures(study_dir: str | os.PathLike, out_dir: str | os.PathLike) ->
     name = f"{study.get('name', '?')} ({study.get('scale', '?')})"
     axes = ", ".join(a for a in study.get("axes", []) if a != "seed") or "base config"
     n_seeds = len(study.get("seeds", [])) or "?"
-    paths = []
+    return [
+        _pass_at_1_figure(plt, cells, out_dir, name, axes, n_seeds),
+        _lengths_figure(plt, cells, out_dir, name, axes),
+    ]
 
+
+def _pass_at_1_figure(plt, cells, out_dir: Path, name: str, axes: str, n_seeds) -> Path:
+    """eval_pass_at_1.png: held-out pass@1 per step, and its change since step 0 (paired per seed)."""
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     _plot(ax, curves(cells, "eval/pass_at_1"))
     ax.set_xlabel("training step (policy iterations)")
@@ -79,16 +96,24 @@ def generic_figures(study_dir: str | os.PathLike, out_dir: str | os.PathLike) ->
     for a in (ax, ax2):
         a.grid(alpha=0.3)
     ax2.legend(fontsize=7)
-    fig.suptitle(f"{name}: held-out pass@1 vs training step by {axes}; "
-                 f"mean over {n_seeds} seed(s), shaded = 95% t-interval", fontsize=11)
+    fig.suptitle(
+        f"{name}: held-out pass@1 vs training step by {axes}; mean over {n_seeds} seed(s), shaded = 95% t-interval",
+        fontsize=11,
+    )
     fig.tight_layout()
-    paths.append(out_dir / "eval_pass_at_1.png")
-    fig.savefig(paths[-1], dpi=120)
+    path = out_dir / "eval_pass_at_1.png"
+    fig.savefig(path, dpi=120)
     plt.close(fig)
+    return path
 
+
+def _lengths_figure(plt, cells, out_dir: Path, name: str, axes: str) -> Path:
+    """lengths.png: response length of correct and incorrect train rollouts, and train accuracy."""
     fig, axs = plt.subplots(1, 3, figsize=(14, 4.2))
-    for ax, key, title in ((axs[0], "length/correct", "correct responses"),
-                           (axs[1], "length/incorrect", "incorrect responses")):
+    for ax, key, title in (
+        (axs[0], "length/correct", "correct responses"),
+        (axs[1], "length/incorrect", "incorrect responses"),
+    ):
         _plot(ax, curves(cells, key))
         ax.set_xlabel("training step (policy iterations)")
         ax.set_ylabel("mean response length (tokens)")
@@ -100,10 +125,12 @@ def generic_figures(study_dir: str | os.PathLike, out_dir: str | os.PathLike) ->
     axs[2].set_title("train accuracy (compare lengths at matched accuracy)", fontsize=10)
     axs[2].grid(alpha=0.3)
     axs[2].legend(fontsize=7)
-    fig.suptitle(f"{name}: response length of correct vs incorrect rollouts by {axes} "
-                 f"(mean over seeds, 95% t-interval)", fontsize=11)
+    fig.suptitle(
+        f"{name}: response length of correct vs incorrect rollouts by {axes} (mean over seeds, 95% t-interval)",
+        fontsize=11,
+    )
     fig.tight_layout()
-    paths.append(out_dir / "lengths.png")
-    fig.savefig(paths[-1], dpi=120)
+    path = out_dir / "lengths.png"
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-    return paths
+    return path

@@ -1,10 +1,10 @@
 """Cell ids: `axis=value` joined with `__`; the axis name is the shortest unique dotted suffix of
 its key, values are sanitised for paths (`preset=dapo__group_size=8__seed=1`)."""
+
 from __future__ import annotations
 
 import re
 from typing import Any
-
 
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 

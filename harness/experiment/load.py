@@ -35,6 +35,7 @@ Cell ids join `axis=value` with `__` in declaration order (grid, then zip groups
 seed): `preset=dapo__group_size=8__seed=1`. The axis name is the last component of the
 dotted key (more components when that is ambiguous); values are sanitised for paths.
 """
+
 from __future__ import annotations
 
 import copy
@@ -42,9 +43,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.config import read_yaml
 from harness.experiment.expand import expand
 from harness.experiment.schema import SAFE_NAME, TOP_LEVEL_KEYS, validate_study_file
 from harness.experiment.study import ARM, DECLARED_SCALES, SCALES, SEED, Axis, Study, StudyError
+from harness.objective.plugins import import_plugins
 
 __all__ = ["TOP_LEVEL_KEYS", "find_study", "load_study", "parse_study"]
 
@@ -60,9 +63,11 @@ def find_study(name_or_path: str | os.PathLike, root: str | os.PathLike | None =
             raise StudyError(f"study file {str(p)!r} does not exist")
         return p
     if p.is_dir():
-        raise StudyError(f"{str(p)!r} is a folder, not a study: a study's results folder holds cells.json (written by "
-                         "the Snakefile or `harness grid STUDY --write-configs`); a study is a name under experiments/ "
-                         "or a study YAML")
+        raise StudyError(
+            f"{str(p)!r} is a folder, not a study: a study's results folder holds cells.json (written by "
+            "the Snakefile or `harness grid STUDY --write-configs`); a study is a name under experiments/ "
+            "or a study YAML"
+        )
     if len(p.parts) > 1:  # a path, not a name: never looked up under experiments/
         raise StudyError(f"{str(p)!r} does not exist (neither a study YAML nor a study's results folder)")
     bases = [Path(root)] if root else []
@@ -88,8 +93,6 @@ def _load_base(base: Any, study_path: Path | None) -> dict:
         cands += [Path.cwd() / base, Path(__file__).resolve().parents[2] / base]
         for c in cands:
             if c.is_file():
-                from harness.config import read_yaml
-
                 data = read_yaml(c, "base run config", StudyError)
                 if not isinstance(data, dict):
                     raise StudyError(f"base: {c} must hold a mapping of run-config sections")
@@ -116,8 +119,6 @@ def _import_plugins(raw: Any, path: Path | None) -> None:
     for scale in (raw.get("scales") or {}).values():  # a scale: one value
         if isinstance(scale, dict) and key in scale:
             names.append(scale[key])
-    from harness.objective.plugins import import_plugins
-
     for value in names:
         try:
             import_plugins(value)
@@ -125,26 +126,12 @@ def _import_plugins(raw: Any, path: Path | None) -> None:
             raise StudyError(f"{path or 'study'}: {err}") from None
 
 
-def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
-                scale: str | None = None) -> Study:
-    """Check the study file against its schema (schema.py), then build its axes for `scale`
-    (no run config is built here: expand.py does that per cell). The plugins the study names
-    (objective.plugins) are imported first: their knobs are grid keys like any other."""
-    _import_plugins(raw, path)
-    spec = validate_study_file(raw, str(path) if path else "study")
-    name = str(spec.name or name or (path.stem if path else "study"))
-    if not SAFE_NAME.match(name):
-        raise StudyError(f"name: {name!r} may only use letters, digits and . _ + -")
-    scale = scale or spec.scale or "smoke"
-    if scale not in SCALES:
-        raise StudyError(f"scale: {scale!r} is not one of {list(SCALES)}")
-    if scale in DECLARED_SCALES and scale not in (raw.get("scales") or {}):
-        raise StudyError(f"scale: {scale!r}: study {name} has no scales.{scale} section (its scales: "
-                         f"{sorted(raw.get('scales') or {})}); the {scale} scale runs only where a study defines it")
-    scale_ov = dict((raw.get("scales") or {}).get(scale) or {})
-    base = _load_base(raw.get("base"), path)
-
-    grid_axes = [Axis((key,), tuple((v,) for v in values), None, "grid") for key, values in (raw.get("grid") or {}).items()]
+def _axes(raw: dict, scale: str, scale_ov: dict) -> list[Axis]:
+    """The study's grid and zip axes, in the order the file declares them; a key in two axes, two
+    labelled groups, a scale overriding an axis or an axis on a key the study sets is a StudyError."""
+    grid_axes = [
+        Axis((key,), tuple((v,) for v in values), None, "grid") for key, values in (raw.get("grid") or {}).items()
+    ]
     zip_axes: list[Axis] = []
     for i, group in enumerate(raw.get("zip") or []):
         keys = tuple(k for k in group if k != ARM)
@@ -166,7 +153,30 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
     for k in (SEED, "tracking.experiment", "tracking.run_name", "tracking.tags"):
         if k in all_keys:
             raise StudyError(f"grid: '{k}' is set by the study itself and cannot be an axis")
+    return axes
 
+
+def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None, scale: str | None = None) -> Study:
+    """Check the study file against its schema (schema.py), then build its axes for `scale`
+    (no run config is built here: expand.py does that per cell). The plugins the study names
+    (objective.plugins) are imported first: their knobs are grid keys like any other."""
+    _import_plugins(raw, path)
+    spec = validate_study_file(raw, str(path) if path else "study")
+    name = str(spec.name or name or (path.stem if path else "study"))
+    if not SAFE_NAME.match(name):
+        raise StudyError(f"name: {name!r} may only use letters, digits and . _ + -")
+    scale = scale or spec.scale or "smoke"
+    if scale not in SCALES:
+        raise StudyError(f"scale: {scale!r} is not one of {list(SCALES)}")
+    if scale in DECLARED_SCALES and scale not in (raw.get("scales") or {}):
+        raise StudyError(
+            f"scale: {scale!r}: study {name} has no scales.{scale} section (its scales: "
+            f"{sorted(raw.get('scales') or {})}); the {scale} scale runs only where a study defines it"
+        )
+    scale_ov = dict((raw.get("scales") or {}).get(scale) or {})
+    base = _load_base(raw.get("base"), path)
+
+    axes = _axes(raw, scale, scale_ov)
     seeds = scale_ov.pop("seeds", None)
     if seeds is None:
         seeds = raw.get("seeds", [int(base.get("seed", 0))])
@@ -176,20 +186,35 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
     final_eval.update(scale_ov.pop("final_eval", None) or {})
     probe = dict(raw.get("probe") or {})
     probe.update(scale_ov.pop("probe", None) or {})
-    return Study(name=name, path=path, scale=scale, raw=raw, base=base, scale_overrides=scale_ov,
-                 axes=axes, seeds=list(seeds), exclude=list(raw.get("exclude") or []), final_eval=final_eval,
-                 probe=probe, tune=spec.tune)
+    return Study(
+        name=name,
+        path=path,
+        scale=scale,
+        raw=raw,
+        base=base,
+        scale_overrides=scale_ov,
+        axes=axes,
+        seeds=list(seeds),
+        exclude=list(raw.get("exclude") or []),
+        final_eval=final_eval,
+        probe=probe,
+        tune=spec.tune,
+    )
 
 
-def load_study(name_or_path: str | os.PathLike | dict, scale: str | None = None, *, validate: bool = True,
-               name: str | None = None, path: str | os.PathLike | None = None) -> Study:
+def load_study(
+    name_or_path: str | os.PathLike | dict,
+    scale: str | None = None,
+    *,
+    validate: bool = True,
+    name: str | None = None,
+    path: str | os.PathLike | None = None,
+) -> Study:
     """Load, check and expand a study (a name under experiments/, a path, or an already-loaded
     mapping; with a mapping, `path` is the file it came from: relative `base:` paths start there)."""
     if isinstance(name_or_path, dict):
         raw, path = name_or_path, (Path(path) if path else None)
     else:
-        from harness.config import read_yaml
-
         path = find_study(name_or_path)
         raw = read_yaml(path, "study", StudyError)
     study = parse_study(raw, path=path, name=name, scale=scale)

@@ -28,6 +28,7 @@ has 2 or more seeds; else by its `ci95` (flagged: that interval excludes trainin
 without either are listed, not judged. A record made before machines were recorded
 (`machine: null`) is treated as another kernel path.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,7 +40,10 @@ import sys
 from pathlib import Path
 
 from harness import machine
+from harness.experiment import load_study, study_dir
 from harness.experiment.results import load_index, read_jsonl
+from harness.experiment.stats import prediction_interval
+from harness.train.run.warmstart import warm_start_folder
 
 REPO = Path(__file__).resolve().parents[2]
 REPORTS = REPO / "analysis" / "reports"
@@ -76,7 +80,7 @@ def cell_numbers(run_dir: str | os.PathLike) -> dict:
         if len(values) > 1:
             out[f"change {key}"] = values[-1] - values[0]
     train = [r for r in records if "reward/mean" in r or "loss/policy" in r]
-    tail = train[-max(1, len(train) // 4):]
+    tail = train[-max(1, len(train) // 4) :]
     for key in sorted({k for r in train for k in r if k != "step" and not k.startswith("perf/")}):
         values = [r[key] for r in train if _is_number(r.get(key)) and math.isfinite(r[key])]
         if values:
@@ -112,8 +116,12 @@ def warm_start_fingerprint(folder: str | os.PathLike) -> dict:
     for f in sorted(folder.glob("*.safetensors")):
         digest.update(f.read_bytes())
     report = _json(folder / "warmstart.json")
-    return {"weights_sha256": digest.hexdigest()[:16], "accuracy": report.get("accuracy"),
-            "kernels": (report.get("key") or {}).get("kernels"), "code": (report.get("key") or {}).get("code")}
+    return {
+        "weights_sha256": digest.hexdigest()[:16],
+        "accuracy": report.get("accuracy"),
+        "kernels": (report.get("key") or {}).get("kernels"),
+        "code": (report.get("key") or {}).get("code"),
+    }
 
 
 # ------------------------------------------------------------------------------ comparing
@@ -141,13 +149,19 @@ def compare(recorded: dict, got: dict, same_path: bool) -> list[dict]:
             row["verdict"] = "MISSING"
             rows.append(row)
             continue
-        equal = (round(have_value, decimals) == round(value, decimals) if decimals is not None
-                 else math.isclose(value, have_value, rel_tol=EQUAL_REL, abs_tol=1e-12))
+        equal = (
+            round(have_value, decimals) == round(value, decimals)
+            if decimals is not None
+            else math.isclose(value, have_value, rel_tol=EQUAL_REL, abs_tol=1e-12)
+        )
         if same_path:
             row["verdict"] = "equal" if equal else "DIFFERS"
         elif ci and len(ci) == 2:
-            row["verdict"] = (("inside" if ci[0] <= have_value <= ci[1] else "OUTSIDE") + f" ({basis})"
-                              + (" (equal)" if equal else ""))
+            row["verdict"] = (
+                ("inside" if ci[0] <= have_value <= ci[1] else "OUTSIDE")
+                + f" ({basis})"
+                + (" (equal)" if equal else "")
+            )
         else:
             row["verdict"] = "level" + (" (equal)" if equal else "")
         rows.append(row)
@@ -162,8 +176,10 @@ def format_rows(rows: list[dict]) -> str:
     def num(v):
         return "-" if v is None else f"{v:+.4g}" if isinstance(v, float) else str(v)
 
-    lines = [f"{'number':48s} {'report':>11s} {'interval':>22s} {'rerun':>11s}  verdict (interval: seeds = "
-             "prediction interval over the report's seeds, bootstrap = over prompts only)"]
+    lines = [
+        f"{'number':48s} {'report':>11s} {'interval':>22s} {'rerun':>11s}  verdict (interval: seeds = "
+        "prediction interval over the report's seeds, bootstrap = over prompts only)"
+    ]
     for r in rows:
         ci = f"[{num(r['ci95'][0])}, {num(r['ci95'][1])}]" if r["ci95"] else ""
         lines.append(f"{r['name'][:48]:48s} {num(r['report']):>11s} {ci:>22s} {num(r['rerun']):>11s}  {r['verdict']}")
@@ -171,11 +187,11 @@ def format_rows(rows: list[dict]) -> str:
 
 
 # ------------------------------------------------------------------------------ records
-def write_record(study: str, scale: str | None, results: str | os.PathLike = "results", out: Path | None = None) -> Path:
+def write_record(
+    study: str, scale: str | None, results: str | os.PathLike = "results", out: Path | None = None
+) -> Path:
     """record.json of a study's results folder: the commit, machine and warm starts of its cells and
     every number of every complete cell (the report is written from the same folder)."""
-    from harness.experiment import load_study, study_dir
-
     st = load_study(study, scale)
     folder = study_dir(st, results)
     _, cells = load_index(folder)
@@ -192,15 +208,20 @@ def write_record(study: str, scale: str | None, results: str | os.PathLike = "re
                 machines.append(a["machine"])
     for c in st.cells:
         if c.config.warm_start.enabled:
-            from harness.train.run.warmstart import warm_start_folder
-
             f = warm_start_folder(c.config)
             if f.exists():
                 warm[f.name] = warm_start_fingerprint(f)
     add_prediction_intervals(cells_out, {c["id"]: c.get("variant", "") for c in cells})
-    record = {"study": st.name, "scale": st.scale, "commit": sorted(c for c in commits if c) or None,
-              "machine": machines[0] if len(machines) == 1 else None, "machines": machines,
-              "packages": machine.package_versions(), "warm_starts": warm, "cells": cells_out}
+    record = {
+        "study": st.name,
+        "scale": st.scale,
+        "commit": sorted(c for c in commits if c) or None,
+        "machine": machines[0] if len(machines) == 1 else None,
+        "machines": machines,
+        "packages": machine.package_versions(),
+        "warm_starts": warm,
+        "cells": cells_out,
+    }
     out = out or record_path(st.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
@@ -210,8 +231,6 @@ def write_record(study: str, scale: str | None, results: str | os.PathLike = "re
 def add_prediction_intervals(cells: dict, variant_of: dict) -> None:
     """Give every number of a cell whose arm (variant) has 2+ seeds recorded `predict95`: the 95%
     prediction interval of one more seed (harness/experiment/stats.py)."""
-    from harness.experiment.stats import prediction_interval
-
     arms: dict = {}
     for cell in cells:
         arms.setdefault(variant_of.get(cell, cell), []).append(cell)
@@ -224,8 +243,10 @@ def add_prediction_intervals(cells: dict, variant_of: dict) -> None:
                 continue
             for c in members:
                 entry = cells[c][name]
-                cells[c][name] = {**(entry if isinstance(entry, dict) else {"value": entry}),
-                                  "predict95": [interval[0], interval[1]]}
+                cells[c][name] = {
+                    **(entry if isinstance(entry, dict) else {"value": entry}),
+                    "predict95": [interval[0], interval[1]],
+                }
 
 
 def _value(entry):
@@ -235,32 +256,48 @@ def _value(entry):
 def load_record(study: str) -> dict:
     path = record_path(study)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no record for study {study!r} (reports with one: "
-                                f"{', '.join(sorted(p.parent.name for p in REPORTS.glob('*/record.json')))})")
+        raise FileNotFoundError(
+            f"{path}: no record for study {study!r} (reports with one: "
+            f"{', '.join(sorted(p.parent.name for p in REPORTS.glob('*/record.json')))})"
+        )
     return json.loads(path.read_text())
 
 
 # ------------------------------------------------------------------------------ rerunning a cell
 def rerun_cell(study: str, scale: str, cell: str, results: str, cores: int) -> Path:
     """Train and evaluate one cell through the study's own Snakefile (the report's command, one target)."""
-    from harness.experiment import load_study, study_dir
-
     st = load_study(study, scale)
     if cell not in {c.id for c in st.cells}:
-        raise ValueError(f"--cell {cell!r} is not a cell of {study} ({scale}); cells: "
-                         f"{', '.join(c.id for c in st.cells)}")
+        raise ValueError(
+            f"--cell {cell!r} is not a cell of {study} ({scale}); cells: {', '.join(c.id for c in st.cells)}"
+        )
     run_dir = study_dir(st, results) / "runs" / cell
     target = run_dir / "eval.json"
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--cores", str(cores),
-           "--nolock", "--config", f"study={study}", f"scale={scale}", f"results={results}", "--", str(target)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--cores",
+        str(cores),
+        "--nolock",
+        "--config",
+        f"study={study}",
+        f"scale={scale}",
+        f"results={results}",
+        "--",
+        str(target),
+    ]
     print("[reproduce] " + " ".join(cmd), flush=True)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     subprocess.run(cmd, check=True, cwd=REPO, env=env)
     return run_dir
 
 
-def reproduce(study: str, cell: str, scale: str | None = None, results: str = "results/reproduce",
-              cores: int = 2) -> tuple[list[dict], dict]:
+def reproduce(
+    study: str, cell: str, scale: str | None = None, results: str = "results/reproduce", cores: int = 2
+) -> tuple[list[dict], dict]:
     """Rerun `cell` and compare it with the report's record -> (rows, context)."""
     record = load_record(study)
     scale = scale or record["scale"]
@@ -270,17 +307,25 @@ def reproduce(study: str, cell: str, scale: str | None = None, results: str = "r
     now = run_machine(run_dir) or machine.describe()
     same = same_kernel_path(record.get("machine"), now)
     rows = compare(record["cells"][cell], cell_numbers(run_dir), same)
-    context = {"study": study, "scale": scale, "cell": cell, "run_dir": str(run_dir),
-               "report_commit": record.get("commit"), "rerun_commit": machine.git_commit(),
-               "report_machine": machine.one_line(record["machine"]) if record.get("machine") else "not recorded",
-               "rerun_machine": machine.one_line(now), "same_kernel_path": same}
+    context = {
+        "study": study,
+        "scale": scale,
+        "cell": cell,
+        "run_dir": str(run_dir),
+        "report_commit": record.get("commit"),
+        "rerun_commit": machine.git_commit(),
+        "report_machine": machine.one_line(record["machine"]) if record.get("machine") else "not recorded",
+        "rerun_machine": machine.one_line(now),
+        "same_kernel_path": same,
+    }
     (Path(run_dir) / "reproduce.json").write_text(json.dumps({**context, "rows": rows}, indent=1) + "\n")
     return rows, context
 
 
 def describe_case(context: dict) -> str:
     if context["same_kernel_path"]:
-        return ("same kernel path as the report: every number must come back equal "
-                f"(relative {EQUAL_REL:g})")
-    return ("another kernel path than the report's (or the report's was not recorded): numbers with an "
-            "interval must come back inside it; levels move with the CPU's rounding and are listed, not judged")
+        return f"same kernel path as the report: every number must come back equal (relative {EQUAL_REL:g})"
+    return (
+        "another kernel path than the report's (or the report's was not recorded): numbers with an "
+        "interval must come back inside it; levels move with the CPU's rounding and are listed, not judged"
+    )

@@ -1,5 +1,6 @@
 """Reading a study's results folder (results/<study>/<scale>/): cells.json, study.json and the
 runs' jsonl files. Only the run-directory contract, not the trainer."""
+
 from __future__ import annotations
 
 import json

@@ -14,17 +14,29 @@ what needs the whole file (an axis key listed twice, a scale overriding an axis,
 matching a cell) is checked by load.py and expand.py, and every cell's run config by
 harness.config.build_config.
 """
+
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 import re
 import types
 import typing
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat,
-                      StrictInt, ValidationError, model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    model_validator,
+)
 
 from harness.experiment.keys import key_problem
 from harness.experiment.study import ARM, SCALES, SEED, StudyError
@@ -32,7 +44,7 @@ from harness.experiment.study import ARM, SCALES, SEED, StudyError
 Scale = Literal["smoke", "cpu", "gpu", "dataset"]
 assert typing.get_args(Scale) == SCALES
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
-Number = Union[StrictInt, StrictFloat]
+Number = StrictInt | StrictFloat
 
 
 def _run_config_key(key: Any) -> str:
@@ -77,6 +89,7 @@ class _Strict(BaseModel):
 
 # ----------------------------------------------------------------------------- probe, final eval
 
+
 class ProbeSettings(_Strict):
     """probe: (top level and per scale; the scale's keys win). Defaults: harness/probes/__init__.py."""
 
@@ -91,12 +104,13 @@ class ProbeSettings(_Strict):
 class FinalEval(_Strict):
     """final_eval: settings of `harness eval` on each cell's final checkpoint (the Snakefile)."""
 
-    n_samples: Annotated[StrictInt, Field(ge=1)] | None = None      # --n-samples N
-    num_prompts: Annotated[StrictInt, Field(ge=1)] | None = None    # --num-prompts P
+    n_samples: Annotated[StrictInt, Field(ge=1)] | None = None  # --n-samples N
+    num_prompts: Annotated[StrictInt, Field(ge=1)] | None = None  # --num-prompts P
     vs_initial: StrictBool | None = None  # --vs-initial: the starting policy too, same prompts and seed (paired)
 
 
 # ----------------------------------------------------------------------------- tune
+
 
 class _Range(_Strict):
     """A numeric search range: low < high, and low > 0 on a log scale."""
@@ -131,16 +145,13 @@ class CategoricalDistribution(_Strict):
     choices: AxisValues
 
 
-Distribution = Annotated[Union[FloatDistribution, IntDistribution, CategoricalDistribution],
-                         Field(discriminator="type")]
+Distribution = Annotated[FloatDistribution | IntDistribution | CategoricalDistribution, Field(discriminator="type")]
 
 
 def _optuna_options(cls_path: str, options: dict) -> None:
     """The options of a sampler / pruner section (besides name, seed) must be keywords of its Optuna class."""
     if not options:
         return
-    import importlib
-
     module, name = cls_path.rsplit(".", 1)
     allowed = sorted(set(inspect.signature(getattr(importlib.import_module(module), name)).parameters) - {"seed"})
     bad = sorted(k for k in options if k not in allowed)
@@ -189,6 +200,7 @@ class TuneSection(_Strict):
 
 
 # ----------------------------------------------------------------------------- scales, zip, top level
+
 
 class ScaleSection(BaseModel):
     """scales.<scale>: dotted run-config keys (overrides of the base), plus seeds, final_eval, probe."""
@@ -252,12 +264,14 @@ class StudyFile(_Strict):
 
     name: Annotated[str, AfterValidator(_name)] | None = None  # default: the file's stem
     description: str | None = None
-    base: Annotated[Any, BeforeValidator(_base)] = None  # a run config: a path (relative to the study file) or a mapping
+    base: Annotated[Any, BeforeValidator(_base)] = (
+        None  # a run config: a path (relative to the study file) or a mapping
+    )
     grid: Annotated[dict[RunConfigKey, AxisValues], BeforeValidator(_grid)] | None = None
     zip: list[Annotated[dict, BeforeValidator(_zip_group)]] | None = None
-    seeds: Seeds | None = None                    # default: the base's seed
+    seeds: Seeds | None = None  # default: the base's seed
     exclude: list[Annotated[dict[str, Any], Field(min_length=1)]] | None = None  # keys checked against the axes
-    scale: Scale | None = None                    # default scale (override: --scale)
+    scale: Scale | None = None  # default scale (override: --scale)
     scales: dict[Scale, ScaleSection | None] | None = None
     probe: ProbeSettings | None = None
     final_eval: FinalEval | None = None
@@ -268,6 +282,7 @@ TOP_LEVEL_KEYS = tuple(StudyFile.model_fields)
 
 
 # ----------------------------------------------------------------------------- errors
+
 
 def _unwrap(annotation: Any) -> Any:
     """The model or container behind Annotated, Optional and a union holding one model."""
@@ -290,8 +305,14 @@ def _allowed_at(loc: tuple) -> list[str]:
     model: Any = StudyFile
     for part in loc:
         members = typing.get_args(model) if typing.get_origin(model) in (Union, types.UnionType) else ()
-        tagged = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)
-                  and "type" in m.model_fields and typing.get_args(m.model_fields["type"].annotation) == (part,)]
+        tagged = [
+            m
+            for m in members
+            if isinstance(m, type)
+            and issubclass(m, BaseModel)
+            and "type" in m.model_fields
+            and typing.get_args(m.model_fields["type"].annotation) == (part,)
+        ]
         if tagged:  # a tune distribution: the member its `type` names
             model = tagged[0]
             continue
@@ -328,8 +349,9 @@ def format_errors(err: ValidationError) -> list[str]:
         if e["type"] == "extra_forbidden":
             allowed = _allowed_at(loc[:-1])
             near = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-            lines.append(f"unknown key '{where}'{f' (did you mean {near[0]!r}?)' if near else ''}; "
-                         f"allowed keys here: {allowed}")
+            lines.append(
+                f"unknown key '{where}'{f' (did you mean {near[0]!r}?)' if near else ''}; allowed keys here: {allowed}"
+            )
         elif e["type"] == "union_tag_invalid" or e["type"] == "union_tag_not_found":
             lines.append(f"'{where}': needs type: float | int | categorical (got {e.get('input')!r})")
         else:

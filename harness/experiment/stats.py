@@ -1,4 +1,5 @@
 """The interval every summary and figure of the experiment layer uses."""
+
 from __future__ import annotations
 
 import math

@@ -1,15 +1,22 @@
 """A study and its cells: the data the experiment layer passes around (harness/experiment/load.py
 builds it from a study file, expand.py fills its cells)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.config import dump_config
 
-SCALES = ("smoke", "cpu", "gpu", "dataset")  # dataset: SmolLM2-135M on the sample dataset (length_bias, difficulty_bias)
+SCALES = (
+    "smoke",
+    "cpu",
+    "gpu",
+    "dataset",
+)  # dataset: SmolLM2-135M on the sample dataset (length_bias, difficulty_bias)
 DECLARED_SCALES = ("dataset",)  # a study runs at these only when its file has the scale's section
-ARM = "arm"          # optional label key of a zip group
+ARM = "arm"  # optional label key of a zip group
 SEED = "seed"
 
 
@@ -21,10 +28,10 @@ class StudyError(ValueError):
 class Axis:
     """One dimension of the grid: a single key, or a zip group of keys varying together."""
 
-    keys: tuple[str, ...]          # dotted run-config keys set by this axis
-    values: tuple[tuple, ...]      # one tuple (aligned with keys) per point of the axis
-    labels: tuple[str, ...] | None = None   # zip `arm` labels, one per point
-    source: str = "grid"           # "grid", "zip[i]" or "seeds" (for messages)
+    keys: tuple[str, ...]  # dotted run-config keys set by this axis
+    values: tuple[tuple, ...]  # one tuple (aligned with keys) per point of the axis
+    labels: tuple[str, ...] | None = None  # zip `arm` labels, one per point
+    source: str = "grid"  # "grid", "zip[i]" or "seeds" (for messages)
 
     def __len__(self) -> int:
         return len(self.values)
@@ -33,15 +40,13 @@ class Axis:
 @dataclass
 class Cell:
     id: str
-    axes: dict[str, Any]           # axis name in tags/tables (dotted key, `arm`, `seed`) -> value
-    overrides: dict[str, Any]      # dotted run-config key -> value set by this cell's axes (incl. seed)
-    data: dict                     # the cell's full (unvalidated) run-config mapping
+    axes: dict[str, Any]  # axis name in tags/tables (dotted key, `arm`, `seed`) -> value
+    overrides: dict[str, Any]  # dotted run-config key -> value set by this cell's axes (incl. seed)
+    data: dict  # the cell's full (unvalidated) run-config mapping
     tags: dict[str, str]
-    config: Any = None             # harness.config.RunConfig once validated
+    config: Any = None  # harness.config.RunConfig once validated
 
     def config_yaml(self) -> str:
-        from harness.config import dump_config
-
         return dump_config(self.config)
 
 
@@ -57,8 +62,8 @@ class Study:
     seeds: list[int]
     exclude: list[dict]
     final_eval: dict = field(default_factory=dict)
-    probe: dict = field(default_factory=dict)   # settings of `harness probe` (harness/probes/)
-    tune: Any = None                             # the validated `tune:` section (schema.TuneSection), if any
+    probe: dict = field(default_factory=dict)  # settings of `harness probe` (harness/probes/)
+    tune: Any = None  # the validated `tune:` section (schema.TuneSection), if any
     cells: list[Cell] = field(default_factory=list)
 
     @property

@@ -7,6 +7,7 @@ The folder holds cells.json and study.json (written by the Snakefile; `harness g
 --write-configs` writes the same) and runs/<cell>/ (config.yaml, metrics.jsonl,
 summary.json, eval.json). Figures: harness/experiment/render.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,6 @@ from pathlib import Path
 
 from harness.atomic import atomic_write
 from harness.experiment.results import load_index, read_jsonl
-
 
 LENGTH_KEYS = ("length/mean", "length/correct", "length/incorrect", "length/truncated_frac")
 
@@ -59,24 +59,27 @@ def cell_row(cell: dict) -> dict:
     k, pk = _pass_k(fin)
     rise = summary.get("paired_rise") or {}
     row = {"cell": cell["id"], "variant": cell.get("variant", ""), **{k_: _scalar(v) for k_, v in cell["axes"].items()}}
-    row.update({
-        "status": "complete" if summary else "missing",
-        "steps": summary.get("steps"),
-        "initial_pass_at_1": ini.get("eval/pass_at_1"),
-        "final_pass_at_1": fin.get("eval/pass_at_1"),
-        "final_pass_at_k": pk, "k": k,
-        "final_pass_at_1_in_loop": fin_loop.get("eval/pass_at_1"),
-        # in-loop first -> last eval on the same prompts and seed, bootstrap 95% CI over prompts
-        "paired_rise_pass_at_1": rise.get("delta_pass_at_1"),
-        "paired_rise_ci95_lo": rise.get("ci95", [None, None])[0],
-        "paired_rise_ci95_hi": rise.get("ci95", [None, None])[1],
-        "train_accuracy_last": train[-1].get("reward/accuracy") if train else None,
-        "wall_seconds": summary.get("wall_seconds"),
-    })
+    row.update(
+        {
+            "status": "complete" if summary else "missing",
+            "steps": summary.get("steps"),
+            "initial_pass_at_1": ini.get("eval/pass_at_1"),
+            "final_pass_at_1": fin.get("eval/pass_at_1"),
+            "final_pass_at_k": pk,
+            "k": k,
+            "final_pass_at_1_in_loop": fin_loop.get("eval/pass_at_1"),
+            # in-loop first -> last eval on the same prompts and seed, bootstrap 95% CI over prompts
+            "paired_rise_pass_at_1": rise.get("delta_pass_at_1"),
+            "paired_rise_ci95_lo": rise.get("ci95", [None, None])[0],
+            "paired_rise_ci95_hi": rise.get("ci95", [None, None])[1],
+            "train_accuracy_last": train[-1].get("reward/accuracy") if train else None,
+            "wall_seconds": summary.get("wall_seconds"),
+        }
+    )
     for key in LENGTH_KEYS:
         name = key.replace("/", "_")
         row[f"mean_{name}"] = _mean([r.get(key) for r in train])
-        tail = train[-max(1, len(train) // 4):] if train else []
+        tail = train[-max(1, len(train) // 4) :] if train else []
         row[f"last_quarter_{name}"] = _mean([r.get(key) for r in tail])
     row["eval_length_correct"] = fin.get("eval/length/correct")
     for key, v in sorted(fin.items()):

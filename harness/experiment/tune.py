@@ -26,8 +26,10 @@ an MLflow run of experiment `<name>/<scale>` (the trainer logs it), tagged with 
 number, its parameters (`param.<key>`) and, at the end, its Optuna state and value.
 Fixed grids belong to Snakemake (a GridSampler with 2 workers ran a duplicate trial here).
 """
+
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -37,6 +39,18 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from harness.atomic import atomic_write_text
+from harness.config import ConfigError, build_config, dump_config, read_yaml
+from harness.experiment.expand import expand
+from harness.experiment.keys import apply_override
+from harness.experiment.load import find_study, parse_study
+from harness.experiment.results import read_jsonl
+from harness.experiment.schema import Pruner, Sampler
+from harness.experiment.study import StudyError
+from harness.tracking import default_tracking_uri, ensure_store
+from harness.tracking.runs import tag_run_dir
+
 
 def suggest(trial, key: str, spec: dict) -> Any:
     t = spec["type"]
@@ -51,14 +65,6 @@ class TuneSpec:
     """A loaded, validated tune file: base cell data, search space and Optuna settings."""
 
     def __init__(self, source: str, scale: str | None = None):
-        import copy
-
-        from harness.config import read_yaml
-        from harness.experiment.expand import expand
-        from harness.experiment.load import find_study, parse_study
-        from harness.experiment.schema import Pruner, Sampler
-        from harness.experiment.study import StudyError
-
         path = find_study(source)
         raw = read_yaml(path, "tune file", StudyError)
         if not isinstance(raw, dict) or not isinstance(raw.get("tune"), dict):
@@ -69,10 +75,17 @@ class TuneSpec:
         cell = expand(self.study, validate=True)[0]
         self.base = copy.deepcopy(cell.data)
         self.name, self.scale = self.study.name, self.study.scale
-        self.metric, self.direction, self.trials, self.timeout_s = tune.metric, tune.direction, tune.trials, tune.timeout_s
+        self.metric, self.direction, self.trials, self.timeout_s = (
+            tune.metric,
+            tune.direction,
+            tune.trials,
+            tune.timeout_s,
+        )
         self.sampler = (tune.sampler or Sampler()).model_dump()  # name, seed and the Optuna options
         self.pruner = (tune.pruner or Pruner()).model_dump()
-        self.space = {k: d.model_dump(exclude_none=True) for k, d in tune.space.items()}  # dotted key -> {type, low, ...}
+        self.space = {
+            k: d.model_dump(exclude_none=True) for k, d in tune.space.items()
+        }  # dotted key -> {type, low, ...}
         # every corner of the space must be a valid run config before any trial runs
         for key, spec in self.space.items():
             values = spec["choices"] if spec["type"] == "categorical" else [spec["low"], spec["high"]]
@@ -80,17 +93,15 @@ class TuneSpec:
                 self.trial_config({key: v}, trial_number=-1)
 
     def trial_config(self, params: dict, trial_number: int):
-        import copy
-
-        from harness.config import ConfigError, build_config
-        from harness.experiment.keys import apply_override
-        from harness.experiment.study import StudyError
-
         data = copy.deepcopy(self.base)
         for k, v in params.items():
             apply_override(data, k, v)
-        tags = {**data["tracking"]["tags"], "trial": str(trial_number), "tune": self.name,
-                **{f"param.{k}": str(v) for k, v in params.items()}}
+        tags = {
+            **data["tracking"]["tags"],
+            "trial": str(trial_number),
+            "tune": self.name,
+            **{f"param.{k}": str(v) for k, v in params.items()},
+        }
         tags.pop("cell", None)
         tags.pop("variant", None)
         data["tracking"] = {**data["tracking"], "run_name": f"trial_{trial_number:04d}", "tags": tags}
@@ -124,15 +135,14 @@ def _make_pruner(spec: TuneSpec):
 
 
 def _read_metric(path: Path, metric: str) -> list[tuple[int, float]]:
-    from harness.experiment.results import read_jsonl
-
-    return [(int(r["step"]), float(r[metric])) for r in read_jsonl(path)
-            if metric in r and r[metric] is not None and math.isfinite(float(r[metric]))]
+    return [
+        (int(r["step"]), float(r[metric]))
+        for r in read_jsonl(path)
+        if metric in r and r[metric] is not None and math.isfinite(float(r[metric]))
+    ]
 
 
 def _tag_mlflow(run_dir: Path, tags: dict[str, str], value: float | None, metric: str) -> None:
-    from harness.tracking.runs import tag_run_dir
-
     if value is not None:
         tags = {**tags, f"optuna.{metric}": str(value)}
     tag_run_dir(run_dir, tags)
@@ -140,9 +150,6 @@ def _tag_mlflow(run_dir: Path, tags: dict[str, str], value: float | None, metric
 
 def run_trial(trial, spec: TuneSpec, out: Path, poll_s: float = 2.0) -> float:
     import optuna
-
-    from harness.config import dump_config
-    from harness.atomic import atomic_write_text
 
     params = {key: suggest(trial, key, s) for key, s in spec.space.items()}
     cfg = spec.trial_config(params, trial.number)
@@ -185,8 +192,10 @@ def run_trial(trial, spec: TuneSpec, out: Path, poll_s: float = 2.0) -> float:
         raise optuna.TrialPruned()
     if proc.returncode != 0 or not (run_dir / "summary.json").exists():
         _tag_mlflow(run_dir, {"optuna.state": "FAIL"}, None, spec.metric)
-        raise RuntimeError(f"trial {trial.number}: `harness train` exited {proc.returncode}; "
-                           f"see {out / 'trials' / f'trial_{trial.number:04d}.log'}")
+        raise RuntimeError(
+            f"trial {trial.number}: `harness train` exited {proc.returncode}; "
+            f"see {out / 'trials' / f'trial_{trial.number:04d}.log'}"
+        )
     if not series:
         raise RuntimeError(f"trial {trial.number}: no {spec.metric} in {run_dir / 'metrics.jsonl'}")
     value = series[-1][1]  # the final eval (the trainer evaluates at the last step)
@@ -195,38 +204,26 @@ def run_trial(trial, spec: TuneSpec, out: Path, poll_s: float = 2.0) -> float:
     return value
 
 
-def run_tune(source: str, scale: str | None = None, trials: int | None = None, jobs: int = 1,
-             results: str = "results") -> dict:
-    import optuna
-    from optuna.storages import RDBStorage, RetryFailedTrialCallback
+def _write_best(study, spec: TuneSpec, out: Path) -> dict:
+    """best.json: every trial (state, value, params, last step) and the best one; printed as a table."""
+    import optuna  # heavy: only `harness tune` loads Optuna
 
-    from harness.atomic import atomic_write_text
-    from harness.tracking import default_tracking_uri, ensure_store
-
-    spec = TuneSpec(source, scale)
-    out = _study_dir(spec, results)
-    out.mkdir(parents=True, exist_ok=True)
-    ensure_store(default_tracking_uri())
-    # heartbeat: a trial whose process died (crash, kill) is marked FAIL and retried on the next run
-    storage = RDBStorage(f"sqlite:///{(out / 'optuna.db').resolve()}", heartbeat_interval=30, grace_period=90,
-                         failed_trial_callback=RetryFailedTrialCallback(max_retry=1))
-    study = optuna.create_study(study_name=f"{spec.name}-{spec.scale}", storage=storage, load_if_exists=True,
-                                direction=spec.direction, sampler=_make_sampler(spec), pruner=_make_pruner(spec))
-    wanted = trials or spec.trials
-    finished = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
-    todo = max(0, wanted - len(finished))
-    print(f"[tune] {spec.name} ({spec.scale}): {len(finished)} trials done, running {todo} more; "
-          f"storage {out / 'optuna.db'}; MLflow experiment '{spec.study.experiment}'", flush=True)
-    if todo:
-        study.optimize(lambda t: run_trial(t, spec, out), n_trials=todo, n_jobs=jobs, timeout=spec.timeout_s,
-                       catch=(RuntimeError,))
-    rows = [{"number": t.number, "state": t.state.name, "value": t.value, "params": t.params,
-             "last_step": max(t.intermediate_values) if t.intermediate_values else None} for t in study.trials]
+    rows = [
+        {
+            "number": t.number,
+            "state": t.state.name,
+            "value": t.value,
+            "params": t.params,
+            "last_step": max(t.intermediate_values) if t.intermediate_values else None,
+        }
+        for t in study.trials
+    ]
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     best = {"metric": spec.metric, "direction": spec.direction, "trials": rows}
     if complete:
-        best.update({"best_trial": study.best_trial.number, "best_value": study.best_value,
-                     "best_params": study.best_params})
+        best.update(
+            {"best_trial": study.best_trial.number, "best_value": study.best_value, "best_params": study.best_params}
+        )
     atomic_write_text(out / "best.json", json.dumps(best, indent=2, default=str) + "\n")
     print("\n[tune] trials:")
     for r in rows:
@@ -235,4 +232,47 @@ def run_tune(source: str, scale: str | None = None, trials: int | None = None, j
     if complete:
         print(f"[tune] best: trial {best['best_trial']} {spec.metric}={best['best_value']:.4f} {best['best_params']}")
     print(f"[tune] wrote {out / 'best.json'}")
+    return best
+
+
+def run_tune(
+    source: str, scale: str | None = None, trials: int | None = None, jobs: int = 1, results: str = "results"
+) -> dict:
+    import optuna
+    from optuna.storages import RDBStorage, RetryFailedTrialCallback
+
+    spec = TuneSpec(source, scale)
+    out = _study_dir(spec, results)
+    out.mkdir(parents=True, exist_ok=True)
+    ensure_store(default_tracking_uri())
+    # heartbeat: a trial whose process died (crash, kill) is marked FAIL and retried on the next run
+    storage = RDBStorage(
+        f"sqlite:///{(out / 'optuna.db').resolve()}",
+        heartbeat_interval=30,
+        grace_period=90,
+        failed_trial_callback=RetryFailedTrialCallback(max_retry=1),
+    )
+    study = optuna.create_study(
+        study_name=f"{spec.name}-{spec.scale}",
+        storage=storage,
+        load_if_exists=True,
+        direction=spec.direction,
+        sampler=_make_sampler(spec),
+        pruner=_make_pruner(spec),
+    )
+    wanted = trials or spec.trials
+    finished = [
+        t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    ]
+    todo = max(0, wanted - len(finished))
+    print(
+        f"[tune] {spec.name} ({spec.scale}): {len(finished)} trials done, running {todo} more; "
+        f"storage {out / 'optuna.db'}; MLflow experiment '{spec.study.experiment}'",
+        flush=True,
+    )
+    if todo:
+        study.optimize(
+            lambda t: run_trial(t, spec, out), n_trials=todo, n_jobs=jobs, timeout=spec.timeout_s, catch=(RuntimeError,)
+        )
+    best = _write_best(study, spec, out)
     return best

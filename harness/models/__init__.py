@@ -1,9 +1,10 @@
 """Model builders: tiny dense / MoE models with a character tokenizer, SmolLM2-135M, any HF folder.
 
-    from harness.models import build_model, render_prompt
-    model, tok = build_model("tiny-moe", seed=0)
-    ids = render_prompt(tok, "What is 2+3?\\nAnswer:")  # [<bos>, 'W', 'h', ...]
+from harness.models import build_model, render_prompt
+model, tok = build_model("tiny-moe", seed=0)
+ids = render_prompt(tok, "What is 2+3?\\nAnswer:")  # [<bos>, 'W', 'h', ...]
 """
+
 from harness.models.moe import is_moe, record_routing, replay_routing, routers, routing_choices, stack_router_logits
 from harness.models.registry import (
     MODEL_NAMES,

@@ -1,6 +1,7 @@
 """PRIME's implicit process reward model pi_phi (arXiv 2502.01456, docs/objective.md §13): a copy of
 the (warm-started) policy whose log-probs of the sampled tokens, against the reference's, are the
 token rewards prime_beta * (log pi_phi - log pi_ref). Shapes: B rows, T response length."""
+
 from __future__ import annotations
 
 import copy
@@ -21,7 +22,9 @@ class ImplicitPRM(nn.Module):
     def device(self) -> torch.device:
         return self.lm.device
 
-    def forward(self, prompt_ids: list[list[int]], response_ids: torch.Tensor, mask: torch.Tensor, pad_id: int) -> torch.Tensor:
+    def forward(
+        self, prompt_ids: list[list[int]], response_ids: torch.Tensor, mask: torch.Tensor, pad_id: int
+    ) -> torch.Tensor:
         """-> log pi_phi of the response tokens (B, T), 0 off `mask`."""
         logp, _, _ = response_logprobs(self.lm, prompt_ids, response_ids, mask, pad_id, self.temperature)
         return logp

@@ -4,6 +4,7 @@ Shapes: B rows, P_i prompt length of row i, T padded response length, V vocabula
 The logits are divided by the sampling temperature, so that at the first inner step the
 trainer's log-probs equal the sampler's (the importance ratio starts at 1).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -29,9 +30,9 @@ def pack(prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask:
     ids = torch.full((B, L), pad_id, dtype=torch.long)
     att = torch.zeros((B, L), dtype=torch.long)
     for i, (p, n) in enumerate(zip(prompt_ids, resp_lens)):
-        ids[i, :len(p)] = torch.tensor(p, dtype=torch.long)
-        ids[i, len(p):len(p) + n] = response_ids[i, :n]
-        att[i, :len(p) + n] = 1
+        ids[i, : len(p)] = torch.tensor(p, dtype=torch.long)
+        ids[i, len(p) : len(p) + n] = response_ids[i, :n]
+        att[i, : len(p) + n] = 1
     start = torch.tensor(lens).unsqueeze(1) - 1
     index = (start + torch.arange(T).unsqueeze(0)).clamp(max=L - 1)
     return ids, att, index
@@ -46,34 +47,54 @@ def replay_choices(routing: torch.Tensor, width: int) -> torch.Tensor:
     return routing[:, :width].permute(2, 0, 1, 3).long()
 
 
-def response_logprobs(model, prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor,
-                      pad_id: int, temperature: float = 1.0, with_entropy: bool = False, model_kwargs: dict | None = None,
-                      routing: torch.Tensor | None = None):
+def response_logprobs(
+    model,
+    prompt_ids: list[list[int]],
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    pad_id: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    model_kwargs: dict | None = None,
+    routing: torch.Tensor | None = None,
+):
     """logp (B, T) of the response tokens, 0 on padding; entropy (B, T) of the full
     next-token distribution if with_entropy else None. Gradients flow unless under no_grad.
     routing: (B, S, L, k) expert choices to replay (MoE routing replay, R3 2510.11370), or None
     for the model's own routing."""
-    logp, entropy, _, out = _response_logits(model, prompt_ids, response_ids, response_mask, pad_id, temperature,
-                                             with_entropy, model_kwargs, routing)
+    logp, entropy, _, out = _response_logits(
+        model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, model_kwargs, routing
+    )
     return logp, entropy, out
 
 
-def response_forward(model, prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor,
-                     pad_id: int, temperature: float = 1.0, *, with_entropy: bool = False,
-                     routing: torch.Tensor | None = None, head: Callable[[TokenLogits], dict] | None = None):
+def response_forward(
+    model,
+    prompt_ids: list[list[int]],
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    pad_id: int,
+    temperature: float = 1.0,
+    *,
+    with_entropy: bool = False,
+    routing: torch.Tensor | None = None,
+    head: Callable[[TokenLogits], dict] | None = None,
+):
     """`response_logprobs` plus what `head` reads from the same forward's logits -> (logp (B, T),
     entropy (B, T) or None, head's tensors: a dict, {} without a head). head gets the forward's
     TokenLogits (harness/objective/extensions.py: logits (B, T, V) at the temperature, their
     log-sum-exp, the mask, the sampled tokens): an extension's `old_forward` / `train_forward`
     (SimKO's top-K log-probs). Gradients flow unless under no_grad."""
-    logp, entropy, (logits, logz, mask), _ = _response_logits(model, prompt_ids, response_ids, response_mask, pad_id,
-                                                              temperature, with_entropy, None, routing)
+    logp, entropy, (logits, logz, mask), _ = _response_logits(
+        model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, None, routing
+    )
     extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
     return logp, entropy, extras
 
 
-def _response_logits(model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy,
-                     model_kwargs, routing):
+def _response_logits(
+    model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, model_kwargs, routing
+):
     """One forward -> (logp (B, T), entropy or None, (logits (B, T, V), logz (B, T), mask (B, T)), out)."""
     ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id)
     ids, att, index = ids.to(model.device), att.to(model.device), index.to(model.device)

@@ -21,15 +21,19 @@ side would untie what the engine loads as one matrix.
 
 Shapes: r the rank, in / out a layer's input / output width.
 """
+
 from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 from torch import nn
+
+from harness.models.tiny import tiny_dense_config, tiny_moe_config
 
 ADAPTER = "default"  # peft's name of the one adapter
 ALL_LINEAR = "all-linear"
@@ -65,26 +69,34 @@ def check_targets(model: nn.Module, targets: str | list[str]) -> list[str]:
     if targets == ALL_LINEAR:
         chosen = [n for n, kind in have.items() if kind in ("Linear", "Conv1D") and n != head]
         if not chosen:
-            raise ValueError(f"target_modules={ALL_LINEAR!r} finds no linear layer besides the output head; this "
-                             f"model's adaptable modules: {leaves}")
+            raise ValueError(
+                f"target_modules={ALL_LINEAR!r} finds no linear layer besides the output head; this "
+                f"model's adaptable modules: {leaves}"
+            )
         return chosen
     if isinstance(targets, str) or not targets:
-        raise ValueError(f"target_modules={targets!r}: a list of module names (e.g. [q_proj, v_proj]) or "
-                         f"{ALL_LINEAR!r}; this model has {leaves}")
+        raise ValueError(
+            f"target_modules={targets!r}: a list of module names (e.g. [q_proj, v_proj]) or "
+            f"{ALL_LINEAR!r}; this model has {leaves}"
+        )
     chosen = []
     for t in targets:
         hits = [n for n in have if _matches(n, t)]
         if not hits:
             kinds = sorted({type(m).__name__ for n, m in model.named_modules() if _matches(n, t)})
             why = f" (it is a {', '.join(kinds)}, which takes no LoRA adapter)" if kinds else ""
-            raise ValueError(f"target_modules: {t!r} names no module of this model that takes an adapter{why}; "
-                             f"the model has: {leaves} (or {ALL_LINEAR!r})")
+            raise ValueError(
+                f"target_modules: {t!r} names no module of this model that takes an adapter{why}; "
+                f"the model has: {leaves} (or {ALL_LINEAR!r})"
+            )
         chosen += hits
     tied = _tied_names(model)
     bad = sorted(n for n in chosen if n in tied)
     if bad:
-        raise ValueError(f"target_modules selects {bad}, which share one weight matrix (tie_word_embeddings); an adapter "
-                         "on one side would untie them (the rollout engine loads one matrix): leave them out")
+        raise ValueError(
+            f"target_modules selects {bad}, which share one weight matrix (tie_word_embeddings); an adapter "
+            "on one side would untie them (the rollout engine loads one matrix): leave them out"
+        )
     return chosen
 
 
@@ -94,8 +106,6 @@ _CHECKED: dict[str, None] = {}
 def check_lora_targets(name: str, overrides: dict, targets: str | list[str]) -> None:
     """check_targets on the model `name` (model.name, model.overrides) built on the meta device (no weights,
     no download): the config check of model.lora.target_modules before any model loads."""
-    import json
-
     memo = json.dumps([name, overrides, targets], sort_keys=True, default=str)
     if memo in _CHECKED:
         return
@@ -111,14 +121,19 @@ def meta_model(name: str, overrides: dict | None = None) -> nn.Module:
     tiny-* from their configs, smollm2-135m as the Llama it is, a folder from its config.json."""
     from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
-    from harness.models.tiny import tiny_dense_config, tiny_moe_config
-
     fields = dict(overrides or {})
     if name in ("tiny-dense", "tiny-moe"):
         config = (tiny_dense_config if name == "tiny-dense" else tiny_moe_config)(**fields)
     elif name == "smollm2-135m":  # SmolLM2-135M's shape (its folder may not be converted from GGUF yet)
-        config = LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                             num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True)
+        config = LlamaConfig(
+            hidden_size=576,
+            intermediate_size=1536,
+            num_hidden_layers=30,
+            num_attention_heads=9,
+            num_key_value_heads=3,
+            vocab_size=49152,
+            tie_word_embeddings=True,
+        )
     else:
         config = AutoConfig.from_pretrained(name, local_files_only=True)
     with torch.device("meta"):
@@ -139,8 +154,9 @@ def _tied_names(model: nn.Module) -> set[str]:
     return {n for n, m in model.named_modules() if id(m) in mods}
 
 
-def add_lora(model: nn.Module, r: int, alpha: float, dropout: float, targets: str | list[str],
-             seed: int = 0) -> nn.Module:
+def add_lora(
+    model: nn.Module, r: int, alpha: float, dropout: float, targets: str | list[str], seed: int = 0
+) -> nn.Module:
     """`model` (a transformers causal LM) with LoRA adapters on `targets` -> a peft PeftModel; the base
     weights are frozen, A and B (fp32 when the base is bf16: peft's autocast_adapter_dtype) train.
     A's random init is drawn from its own generator state seeded by `seed` (torch's global state is
@@ -149,8 +165,14 @@ def add_lora(model: nn.Module, r: int, alpha: float, dropout: float, targets: st
     from peft import LoraConfig, get_peft_model
 
     check_targets(model, targets)
-    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=target_names(targets),
-                        bias="none", task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=target_names(targets),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
     cuda = [torch.cuda.current_device()] if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(seed)
@@ -206,14 +228,17 @@ def merged_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
         if owner is None:
             out[key] = value
             continue
-        rest = key[len(owner) + 1:]
+        rest = key[len(owner) + 1 :]
         if not rest.startswith("base_layer."):
             continue  # lora_A / lora_B / ...: folded into the weight below
-        name = f"{owner}.{rest[len('base_layer.'):]}"
+        name = f"{owner}.{rest[len('base_layer.') :]}"
         if rest == "base_layer.weight":
             layer = layers[owner]
-            value = value + layer.get_delta_weight(ADAPTER).to(value.dtype) if ADAPTER in layer.active_adapters \
+            value = (
+                value + layer.get_delta_weight(ADAPTER).to(value.dtype)
+                if ADAPTER in layer.active_adapters
                 else value.clone()
+            )
         out[name] = value
     return out
 
@@ -266,8 +291,10 @@ def load_adapter(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     own = adapter_state(model)
     missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
     if missing or extra:
-        raise RuntimeError(f"the saved adapters do not fit this model's (r, target_modules): missing "
-                           f"{missing[:3]}{'...' if len(missing) > 3 else ''}, unexpected {extra[:3]}")
+        raise RuntimeError(
+            f"the saved adapters do not fit this model's (r, target_modules): missing "
+            f"{missing[:3]}{'...' if len(missing) > 3 else ''}, unexpected {extra[:3]}"
+        )
     set_peft_model_state_dict(model, state)
 
 
@@ -280,7 +307,7 @@ def base_digest(model: nn.Module) -> str:
     layers = _tuner_layers(base) if is_lora(model) else {}
     for key, value in base.state_dict().items():
         owner = next((p for p in _prefixes(key) if p in layers), None)
-        if owner is not None and not key[len(owner) + 1:].startswith("base_layer."):
+        if owner is not None and not key[len(owner) + 1 :].startswith("base_layer."):
             continue
         h.update(key.replace(".base_layer.", ".").encode())
         h.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())  # no copy of the bytes

@@ -12,6 +12,7 @@ L tensors (B*T, E)), and replaying routing = a forward hook on each `.gate` that
 replaces the returned indices (this module's `replay_routing`). `noisy_routing` perturbs the
 router logits the same way (rollout-only noise, `rollout.router_noise`).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from harness.models.tiny import TINY_CONFIGS
 
 # config fields that count routed experts (Mixtral / Qwen-MoE / OLMoE, Qwen2-MoE, DeepSeek)
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
@@ -41,11 +44,9 @@ def is_moe(what: Any) -> bool | None:
     For the models this project builds, a model is MoE exactly when `routers(model)` is not empty
     (tests/models/test_models_moe.py checks both agree)."""
     if isinstance(what, (str, Path)):
-        from harness.models.registry import _TINY_CONFIGS
-
         name = str(what)
-        if name in _TINY_CONFIGS:
-            return is_moe(_TINY_CONFIGS[name]())
+        if name in TINY_CONFIGS:
+            return is_moe(TINY_CONFIGS[name]())
         if name in DENSE_NAMES:
             return False
         config = Path(name) / "config.json"
@@ -122,8 +123,9 @@ def router_hooks(model: nn.Module, record) -> Iterator[list[list]]:
     router of MoE layer l (output = (router_logits (N, E), top_k_weights, top_k_index (N, k)))."""
     gates = routers(model)
     calls: list[list] = [[] for _ in gates]
-    handles = [g.register_forward_hook(lambda m, a, out, rec=rec: rec.append(record(out)))
-               for g, rec in zip(gates, calls)]
+    handles = [
+        g.register_forward_hook(lambda m, a, out, rec=rec: rec.append(record(out))) for g, rec in zip(gates, calls)
+    ]
     try:
         yield calls
     finally:

@@ -4,20 +4,23 @@ Names: "tiny-dense" and "tiny-moe" (fresh, seeded, character tokenizer),
 "smollm2-135m" (pretrained SmolLM2-135M-Instruct, see smollm2.py); any other string is
 read as a local HF folder. Models come back in eval mode; the trainer calls `.train()`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from harness.atomic import atomic_folder
 from harness.models.smollm2 import smollm2_folder
-from harness.models.tiny import tiny_dense_config, tiny_moe_config
+from harness.models.tiny import TINY_CONFIGS
 from harness.models.tokenizer import char_tokenizer
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 MODEL_NAMES = ("tiny-dense", "tiny-moe", "smollm2-135m")
-_TINY_CONFIGS = {"tiny-dense": tiny_dense_config, "tiny-moe": tiny_moe_config}
 
 
 def build_model(
@@ -30,8 +33,10 @@ def build_model(
     smollm2-135m or a local folder: pretrained weights; `overrides` are passed to
     `from_pretrained` (config fields or loading options such as attn_implementation).
     """
-    if name in _TINY_CONFIGS:
-        config = _TINY_CONFIGS[name](**(overrides or {}))
+    from transformers import AutoModelForCausalLM  # heavy: transformers loads only where a model is built
+
+    if name in TINY_CONFIGS:
+        config = TINY_CONFIGS[name](**(overrides or {}))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = AutoModelForCausalLM.from_config(config, dtype=dtype)
@@ -40,7 +45,10 @@ def build_model(
             raise ValueError(f"vocab_size={config.vocab_size} < tokenizer size {len(tokenizer)}")
         gen = model.generation_config
         gen.pad_token_id, gen.bos_token_id, gen.eos_token_id = (
-            tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id)
+            tokenizer.pad_token_id,
+            tokenizer.bos_token_id,
+            tokenizer.eos_token_id,
+        )
         return model.eval(), tokenizer
     if name == "smollm2-135m":
         return load_model(smollm2_folder(), dtype=dtype, **(overrides or {}))
@@ -63,13 +71,16 @@ def load_model(
     folder: str | Path, dtype: torch.dtype = torch.float32, **kwargs
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """(model, tokenizer) from a local HF folder (nothing is downloaded); model in eval mode."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: loads only where a model loads
+
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True, **kwargs)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer
 
 
-def render_prompt(tokenizer: PreTrainedTokenizerBase, text: str, system: str | None = None,
-                  messages: list[dict] | None = None) -> list[int]:
+def render_prompt(
+    tokenizer: PreTrainedTokenizerBase, text: str, system: str | None = None, messages: list[dict] | None = None
+) -> list[int]:
     """Token ids of the prompt the model sees for task text `text` (ending with its cue).
 
     With a chat template: [system message] + one user message + generation prompt (for the

@@ -9,6 +9,7 @@ folder takes ~1 s.
 
 Cache: `$HARNESS_MODEL_CACHE/smollm2-135m/`, default `<repo>/results/models/smollm2-135m/`.
 """
+
 from __future__ import annotations
 
 import fcntl

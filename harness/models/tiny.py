@@ -8,11 +8,15 @@ the dense FFN width, so top-2 routing has the dense model's active FFN width
 Vocab and special-token ids come from the character tokenizer; any field can be
 overridden (e.g. `tiny_dense_config(num_hidden_layers=2)`).
 """
+
 from __future__ import annotations
 
-from transformers import LlamaConfig, MixtralConfig
+from typing import TYPE_CHECKING
 
 from harness.models.tokenizer import CHARS, SPECIAL_TOKENS
+
+if TYPE_CHECKING:
+    from transformers import LlamaConfig, MixtralConfig
 
 VOCAB_SIZE = len(SPECIAL_TOKENS) + len(CHARS)
 _SHARED = dict(
@@ -32,6 +36,8 @@ _SHARED = dict(
 
 def tiny_dense_config(**overrides) -> LlamaConfig:
     """Llama config: hidden 128, 4 layers, 4 heads (2 KV heads), FFN 384."""
+    from transformers import LlamaConfig  # heavy: transformers loads only where a config is built
+
     return LlamaConfig(**{**_SHARED, "intermediate_size": 384, **overrides})
 
 
@@ -42,6 +48,8 @@ def tiny_moe_config(**overrides) -> MixtralConfig:
     `output_router_logits=True` to a forward to get `outputs.router_logits`
     (see harness.models.moe).
     """
+    from transformers import MixtralConfig  # heavy: transformers loads only where a config is built
+
     cfg = {
         **_SHARED,
         "intermediate_size": 192,  # per expert
@@ -52,3 +60,6 @@ def tiny_moe_config(**overrides) -> MixtralConfig:
         **overrides,
     }
     return MixtralConfig(**cfg)
+
+
+TINY_CONFIGS = {"tiny-dense": tiny_dense_config, "tiny-moe": tiny_moe_config}  # model.name -> its config

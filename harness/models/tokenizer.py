@@ -11,10 +11,15 @@ No special token is added by `encode`: `decode(encode(text)) == text` exactly
 cue, e.g. "...\\nAnswer:"); the chat template renders exactly that, with `<eos>`
 after each assistant turn, so chat APIs and `render_prompt` agree.
 """
+
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
@@ -33,6 +38,8 @@ CHAT_TEMPLATE = (
 
 def char_tokenizer(model_max_length: int = 512) -> PreTrainedTokenizerFast:
     """Build the character tokenizer (vocab size len(SPECIAL_TOKENS) + len(CHARS) = 100)."""
+    from transformers import PreTrainedTokenizerFast  # heavy: transformers loads only where a tokenizer is built
+
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + CHARS)}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
     # Every single character (newline included) is its own pre-token.

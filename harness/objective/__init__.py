@@ -17,16 +17,26 @@ one GRPO step in plain tensors, top to bottom: start reading there (docs/archite
 Glossary for every docstring: N prompts, G group size, B = N*G sequences (groups contiguous),
 T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 """
+
 from harness.objective.advantages import gae_advantages, group_advantages
-from harness.objective.api import LossInputs, Needs, Scored, advantages, inputs_needed, loss, loss_mask
 from harness.objective.aggregation import aggregate
-from harness.objective.config import MODE_KNOBS, ObjectiveConfig
-from harness.objective.extensions import EXTENSIONS, Hooks, TokenLogits
-from harness.objective.modes import (Knob, Requires, register, register_agg, register_baseline, register_clip,
-                                     register_extension, register_kl_estimator, register_ratio, register_scale)
-from harness.objective.presets import register_preset
+from harness.objective.api import LossInputs, Needs, Scored, advantages, inputs_needed, loss, loss_mask
+from harness.objective.config import MODE_KNOBS, ObjectiveConfig, register_preset
 from harness.objective.dpo import dpo_loss
+from harness.objective.extensions import EXTENSIONS, Hooks, TokenLogits
 from harness.objective.kl import kl_penalty
+from harness.objective.modes import (
+    Knob,
+    Requires,
+    register,
+    register_agg,
+    register_baseline,
+    register_clip,
+    register_extension,
+    register_kl_estimator,
+    register_ratio,
+    register_scale,
+)
 from harness.objective.passk import pass_at_k
 from harness.objective.policy import policy_loss
 from harness.objective.presets import PRESETS

@@ -19,6 +19,7 @@ is exactly 0.0, never a rounding residue divided by adv_eps. A spread of exactly
 all-equal set, or a single sample under the sample std) divides by 1 instead of 0 + adv_eps,
 so no scale ever produces NaN or inf.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,7 +53,7 @@ def _divide(u: torch.Tensor, spread: torch.Tensor, eps: float) -> torch.Tensor:
     return u / denom
 
 
-def group_advantages(cfg: "ObjectiveConfig", rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+def group_advantages(cfg: ObjectiveConfig, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     """Sequence advantages (B,) from sequence rewards (B,), groups of `group_size` contiguous.
 
     baseline b_i:  group_mean     b_i = (1/G) sum_j r_j                       (GRPO 2402.03300 Eq. 3)
@@ -91,12 +92,12 @@ def _same(g: torch.Tensor) -> torch.Tensor:
     return (g.amax(-1) == g.amin(-1)).unsqueeze(-1)  # (N, 1) all-equal groups
 
 
-def _group_mean(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _group_mean(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     u = g - g.mean(-1, keepdim=True)  # r_i - mean_g
     return torch.where(_same(g), torch.zeros_like(u), u)
 
 
-def _leave_one_out(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _leave_one_out(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     G = g.shape[-1]
     if G < 2:
         raise ValueError(
@@ -107,7 +108,7 @@ def _leave_one_out(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
     return torch.where(_same(g), torch.zeros_like(g), g - loo)
 
 
-def _batch_mean(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _batch_mean(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     r = g.reshape(-1)
     u = g - r.mean()
     return torch.zeros_like(u) if r.amax() == r.amin() else u
@@ -138,8 +139,10 @@ def passk_advantages(g: torch.Tensor, k: int, adv_eps: float = 1e-6) -> torch.Te
     check_binary(g, "baseline='passk'")
     n = g.shape[-1]
     if not 1 <= k <= n:
-        raise ValueError(f"passk_k={k} must lie in [1, group_size={n}] (pass@k draws k of the G samples); "
-                         f"allowed passk_k here: 1..{n}")
+        raise ValueError(
+            f"passk_k={k} must lie in [1, group_size={n}] (pass@k draws k of the G samples); "
+            f"allowed passk_k here: 1..{n}"
+        )
     out = torch.zeros_like(g)
     c = g.sum(-1).round().long()  # (N,)
     for row, ci in enumerate(c.tolist()):
@@ -154,17 +157,17 @@ def passk_advantages(g: torch.Tensor, k: int, adv_eps: float = 1e-6) -> torch.Te
     return out
 
 
-def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     """MaxRL: u / (mean_g(r) + adv_eps); a group of mean 0 (all wrong) divides by 1 (u is 0 there)."""
     check_binary(g, "scale='group_mean'")
     return _divide(u, g.mean(-1, keepdim=True), cfg.adv_eps)
 
 
-def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     return _divide(u, _spread(g, cfg.std).unsqueeze(-1), cfg.adv_eps)
 
 
-def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     return _divide(u, _spread(BATCH_STD_OF[cfg.batch_std_of](g.reshape(-1), u), cfg.std), cfg.adv_eps)
 
 
@@ -172,59 +175,93 @@ BINARY = "the overlong penalty makes the rewards non-binary, and the formula cou
 GROUP_STAT = "a group of one response is its own mean (advantage 0) and has no std"
 
 
-def _passk(g: torch.Tensor, cfg: "ObjectiveConfig") -> torch.Tensor:
+def _passk(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     return passk_advantages(g, cfg.passk_k, cfg.adv_eps)
 
 
-def _passk_group_rule(cfg: "ObjectiveConfig", group_size: int) -> str | None:
+def _passk_group_rule(cfg: ObjectiveConfig, group_size: int) -> str | None:
     """`passk_k` < `train.group_size`: pass@k of G samples with k = G is 0 or 1 for every group (advantage 0)"""
     if cfg.passk_k < group_size:
         return None
-    return (f"objective.passk_k={cfg.passk_k} with train.group_size={group_size}: pass@k of G samples with k >= G "
-            f"is 0 or 1 for every group (advantage 0); allowed: objective.passk_k in 1..{group_size - 1}")
+    return (
+        f"objective.passk_k={cfg.passk_k} with train.group_size={group_size}: pass@k of G samples with k >= G "
+        f"is 0 or 1 for every group (advantage 0); allowed: objective.passk_k in 1..{group_size - 1}"
+    )
 
 
 # The `baseline` knob (docs/objective.md §1): name -> u = r - b from the rewards (N, G) in float64 and
 # the config; None = per-token advantages from its hooks (critic + GAE below, PRIME in prime.py).
-BASELINE: Modes = Modes("baseline", {
-    "group_mean": Mode(_group_mean, "b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)",
-                       min_group_size=2),
-    "leave_one_out": Mode(_leave_one_out, "b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)",
-                          min_group_size=2),
-    "batch_mean": Mode(_batch_mean, "b = mean of all B rewards"),
-    "none": Mode(lambda g, cfg: g.clone(), "b = 0 (plain REINFORCE)"),
-    "passk": Mode(_passk, "the Pass@k advantage of the group (Chen et al. 2508.10751); binary rewards, scale none",
-                  knobs=(Knob("passk_k", 4, "k of baseline=passk (Pass@k training 2508.10751): the advantage of the "
-                              "group's pass@k; 1 <= k < group_size", ge=1),),
-                  requires=(Requires("scale", ("none",), "the Pass@k advantage is already normalised by its sigma"),
-                            Requires("overlong_buffer", (0,), BINARY)),
-                  group_rule=_passk_group_rule),
-})
+BASELINE: Modes = Modes(
+    "baseline",
+    {
+        "group_mean": Mode(
+            _group_mean, "b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)", min_group_size=2
+        ),
+        "leave_one_out": Mode(
+            _leave_one_out, "b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)", min_group_size=2
+        ),
+        "batch_mean": Mode(_batch_mean, "b = mean of all B rewards"),
+        "none": Mode(lambda g, cfg: g.clone(), "b = 0 (plain REINFORCE)"),
+        "passk": Mode(
+            _passk,
+            "the Pass@k advantage of the group (Chen et al. 2508.10751); binary rewards, scale none",
+            knobs=(
+                Knob(
+                    "passk_k",
+                    4,
+                    "k of baseline=passk (Pass@k training 2508.10751): the advantage of the "
+                    "group's pass@k; 1 <= k < group_size",
+                    ge=1,
+                ),
+            ),
+            requires=(
+                Requires("scale", ("none",), "the Pass@k advantage is already normalised by its sigma"),
+                Requires("overlong_buffer", (0,), BINARY),
+            ),
+            group_rule=_passk_group_rule,
+        ),
+    },
+)
 
 # The `scale` knob (docs/objective.md §1): name -> a from (u (N, G), rewards (N, G), cfg).
-SCALE: Modes = Modes("scale", {
-    "group_std": Mode(_group_std_scale, "divide by the group's std + adv_eps (GRPO; the difficulty bias)",
-                      min_group_size=2),
-    "batch_std": Mode(_batch_std_scale,
-                      "divide by the batch's std + adv_eps (Lite PPO 2508.08221, REINFORCE++ 2501.03262); "
-                      "with the critic: whiten the per-token advantages"),
-    "group_mean": Mode(_group_mean_scale, "divide by the group's mean reward + adv_eps (MaxRL 2602.02710: the "
-                       "gradient of log pass rate); binary rewards",
-                       requires=(Requires("overlong_buffer", (0,), BINARY),)),
-    "none": Mode(lambda u, g, cfg: u, "no division (Dr.GRPO 2503.20783)"),
-})
+SCALE: Modes = Modes(
+    "scale",
+    {
+        "group_std": Mode(
+            _group_std_scale, "divide by the group's std + adv_eps (GRPO; the difficulty bias)", min_group_size=2
+        ),
+        "batch_std": Mode(
+            _batch_std_scale,
+            "divide by the batch's std + adv_eps (Lite PPO 2508.08221, REINFORCE++ 2501.03262); "
+            "with the critic: whiten the per-token advantages",
+        ),
+        "group_mean": Mode(
+            _group_mean_scale,
+            "divide by the group's mean reward + adv_eps (MaxRL 2602.02710: the "
+            "gradient of log pass rate); binary rewards",
+            requires=(Requires("overlong_buffer", (0,), BINARY),),
+        ),
+        "none": Mode(lambda u, g, cfg: u, "no division (Dr.GRPO 2503.20783)"),
+    },
+)
 
 # The `std` knob: name -> the correction of torch.std (N - correction in the denominator).
-STD: Modes = Modes("std", {
-    "sample": Mode(1, "N-1 (torch.std's default, TRL/verl GRPO)"),
-    "population": Mode(0, "N"),
-})
+STD: Modes = Modes(
+    "std",
+    {
+        "sample": Mode(1, "N-1 (torch.std's default, TRL/verl GRPO)"),
+        "population": Mode(0, "N"),
+    },
+)
 
 # The `batch_std_of` knob: name -> what batch_std measures, from (r (B,), u (N, G)).
-BATCH_STD_OF: Modes = Modes("batch_std_of", {
-    "reward": Mode(lambda r, u: r, "the raw rewards (Lite PPO, TRL scale_rewards=batch)"),
-    "centered": Mode(lambda r, u: u.reshape(-1), "the centred rewards r - b (REINFORCE++-baseline)"),
-})
+BATCH_STD_OF: Modes = Modes(
+    "batch_std_of",
+    {
+        "reward": Mode(lambda r, u: r, "the raw rewards (Lite PPO, TRL scale_rewards=batch)"),
+        "centered": Mode(lambda r, u: u.reshape(-1), "the centred rewards r - b (REINFORCE++-baseline)"),
+    },
+)
 
 
 def gae_advantages(
@@ -277,20 +314,32 @@ def whiten(
 
 
 def critic_advantages(
-    cfg: "ObjectiveConfig", token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+    cfg: ObjectiveConfig, token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The critic path of §1 with the config's knobs: `gae_whitened`."""
-    return gae_whitened(token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam, scale=cfg.scale, std=cfg.std,
-                        adv_eps=cfg.adv_eps)
+    return gae_whitened(
+        token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam, scale=cfg.scale, std=cfg.std, adv_eps=cfg.adv_eps
+    )
 
 
-def gae_whitened(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *, gamma: float, lam: float,
-                 scale: str, std: str = "sample", adv_eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+def gae_whitened(
+    token_rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    gamma: float,
+    lam: float,
+    scale: str,
+    std: str = "sample",
+    adv_eps: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE(gamma, lam), then whitening when scale='batch_std' (scale 'none' keeps the advantages).
     Returns (advantages (B, T), returns (B, T)); the returns are the un-whitened value targets."""
     if scale not in ("batch_std", "none"):
-        raise ValueError(f"scale={SCALE.check(scale)!r} with the critic: per-token advantages; "
-                         "allowed scale with the critic: ['batch_std', 'none']")
+        raise ValueError(
+            f"scale={SCALE.check(scale)!r} with the critic: per-token advantages; "
+            "allowed scale with the critic: ['batch_std', 'none']"
+        )
     adv, returns = gae_advantages(token_rewards, values, mask, gamma, lam)
     if scale == "batch_std":
         adv = whiten(adv, mask, std=std, eps=adv_eps)
@@ -298,14 +347,17 @@ def gae_whitened(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.
 
 
 # ----------------------------------------------------------------------------- the critic (PPO)
-def _critic_scored(cfg: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Tensor, group_size: int,
-                   inputs: dict) -> Scored:
+def _critic_scored(
+    cfg: ObjectiveConfig, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inputs: dict
+) -> Scored:
     """Per-token rewards r_t = -kl_coef k1_t + [t last] r_i (KL only when placed in the reward), GAE,
     whitening for scale batch_std (§1); inputs: values (B, T) of the value model, logp and ref_logp."""
     values = inputs.get("values")
     if values is None:
-        raise ValueError(f"baseline={cfg.baseline!r} needs values (B, T) from the value model "
-                         "(inputs_needed(obj).components: 'values')")
+        raise ValueError(
+            f"baseline={cfg.baseline!r} needs values (B, T) from the value model "
+            "(inputs_needed(obj).components: 'values')"
+        )
     kl_reward = reward_kl_on(cfg)
     shape_src = inputs["logp"] if kl_reward else torch.zeros_like(values)  # only shape and dtype when no KL
     tok = token_rewards_with_kl(cfg, rewards, shape_src, inputs.get("ref_logp") if kl_reward else None, mask)
@@ -313,7 +365,7 @@ def _critic_scored(cfg: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Te
     return Scored(adv=adv, returns=returns, rewards=tok.sum(-1), extras={"old_values": values, "returns": returns})
 
 
-def _value_term(cfg: "ObjectiveConfig", x, num_seqs, num_tokens):
+def _value_term(cfg: ObjectiveConfig, x, num_seqs, num_tokens):
     """The value loss (§1) when the value model's output `values` (b, T) is among the loss inputs."""
     values = x.extras.get("values")
     if values is None:
@@ -324,13 +376,25 @@ def _value_term(cfg: "ObjectiveConfig", x, num_seqs, num_tokens):
     return value_loss(cfg, values, old_values, returns, x.mask, num_seqs=num_seqs, num_tokens=num_tokens)
 
 
-BASELINE.register("critic", Mode(
-    None, "a learned value model and GAE: per-token advantages (PPO 1707.06347, GAE 1506.02438)",
-    knobs=(Knob("gamma", 1.0, "GAE discount (critic baseline; 1.0 for LM PPO, TRL/OpenRLHF)", ge=0, le=1),
-           Knob("lam", 0.95, "GAE lambda (critic baseline; bias-variance trade-off, 1506.02438)", ge=0, le=1),
-           Knob("vf_coef", 0.1, "value-loss weight (critic baseline; TRL PPO 0.1)", ge=0),
-           Knob("value_clip", 0.2, "clip V to V_old +- value_clip in the value loss (PPO); null = unclipped", gt=0,
-                nullable=True)),
-    reads=("train.critic_lr",),
-    requires=(Requires("scale", ("batch_std", "none"), "critic advantages are per token, not per group"),),
-    hooks=Hooks(component="values", advantages=_critic_scored, loss_term=_value_term)))
+BASELINE.register(
+    "critic",
+    Mode(
+        None,
+        "a learned value model and GAE: per-token advantages (PPO 1707.06347, GAE 1506.02438)",
+        knobs=(
+            Knob("gamma", 1.0, "GAE discount (critic baseline; 1.0 for LM PPO, TRL/OpenRLHF)", ge=0, le=1),
+            Knob("lam", 0.95, "GAE lambda (critic baseline; bias-variance trade-off, 1506.02438)", ge=0, le=1),
+            Knob("vf_coef", 0.1, "value-loss weight (critic baseline; TRL PPO 0.1)", ge=0),
+            Knob(
+                "value_clip",
+                0.2,
+                "clip V to V_old +- value_clip in the value loss (PPO); null = unclipped",
+                gt=0,
+                nullable=True,
+            ),
+        ),
+        reads=("train.critic_lr",),
+        requires=(Requires("scale", ("batch_std", "none"), "critic advantages are per token, not per group"),),
+        hooks=Hooks(component="values", advantages=_critic_scored, loss_term=_value_term),
+    ),
+)

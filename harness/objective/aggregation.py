@@ -16,6 +16,7 @@ micro-batch losses equals the mini-batch loss, so accumulated gradients are iden
 Defaults: this batch's own counts. B counts the sequences with at least one response token
 (a row whose mask was zeroed, e.g. by mask_truncated, is as if it had not been sampled).
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -44,7 +45,7 @@ def aggregate(
     norm_constant: float | None = None,
     num_seqs: int | float | torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
-    cfg: "ObjectiveConfig | None" = None,
+    cfg: ObjectiveConfig | None = None,
 ) -> torch.Tensor:
     """Scalar loss from the per-token loss (B, T) under `agg` (see the module docstring).
 
@@ -71,7 +72,7 @@ def token_weights(
     norm_constant: float | None = None,
     num_seqs: int | float | None = None,
     num_tokens: int | float | None = None,
-    cfg: "ObjectiveConfig | None" = None,
+    cfg: ObjectiveConfig | None = None,
 ) -> torch.Tensor:
     """(B, T) weight w_it with which `aggregate` sums the per-token losses: aggregate(agg, l, M)
     = sum_{i,t} w_it l_it. It is what the aggregation makes of the per-token gradient:
@@ -115,31 +116,51 @@ def _build(fn, weights=None) -> Aggregation:
     return Aggregation(fn, weights)
 
 
-_TOKEN_MEAN = Aggregation(lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_tok,
-                          lambda m, n_seq, n_tok, cfg: m / n_tok)
-NORM_CONSTANT = Knob("norm_constant", None, "C of seq_mean_token_sum_norm (Dr.GRPO: max generation length; the run "
-                     "config fills it from rollout.max_new_tokens)", type=float, gt=0, nullable=True, required=True)
+_TOKEN_MEAN = Aggregation(lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_tok, lambda m, n_seq, n_tok, cfg: m / n_tok)
+NORM_CONSTANT = Knob(
+    "norm_constant",
+    None,
+    "C of seq_mean_token_sum_norm (Dr.GRPO: max generation length; the run "
+    "config fills it from rollout.max_new_tokens)",
+    type=float,
+    gt=0,
+    nullable=True,
+    required=True,
+)
 
 # The `agg` knob (docs/objective.md §5): the loss and its token weights w_it (aggregate = sum w l).
-AGG: Modes = Modes("agg", {
-    "seq_mean_token_mean": Mode(Aggregation(
-        _seq_mean_token_mean,
-        lambda m, n_seq, n_tok, cfg: m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)),
-        "(1/B) sum_i (1/|o_i|) sum_t M l: a long response's tokens weigh less, the length bias (GRPO, GSPO)"),
-    "token_mean": Mode(_TOKEN_MEAN,
-        "sum M l / sum M (DAPO 2503.14476, PPO, CISPO, REINFORCE++, Lite PPO, GPG)"),
-    "seq_mean_token_sum_norm": Mode(Aggregation(
-        lambda ell, m, n_seq, n_tok, cfg: ell.sum() / (n_seq * _need_c(cfg)),
-        lambda m, n_seq, n_tok, cfg: m / (n_seq * _need_c(cfg))),
-        "(1/B) sum_i sum_t M l / C, C = norm_constant (Dr.GRPO 2503.20783)", knobs=(NORM_CONSTANT,)),
-    "seq_mean_token_sum": Mode(Aggregation(
-        lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_seq,
-        lambda m, n_seq, n_tok, cfg: m / n_seq),
-        "(1/B) sum_i sum_t M l: the response is one action (RLOO 2402.14740)"),
-    "lambda_length": Mode(_TOKEN_MEAN,  # the row weights f_i enter through its hooks (lambda_grpo.py)
-        "sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 (docs/objective.md §13); "
-        "the token weights shown are λ = 0's, token_mean's", knobs=lambda_grpo.KNOBS, hooks=lambda_grpo.HOOKS),
-}, build=_build)
+AGG: Modes = Modes(
+    "agg",
+    {
+        "seq_mean_token_mean": Mode(
+            Aggregation(
+                _seq_mean_token_mean, lambda m, n_seq, n_tok, cfg: m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)
+            ),
+            "(1/B) sum_i (1/|o_i|) sum_t M l: a long response's tokens weigh less, the length bias (GRPO, GSPO)",
+        ),
+        "token_mean": Mode(_TOKEN_MEAN, "sum M l / sum M (DAPO 2503.14476, PPO, CISPO, REINFORCE++, Lite PPO, GPG)"),
+        "seq_mean_token_sum_norm": Mode(
+            Aggregation(
+                lambda ell, m, n_seq, n_tok, cfg: ell.sum() / (n_seq * _need_c(cfg)),
+                lambda m, n_seq, n_tok, cfg: m / (n_seq * _need_c(cfg)),
+            ),
+            "(1/B) sum_i sum_t M l / C, C = norm_constant (Dr.GRPO 2503.20783)",
+            knobs=(NORM_CONSTANT,),
+        ),
+        "seq_mean_token_sum": Mode(
+            Aggregation(lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_seq, lambda m, n_seq, n_tok, cfg: m / n_seq),
+            "(1/B) sum_i sum_t M l: the response is one action (RLOO 2402.14740)",
+        ),
+        "lambda_length": Mode(
+            _TOKEN_MEAN,  # the row weights f_i enter through its hooks (lambda_grpo.py)
+            "sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 (docs/objective.md §13); "
+            "the token weights shown are λ = 0's, token_mean's",
+            knobs=lambda_grpo.KNOBS,
+            hooks=lambda_grpo.HOOKS,
+        ),
+    },
+    build=_build,
+)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:

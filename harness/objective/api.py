@@ -15,6 +15,7 @@ else -- no knob, and no variant's name (a variant's extra tensors travel in `ext
 Glossary: N prompts, G group size, B = N*G sequences (groups contiguous), b rows of one
 micro-batch, T padded response length, M the response mask (B, T).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -69,7 +70,7 @@ class Needs:
     train_forward: bool = False
 
 
-def inputs_needed(obj: "ObjectiveConfig") -> Needs:
+def inputs_needed(obj: ObjectiveConfig) -> Needs:
     """Which tensors the trainer must compute for `obj` (see `Needs`)."""
     tis = obj.tis_cap is not None
     parts = components(obj)
@@ -87,7 +88,7 @@ def inputs_needed(obj: "ObjectiveConfig") -> Needs:
     )
 
 
-def loss_mask(obj: "ObjectiveConfig", mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+def loss_mask(obj: ObjectiveConfig, mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
     """The mask the loss sees (B, T): with mask_truncated, the rows of truncated responses
     (truncated (B,) bool, no EOS) are zeroed (docs/objective.md §6); otherwise `mask` itself."""
     if not obj.mask_truncated:
@@ -97,9 +98,17 @@ def loss_mask(obj: "ObjectiveConfig", mask: torch.Tensor, truncated: torch.Tenso
     return mask * (~truncated).float().unsqueeze(1).to(mask.device)
 
 
-def advantages(obj: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Tensor, group_size: int, *,
-               logp: torch.Tensor | None = None, ref_logp: torch.Tensor | None = None,
-               extras: Mapping[str, torch.Tensor] | None = None, **named: torch.Tensor | None) -> Scored:
+def advantages(
+    obj: ObjectiveConfig,
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    group_size: int,
+    *,
+    logp: torch.Tensor | None = None,
+    ref_logp: torch.Tensor | None = None,
+    extras: Mapping[str, torch.Tensor] | None = None,
+    **named: torch.Tensor | None,
+) -> Scored:
     """Rewards (B,) -> advantages, with every decision of §1 and §4 made here.
 
     KL in the reward (kl_placement: reward, kl_coef > 0) needs `logp` (the behaviour policy's,
@@ -111,13 +120,13 @@ def advantages(obj: "ObjectiveConfig", rewards: torch.Tensor, mask: torch.Tensor
     the KL is in the reward, then the group/batch baseline and scale (§1). Every active mode's
     `scoring` hook adds the per-row tensors its loss needs to `Scored.extras`.
     """
-    inputs = {**(extras or {}), **{k: v for k, v in named.items() if v is not None}, "logp": logp,
-              "ref_logp": ref_logp}
+    inputs = {**(extras or {}), **{k: v for k, v in named.items() if v is not None}, "logp": logp, "ref_logp": ref_logp}
     kl_reward = reward_kl_on(obj)
     if kl_reward and (logp is None or ref_logp is None):
         raise ValueError(
             f"kl_placement='reward' with kl_coef={obj.kl_coef} needs logp (the behaviour policy's log-probs) and "
-            "ref_logp (the reference's), both (B, T): inputs_needed(obj).current_logp_for_kl / .ref_logp")
+            "ref_logp (the reference's), both (B, T): inputs_needed(obj).current_logp_for_kl / .ref_logp"
+        )
     per_token = one_hook(obj, "advantages")
     if per_token is not None:
         scored = per_token(obj, rewards, mask, group_size, inputs)
@@ -147,17 +156,27 @@ class LossInputs:
                   LossInputs(..., values=v) is LossInputs(..., extras={"values": v}).
     """
 
-    def __init__(self, logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
-                 entropy: torch.Tensor | None = None, ref_logp: torch.Tensor | None = None,
-                 rollout_logp: torch.Tensor | None = None, *, extras: Mapping[str, torch.Tensor] | None = None,
-                 **named: torch.Tensor | None):
+    def __init__(
+        self,
+        logp: torch.Tensor,
+        old_logp: torch.Tensor,
+        adv: torch.Tensor,
+        mask: torch.Tensor,
+        entropy: torch.Tensor | None = None,
+        ref_logp: torch.Tensor | None = None,
+        rollout_logp: torch.Tensor | None = None,
+        *,
+        extras: Mapping[str, torch.Tensor] | None = None,
+        **named: torch.Tensor | None,
+    ):
         self.logp, self.old_logp, self.adv, self.mask = logp, old_logp, adv, mask
         self.entropy, self.ref_logp, self.rollout_logp = entropy, ref_logp, rollout_logp
         self.extras: dict[str, torch.Tensor] = {k: v for k, v in {**(extras or {}), **named}.items() if v is not None}
 
 
-def loss(obj: "ObjectiveConfig", x: LossInputs, num_seqs: float | None = None,
-         num_tokens: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+def loss(
+    obj: ObjectiveConfig, x: LossInputs, num_seqs: float | None = None, num_tokens: float | None = None
+) -> tuple[torch.Tensor, dict[str, float]]:
     """(scalar loss, metrics) of one micro-batch: policy_loss (ratio, surrogate, TIS, KL in the
     loss, entropy bonus, aggregation; §2-6) + every active mode's loss term (the critic's value
     loss, PRIME's reward-model BCE; §1, §13). num_seqs / num_tokens: the whole optimizer
@@ -168,9 +187,19 @@ def loss(obj: "ObjectiveConfig", x: LossInputs, num_seqs: float | None = None,
     entropy = x.entropy
     if entropy is not None and not obj.entropy_coef:
         entropy = entropy.detach()
-    total, metrics = policy_loss(obj, x.logp, x.old_logp, x.adv, x.mask, ref_logp=x.ref_logp, entropy=entropy,
-                                 rollout_logp=x.rollout_logp if obj.tis_cap else None,
-                                 num_seqs=num_seqs, num_tokens=num_tokens, extras=x.extras)
+    total, metrics = policy_loss(
+        obj,
+        x.logp,
+        x.old_logp,
+        x.adv,
+        x.mask,
+        ref_logp=x.ref_logp,
+        entropy=entropy,
+        rollout_logp=x.rollout_logp if obj.tis_cap else None,
+        num_seqs=num_seqs,
+        num_tokens=num_tokens,
+        extras=x.extras,
+    )
     for term in active_hooks(obj, "loss_term"):
         value, more = term(obj, x, num_seqs, num_tokens)
         if value is not None:

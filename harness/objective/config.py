@@ -21,15 +21,25 @@ IPO 2310.12036, k1/k2/k3: Schulman, "Approximating KL Divergence" (2020 blog); t
 docs/objective.md §12: MaxRL 2602.02710, Pass@k training 2508.10751, SAPO 2511.20347,
 GMPO 2507.20673, DPPO 2602.04879; of §13: PRIME 2502.01456, λ-GRPO 2510.06870, SimKO 2510.14807.
 """
+
 from __future__ import annotations
 
 import difflib
 from typing import Annotated, Any
 
-from pydantic import (BaseModel, ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator, model_serializer,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from harness.objective import knobs as knob_rules
+from harness.objective import presets
 from harness.objective.advantages import BASELINE, BATCH_STD_OF, SCALE, STD
 from harness.objective.aggregation import AGG
 from harness.objective.dpo import DPO_LOSS
@@ -46,8 +56,9 @@ NonNeg = Annotated[float, Field(ge=0)]
 
 # Every knob that takes a named mode -> its registry (harness/objective/modes.py): the one place a
 # mode name is defined; validation, dispatch and docs/objective.md's table follow it.
-MODE_KNOBS: dict[str, Modes] = {m.knob: m for m in (
-    BASELINE, SCALE, STD, BATCH_STD_OF, RATIO, CLIP, KL_ESTIMATOR, KL_PLACEMENT, AGG, DPO_LOSS)}
+MODE_KNOBS: dict[str, Modes] = {
+    m.knob: m for m in (BASELINE, SCALE, STD, BATCH_STD_OF, RATIO, CLIP, KL_ESTIMATOR, KL_PLACEMENT, AGG, DPO_LOSS)
+}
 
 
 class ObjectiveConfig(BaseModel):
@@ -60,7 +71,8 @@ class ObjectiveConfig(BaseModel):
         description="preset these knobs came from ('custom' if none); unset knobs take that preset's values",
     )
     plugins: tuple[str, ...] = Field(
-        (), description="modules imported before this config is validated: a researcher's own modes, knobs and "
+        (),
+        description="modules imported before this config is validated: a researcher's own modes, knobs and "
         "presets (docs/extending.md), e.g. [my_variants]",
     )
 
@@ -145,7 +157,8 @@ class ObjectiveConfig(BaseModel):
         0.0, description="entropy bonus: loss -= entropy_coef * H per token (negative minimises entropy)"
     )
     tis_cap: float | None = Field(
-        None, gt=0,
+        None,
+        gt=0,
         description="truncated IS weight min(pi_old_train/pi_rollout, cap) on the token loss (rollout/train "
         "mismatch); null = off",
     )
@@ -159,8 +172,9 @@ class ObjectiveConfig(BaseModel):
         "sigmoid", description="sigmoid: -log sigma(z) (DPO); ipo: (z/beta - 1/(2 beta))^2 (IPO, no overfitting)"
     )
     dpo_sft_coef: NonNeg = Field(
-        0.0, description="RPO (Pang et al. 2404.19733): + alpha * NLL of the chosen response per token; "
-        "counters likelihood displacement; 0 = plain DPO/IPO"
+        0.0,
+        description="RPO (Pang et al. 2404.19733): + alpha * NLL of the chosen response per token; "
+        "counters likelihood displacement; 0 = plain DPO/IPO",
     )
 
     # ------------------------------------------------------------------ construction
@@ -200,10 +214,13 @@ class ObjectiveConfig(BaseModel):
             return
         elsewhere = {k: sorted({m.origin for _, _, m in all_knobs()[k][1]}) for k in unknown if k in all_knobs()}
         hints = {k: difflib.get_close_matches(k, allowed, n=1) for k in unknown if k not in elsewhere}
-        hint = "; ".join([f"did you mean {v[0]!r} for {k!r}?" for k, v in hints.items() if v]
-                         + [f"{k!r} is declared by plugin {o}: add it to objective.plugins" for k, o in elsewhere.items()])
-        raise ValueError(f"unknown objective knob(s) {unknown}{' (' + hint + ')' if hint else ''}; "
-                         f"allowed knobs: {allowed}")
+        hint = "; ".join(
+            [f"did you mean {v[0]!r} for {k!r}?" for k, v in hints.items() if v]
+            + [f"{k!r} is declared by plugin {o}: add it to objective.plugins" for k, o in elsewhere.items()]
+        )
+        raise ValueError(
+            f"unknown objective knob(s) {unknown}{' (' + hint + ')' if hint else ''}; allowed knobs: {allowed}"
+        )
 
     @field_validator(*MODE_KNOBS)
     @classmethod
@@ -212,7 +229,7 @@ class ObjectiveConfig(BaseModel):
         return MODE_KNOBS[info.field_name].check(value)
 
     @model_validator(mode="after")
-    def _rules(self) -> "ObjectiveConfig":
+    def _rules(self) -> ObjectiveConfig:
         """The selected modes' rules, then the strict knobs (dual_clip) set while their mode is not
         selected (knobs.py, from the declarations). The run config refuses every other unread knob."""
         problems = knob_rules.combination_problems(self)
@@ -260,7 +277,7 @@ class ObjectiveConfig(BaseModel):
                 raise ValueError(f"{where}: {' '.join(str(err).split())}") from None
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "ObjectiveConfig":
+    def preset(cls, name: str, **overrides: Any) -> ObjectiveConfig:
         """The knobs of preset `name` with `overrides` applied one by one."""
         if "algorithm" in overrides:
             raise ValueError("algorithm is set by the preset name; pass the knobs to override instead")
@@ -272,7 +289,8 @@ class ObjectiveConfig(BaseModel):
         (a preset run by the pairs trainer, presets.PRESET_TRAINERS: its loss is relative to pi_ref),
         or a mode whose hooks read it (PRIME's implicit rewards log pi_phi - log pi_ref, §13)."""
         return preset_trainer(self.algorithm) == "dpo" or any(
-            m.hooks is not None and m.hooks.reference for _, _, m in active_modes(self))
+            m.hooks is not None and m.hooks.reference for _, _, m in active_modes(self)
+        )
 
 
 RESERVED.update(ObjectiveConfig.model_fields)
@@ -288,4 +306,19 @@ def knob_default(name: str, algorithm: str = "custom") -> Any:
     return all_knobs()[name][0].default
 
 
-__all__ = ["ObjectiveConfig", "MODE_KNOBS", "knob_default"]
+__all__ = ["ObjectiveConfig", "MODE_KNOBS", "knob_default", "register_preset"]
+
+
+def register_preset(name: str, *, trainer: str = "rl", **knobs) -> None:
+    """Add a named algorithm: knob values over the defaults (a researcher's module, docs/extending.md).
+    Every key must be a knob and every value allowed (checked now: the module fails to import otherwise)."""
+    if not name.isidentifier() or name == "custom":
+        raise ValueError(f"preset name {name!r} must be an identifier other than 'custom'")
+    if name in presets.BUILTIN_PRESETS:
+        raise ValueError(f"preset {name!r} is built in; pick another name")
+    if trainer not in ("rl", "dpo"):
+        raise ValueError(f"preset {name!r}: trainer={trainer!r}; allowed: ['rl', 'dpo']")
+    ObjectiveConfig.check_knob_values(knobs, f"preset {name!r}")
+    presets.PRESETS[name] = dict(knobs)
+    if trainer != "rl":
+        presets.PRESET_TRAINERS[name] = trainer

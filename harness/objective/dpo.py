@@ -4,6 +4,7 @@ IPO (Azar et al. 2310.12036).
 Glossary: B preference pairs. Inputs are SEQUENCE log-prob sums (B,) of the chosen and the
 rejected response under the policy (with grad) and the frozen reference.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def dpo_loss(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     pol_chosen: torch.Tensor,
     pol_rejected: torch.Tensor,
     ref_chosen: torch.Tensor,
@@ -37,8 +38,12 @@ def dpo_loss(
     chosen reward > rejected reward, logps/chosen, logps/rejected (mean raw policy log-probs:
     likelihood displacement shows only there), loss/dpo.
     """
-    shapes = {n: tuple(t.shape) for n, t in
-              dict(pol_chosen=pol_chosen, pol_rejected=pol_rejected, ref_chosen=ref_chosen, ref_rejected=ref_rejected).items()}
+    shapes = {
+        n: tuple(t.shape)
+        for n, t in dict(
+            pol_chosen=pol_chosen, pol_rejected=pol_rejected, ref_chosen=ref_chosen, ref_rejected=ref_rejected
+        ).items()
+    }
     if len(set(shapes.values())) != 1 or pol_chosen.dim() != 1:
         raise ValueError(f"all four inputs must be (B,) sequence log-prob sums of the same B, got {shapes}")
     beta = cfg.dpo_beta
@@ -70,7 +75,10 @@ def dpo_loss(
 
 
 # The `dpo_loss_type` knob (docs/objective.md §8): name -> per-pair loss from (h (B,), beta).
-DPO_LOSS: Modes = Modes("dpo_loss_type", {
-    "sigmoid": Mode(lambda h, beta: -F.logsigmoid(beta * h), "-log sigma(beta h) (DPO 2305.18290)"),
-    "ipo": Mode(lambda h, beta: (h - 1.0 / (2.0 * beta)) ** 2, "(h - 1/(2 beta))^2 (IPO 2310.12036, tau = beta)"),
-})
+DPO_LOSS: Modes = Modes(
+    "dpo_loss_type",
+    {
+        "sigmoid": Mode(lambda h, beta: -F.logsigmoid(beta * h), "-log sigma(beta h) (DPO 2305.18290)"),
+        "ipo": Mode(lambda h, beta: (h - 1.0 / (2.0 * beta)) ** 2, "(h - 1/(2 beta))^2 (IPO 2310.12036, tau = beta)"),
+    },
+)

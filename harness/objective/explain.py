@@ -8,6 +8,7 @@ the page equal to it, so the page lists exactly what the registries declare).
 A row: the knob, what it may hold (a mode knob: its registered modes), its default (the grpo
 preset's), when it is read (always, or the modes that own or read it) and its one line of doc.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,10 +33,18 @@ def _schema_range(spec: dict) -> str:
     options = spec.get("anyOf", [spec])
     nullable = any(o.get("type") == "null" for o in options)
     main = next((o for o in options if o.get("type") != "null"), {})
-    words = {"number": "a float", "integer": "an int", "boolean": "true or false", "string": "a string",
-             "array": "a list of module names"}.get(main.get("type", ""), "a value")
-    bounds = [f"{op} {main[k]:g}" for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
-                                                  ("exclusiveMaximum", "<")) if k in main]
+    words = {
+        "number": "a float",
+        "integer": "an int",
+        "boolean": "true or false",
+        "string": "a string",
+        "array": "a list of module names",
+    }.get(main.get("type", ""), "a value")
+    bounds = [
+        f"{op} {main[k]:g}"
+        for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="), ("exclusiveMaximum", "<"))
+        if k in main
+    ]
     return f"{words} {' and '.join(bounds)}".strip() + (" or null" if nullable else "")
 
 
@@ -47,7 +56,9 @@ def _modes(kind: str, builtin_only: bool) -> str:
 
 def _read_when(name: str) -> str:
     if name in switches():
-        return "always (it turns on " + ", ".join(n for n, m in KINDS["extension"].modes.items() if m.switch == name) + ")"
+        return (
+            "always (it turns on " + ", ".join(n for n, m in KINDS["extension"].modes.items() if m.switch == name) + ")"
+        )
     who = readers(name)
     return when_text(who).replace("objective.", "") if who else "always"
 
@@ -104,29 +115,30 @@ def explain_objective(cfg: ObjectiveConfig) -> list[str]:
     return out
 
 
-
-
-
 def rules_table() -> str:
     """The markdown table of the combination rules the built-in modes declare (`requires`, required
     knobs, group sizes): docs/objective.md's "Combinations" table."""
     lines = ["| with | the rule | why |", "|---|---|---|"]
     for kind in KIND_ORDER:
         reg = KINDS.get(kind)
-        for name, mode in (reg.modes.items() if reg else ()):
+        for mode in reg.modes.values() if reg else ():
             if mode.origin != BUILTIN:
                 continue
             when = mode.when.replace("objective.", "")
             for knob in mode.knobs:
                 if knob.required:
-                    lines.append(f"| {when} | `{knob.name}` is required ({knob.range_text().removesuffix(' or null')}) "
-                                 f"| {knob.doc} |")
+                    lines.append(
+                        f"| {when} | `{knob.name}` is required ({knob.range_text().removesuffix(' or null')}) "
+                        f"| {knob.doc} |"
+                    )
             for rule in mode.requires:
                 allowed = rule.allowed_text or ", ".join(f"`{_show(v)}`" for v in rule.allowed)
                 lines.append(f"| {when} | `{rule.knob}`: {allowed} | {rule.why} |")
             if mode.min_group_size > 1:
-                lines.append(f"| {when} | `train.group_size` >= {mode.min_group_size} | a group statistic: a group "
-                             "of one response is its own mean and has no spread |")
+                lines.append(
+                    f"| {when} | `train.group_size` >= {mode.min_group_size} | a group statistic: a group "
+                    "of one response is its own mean and has no spread |"
+                )
             if mode.group_rule is not None:  # its docstring: "the rule: why"
                 rule, _, why = (mode.group_rule.__doc__ or "").strip().partition(": ")
                 lines.append(f"| {when} | {rule} | {why} |")
@@ -134,6 +146,7 @@ def rules_table() -> str:
 
 
 __all__ = ["KnobRow", "knob_rows", "knob_table", "rules_table", "explain_objective", "write_tables"]
+
 
 def write_tables(doc: str) -> str:
     """`doc` (docs/objective.md's text) with its two generated tables replaced by the declarations' own."""

@@ -7,7 +7,7 @@ ask the active modes for their hooks and carry whatever they return in one `extr
 (`Batch.extras`, `LossInputs.extras`), never branching on a variant's name:
 
     component      a trained module beside the policy whose output is `extras[component]`
-                   (harness/train/run/components.py builds it: values, prm_logp, lam)
+                   (harness/train/core/components.py builds it: values, prm_logp, lam)
     reference      it needs pi_ref's log-probs
     advantages     (cfg, rewards (B,), mask (B, T), group_size, extras) -> Scored: per-token
                    advantages instead of the group baseline (critic + GAE, PRIME)
@@ -28,6 +28,7 @@ the KL, overlong and dynamic-sampling terms (declared so that their knobs are re
 
 Glossary: B rows, b rows of a micro-batch, T response length, V vocabulary, K = simko_top_k.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -36,6 +37,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from harness.objective import simko
 from harness.objective.modes import KINDS, Mode, Modes, Requires
 
 
@@ -62,7 +64,7 @@ class TokenLogits(NamedTuple):
     mask: torch.Tensor  # (B, T) the mask of that forward
     response_ids: torch.Tensor  # (B, T) the sampled tokens
 
-    def detached(self) -> "TokenLogits":
+    def detached(self) -> TokenLogits:
         return TokenLogits(self.logits.detach(), self.logz.detach(), self.mask, self.response_ids)
 
 
@@ -104,8 +106,11 @@ def active_hooks(cfg: Any, hook: str) -> list[Callable]:
 
 def one_hook(cfg: Any, hook: str) -> Callable | None:
     """The single active `hook` (token_loss, advantages), None if none; two at once is a config error."""
-    found = [(f"{kind}={name!r}", getattr(m.hooks, hook)) for kind, name, m in active_modes(cfg)
-             if m.hooks is not None and getattr(m.hooks, hook) is not None]
+    found = [
+        (f"{kind}={name!r}", getattr(m.hooks, hook))
+        for kind, name, m in active_modes(cfg)
+        if m.hooks is not None and getattr(m.hooks, hook) is not None
+    ]
     if len(found) > 1:
         raise ValueError(f"{' and '.join(w for w, _ in found)} both replace the {hook}; pick one")
     return found[0][1] if found else None
@@ -116,8 +121,9 @@ def components(cfg: Any) -> tuple[str, ...]:
     return tuple(m.hooks.component for _, _, m in active_modes(cfg) if m.hooks is not None and m.hooks.component)
 
 
-def forward_extras(cfg: Any, view: TokenLogits, extras: Mapping[str, torch.Tensor],
-                   is_old_policy: bool) -> dict[str, torch.Tensor]:
+def forward_extras(
+    cfg: Any, view: TokenLogits, extras: Mapping[str, torch.Tensor], is_old_policy: bool
+) -> dict[str, torch.Tensor]:
     """What the active extensions read from a training forward. is_old_policy: this forward is also
     pi_old's (a single-pass update), so their `old_forward` parts come from it too (detached)."""
     out: dict[str, torch.Tensor] = {}
@@ -149,37 +155,64 @@ def _is_on(cfg: Any, name: str, mode: Mode) -> bool:
 
 
 def _simko_mode() -> Mode:
-    from harness.objective import simko
-
     return Mode(
         lambda cfg: cfg.simko_top_k > 0,
         "SimKO (2510.14807): at high-entropy tokens a correct response spreads simko_mix of its gradient over "
         "pi_old's top-K tokens, a wrong one's argmax is pushed simko_neg_scale harder; needs the top-K log-probs",
-        knobs=simko.KNOBS, switch="simko_top_k", when="objective.simko_top_k > 0",
+        knobs=simko.KNOBS,
+        switch="simko_top_k",
+        when="objective.simko_top_k > 0",
         requires=(
             Requires("clip", ("ppo",), simko.WHY),
             Requires("ratio", ("token",), simko.WHY),
             Requires("dual_clip", (None,), simko.WHY),
             Requires("eps_low", why=simko.WHY, accepts=lambda v, cfg: v is not None, allowed_text="a number"),
         ),
-        hooks=Hooks(old_forward=simko.old_topk, train_forward=simko.train_topk, token_loss=simko.token_loss))
+        hooks=Hooks(old_forward=simko.old_topk, train_forward=simko.train_topk, token_loss=simko.token_loss),
+    )
 
 
 # The extensions (kind "extension"): active when their switch says so, whatever the mode knobs select.
-EXTENSIONS: Modes = Modes("extension", {
-    "simko": _simko_mode(),
-    "kl": Mode(lambda cfg: cfg.kl_coef > 0,
-               "the KL term to pi_ref (§4): kl_coef k in the loss or kl_coef k1 off the reward; loads pi_ref",
-               reads=("kl_estimator", "kl_placement", "ref_update_every"), switch="kl_coef",
-               when="objective.kl_coef > 0", hooks=Hooks(reference=True)),
-    "overlong": Mode(lambda cfg: cfg.overlong_buffer > 0,
-                     "DAPO's soft overlong punishment (§6): reward - overlong_penalty, linear over the buffer",
-                     reads=("overlong_penalty",), switch="overlong_buffer", when="objective.overlong_buffer > 0"),
-    "dynamic_sampling": Mode(lambda cfg: bool(cfg.dynamic_sampling),
-                             "DAPO's dynamic sampling (§6): drop all-equal groups and refill them",
-                             reads=("train.max_refill_rounds",), switch="dynamic_sampling",
-                             when="objective.dynamic_sampling=true"),
-}, build=_build, active=_is_on)
+EXTENSIONS: Modes = Modes(
+    "extension",
+    {
+        "simko": _simko_mode(),
+        "kl": Mode(
+            lambda cfg: cfg.kl_coef > 0,
+            "the KL term to pi_ref (§4): kl_coef k in the loss or kl_coef k1 off the reward; loads pi_ref",
+            reads=("kl_estimator", "kl_placement", "ref_update_every"),
+            switch="kl_coef",
+            when="objective.kl_coef > 0",
+            hooks=Hooks(reference=True),
+        ),
+        "overlong": Mode(
+            lambda cfg: cfg.overlong_buffer > 0,
+            "DAPO's soft overlong punishment (§6): reward - overlong_penalty, linear over the buffer",
+            reads=("overlong_penalty",),
+            switch="overlong_buffer",
+            when="objective.overlong_buffer > 0",
+        ),
+        "dynamic_sampling": Mode(
+            lambda cfg: bool(cfg.dynamic_sampling),
+            "DAPO's dynamic sampling (§6): drop all-equal groups and refill them",
+            reads=("train.max_refill_rounds",),
+            switch="dynamic_sampling",
+            when="objective.dynamic_sampling=true",
+        ),
+    },
+    build=_build,
+    active=_is_on,
+)
 
-__all__ = ["Hooks", "TokenLogits", "Scored", "EXTENSIONS", "active_modes", "active_hooks", "components",
-           "forward_extras", "old_forward_extras", "one_hook"]
+__all__ = [
+    "Hooks",
+    "TokenLogits",
+    "Scored",
+    "EXTENSIONS",
+    "active_modes",
+    "active_hooks",
+    "components",
+    "forward_extras",
+    "old_forward_extras",
+    "one_hook",
+]

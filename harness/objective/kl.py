@@ -11,6 +11,7 @@ Placements: `loss` adds kl_coef * k to the token loss (GRPO; done in policy_loss
 RLOO 2402.14740, REINFORCE++ 2501.03262) -- the functions below, computed from the
 rollout-time log-probs and carrying no gradient.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -32,33 +33,45 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> to
 
 
 # The `kl_estimator` knob (docs/objective.md §4): name -> k(d), d = ref_logp - logp (B, T).
-KL_ESTIMATOR: Modes = Modes("kl_estimator", {
-    "k1": Mode(lambda d: -d, "log(pi_theta / pi_ref): unbiased, can be negative"),  # log(pi_theta / pi_ref)
-    "k2": Mode(lambda d: 0.5 * d * d, "(1/2)(log r)^2: biased, low variance, >= 0"),  # (1/2) (log r)^2
-    "k3": Mode(lambda d: torch.expm1(d) - d, "(r - 1) - log r, r = pi_ref/pi_theta: unbiased, >= 0 (GRPO 2402.03300)"),
-})
+KL_ESTIMATOR: Modes = Modes(
+    "kl_estimator",
+    {
+        "k1": Mode(lambda d: -d, "log(pi_theta / pi_ref): unbiased, can be negative"),  # log(pi_theta / pi_ref)
+        "k2": Mode(lambda d: 0.5 * d * d, "(1/2)(log r)^2: biased, low variance, >= 0"),  # (1/2) (log r)^2
+        "k3": Mode(
+            lambda d: torch.expm1(d) - d, "(r - 1) - log r, r = pi_ref/pi_theta: unbiased, >= 0 (GRPO 2402.03300)"
+        ),
+    },
+)
 
 # The `kl_placement` knob (docs/objective.md §4); dispatched by objective.api (advantages / loss).
-KL_PLACEMENT: Modes = Modes("kl_placement", {
-    "loss": Mode(None, "kl_coef * k (the chosen estimator) added to the token loss (GRPO)"),
-    "reward": Mode(None, "kl_coef * k1 subtracted from the reward, from the rollout log-probs, no gradient "
-                         "(PPO/InstructGPT per token with the critic; RLOO/REINFORCE++ per sequence)",
-                   requires=(Requires("kl_estimator", ("k1",), "the reward placement subtracts kl_coef*k1 "
-                                      "(docs/objective.md §4)"),)),
-})
+KL_PLACEMENT: Modes = Modes(
+    "kl_placement",
+    {
+        "loss": Mode(None, "kl_coef * k (the chosen estimator) added to the token loss (GRPO)"),
+        "reward": Mode(
+            None,
+            "kl_coef * k1 subtracted from the reward, from the rollout log-probs, no gradient "
+            "(PPO/InstructGPT per token with the critic; RLOO/REINFORCE++ per sequence)",
+            requires=(
+                Requires("kl_estimator", ("k1",), "the reward placement subtracts kl_coef*k1 (docs/objective.md §4)"),
+            ),
+        ),
+    },
+)
 
 
-def reward_kl_on(cfg: "ObjectiveConfig") -> bool:
+def reward_kl_on(cfg: ObjectiveConfig) -> bool:
     """Whether kl_coef * k1 comes off the reward (kl_placement: reward, kl_coef > 0)."""
     return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "reward"
 
 
-def loss_kl_on(cfg: "ObjectiveConfig") -> bool:
+def loss_kl_on(cfg: ObjectiveConfig) -> bool:
     """Whether kl_coef * k is added to the token loss (kl_placement: loss, kl_coef > 0)."""
     return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "loss"
 
 
-def _reward_kl_active(cfg: "ObjectiveConfig", ref_logp: torch.Tensor | None) -> bool:
+def _reward_kl_active(cfg: ObjectiveConfig, ref_logp: torch.Tensor | None) -> bool:
     if KL_PLACEMENT.check(cfg.kl_placement) != "reward" or cfg.kl_coef == 0:
         return False
     if ref_logp is None:
@@ -70,7 +83,7 @@ def _reward_kl_active(cfg: "ObjectiveConfig", ref_logp: torch.Tensor | None) -> 
 
 
 def kl_in_reward(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     rewards: torch.Tensor,
     logp: torch.Tensor,
     ref_logp: torch.Tensor | None,
@@ -86,8 +99,9 @@ def kl_in_reward(
     return sequence_rewards_with_kl(rewards, logp, ref_logp if active else None, mask, cfg.kl_coef if active else 0.0)
 
 
-def sequence_rewards_with_kl(rewards: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor | None,
-                             mask: torch.Tensor, kl_coef: float) -> torch.Tensor:
+def sequence_rewards_with_kl(
+    rewards: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor | None, mask: torch.Tensor, kl_coef: float
+) -> torch.Tensor:
     """r_i - kl_coef * sum_t M k1_{i,t} (B,), in logp's dtype, no gradient; rewards as they are
     (in logp's dtype) when ref_logp is None or kl_coef is 0. logp, ref_logp, mask: (B, T)."""
     r = rewards.detach().to(logp.dtype)
@@ -99,7 +113,7 @@ def sequence_rewards_with_kl(rewards: torch.Tensor, logp: torch.Tensor, ref_logp
 
 
 def token_rewards_with_kl(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     rewards: torch.Tensor,
     logp: torch.Tensor,
     ref_logp: torch.Tensor | None,
@@ -111,8 +125,9 @@ def token_rewards_with_kl(
     return token_rewards(rewards, logp, ref_logp if active else None, mask, cfg.kl_coef if active else 0.0)
 
 
-def token_rewards(rewards: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor | None, mask: torch.Tensor,
-                  kl_coef: float) -> torch.Tensor:
+def token_rewards(
+    rewards: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor | None, mask: torch.Tensor, kl_coef: float
+) -> torch.Tensor:
     """Per-token rewards (B, T):
         r_{i,t} = -kl_coef * k1_{i,t} * M_{i,t}  +  [t = last response token of i] * r_i
     (InstructGPT 2203.02155 Eq. 2 spread over tokens); no KL term when ref_logp is None or

@@ -10,6 +10,7 @@
 
 Messages name the dotted key, its value, the mode that reads or rules it and what is allowed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -23,8 +24,9 @@ def knob_specs(plugins: Iterable[str] = (), selected: Iterable[str] = ()) -> dic
     """The declared knobs a config carries: those of built-in modes, of the modes its plugins registered
     and of the modes it selects (their origins: `selected`)."""
     scope = {BUILTIN, *plugins, *selected}
-    return {name: knob for name, (knob, owners) in all_knobs().items()
-            if any(mode.origin in scope for _, _, mode in owners)}
+    return {
+        name: knob for name, (knob, owners) in all_knobs().items() if any(mode.origin in scope for _, _, mode in owners)
+    }
 
 
 def owner_of(knob: str) -> list[tuple[str, str, Mode]]:
@@ -100,8 +102,10 @@ def combination_problems(cfg: Any) -> list[str]:
     for _, _, mode in active:
         for knob in mode.knobs:
             if knob.required and getattr(cfg, knob.name) is None:
-                out.append(f"{knob.name} is required with {mode.when.removeprefix('objective.')} ({knob.doc}); "
-                           f"allowed values: {knob.range_text().removesuffix(' or null')}")
+                out.append(
+                    f"{knob.name} is required with {mode.when.removeprefix('objective.')} ({knob.doc}); "
+                    f"allowed values: {knob.range_text().removesuffix(' or null')}"
+                )
     for _, _, mode in active:
         for rule in mode.requires:
             if (msg := rule.problem(cfg, mode.when)) is not None:
@@ -114,9 +118,11 @@ def group_size_problems(cfg: Any, group_size: int) -> list[str]:
     out = []
     for kind, name, mode in active_modes(cfg):
         if group_size < mode.min_group_size:
-            out.append(f"train.group_size={group_size} is impossible with objective.{kind}={name} (a group of one "
-                       "response is its own mean and has no spread: advantage 0); allowed: train.group_size >= "
-                       f"{mode.min_group_size}")
+            out.append(
+                f"train.group_size={group_size} is impossible with objective.{kind}={name} (a group of one "
+                "response is its own mean and has no spread: advantage 0); allowed: train.group_size >= "
+                f"{mode.min_group_size}"
+            )
         if mode.group_rule is not None and (msg := mode.group_rule(cfg, group_size)):
             out.append(msg)
     return out

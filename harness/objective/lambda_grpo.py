@@ -1,7 +1,7 @@
 """λ-GRPO's learnable length weighting (arXiv 2510.06870), docs/objective.md §13.
 
 Trained as `agg: lambda_length` (preset `lambda_grpo`): λ is a component of the run
-(harness/train/run/components.py, `lambda`): one scalar parameter from `lambda_init` with its own
+(harness/train/core/components.py, `lambda`): one scalar parameter from `lambda_init` with its own
 AdamW at `lambda_lr` (no weight decay), stepped with the policy, checkpointed and resumed, logged as
 `agg/lambda`. The trainer's mini-batches are random rows, so each row carries its group's lengths
 (`group_lengths` (B, G), its position `group_pos` (B,)) and `lambda_row_weights` computes its f_i.
@@ -26,6 +26,7 @@ Where the paper left a choice (we could not read its code), picked here and said
   - the denominator is the mini-batch's token count (token_mean's), so λ = 0 is DAPO's loss;
   - λ is learned by gradient descent on this same loss (its gradient is `loss.backward()`'s).
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,12 +35,15 @@ from harness.objective.extensions import Hooks
 from harness.objective.modes import Knob
 
 
-def lambda_length_weights(lengths: torch.Tensor, group_size: int, lam: torch.Tensor | float,
-                          lambda_r: float) -> torch.Tensor:
+def lambda_length_weights(
+    lengths: torch.Tensor, group_size: int, lam: torch.Tensor | float, lambda_r: float
+) -> torch.Tensor:
     """f (B,) from response lengths (B,) (groups of `group_size` contiguous): the module docstring's
     f_i = G softmax(h^λ)_i. Differentiable in `lam` (a 0-dim tensor with grad, or a float)."""
     if lengths.dim() != 1 or group_size < 1 or lengths.shape[0] % group_size:
-        raise ValueError(f"lengths must be (B,) with B divisible by group_size={group_size}, got {tuple(lengths.shape)}")
+        raise ValueError(
+            f"lengths must be (B,) with B divisible by group_size={group_size}, got {tuple(lengths.shape)}"
+        )
     L = lengths.to(torch.get_default_dtype()).view(-1, group_size)  # (N, G)
     sigma = L.std(-1, correction=0, keepdim=True)
     z = torch.where(sigma > 0, (L - L.mean(-1, keepdim=True)) / torch.where(sigma > 0, sigma, 1.0), 0.0)
@@ -55,15 +59,18 @@ def group_length_rows(lengths: torch.Tensor, group_size: int) -> tuple[torch.Ten
     """(group_lengths (B, G), group_pos (B,)): each row's group's lengths and its position in the
     group (groups of `group_size` contiguous rows), so a row's weight survives any row selection."""
     if lengths.dim() != 1 or group_size < 1 or lengths.shape[0] % group_size:
-        raise ValueError(f"lengths must be (B,) with B divisible by group_size={group_size}, got {tuple(lengths.shape)}")
+        raise ValueError(
+            f"lengths must be (B,) with B divisible by group_size={group_size}, got {tuple(lengths.shape)}"
+        )
     L = lengths.view(-1, group_size)
     rows = L.repeat_interleave(group_size, dim=0)  # (B, G)
     pos = torch.arange(lengths.shape[0], device=lengths.device) % group_size
     return rows, pos
 
 
-def lambda_row_weights(group_lengths: torch.Tensor, group_pos: torch.Tensor, lam: torch.Tensor | float,
-                       lambda_r: float) -> torch.Tensor:
+def lambda_row_weights(
+    group_lengths: torch.Tensor, group_pos: torch.Tensor, lam: torch.Tensor | float, lambda_r: float
+) -> torch.Tensor:
     """f_i (b,) of rows taken from anywhere in the batch: `lambda_length_weights` of each row's group
     (group_lengths (b, G)) read at the row's position (group_pos (b,)). Differentiable in `lam`."""
     G = group_lengths.shape[-1]
@@ -89,8 +96,10 @@ def _scoring(cfg, rewards: torch.Tensor, mask: torch.Tensor, group_size: int) ->
 def _row_weights(cfg, extras) -> torch.Tensor:
     """f_i (b,), differentiable in the learned λ (extras['lam'])."""
     if any(extras.get(k) is None for k in ("lam", "group_lengths", "group_pos")):
-        raise ValueError("agg='lambda_length' needs lam (the learned λ), group_lengths (b, G) and group_pos (b,) "
-                         "in LossInputs.extras: inputs_needed(obj).components ('lam') and its scoring")
+        raise ValueError(
+            "agg='lambda_length' needs lam (the learned λ), group_lengths (b, G) and group_pos (b,) "
+            "in LossInputs.extras: inputs_needed(obj).components ('lam') and its scoring"
+        )
     return lambda_row_weights(extras["group_lengths"], extras["group_pos"], extras["lam"], cfg.lambda_r)
 
 

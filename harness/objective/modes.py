@@ -26,6 +26,7 @@ docs/objective.md's knob table (explain.py; a test keeps the doc equal to it).
 An extension (kind "extension", extensions.py) is a mode that no knob selects: it is active when
 its `switch` knob says so (SimKO: simko_top_k > 0).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
@@ -40,10 +41,21 @@ BUILTIN = "harness"  # the origin of every mode the package itself declares
 
 # kind -> its registry: "baseline", "scale", "std", "batch_std_of", "ratio", "clip", "kl_estimator",
 # "kl_placement", "agg", "dpo_loss_type" (the knobs that take a named mode) and "extension"
-KINDS: dict[str, "Modes"] = {}
+KINDS: dict[str, Modes] = {}
 RESERVED: set[str] = set()  # the config's own fields (objective/config.py fills it): no mode may declare them
-KIND_ORDER = ("baseline", "scale", "std", "batch_std_of", "ratio", "clip", "kl_estimator", "kl_placement", "agg",
-              "dpo_loss_type", "extension")  # documentation order (docs/objective.md, --explain)
+KIND_ORDER = (
+    "baseline",
+    "scale",
+    "std",
+    "batch_std_of",
+    "ratio",
+    "clip",
+    "kl_estimator",
+    "kl_placement",
+    "agg",
+    "dpo_loss_type",
+    "extension",
+)  # documentation order (docs/objective.md, --explain)
 
 
 class KnobError(ValueError):
@@ -101,8 +113,11 @@ class Knob:
         if t is bool:
             return "true or false"
         words = {int: "an int", float: "a float"}.get(t, getattr(t, "__name__", str(t)))
-        parts = [f"{op} {v:g}" for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
-                 if v is not None]
+        parts = [
+            f"{op} {v:g}"
+            for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
+            if v is not None
+        ]
         return f"{words} {' and '.join(parts)}".strip() + (" or null" if self.nullable else "")
 
 
@@ -159,8 +174,13 @@ class Modes(Mapping[str, ImplT]):
     Open: `register(name, mode)` adds one (a researcher's module, docs/extending.md).
     build: turns a decorated function (and the decorator's extra keywords) into this kind's impl."""
 
-    def __init__(self, kind: str, modes: dict[str, Mode], build: Callable[..., Any] | None = None,
-                 active: Callable[[Any, str, Mode], bool] | None = None):
+    def __init__(
+        self,
+        kind: str,
+        modes: dict[str, Mode],
+        build: Callable[..., Any] | None = None,
+        active: Callable[[Any, str, Mode], bool] | None = None,
+    ):
         if not modes:
             raise ValueError(f"knob {kind!r} needs at least one mode")
         self.kind = kind
@@ -244,15 +264,19 @@ def _check_knobs(mode: Mode, kind: str, name: str) -> None:
     being replaced (re-registered by its own module) does not count."""
     for knob in mode.knobs:
         if knob.name in RESERVED or not knob.name.isidentifier():
-            raise ValueError(f"{kind} {name!r} declares knob {knob.name!r}: a knob name is an identifier that is not "
-                             "already a field of every config (it may read one: reads=[...])")
+            raise ValueError(
+                f"{kind} {name!r} declares knob {knob.name!r}: a knob name is an identifier that is not "
+                "already a field of every config (it may read one: reads=[...])"
+            )
         for other_kind, reg in KINDS.items():
             for other_name, other in reg.modes.items():
                 if (other_kind, other_name) == (kind, name):
                     continue
                 if any(k.name == knob.name and k != knob for k in other.knobs):
-                    raise ValueError(f"{kind} {name!r} declares knob {knob.name!r}, which {other_kind} {other_name!r} "
-                                     "already declares differently; use another name")
+                    raise ValueError(
+                        f"{kind} {name!r} declares knob {knob.name!r}, which {other_kind} {other_name!r} "
+                        "already declares differently; use another name"
+                    )
 
 
 # ----------------------------------------------------------------------------- the decorator
@@ -266,10 +290,20 @@ def _origin(fn: Any) -> str:
     return BUILTIN if module.startswith(BUILTIN + ".") else module
 
 
-def register(kind: str, name: str, *, doc: str, knobs: tuple[Knob, ...] | list[Knob] = (),
-             reads: tuple[str, ...] | list[str] = (), requires: tuple[Requires, ...] | list[Requires] = (),
-             min_group_size: int = 1, hooks: Any = None, switch: str = "", when: str = "",
-             **build: Any) -> Callable:
+def register(
+    kind: str,
+    name: str,
+    *,
+    doc: str,
+    knobs: tuple[Knob, ...] | list[Knob] = (),
+    reads: tuple[str, ...] | list[str] = (),
+    requires: tuple[Requires, ...] | list[Requires] = (),
+    min_group_size: int = 1,
+    hooks: Any = None,
+    switch: str = "",
+    when: str = "",
+    **build: Any,
+) -> Callable:
     """Decorator: register the function as mode `name` of `kind` (a knob that takes a named mode, or
     "extension"). The function's signature is the kind's (docs/extending.md lists them); `build`
     holds the kind's extra parts (clip: masks=; agg: weights=; ratio: masks=, per_sequence=).
@@ -279,8 +313,18 @@ def register(kind: str, name: str, *, doc: str, knobs: tuple[Knob, ...] | list[K
     reg = KINDS[kind]
 
     def decorate(fn: Callable) -> Callable:
-        mode = Mode(reg.build(fn, **build), doc, tuple(knobs), tuple(reads), tuple(requires), min_group_size,
-                    hooks=hooks, switch=switch, when=when, origin=_origin(fn))
+        mode = Mode(
+            reg.build(fn, **build),
+            doc,
+            tuple(knobs),
+            tuple(reads),
+            tuple(requires),
+            min_group_size,
+            hooks=hooks,
+            switch=switch,
+            when=when,
+            origin=_origin(fn),
+        )
         reg.register(name, mode)
         return fn
 
@@ -327,10 +371,30 @@ def all_knobs() -> dict[str, tuple[Knob, list[tuple[str, str, Mode]]]]:
 
 def readers(knob: str) -> list[tuple[str, str, Mode]]:
     """Every (kind, mode name, mode) that owns or reads `knob`."""
-    return [(kind, name, m) for kind, reg in KINDS.items() for name, m in reg.modes.items()
-            if knob in m.reads or any(k.name == knob for k in m.knobs)]
+    return [
+        (kind, name, m)
+        for kind, reg in KINDS.items()
+        for name, m in reg.modes.items()
+        if knob in m.reads or any(k.name == knob for k in m.knobs)
+    ]
 
 
-__all__ = ["Knob", "KnobError", "Requires", "Mode", "Modes", "KINDS", "register", "register_baseline",
-           "register_scale", "register_ratio", "register_clip", "register_agg", "register_kl_estimator",
-           "register_extension", "all_knobs", "readers", "loading"]
+__all__ = [
+    "Knob",
+    "KnobError",
+    "Requires",
+    "Mode",
+    "Modes",
+    "KINDS",
+    "register",
+    "register_baseline",
+    "register_scale",
+    "register_ratio",
+    "register_clip",
+    "register_agg",
+    "register_kl_estimator",
+    "register_extension",
+    "all_knobs",
+    "readers",
+    "loading",
+]

@@ -6,6 +6,7 @@ on Code", arXiv 2107.03374, Eq. 1): with n samples of which c are correct,
 computed with the stable product (no huge binomials). Taking "the first k of n samples" is not
 unbiased. Metric names: eval/pass_at_1, eval/pass_at_8, ... (MLflow rejects '@').
 """
+
 from __future__ import annotations
 
 import operator

@@ -9,6 +9,7 @@ name as its origin, so a config that names the plugin carries its knobs (and one
 does not). Every process that validates a config imports the plugins it names (a Snakemake cell
 runs `harness train` in its own process: its config names them).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -29,8 +30,10 @@ def plugin_names(value: object) -> tuple[str, ...]:
         raise ValueError(f"objective.plugins={value!r} must be a list of module names (e.g. [my_variants])")
     for n in names:
         if n.endswith(".py") or not all(part.isidentifier() for part in n.split(".")):
-            raise ValueError(f"objective.plugins: {n!r} is not a module name (write my_variants or my_lab.variants, "
-                             "not a file name or path)")
+            raise ValueError(
+                f"objective.plugins: {n!r} is not a module name (write my_variants or my_lab.variants, "
+                "not a file name or path)"
+            )
     return tuple(dict.fromkeys(names))
 
 
@@ -55,5 +58,7 @@ def _import(name: str) -> None:
             importlib.import_module(name)
     except Exception as err:  # noqa: BLE001 -- any failure is the researcher's to fix, said in one line
         reason = " ".join(f"{type(err).__name__}: {err}".split())
-        raise ValueError(f"objective.plugins: module {name!r} does not import ({reason}); a plugin is a module on "
-                         f"sys.path or in the working directory {cwd} (docs/extending.md)") from None
+        raise ValueError(
+            f"objective.plugins: module {name!r} does not import ({reason}); a plugin is a module on "
+            f"sys.path or in the working directory {cwd} (docs/extending.md)"
+        ) from None

@@ -19,6 +19,7 @@ DPPO 2602.04879; TIS: Yao et al., "Your efficient RL
 framework secretly brings you off-policy RL training" (2025 blog); k3: Schulman,
 "Approximating KL Divergence".
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -76,7 +77,7 @@ def _tokens(logp, old_logp, adv, mask, ref_logp) -> Tokens:
     return Tokens(m, lp, old, ref, A, zero)
 
 
-def _token_losses(cfg: "ObjectiveConfig", t: Tokens, rho: torch.Tensor, entropy, rollout_logp, extras):
+def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, rollout_logp, extras):
     """(l_pg, l_kl, l_ent), each (B, T): the surrogate (or an extension's token loss) x TIS, the KL in
     the loss and the entropy bonus, each row scaled by the extensions' row weights."""
     token_loss = one_hook(cfg, "token_loss")
@@ -105,7 +106,7 @@ def _token_losses(cfg: "ObjectiveConfig", t: Tokens, rho: torch.Tensor, entropy,
 
 
 def policy_loss(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     logp: torch.Tensor,
     old_logp: torch.Tensor,
     adv: torch.Tensor,
@@ -141,15 +142,16 @@ def policy_loss(
     t = _tokens(logp, old_logp, adv, mask, ref_logp)
     rho = importance_ratio(cfg.ratio, t.lp, t.old, t.m, t.A, cfg)  # §2
     parts = _token_losses(cfg, t, rho, entropy, rollout_logp, extras or {})
-    agg = dict(agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens,
-               cfg=cfg)
+    agg = dict(
+        agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens, cfg=cfg
+    )
     loss = aggregate(loss_tok=parts[0] + parts[1] + parts[2], **agg)
     with torch.no_grad():
         metrics = _metrics(cfg, t, rho, parts, agg, entropy)
     return loss, metrics
 
 
-def _metrics(cfg: "ObjectiveConfig", t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy) -> dict[str, float]:
+def _metrics(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy) -> dict[str, float]:
     """§9's metrics of the batch (no grad): clip fractions, ratio stats, KL, entropy, the loss's parts."""
     loss_pg, loss_kl, loss_ent = parts
     share = seq_mean if is_sequence_level(cfg.ratio) else masked_mean

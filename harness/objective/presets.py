@@ -16,6 +16,7 @@ DPO 2305.18290, IPO 2310.12036; the zoo (docs/objective.md §12): MaxRL 2602.027
 Pass@k training 2508.10751, SAPO 2511.20347, GMPO 2507.20673, DPPO 2602.04879; §13: λ-GRPO
 2510.06870, SimKO 2510.14807, PRIME 2502.01456.
 """
+
 from __future__ import annotations
 
 PRESETS: dict[str, dict] = {
@@ -26,11 +27,21 @@ PRESETS: dict[str, dict] = {
     # are TRL PPOConfig's defaults (kl_coef 0.05, cliprange 0.2, vf_coef 0.1, cliprange_value 0.2,
     # gamma 1, lam 0.95) -- picked; `gamma`, `lam`, `kl_coef`, `vf_coef`, `value_clip` reach others.
     "ppo": dict(
-        baseline="critic", scale="batch_std", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="critic",
+        scale="batch_std",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="token_mean",
-        kl_coef=0.05, kl_estimator="k1", kl_placement="reward",
-        gamma=1.0, lam=0.95, vf_coef=0.1, value_clip=0.2,
+        kl_coef=0.05,
+        kl_estimator="k1",
+        kl_placement="reward",
+        gamma=1.0,
+        lam=0.95,
+        vf_coef=0.1,
+        value_clip=0.2,
     ),
     # GRPO (DeepSeekMath, Shao et al. 2402.03300, Eq. 3): group-mean baseline divided by the
     # group std, 1/|o_i| per response then mean over the group, k3 KL in the loss with beta=0.04,
@@ -39,10 +50,17 @@ PRESETS: dict[str, dict] = {
     # recent TRL / verl defaults drifted to token-level aggregation and no KL -- the paper's
     # seq_mean_token_mean and beta 0.04 are picked; `agg: token_mean`, `kl_coef: 0` reach those.
     "grpo": dict(
-        baseline="group_mean", scale="group_std", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="seq_mean_token_mean",
-        kl_coef=0.04, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.04,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # Dr.GRPO (Liu et al. 2503.20783, "GRPO done right"): removes both biases -- no std division
     # (difficulty bias) and a constant normaliser instead of 1/|o_i| (length bias); no KL (beta=0).
@@ -52,10 +70,17 @@ PRESETS: dict[str, dict] = {
     # it; ObjectiveConfig requires it). The two differ by a constant step size only;
     # `agg: seq_mean_token_sum` reaches the paper's unnormalised sum.
     "dr_grpo": dict(
-        baseline="group_mean", scale="none", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="group_mean",
+        scale="none",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="seq_mean_token_sum_norm",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # DAPO (Yu et al. 2503.14476): clip-higher eps 0.2/0.28, token-level loss over the batch,
     # no KL, dynamic sampling (drop groups with accuracy 0 or 1, refill), soft overlong
@@ -70,11 +95,21 @@ PRESETS: dict[str, dict] = {
     # `filter_groups.metric=acc`), so pass the task reward, not the shaped one, to
     # `dynamic_sampling_keep`.
     "dapo": dict(
-        baseline="group_mean", scale="group_std", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.28,
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.28,
         agg="token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
-        dynamic_sampling=True, overlong_buffer=13, overlong_penalty=1.0, mask_truncated=False,
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        dynamic_sampling=True,
+        overlong_buffer=13,
+        overlong_penalty=1.0,
+        mask_truncated=False,
     ),
     # GSPO (Zheng et al. 2507.18071): length-normalised sequence ratio
     # s_i = (pi/pi_old)^(1/|o_i|), clipped at 3e-4/4e-4 (distances, as in the paper and verl's
@@ -82,18 +117,32 @@ PRESETS: dict[str, dict] = {
     # sequences; with a ratio constant along the sequence seq_mean_token_mean gives exactly
     # (1/B) sum_i l_i (verl's gspo recipe uses the same "seq-mean-token-mean").
     "gspo": dict(
-        baseline="group_mean", scale="group_std", std="sample",
-        ratio="sequence", clip="ppo", eps_low=3e-4, eps_high=4e-4,
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="sequence",
+        clip="ppo",
+        eps_low=3e-4,
+        eps_high=4e-4,
         agg="seq_mean_token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # GSPO-token (2507.18071): s_{i,t} = sg(s_i) * pi(y_t)/sg(pi(y_t)); equals GSPO in
     # value and gradient when advantages are per sequence, and admits per-token advantages.
     "gspo_token": dict(
-        baseline="group_mean", scale="group_std", std="sample",
-        ratio="sequence_token", clip="ppo", eps_low=3e-4, eps_high=4e-4,
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="sequence_token",
+        clip="ppo",
+        eps_low=3e-4,
+        eps_high=4e-4,
         agg="seq_mean_token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # CISPO (MiniMax-M1, 2506.13585): REINFORCE with the detached, clipped IS weight
     # sg(clip(r, 1-eps_low, 1+eps_high)) * A * log pi, normalised by the total token count; no KL.
@@ -102,10 +151,17 @@ PRESETS: dict[str, dict] = {
     # absolute weight cap of 5.0, the value TRL documents for loss_type="cispo", where
     # epsilon_high is an absolute cap). Any other cap: `eps_high`.
     "cispo": dict(
-        baseline="group_mean", scale="group_std", std="sample",
-        ratio="token", clip="cispo", eps_low=None, eps_high=4.0,
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="cispo",
+        eps_low=None,
+        eps_high=4.0,
         agg="token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # RLOO (Ahmadian et al. 2402.14740): leave-one-out baseline, no std, the whole response is
     # one action (REINFORCE on the summed log-prob: seq_mean_token_sum), sequence-level k1 KL
@@ -114,10 +170,17 @@ PRESETS: dict[str, dict] = {
     # kl_coef 0.05 -- picked (identical on-policy, where rho = 1). `clip: none, ratio: none`
     # reaches the paper's pure REINFORCE.
     "rloo": dict(
-        baseline="leave_one_out", scale="none", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="leave_one_out",
+        scale="none",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="seq_mean_token_sum",
-        kl_coef=0.05, kl_estimator="k1", kl_placement="reward",
+        kl_coef=0.05,
+        kl_estimator="k1",
+        kl_placement="reward",
     ),
     # REINFORCE++-baseline (Hu et al. 2501.03262): group-mean baseline, then normalisation by the
     # std of the CENTRED rewards over the whole batch (the paper's advantage and OpenRLHF
@@ -130,18 +193,34 @@ PRESETS: dict[str, dict] = {
     # it is token_rewards_with_kl + gae_advantages(values=0, gamma=1, lam=1) + whiten.
     # `baseline: batch_mean` reaches the original (group-free) REINFORCE++.
     "reinforce_pp": dict(
-        baseline="group_mean", scale="batch_std", batch_std_of="centered", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="group_mean",
+        scale="batch_std",
+        batch_std_of="centered",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="token_mean",
-        kl_coef=0.01, kl_estimator="k1", kl_placement="reward",
+        kl_coef=0.01,
+        kl_estimator="k1",
+        kl_placement="reward",
     ),
     # Lite PPO (Liu et al. 2508.08221, "Tricks or Traps?"): group-level mean, batch-level std of
     # the rewards (TRL's scale_rewards="batch"), token-level loss, vanilla PPO clip, no KL.
     "lite_ppo": dict(
-        baseline="group_mean", scale="batch_std", batch_std_of="reward", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="group_mean",
+        scale="batch_std",
+        batch_std_of="reward",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # GPG (Chu et al. 2504.02546): plain policy gradient -- no ratio, no clip, no KL, no
     # reference model -- with the group-mean baseline and token-level normalisation. The paper's
@@ -150,10 +229,17 @@ PRESETS: dict[str, dict] = {
     # groups) is a per-batch rescale of the step that is NOT applied; `dynamic_sampling: true`
     # removes those groups instead. eps_low/eps_high are unused (clip none).
     "gpg": dict(
-        baseline="group_mean", scale="none", std="sample",
-        ratio="none", clip="none", eps_low=0.2, eps_high=0.2,
+        baseline="group_mean",
+        scale="none",
+        std="sample",
+        ratio="none",
+        clip="none",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # ---------------------------------------------------------------- the zoo (docs/objective.md §12)
     # MaxRL (2602.02710): A_i = (r_i - mean_g) / (mean_g + adv_eps), an unbiased estimate
@@ -162,19 +248,34 @@ PRESETS: dict[str, dict] = {
     # groups (G = 1): the group mean is the reward itself, so A = 0 -- no signal; the run config
     # refuses group_size < 2 with a group baseline. Token-level PPO clip .2/.2, token_mean, no KL.
     "maxrl": dict(
-        baseline="group_mean", scale="group_mean", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="group_mean",
+        scale="group_mean",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # Pass@k training (2508.10751): the analytic pass@k advantage of each group
     # (baseline=passk, already normalised: scale none), k = 4; binary
     # rewards. passk_k must be < group_size (k = G makes pass@k 0 or 1 for every group, A = 0).
     "passk": dict(
-        baseline="passk", scale="none", std="sample", passk_k=4,
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="passk",
+        scale="none",
+        std="sample",
+        passk_k=4,
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # SAPO (2511.20347): a soft sigmoid gate (4/tau) sigma(tau (rho - 1)) replaces the
     # hard clip; tau_pos 1.0, tau_neg 1.05 (the reference implementations' values: tau_neg > tau_pos
@@ -182,10 +283,19 @@ PRESETS: dict[str, dict] = {
     # paper's) -- picked; verl's and TRL's SAPO losses ignore their aggregation-mode setting,
     # here `agg` is honoured like for every other preset. eps_low/eps_high are unused.
     "sapo": dict(
-        baseline="group_mean", scale="group_std", std="sample",
-        ratio="token", clip="sapo", eps_low=0.2, eps_high=0.2, sapo_tau_pos=1.0, sapo_tau_neg=1.05,
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="sapo",
+        eps_low=0.2,
+        eps_high=0.2,
+        sapo_tau_pos=1.0,
+        sapo_tau_neg=1.05,
         agg="seq_mean_token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # GMPO (2507.20673): the geometric mean of the token ratios, each clipped in log
     # space at (-0.4, 0.4) in the direction of the advantage, -s_i A_i per sequence. verl's and
@@ -193,10 +303,17 @@ PRESETS: dict[str, dict] = {
     # constant along the sequence, seq_mean_token_mean gives exactly (1/B) sum_i -s_i A_i, that
     # per-sequence mean -- picked; `agg` is honoured if changed (token_mean weighs long responses more).
     "gmpo": dict(
-        baseline="group_mean", scale="group_std", std="sample",
-        ratio="geometric", clip="none", eps_low=0.4, eps_high=0.4,
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="geometric",
+        clip="none",
+        eps_low=0.4,
+        eps_high=0.4,
         agg="seq_mean_token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # DPPO (2602.04879): REINFORCE with a detached, capped IS weight, -A sg(min(rho, is_cap)) logp,
     # on the tokens inside a trust region of the sampled token's probability (total variation
@@ -205,16 +322,36 @@ PRESETS: dict[str, dict] = {
     # weight at 3 by default; the paper's runs use a large cap -- is_cap 20, picked (`is_cap: 3`
     # reaches verl's). Divergence bounds 0.15 (tv) and 0.05 (binary KL).
     "dppo_tv": dict(
-        baseline="group_mean", scale="none", std="sample",
-        ratio="token", clip="dppo_tv", eps_low=0.2, eps_high=0.2, div_low=0.15, div_high=0.15, is_cap=20.0,
+        baseline="group_mean",
+        scale="none",
+        std="sample",
+        ratio="token",
+        clip="dppo_tv",
+        eps_low=0.2,
+        eps_high=0.2,
+        div_low=0.15,
+        div_high=0.15,
+        is_cap=20.0,
         agg="seq_mean_token_sum_norm",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     "dppo_kl": dict(
-        baseline="group_mean", scale="none", std="sample",
-        ratio="token", clip="dppo_kl", eps_low=0.2, eps_high=0.2, div_low=0.05, div_high=0.05, is_cap=20.0,
+        baseline="group_mean",
+        scale="none",
+        std="sample",
+        ratio="token",
+        clip="dppo_kl",
+        eps_low=0.2,
+        eps_high=0.2,
+        div_low=0.05,
+        div_high=0.05,
+        is_cap=20.0,
         agg="seq_mean_token_sum_norm",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
     ),
     # PRIME (Cui et al. 2502.01456), verl's PRIME recipe, docs/objective.md §13: an
     # implicit process reward model pi_phi (a copy of the warm start, trained each step with
@@ -224,11 +361,22 @@ PRESETS: dict[str, dict] = {
     # verl drops the last token's process reward -- picked; the PRIME repository keeps it
     # (`prime_keep_last_token: true`). The paper's PRM lr is 1e-6 at 7B (prm_lr; here 1e-4).
     "prime": dict(
-        baseline="prime", scale="batch_std", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="prime",
+        scale="batch_std",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="token_mean",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
-        prime_beta=0.05, prime_coef=5.0, outcome_coef=5.0, prm_lr=1e-4, prime_keep_last_token=False,
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        prime_beta=0.05,
+        prime_coef=5.0,
+        outcome_coef=5.0,
+        prm_lr=1e-4,
+        prime_keep_last_token=False,
     ),
     # SimKO (2510.14807), docs/objective.md §13: GRPO (this table's grpo row, its KL included) plus,
     # at the tokens above their response's 0.8 entropy quantile, a share 0.01 of a correct
@@ -237,11 +385,21 @@ PRESETS: dict[str, dict] = {
     # correct by reward == 1 -- here by A > 0 (the same responses except all-correct groups, A = 0);
     # it clips symmetrically -- here eps_low / eps_high (0.2 / 0.2, the same).
     "simko": dict(
-        baseline="group_mean", scale="group_std", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="seq_mean_token_mean",
-        kl_coef=0.04, kl_estimator="k3", kl_placement="loss",
-        simko_top_k=3, simko_tau=0.8, simko_mix=0.01, simko_neg_scale=1.1,
+        kl_coef=0.04,
+        kl_estimator="k3",
+        kl_placement="loss",
+        simko_top_k=3,
+        simko_tau=0.8,
+        simko_mix=0.01,
+        simko_neg_scale=1.1,
     ),
     # λ-GRPO (2510.06870), docs/objective.md §13: GRPO's advantage and clip with a learned length
     # weight f_i = G softmax_j(h_j^λ) per group (agg lambda_length), λ from 0 (= token_mean, DAPO's
@@ -249,17 +407,27 @@ PRESETS: dict[str, dict] = {
     # choices made (population std, the 1e-6 floor of h, per-group normalisation, the token-count
     # denominator) are in harness/objective/lambda_grpo.py's docstring.
     "lambda_grpo": dict(
-        baseline="group_mean", scale="group_std", std="sample",
-        ratio="token", clip="ppo", eps_low=0.2, eps_high=0.2,
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
         agg="lambda_length",
-        kl_coef=0.0, kl_estimator="k3", kl_placement="loss",
-        lambda_init=0.0, lambda_lr=1e-2, lambda_r=0.5,
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        lambda_init=0.0,
+        lambda_lr=1e-2,
+        lambda_r=0.5,
     ),
     # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);
     # `dpo_loss_type: ipo` gives IPO (Azar et al. 2310.12036). The reference model enters through
     # dpo_beta, not kl_coef; the policy-gradient knobs are unused by dpo_loss.
     "dpo": dict(
-        dpo_beta=0.1, dpo_loss_type="sigmoid",
+        dpo_beta=0.1,
+        dpo_loss_type="sigmoid",
         kl_coef=0.0,
     ),
 }
@@ -281,23 +449,7 @@ def preset_knobs(name: str) -> dict:
     if name == "custom":
         return {}
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r} (objective.preset / algorithm); allowed: "
-                         f"{['custom', *sorted(PRESETS)]}")
+        raise ValueError(
+            f"unknown preset {name!r} (objective.preset / algorithm); allowed: {['custom', *sorted(PRESETS)]}"
+        )
     return PRESETS[name]
-
-
-def register_preset(name: str, *, trainer: str = "rl", **knobs) -> None:
-    """Add a named algorithm: knob values over the defaults (a researcher's module, docs/extending.md).
-    Every key must be a knob and every value allowed (checked now: the module fails to import otherwise)."""
-    if not name.isidentifier() or name == "custom":
-        raise ValueError(f"preset name {name!r} must be an identifier other than 'custom'")
-    if name in BUILTIN_PRESETS:
-        raise ValueError(f"preset {name!r} is built in; pick another name")
-    if trainer not in ("rl", "dpo"):
-        raise ValueError(f"preset {name!r}: trainer={trainer!r}; allowed: ['rl', 'dpo']")
-    from harness.objective.config import ObjectiveConfig
-
-    ObjectiveConfig.check_knob_values(knobs, f"preset {name!r}")
-    PRESETS[name] = dict(knobs)
-    if trainer != "rl":
-        PRESET_TRAINERS[name] = trainer

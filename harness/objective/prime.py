@@ -1,7 +1,7 @@
 """PRIME's implicit process rewards (arXiv 2502.01456), docs/objective.md §13 -- the math only.
 
 Trained by the RL loop as `baseline: prime` (preset `prime`, docs/objective.md §13): the implicit
-process reward model pi_phi is a component (harness/train/run/components.py) like PPO's critic,
+process reward model pi_phi is a component (harness/train/core/components.py) like PPO's critic,
 initialised from the warm start, stepped with the policy at `prm_lr` on the outcome labels,
 checkpointed and resumed with the run. The token rewards come from pi_phi BEFORE the step's update
 (the scores of the rollout), then the update trains it. The knobs below are ObjectiveConfig fields.
@@ -26,6 +26,7 @@ tested to 1e-6, including three details of that code:
     sample variance and (x - mean) / sqrt(var + 1e-8). Here the objective's whitening
     (advantages.whiten: (x - mean) / (std + adv_eps)); the two differ by ~1e-7 on the worked example.
 """
+
 from __future__ import annotations
 
 import torch
@@ -45,8 +46,9 @@ def _last_token(mask: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def prime_process_rewards(q: torch.Tensor, mask: torch.Tensor, prime_beta: float = 0.05,
-                          prime_keep_last_token: bool = False) -> torch.Tensor:
+def prime_process_rewards(
+    q: torch.Tensor, mask: torch.Tensor, prime_beta: float = 0.05, prime_keep_last_token: bool = False
+) -> torch.Tensor:
     """Token rewards (B, T) = prime_beta * q on the response tokens, no grad; the last response
     token's is 0 unless prime_keep_last_token (verl drops it, the PRIME repository keeps it)."""
     m = mask > 0
@@ -56,8 +58,9 @@ def prime_process_rewards(q: torch.Tensor, mask: torch.Tensor, prime_beta: float
     return r
 
 
-def prime_rm_loss(q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tensor,
-                  prime_beta: float = 0.05, num_seqs: float | None = None) -> torch.Tensor:
+def prime_rm_loss(
+    q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tensor, prime_beta: float = 0.05, num_seqs: float | None = None
+) -> torch.Tensor:
     """The implicit PRM's loss: mean over the rows with a response token of
     BCE(sigmoid(prime_beta * sum_t M q), outcome). q (B, T) carries the gradient of pi_phi;
     outcomes (B,) must be 0 or 1. num_seqs: the whole mini-batch's row count (the trainer's
@@ -103,9 +106,16 @@ def _masked_rloo(r: torch.Tensor, m: torch.Tensor, n: int) -> torch.Tensor:
     return torch.where(m, out, torch.zeros_like(out))
 
 
-def prime_advantages(process_rewards: torch.Tensor, outcomes: torch.Tensor, mask: torch.Tensor, group_size: int,
-                     prime_coef: float = 5.0, outcome_coef: float = 5.0, std: str = "sample",
-                     eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+def prime_advantages(
+    process_rewards: torch.Tensor,
+    outcomes: torch.Tensor,
+    mask: torch.Tensor,
+    group_size: int,
+    prime_coef: float = 5.0,
+    outcome_coef: float = 5.0,
+    std: str = "sample",
+    eps: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages (B, T), returns (B, T)), no grad, from the process rewards (B, T)
     (`prime_process_rewards`) and the binary outcomes (B,), groups of `group_size` contiguous:
 
@@ -128,14 +138,28 @@ def prime_advantages(process_rewards: torch.Tensor, outcomes: torch.Tensor, mask
 # ----------------------------------------------------------------------------- its declaration
 # (baseline: prime; the implicit reward model is the trained component `prm_logp`)
 KNOBS = (
-    Knob("prime_beta", 0.05, "PRIME (2502.01456) beta: token reward beta*(log pi_phi - log pi_ref) of the implicit "
-         "reward model, and its BCE's logit beta*sum_t of it", gt=0),
+    Knob(
+        "prime_beta",
+        0.05,
+        "PRIME (2502.01456) beta: token reward beta*(log pi_phi - log pi_ref) of the implicit "
+        "reward model, and its BCE's logit beta*sum_t of it",
+        gt=0,
+    ),
     Knob("prime_coef", 5.0, "PRIME: weight of the RLOO'd process rewards in the token return (verl recipe 5)", ge=0),
     Knob("outcome_coef", 5.0, "PRIME: weight of the RLOO'd outcome at the last token (verl recipe 5)", ge=0),
-    Knob("prm_lr", 1e-4, "PRIME: AdamW learning rate of the implicit reward model (the paper: 1e-6 at 7B, twice the "
-         "policy's; here train.lr's default)", gt=0),
-    Knob("prime_keep_last_token", False, "PRIME: keep the last response token's process reward (the PRIME "
-         "repository) instead of dropping it (verl's recipe)"),
+    Knob(
+        "prm_lr",
+        1e-4,
+        "PRIME: AdamW learning rate of the implicit reward model (the paper: 1e-6 at 7B, twice the "
+        "policy's; here train.lr's default)",
+        gt=0,
+    ),
+    Knob(
+        "prime_keep_last_token",
+        False,
+        "PRIME: keep the last response token's process reward (the PRIME "
+        "repository) instead of dropping it (verl's recipe)",
+    ),
 )
 
 
@@ -147,15 +171,19 @@ def _scored(cfg, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inp
     are kept as the labels of the reward model's loss."""
     prm_logp, ref_logp = inputs.get("prm_logp"), inputs.get("ref_logp")
     if prm_logp is None or ref_logp is None:
-        raise ValueError("baseline='prime' needs prm_logp (the implicit reward model's log-probs) and ref_logp "
-                         "(the reference's), both (B, T): inputs_needed(obj).components / .ref_logp")
+        raise ValueError(
+            "baseline='prime' needs prm_logp (the implicit reward model's log-probs) and ref_logp "
+            "(the reference's), both (B, T): inputs_needed(obj).components / .ref_logp"
+        )
     q = (prm_logp - ref_logp).detach()  # log pi_phi - log pi_ref per sampled token
     proc = prime_process_rewards(q, mask, cfg.prime_beta, cfg.prime_keep_last_token)
     adv, _ = prime_advantages(proc, rewards, mask, group_size, cfg.prime_coef, cfg.outcome_coef, cfg.std, cfg.adv_eps)
     m = mask > 0
-    metrics = {"prm/loss": float(prime_rm_loss(q, mask, rewards, cfg.prime_beta)),
-               "prm/accuracy": prime_rm_accuracy(q, mask, rewards),
-               "reward/process_mean": float(proc[m].mean()) if m.any() else 0.0}
+    metrics = {
+        "prm/loss": float(prime_rm_loss(q, mask, rewards, cfg.prime_beta)),
+        "prm/accuracy": prime_rm_accuracy(q, mask, rewards),
+        "reward/process_mean": float(proc[m].mean()) if m.any() else 0.0,
+    }
     if (auc := prime_rm_auc(q, mask, rewards)) is not None:
         metrics["prm/auc"] = auc
     return Scored(adv=adv, returns=None, rewards=rewards, metrics=metrics, extras={"outcomes": rewards})
@@ -167,18 +195,31 @@ def _rm_term(cfg, x, num_seqs, num_tokens):
     if prm_logp is None:
         return None, {}
     if x.ref_logp is None or x.extras.get("outcomes") is None:
-        raise ValueError("prm_logp given without ref_logp (b, T) and outcomes (b,): the reward model's loss "
-                         "needs all three")
+        raise ValueError(
+            "prm_logp given without ref_logp (b, T) and outcomes (b,): the reward model's loss needs all three"
+        )
     rm = prime_rm_loss(prm_logp - x.ref_logp.detach(), x.mask, x.extras["outcomes"], cfg.prime_beta, num_seqs)
     return rm, {"loss/prm": float(rm.detach())}
 
 
-BASELINE.register("prime", Mode(
-    None, "PRIME's implicit process rewards + outcome, RLOO over the group, returns whitened: per-token advantages "
-    "(2502.01456, docs/objective.md §13); binary rewards, scale batch_std", knobs=KNOBS, min_group_size=2,
-    requires=(Requires("scale", ("batch_std",), "PRIME whitens its token returns over the batch (docs/objective.md "
-                       "§13)"),
-              Requires("kl_placement", why="PRIME's returns are built from its process and outcome rewards only",
-                       accepts=lambda v, cfg: v == "loss" or cfg.kl_coef == 0, allowed_text="'loss', or kl_coef=0"),
-              Requires("overlong_buffer", (0,), BINARY)),
-    hooks=Hooks(component="prm_logp", reference=True, advantages=_scored, loss_term=_rm_term)))
+BASELINE.register(
+    "prime",
+    Mode(
+        None,
+        "PRIME's implicit process rewards + outcome, RLOO over the group, returns whitened: per-token advantages "
+        "(2502.01456, docs/objective.md §13); binary rewards, scale batch_std",
+        knobs=KNOBS,
+        min_group_size=2,
+        requires=(
+            Requires("scale", ("batch_std",), "PRIME whitens its token returns over the batch (docs/objective.md §13)"),
+            Requires(
+                "kl_placement",
+                why="PRIME's returns are built from its process and outcome rewards only",
+                accepts=lambda v, cfg: v == "loss" or cfg.kl_coef == 0,
+                allowed_text="'loss', or kl_coef=0",
+            ),
+            Requires("overlong_buffer", (0,), BINARY),
+        ),
+        hooks=Hooks(component="prm_logp", reference=True, advantages=_scored, loss_term=_rm_term),
+    ),
+)

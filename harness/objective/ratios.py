@@ -7,6 +7,7 @@ Papers: PPO 1707.06347 (token ratio), GSPO 2507.18071 (sequence ratio s_i, GSPO-
 s_{i,t}), GPG 2504.02546 / REINFORCE (no ratio), GMPO 2507.20673 (geometric mean of the
 token ratios, clipped per token in log space).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
@@ -18,6 +19,7 @@ from harness.objective.modes import Mode, Modes, Requires
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
 
+
 def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B,) length-normalised log ratio (1/|o_i|) sum_t M (logp - old_logp); 0 for an empty row."""
     m = mask > 0
@@ -25,8 +27,14 @@ def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.T
     return diff.sum(-1) / m.sum(-1).clamp(min=1).to(logp.dtype)
 
 
-def importance_ratio(mode: str, logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor,
-                     adv: torch.Tensor | None = None, cfg: "ObjectiveConfig | None" = None) -> torch.Tensor:
+def importance_ratio(
+    mode: str,
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    mask: torch.Tensor,
+    adv: torch.Tensor | None = None,
+    cfg: ObjectiveConfig | None = None,
+) -> torch.Tensor:
     """Per-token ratio rho (B, T) for `mode`; padding never reaches a value or a gradient
     (token/none give 1 there, the sequence modes repeat s_i; aggregation masks them out).
 
@@ -74,8 +82,10 @@ def _none(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> tor
 
 def _need_adv(adv: torch.Tensor | None, cfg, shape: torch.Size) -> torch.Tensor:
     if adv is None or cfg is None:
-        raise ValueError("ratio='geometric' clips in log space by the sign of the advantage: pass adv (B, T) and "
-                         "cfg (its eps_low, eps_high)")
+        raise ValueError(
+            "ratio='geometric' clips in log space by the sign of the advantage: pass adv (B, T) and "
+            "cfg (its eps_low, eps_high)"
+        )
     if adv.shape != shape:
         raise ValueError(f"adv must be (B, T) = {tuple(shape)} for ratio='geometric', got {tuple(adv.shape)}")
     return adv
@@ -90,8 +100,9 @@ def geometric_log_ratio(x: torch.Tensor, adv: torch.Tensor, eps_low: float | Non
     return torch.where(adv > 0, torch.minimum(x, clamped), torch.maximum(x, clamped))
 
 
-def geometric_clip_masks(x: torch.Tensor, adv: torch.Tensor, eps_low: float | None,
-                         eps_high: float) -> tuple[torch.Tensor, torch.Tensor]:
+def geometric_clip_masks(
+    x: torch.Tensor, adv: torch.Tensor, eps_low: float | None, eps_high: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(low, high) bool (B, T): the tokens whose log-ratio GMPO's clip replaced by its bound
     (high: A > 0 and x > eps_high; low: A < 0 and x < -eps_low) -- the clip/frac metrics."""
     high = (adv > 0) & (x > eps_high)
@@ -125,20 +136,32 @@ def _build(fn, masks=None, per_sequence: bool = False) -> Ratio:
 GEOMETRIC_WHY = "the geometric ratio clips each token in log space itself (eps_low/eps_high, GMPO)"
 
 # The `ratio` knob (docs/objective.md §2): name -> Ratio(rho(lp, old, m, adv, cfg), ...), all (B, T).
-RATIO: Modes = Modes("ratio", {
-    "token": Mode(Ratio(_token), "exp(logp - old_logp) per token (PPO, GRPO, DAPO, CISPO)"),
-    "sequence": Mode(Ratio(_sequence, per_sequence=True),
-                     "s_i = exp(mean_t(logp - old_logp)), one value per sequence (GSPO 2507.18071)"),
-    "sequence_token": Mode(Ratio(_sequence_token, per_sequence=True),
-                           "sg(s_i) * exp(logp - sg(logp)): value s_i, per-token gradient (GSPO-token)"),
-    "none": Mode(Ratio(_none), "exp(logp - sg(logp)): value 1, gradient grad logp (on-policy REINFORCE / GPG "
-                 "2504.02546)"),
-    # one value per sequence too, but it clips token by token: its clip/frac counts tokens
-    "geometric": Mode(Ratio(_geometric, _geometric_masks),
-                      "s_i = exp(mean_t of the token log-ratios, each clipped in log space by the sign of A), one "
-                      "value per sequence (GMPO 2507.20673); clip none",
-                      reads=("eps_low", "eps_high"), requires=(Requires("clip", ("none",), GEOMETRIC_WHY),)),
-}, build=_build)
+RATIO: Modes = Modes(
+    "ratio",
+    {
+        "token": Mode(Ratio(_token), "exp(logp - old_logp) per token (PPO, GRPO, DAPO, CISPO)"),
+        "sequence": Mode(
+            Ratio(_sequence, per_sequence=True),
+            "s_i = exp(mean_t(logp - old_logp)), one value per sequence (GSPO 2507.18071)",
+        ),
+        "sequence_token": Mode(
+            Ratio(_sequence_token, per_sequence=True),
+            "sg(s_i) * exp(logp - sg(logp)): value s_i, per-token gradient (GSPO-token)",
+        ),
+        "none": Mode(
+            Ratio(_none), "exp(logp - sg(logp)): value 1, gradient grad logp (on-policy REINFORCE / GPG 2504.02546)"
+        ),
+        # one value per sequence too, but it clips token by token: its clip/frac counts tokens
+        "geometric": Mode(
+            Ratio(_geometric, _geometric_masks),
+            "s_i = exp(mean_t of the token log-ratios, each clipped in log space by the sign of A), one "
+            "value per sequence (GMPO 2507.20673); clip none",
+            reads=("eps_low", "eps_high"),
+            requires=(Requires("clip", ("none",), GEOMETRIC_WHY),),
+        ),
+    },
+    build=_build,
+)
 
 
 def is_sequence_level(mode: str) -> bool:

@@ -24,13 +24,15 @@ Every other knob of the harness is a difference from these lines (docs/architect
 Glossary: N prompts, G responses per prompt, B = N*G rows with each prompt's group contiguous,
 T the padded response length, M the response mask (B, T), |o_i| = sum_t M[i, t].
 """
+
 from __future__ import annotations
 
 import torch
 
 
-def group_advantage(rewards: torch.Tensor, group_size: int, scale_by_std: bool = True,
-                    adv_eps: float = 1e-6) -> torch.Tensor:
+def group_advantage(
+    rewards: torch.Tensor, group_size: int, scale_by_std: bool = True, adv_eps: float = 1e-6
+) -> torch.Tensor:
     """A (B,) from rewards (B,): each reward minus its group's mean, over the group's std.
 
     The std is torch's default, the sample one (N - 1), as TRL and verl take it; adv_eps is added
@@ -56,11 +58,13 @@ def k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.expm1(d) - d
 
 
-def aggregate(loss_tok: torch.Tensor, mask: torch.Tensor, length_norm: str, norm_constant: float | None) -> torch.Tensor:
+def aggregate(
+    loss_tok: torch.Tensor, mask: torch.Tensor, length_norm: str, norm_constant: float | None
+) -> torch.Tensor:
     """Scalar loss from the per-token loss (B, T), padding left out:
-        "response"  1/B sum_i 1/|o_i| sum_t M l     GRPO: a long response's tokens weigh less (the length bias)
-        "constant"  1/B sum_i sum_t M l / C         Dr.GRPO: C = the generation budget
-        "token"     sum_i sum_t M l / sum_i |o_i|   DAPO: every token weighs the same
+    "response"  1/B sum_i 1/|o_i| sum_t M l     GRPO: a long response's tokens weigh less (the length bias)
+    "constant"  1/B sum_i sum_t M l / C         Dr.GRPO: C = the generation budget
+    "token"     sum_i sum_t M l / sum_i |o_i|   DAPO: every token weighs the same
     """
     m = mask.to(loss_tok.dtype)
     per_response = (loss_tok * m).sum(dim=-1)  # sum_t M l_it, (B,)
@@ -75,10 +79,22 @@ def aggregate(loss_tok: torch.Tensor, mask: torch.Tensor, length_norm: str, norm
     raise ValueError(f"length_norm={length_norm!r}; allowed: 'response', 'constant', 'token'")
 
 
-def grpo_step(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None, mask: torch.Tensor,
-              rewards: torch.Tensor, group_size: int, *, eps_low: float = 0.2, eps_high: float = 0.2,
-              beta: float = 0.04, scale_by_std: bool = True, length_norm: str = "response",
-              norm_constant: float | None = None, adv_eps: float = 1e-6) -> torch.Tensor:
+def grpo_step(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    ref_logp: torch.Tensor | None,
+    mask: torch.Tensor,
+    rewards: torch.Tensor,
+    group_size: int,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+    beta: float = 0.04,
+    scale_by_std: bool = True,
+    length_norm: str = "response",
+    norm_constant: float | None = None,
+    adv_eps: float = 1e-6,
+) -> torch.Tensor:
     """One GRPO loss and its backward pass; returns the loss (its gradient is now in logp's leaves).
 
     logp      (B, T) log pi_theta of the sampled tokens, with the graph to the policy's weights

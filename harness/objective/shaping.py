@@ -2,6 +2,7 @@
 
 Glossary: N prompts, G group size, B = N*G sequences with groups contiguous.
 """
+
 from __future__ import annotations
 
 import torch

@@ -22,6 +22,7 @@ interpolation -- followed here. It marks a response correct by its reward == 1; 
 (with binary rewards and a group baseline the same responses, except in all-correct groups, where
 A = 0 and nothing changes). The reference clips symmetrically; here eps_low / eps_high.
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,11 +40,23 @@ def entropy_gate(entropy: torch.Tensor, mask: torch.Tensor, tau: float) -> torch
     return m & (ent > q)
 
 
-def simko_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, topk_logp: torch.Tensor,
-                     old_topk_logp: torch.Tensor, is_argmax: torch.Tensor, entropy: torch.Tensor,
-                     adv: torch.Tensor, mask: torch.Tensor, *, simko_top_k: int = 3, simko_tau: float = 0.8,
-                     simko_mix: float = 0.01, simko_neg_scale: float = 1.1, eps_low: float = 0.2,
-                     eps_high: float = 0.2) -> torch.Tensor:
+def simko_token_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    topk_logp: torch.Tensor,
+    old_topk_logp: torch.Tensor,
+    is_argmax: torch.Tensor,
+    entropy: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    simko_top_k: int = 3,
+    simko_tau: float = 0.8,
+    simko_mix: float = 0.01,
+    simko_neg_scale: float = 1.1,
+    eps_low: float = 0.2,
+    eps_high: float = 0.2,
+) -> torch.Tensor:
     """Per-token loss l (B, T) (aggregate it with §5's `aggregate`), 0 on padding.
 
     logp, old_logp (B, T): the sampled token under pi_theta (grad) and pi_old; topk_logp,
@@ -51,9 +64,11 @@ def simko_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, topk_logp: torc
     pi_old log-probs; is_argmax (B, T) bool: the sampled token is the argmax; entropy (B, T);
     adv (B,) or (B, T), no grad. See the module docstring for the formula."""
     if topk_logp.shape != (*logp.shape, simko_top_k) or old_topk_logp.shape != topk_logp.shape:
-        raise ValueError(f"topk_logp and old_topk_logp must be (B, T, simko_top_k) = {(*logp.shape, simko_top_k)}, "
-                         f"got {tuple(topk_logp.shape)} and {tuple(old_topk_logp.shape)}: SimKO needs the top-K "
-                         "log-probs of the training forward")
+        raise ValueError(
+            f"topk_logp and old_topk_logp must be (B, T, simko_top_k) = {(*logp.shape, simko_top_k)}, "
+            f"got {tuple(topk_logp.shape)} and {tuple(old_topk_logp.shape)}: SimKO needs the top-K "
+            "log-probs of the training forward"
+        )
     m = mask > 0
     A = adv.detach().to(logp.dtype)
     A = A.unsqueeze(-1).expand_as(logp) if A.dim() == 1 else A
@@ -73,12 +88,27 @@ def simko_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, topk_logp: torc
 # ----------------------------------------------------------------------------- its declaration
 # (the `simko` extension, harness/objective/extensions.py: on when simko_top_k > 0)
 KNOBS = (
-    Knob("simko_top_k", 0, "SimKO (2510.14807): K top candidates per token that share the gradient of a correct "
-         "response at high-entropy tokens; 0 = SimKO off (the trainer then computes no top-K log-probs)", ge=0),
-    Knob("simko_tau", 0.8, "SimKO: a token is gated when its entropy exceeds this quantile of its response's token "
-         "entropies", gt=0, lt=1),
-    Knob("simko_mix", 0.01, "SimKO: share of a gated token's gradient spread over the top-K candidates (correct "
-         "responses)", ge=0, le=1),
+    Knob(
+        "simko_top_k",
+        0,
+        "SimKO (2510.14807): K top candidates per token that share the gradient of a correct "
+        "response at high-entropy tokens; 0 = SimKO off (the trainer then computes no top-K log-probs)",
+        ge=0,
+    ),
+    Knob(
+        "simko_tau",
+        0.8,
+        "SimKO: a token is gated when its entropy exceeds this quantile of its response's token entropies",
+        gt=0,
+        lt=1,
+    ),
+    Knob(
+        "simko_mix",
+        0.01,
+        "SimKO: share of a gated token's gradient spread over the top-K candidates (correct responses)",
+        ge=0,
+        le=1,
+    ),
     Knob("simko_neg_scale", 1.1, "SimKO: A <- simko_neg_scale * A at gated argmax tokens of wrong responses", ge=0),
 )
 WHY = "SimKO's loss is the token-level PPO clip of its mixed ratio (docs/objective.md §13)"
@@ -100,22 +130,37 @@ def train_topk(cfg, view, extras) -> dict[str, torch.Tensor]:
     """From the training forward (with grad): the log-probs of pi_old's top-K tokens now (B, T, K), and
     whether the sampled token is pi_old's argmax (B, T)."""
     if "topk_index" not in extras:
-        raise ValueError(f"simko_top_k={cfg.simko_top_k} needs pi_old's top-K tokens (extras['topk_index'], from "
-                         "the old policy's forward: needs.old_forward)")
+        raise ValueError(
+            f"simko_top_k={cfg.simko_top_k} needs pi_old's top-K tokens (extras['topk_index'], from "
+            "the old policy's forward: needs.old_forward)"
+        )
     index = extras["topk_index"].to(view.logits.device)
-    return {"topk_logp": gather_logprobs(view, index),
-            "is_argmax": view.response_ids.to(index.device) == index[..., 0]}
+    return {"topk_logp": gather_logprobs(view, index), "is_argmax": view.response_ids.to(index.device) == index[..., 0]}
 
 
 def token_loss(cfg, logp, old_logp, adv, mask, entropy, extras) -> torch.Tensor:
     """The surrogate of §3 replaced by `simko_token_loss` (l (B, T)), from the extras the forwards gave."""
     names = ("topk_logp", "old_topk_logp", "is_argmax")
     if any(extras.get(n) is None for n in names) or entropy is None:
-        raise ValueError(f"simko_top_k={cfg.simko_top_k} needs the top-K log-probs of the training forward and of "
-                         "pi_old, the argmax flag and the entropy of every response token (LossInputs extras "
-                         "topk_logp, old_topk_logp, is_argmax and .entropy): inputs_needed(obj).train_forward")
+        raise ValueError(
+            f"simko_top_k={cfg.simko_top_k} needs the top-K log-probs of the training forward and of "
+            "pi_old, the argmax flag and the entropy of every response token (LossInputs extras "
+            "topk_logp, old_topk_logp, is_argmax and .entropy): inputs_needed(obj).train_forward"
+        )
     topk_logp, old_topk_logp, is_argmax = (extras[n] for n in names)
-    return simko_token_loss(logp, old_logp, topk_logp, old_topk_logp.to(logp.dtype), is_argmax.to(mask.device),
-                            entropy, adv, mask, simko_top_k=cfg.simko_top_k, simko_tau=cfg.simko_tau,
-                            simko_mix=cfg.simko_mix, simko_neg_scale=cfg.simko_neg_scale, eps_low=cfg.eps_low,
-                            eps_high=cfg.eps_high)
+    return simko_token_loss(
+        logp,
+        old_logp,
+        topk_logp,
+        old_topk_logp.to(logp.dtype),
+        is_argmax.to(mask.device),
+        entropy,
+        adv,
+        mask,
+        simko_top_k=cfg.simko_top_k,
+        simko_tau=cfg.simko_tau,
+        simko_mix=cfg.simko_mix,
+        simko_neg_scale=cfg.simko_neg_scale,
+        eps_low=cfg.eps_low,
+        eps_high=cfg.eps_high,
+    )

@@ -14,6 +14,7 @@ The clip/frac metrics (docs/objective.md §9, §12) count, for every mode, the r
 gradient the trust region removed or damped: ppo/cispo where the clip binds, sapo where the gate's
 gradient weight is below half its peak, dppo_* where the divergence mask drops the token.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
@@ -26,13 +27,18 @@ if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
 
 
-def _bounds(cfg: "ObjectiveConfig") -> tuple[float | None, float]:
+def _bounds(cfg: ObjectiveConfig) -> tuple[float | None, float]:
     """(1 - eps_low or None, 1 + eps_high): the clip bounds (eps_* are distances from 1)."""
     return (None if cfg.eps_low is None else 1.0 - cfg.eps_low), 1.0 + cfg.eps_high
 
 
-def surrogate_loss(cfg: "ObjectiveConfig", ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor,
-                   old_logp: torch.Tensor | None = None) -> torch.Tensor:
+def surrogate_loss(
+    cfg: ObjectiveConfig,
+    ratio: torch.Tensor,
+    adv: torch.Tensor,
+    logp: torch.Tensor,
+    old_logp: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Per-token loss l (B, T) to MINIMISE under cfg.clip (and its knobs).
 
     ppo    l = -min(rho*A, clip(rho, 1-eps_low, 1+eps_high)*A)                   (PPO Eq. 7; DAPO clip-higher)
@@ -88,8 +94,9 @@ def sapo_weight(ratio: torch.Tensor, adv: torch.Tensor, tau_pos: float, tau_neg:
     return 4.0 * p * (1.0 - p)
 
 
-def dppo_mask(kind: str, logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
-              div_low: float, div_high: float) -> torch.Tensor:
+def dppo_mask(
+    kind: str, logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, div_low: float, div_high: float
+) -> torch.Tensor:
     """DPPO's trust-region mask m (B, T) bool (2602.04879), on the sampled token's probabilities
     pi = exp(logp), mu = exp(old_logp), no gradient:
       tv  m = (pi - mu <= div_high) where A > 0;  (pi - mu >= -div_low) elsewhere
@@ -118,6 +125,7 @@ def _dppo(kind: str):
         m = _dppo_kept(kind, logp, old_logp, adv, cfg)
         w = torch.clamp(ratio, max=cfg.is_cap).detach()  # rho_bar = sg(min(rho, is_cap))
         return -adv * w * logp * m.to(logp.dtype)  # l = -A rho_bar logp m
+
     return loss
 
 
@@ -145,6 +153,7 @@ def _dppo_masks(kind: str):
     def masks(ratio, adv, logp, old_logp, cfg):
         dropped = ~_dppo_kept(kind, logp, old_logp, adv, cfg)
         return dropped & (adv < 0), dropped & (adv > 0)
+
     return masks
 
 
@@ -160,39 +169,82 @@ def _build(fn, masks=None) -> Surrogate:
 EPS = ("eps_low", "eps_high")
 DPPO_WHY = "DPPO's trust region is on each sampled token's probability"
 DPPO_KNOBS = (
-    Knob("div_low", 0.15, "DPPO divergence bound where A <= 0 (2602.04879; clip=dppo_tv: total variation, dppo_kl: "
-         "binary KL)", ge=0),
+    Knob(
+        "div_low",
+        0.15,
+        "DPPO divergence bound where A <= 0 (2602.04879; clip=dppo_tv: total variation, dppo_kl: binary KL)",
+        ge=0,
+    ),
     Knob("div_high", 0.15, "DPPO divergence bound where A > 0 (2602.04879; clip=dppo_tv | dppo_kl)", ge=0),
     Knob("is_cap", 20.0, "DPPO: cap of the detached IS weight min(rho, is_cap) (2602.04879)", gt=0),
 )
 SAPO_KNOBS = (
     Knob("sapo_tau_pos", 1.0, "SAPO gate temperature where A > 0 (2511.20347): larger = sharper gate", gt=0),
-    Knob("sapo_tau_neg", 1.05, "SAPO gate temperature where A <= 0 (2511.20347; > tau_pos damps negative updates "
-         "faster)", gt=0),
+    Knob(
+        "sapo_tau_neg",
+        1.05,
+        "SAPO gate temperature where A <= 0 (2511.20347; > tau_pos damps negative updates faster)",
+        gt=0,
+    ),
 )
-DUAL_CLIP = Knob("dual_clip", None, "dual-clip PPO constant c > 1 (1912.09729): for A<0 the loss is capped at -c*A",
-                 type=float, gt=1, nullable=True, strict=True)
+DUAL_CLIP = Knob(
+    "dual_clip",
+    None,
+    "dual-clip PPO constant c > 1 (1912.09729): for A<0 the loss is capped at -c*A",
+    type=float,
+    gt=1,
+    nullable=True,
+    strict=True,
+)
 
 # The `clip` knob (docs/objective.md §3).
-CLIP: Modes = Modes("clip", {
-    "ppo": Mode(Surrogate(_ppo, _bound_masks), "-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), dual_clip optional "
-                "(PPO 1707.06347)", knobs=(DUAL_CLIP,), reads=EPS),
-    "cispo": Mode(Surrogate(_cispo, _bound_masks), "-sg(clip(rho, 1-eps_low, 1+eps_high)) A logp: the IS weight is "
-                  "clipped, no token dropped (CISPO 2506.13585)", reads=EPS),
-    "none": Mode(Surrogate(_none), "-rho A, no clipping"),
-    "sapo": Mode(Surrogate(_sapo, _sapo_masks), "-(4/tau) sigmoid(tau (rho - 1)) A: a soft gate, "
-                 "tau = sapo_tau_pos (A > 0) / sapo_tau_neg (SAPO 2511.20347)", knobs=SAPO_KNOBS),
-    "dppo_tv": Mode(Surrogate(_dppo("tv"), _dppo_masks("tv")), "-A sg(min(rho, is_cap)) logp, tokens whose "
-                    "probability moved more than div_low/div_high (total variation) dropped (DPPO 2602.04879)",
-                    knobs=DPPO_KNOBS, requires=(Requires("ratio", ("token",), DPPO_WHY),)),
-    "dppo_kl": Mode(Surrogate(_dppo("kl"), _dppo_masks("kl")), "as dppo_tv with the binary KL of the "
-                    "sampled token's probability as the divergence (DPPO 2602.04879)",
-                    knobs=DPPO_KNOBS, requires=(Requires("ratio", ("token",), DPPO_WHY),)),
-}, build=_build)
+CLIP: Modes = Modes(
+    "clip",
+    {
+        "ppo": Mode(
+            Surrogate(_ppo, _bound_masks),
+            "-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), dual_clip optional (PPO 1707.06347)",
+            knobs=(DUAL_CLIP,),
+            reads=EPS,
+        ),
+        "cispo": Mode(
+            Surrogate(_cispo, _bound_masks),
+            "-sg(clip(rho, 1-eps_low, 1+eps_high)) A logp: the IS weight is "
+            "clipped, no token dropped (CISPO 2506.13585)",
+            reads=EPS,
+        ),
+        "none": Mode(Surrogate(_none), "-rho A, no clipping"),
+        "sapo": Mode(
+            Surrogate(_sapo, _sapo_masks),
+            "-(4/tau) sigmoid(tau (rho - 1)) A: a soft gate, "
+            "tau = sapo_tau_pos (A > 0) / sapo_tau_neg (SAPO 2511.20347)",
+            knobs=SAPO_KNOBS,
+        ),
+        "dppo_tv": Mode(
+            Surrogate(_dppo("tv"), _dppo_masks("tv")),
+            "-A sg(min(rho, is_cap)) logp, tokens whose "
+            "probability moved more than div_low/div_high (total variation) dropped (DPPO 2602.04879)",
+            knobs=DPPO_KNOBS,
+            requires=(Requires("ratio", ("token",), DPPO_WHY),),
+        ),
+        "dppo_kl": Mode(
+            Surrogate(_dppo("kl"), _dppo_masks("kl")),
+            "as dppo_tv with the binary KL of the sampled token's probability as the divergence (DPPO 2602.04879)",
+            knobs=DPPO_KNOBS,
+            requires=(Requires("ratio", ("token",), DPPO_WHY),),
+        ),
+    },
+    build=_build,
+)
 
 
-def clip_masks(cfg: "ObjectiveConfig", ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor | None = None,
-               old_logp: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def clip_masks(
+    cfg: ObjectiveConfig,
+    ratio: torch.Tensor,
+    adv: torch.Tensor,
+    logp: torch.Tensor | None = None,
+    old_logp: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(low, high) bool (B, T): the tokens whose gradient the trust region removed or damped.
 
     ppo, cispo  low: A < 0 and rho < 1 - eps_low; high: A > 0 and rho > 1 + eps_high (the clip binds in

@@ -4,6 +4,7 @@ Glossary: B sequences, T padded response length, M response mask (B, T).
 Papers: PPO 1707.06347 (value loss, Eq. 9), value clipping as in OpenAI baselines / TRL PPO
 (ppo2: "clipped value loss"), GAE 1506.02438 for the returns.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def value_loss(
-    cfg: "ObjectiveConfig",
+    cfg: ObjectiveConfig,
     values: torch.Tensor,
     old_values: torch.Tensor,
     returns: torch.Tensor,
@@ -26,8 +27,18 @@ def value_loss(
     num_tokens: int | float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """vf_coef * aggregate(agg, l_v) with the config's knobs: `clipped_value_loss`."""
-    return clipped_value_loss(values, old_values, returns, mask, vf_coef=cfg.vf_coef, value_clip=cfg.value_clip,
-                              agg=cfg.agg, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens)
+    return clipped_value_loss(
+        values,
+        old_values,
+        returns,
+        mask,
+        vf_coef=cfg.vf_coef,
+        value_clip=cfg.value_clip,
+        agg=cfg.agg,
+        norm_constant=cfg.norm_constant,
+        num_seqs=num_seqs,
+        num_tokens=num_tokens,
+    )
 
 
 def clipped_value_loss(

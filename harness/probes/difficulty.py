@@ -9,11 +9,12 @@ At the same policy and batches (harness/probes/engine.py), per arm (objective.sc
 and after the update, on held-out prompts with the same sampling seed for every arm, the
 change of pass@1 per difficulty bucket (the consequence: which prompts the update serves).
 """
+
 from __future__ import annotations
 
 import math
 
-from harness.probes.engine import Arm, ProbeResult, arm_mean, batch_for_update, paired, run_one_update_probe
+from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe
 from harness.train.diagnostics.group_stats import GROUP_RECORDS, extreme_grad_share, group_records
 
 
@@ -26,16 +27,19 @@ def closed_form(scale: str, G: int, p: float) -> float | None:
     return None  # batch_std: one batch-wide divisor, no per-group closed form
 
 
-def _stats(arm: Arm, ep, adv, cfg, policy, pad_id) -> dict:
-    rec = group_records(ep, adv, None, 0)
+def _stats(arm: Arm, ep, batch, cfg, policy, pad_id) -> dict:
+    """The trainer's own group records and gradient share (rl/step.py) on the arm's scored batch."""
+    rec = group_records(ep, batch.adv, batch.mask, 0)
     groups = rec.pop(GROUP_RECORDS)
     out = {"adv/share_extreme": rec["adv/share_extreme"], "groups/zero_var_frac": rec["groups/zero_var_frac"]}
-    errs = [abs(g["abs_adv_sum"] - cf) for g in groups
-            if (cf := closed_form(cfg.objective.scale, g["G"], g["p"])) is not None]
+    errs = [
+        abs(g["abs_adv_sum"] - cf)
+        for g in groups
+        if (cf := closed_form(cfg.objective.scale, g["G"], g["p"])) is not None
+    ]
     if errs:
         out["adv/closed_form_max_abs_err"] = max(errs)
     out["groups"] = [(g["p"], g["abs_adv_sum"]) for g in groups]
-    batch = batch_for_update(ep, adv, None, cfg)
     out.update({k: v for k, v in extreme_grad_share(policy, batch, ep, cfg, pad_id).items() if k.startswith("grad/")})
     policy.eval()
     return out
@@ -52,9 +56,15 @@ STAT_KEYS = ("adv/share_extreme", "grad/share_extreme", "adv/closed_form_max_abs
 
 def summarize(res: ProbeResult, arms: list[Arm]) -> dict:
     ref = arms[0].label
-    out = {"reference": ref, "base": {k: res.base.get(k) for k in KEYS}, "change": [], "pairs": [], "stats": [],
-           "stat_pairs": [], "groups": {a.label: [pa for row in res.per_batch for pa in row[a.label].get("groups", [])]
-                                        for a in arms}}
+    out = {
+        "reference": ref,
+        "base": {k: res.base.get(k) for k in KEYS},
+        "change": [],
+        "pairs": [],
+        "stats": [],
+        "stat_pairs": [],
+        "groups": {a.label: [pa for row in res.per_batch for pa in row[a.label].get("groups", [])] for a in arms},
+    }
     for a in arms:
         out["change"] += [paired(res, k, a.label, None) for k in KEYS]
         out["stats"] += [arm_mean(res, k, a.label) for k in STAT_KEYS]

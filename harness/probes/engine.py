@@ -18,30 +18,31 @@ and its mean over batches has a t-interval (batches are independent draws).
 
 Shapes: N prompts, G group size, B = N*G rows, T response length.
 """
+
 from __future__ import annotations
 
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
 from harness.config import RunConfig
-from harness.objective import group_advantages
+from harness.experiment.stats import t_interval as mean_half
+from harness.objective import inputs_needed
 from harness.rollout import make_backend
-from harness.train.rl.collect import collect, step_seed
+from harness.train.core.collect import collect, eval_problems, step_seed
+from harness.train.core.components import Trained, build_components
+from harness.train.core.scoring import frozen_reference, score_episode, single_pass
 from harness.train.eval.evaluate import evaluate
-from harness.train.run.policy_init import initial_policy
-from harness.train.run.task_setup import build_task, prepare_task
-from harness.train.rl.step import batch_logprobs
-from harness.train.batch import Batch
-from harness.train.run.components import Trained
-from harness.train.run.shell import EVAL_SEED_OFFSET
 from harness.train.rl.update import policy_update
+from harness.train.run.task_setup import build_task, prepare_task
+from harness.train.run.warmstart import initial_policy
 
-PROBE_SEED_SALT = 31_337  # probe batches use steps 10_000 + b: never a training run's prompts/draws
+PROBE_SEED_SALT = 31_337  # step_seed salt of a probe batch's update (mini-batch order)
+PROBE_FIRST_STEP = 10_000  # probe batch b draws the prompts and samples of step 10_000 + b: never a training run's
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Arm:
 
 @dataclass
 class ProbeResult:
-    base: dict[str, float]                                   # probe(pi_0)
+    base: dict[str, float]  # probe(pi_0)
     per_batch: list[dict[str, dict[str, float]]] = field(default_factory=list)  # [b][arm] -> metrics
     batch: list[dict[str, float]] = field(default_factory=list)  # [b] -> batch_stats (arm-independent)
 
@@ -60,8 +61,6 @@ class ProbeResult:
 def t_interval(vals: list[float]) -> tuple[float, float]:
     """harness.experiment.stats.t_interval over the finite values, with NaN where it cannot say anything:
     no value (mean NaN) or one (half-width NaN: no interval, so no claim)."""
-    from harness.experiment.stats import t_interval as mean_half
-
     vals = [v for v in vals if v is not None and math.isfinite(v)]
     if not vals:
         return float("nan"), float("nan")
@@ -69,31 +68,21 @@ def t_interval(vals: list[float]) -> tuple[float, float]:
     return (m, h) if len(vals) > 1 else (m, float("nan"))
 
 
-def batch_for_update(ep, adv, old_logp, cfg) -> Batch:
-    """The batch policy_update takes (harness/train/batch.py), without a reference."""
-    r = ep.rollout
-    mask = r.response_mask
-    if cfg.objective.mask_truncated:
-        mask = mask * (~r.truncated).float().unsqueeze(1)
-    return Batch.from_rollout(r, mask).with_(adv=adv, old_logp=old_logp)
-
-
 def one_update(policy, cfg: RunConfig, ep, pad_id: int, seed: int):
-    """pi_0 -> a copy updated once on `ep` under cfg's objective (train.mini_batches Adam steps,
-    fresh AdamW at train.lr). Returns (updated copy, advantages (B,), update metrics)."""
-    obj, tr = cfg.objective, cfg.train
+    """pi_0 -> a copy updated once on `ep` under cfg's objective, scored and updated as the RL trainer does
+    (harness/train/core/scoring.py, rl/update.py): its loss mask, pi_old, pi_ref (a frozen pi_0 when the
+    objective needs one), fresh components (a value model, ...) and single-pass rule; train.mini_batches
+    Adam steps of a fresh AdamW at train.lr. Returns (updated copy, the scored batch, update metrics)."""
+    tr = cfg.train
     model = copy.deepcopy(policy)
     opt = torch.optim.AdamW(model.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
-    adv = group_advantages(obj, ep.rewards, tr.group_size)
-    single = tr.inner_epochs == 1 and tr.mini_batches == 1 and not obj.tis_cap
-    batch = batch_for_update(ep, adv, None, cfg)
-    if not single:
-        batch = batch.with_(old_logp=batch_logprobs(model, batch, pad_id, cfg.rollout.temperature,
-                                                         tr.micro_batch_size, obj.routing_replay))
+    device = next(model.parameters()).device
+    components = build_components(cfg, model, list(inputs_needed(cfg.objective).components), device)
+    batch, _, _ = score_episode(cfg, ep, model, frozen_reference(cfg, policy), components, device, pad_id)
     gen = torch.Generator().manual_seed(seed)
-    metrics = policy_update(Trained("policy", model, opt), [], batch, cfg, pad_id, gen, single)
+    metrics = policy_update(Trained("policy", model, opt), components, batch, cfg, pad_id, gen, single_pass(cfg))
     model.eval()
-    return model, adv, metrics
+    return model, batch, metrics
 
 
 def with_section(cfg: RunConfig, section: str, **values) -> RunConfig:
@@ -121,13 +110,20 @@ def setup_policy(cfg: RunConfig):
     return task, policy, tok, render, pad_id, make_backend(cfg.rollout, policy, tok)
 
 
-def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, probe_samples: int,
-                         stats: Callable | None = None, batch_stats: Callable | None = None,
-                         prompts_per_batch: int | None = None,
-                         log: Callable[[str], None] = print) -> ProbeResult:
+def run_one_update_probe(
+    arms: list[Arm],
+    batches: int,
+    probe_prompts: int,
+    probe_samples: int,
+    stats: Callable | None = None,
+    batch_stats: Callable | None = None,
+    prompts_per_batch: int | None = None,
+    log: Callable[[str], None] = print,
+) -> ProbeResult:
     """See the module docstring. arms share everything but the objective (the first arm's
-    model, task, rollout and train settings are used for sampling). stats(arm, ep, adv, cfg,
-    policy, pad_id) -> dict: mechanism numbers of that arm on the batch at pi_0; batch_stats(ep,
+    model, task, rollout and train settings are used for sampling). stats(arm, ep, batch, cfg,
+    policy, pad_id) -> dict: mechanism numbers of that arm at pi_0 on the batch as its objective
+    scored it (core/scoring.py: batch.adv, batch.mask, ...); batch_stats(ep,
     cfg, policy, pad_id) -> dict: numbers of the batch itself (the same for every arm).
     Probe metrics are those of harness.train.eval.evaluate.evaluate (pass@k overall and per
     difficulty, length of correct / incorrect answers, truncation)."""
@@ -137,30 +133,51 @@ def run_one_update_probe(arms: list[Arm], batches: int, probe_prompts: int, prob
     ref = arms[0].cfg
     task, policy, tok, render, pad_id, base_backend = setup_policy(ref)
     pcfg = probe_config(ref, probe_prompts, probe_samples)
-    problems = task.problems(pcfg.eval.num_prompts, seed=pcfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
+    problems = eval_problems(task, pcfg)
+
+    def pcfg_of(cfg: RunConfig) -> RunConfig:
+        return probe_config(cfg, probe_prompts, probe_samples)
+
     base = evaluate(task, base_backend, render, problems, pcfg, 0)
-    log(f"[probe] pi_0 on {probe_prompts} held-out prompts x {probe_samples}: pass@1 {base['eval/pass_at_1']:.3f}, "
-        f"length correct {base['eval/length/correct']:.2f} / incorrect {base['eval/length/incorrect']:.2f}")
+    log(
+        f"[probe] pi_0 on {probe_prompts} held-out prompts x {probe_samples}: pass@1 {base['eval/pass_at_1']:.3f}, "
+        f"length correct {base['eval/length/correct']:.2f} / incorrect {base['eval/length/incorrect']:.2f}"
+    )
     res = ProbeResult(base=base)
     for b in range(batches):
-        step = 10_000 + b
+        step = PROBE_FIRST_STEP + b
         ep, _ = collect(task, base_backend, render, ref, step)
         row: dict[str, dict[str, float]] = {}
         res.batch.append(batch_stats(ep, ref, policy, pad_id) if batch_stats is not None else {})
+        update_seed = step_seed(ref.seed, step, PROBE_SEED_SALT)  # the same for every arm
         for arm in arms:
-            model, adv, upd = one_update(policy, arm.cfg, ep, pad_id, step_seed(ref.seed, step, PROBE_SEED_SALT))
-            m = dict(evaluate(task, make_backend(arm.cfg.rollout, model, tok), render, problems,
-                              probe_config(arm.cfg, probe_prompts, probe_samples), 0))
-            m.update({k: v for k, v in upd.items() if isinstance(v, (int, float))})
-            if stats is not None:
-                m.update(stats(arm, ep, adv, arm.cfg, policy, pad_id))
-            row[arm.label] = m
-            del model
+            row[arm.label] = _arm_on_batch(
+                arm, policy, ep, task, tok, render, problems, pad_id, update_seed, stats, pcfg_of
+            )
         res.per_batch.append(row)
-        log(f"[probe] batch {b + 1}/{batches}: " + "  ".join(
-            f"{a}: len_incorrect {row[a]['eval/length/incorrect']:.2f} pass@1 {row[a]['eval/pass_at_1']:.3f}"
-            for a in row) + f"  ({time.perf_counter() - t0:.0f} s)")
+        log(
+            f"[probe] batch {b + 1}/{batches}: "
+            + "  ".join(
+                f"{a}: len_incorrect {row[a]['eval/length/incorrect']:.2f} pass@1 {row[a]['eval/pass_at_1']:.3f}"
+                for a in row
+            )
+            + f"  ({time.perf_counter() - t0:.0f} s)"
+        )
     return res
+
+
+def _arm_on_batch(
+    arm: Arm, policy, ep, task, tok, render, problems, pad_id: int, seed: int, stats: Callable | None, pcfg_of: Callable
+) -> dict[str, float]:
+    """One arm on one batch: pi_0 updated once under the arm's objective, evaluated on the held-out
+    prompts with the probe's sampling seed; its update metrics and (stats) mechanism numbers."""
+    model, batch, upd = one_update(policy, arm.cfg, ep, pad_id, seed)
+    m = dict(evaluate(task, make_backend(arm.cfg.rollout, model, tok), render, problems, pcfg_of(arm.cfg), 0))
+    m.update({k: v for k, v in upd.items() if isinstance(v, (int, float))})
+    if stats is not None:
+        m.update(stats(arm, ep, batch, arm.cfg, policy, pad_id))
+    del model
+    return m
 
 
 def paired(res: ProbeResult, key: str, a: str, b: str | None) -> dict:
@@ -172,8 +189,17 @@ def paired(res: ProbeResult, key: str, a: str, b: str | None) -> dict:
         if va is not None and vb is not None and math.isfinite(va) and math.isfinite(vb):
             vals.append(va - vb)
     m, h = t_interval(vals)
-    return {"key": key, "a": a, "b": b or "pi_0", "mean": m, "half": h, "n": len(vals),
-            "lo": m - h, "hi": m + h, "excludes_zero": bool(len(vals) > 1 and (m - h > 0 or m + h < 0))}
+    return {
+        "key": key,
+        "a": a,
+        "b": b or "pi_0",
+        "mean": m,
+        "half": h,
+        "n": len(vals),
+        "lo": m - h,
+        "hi": m + h,
+        "excludes_zero": bool(len(vals) > 1 and (m - h > 0 or m + h < 0)),
+    }
 
 
 def arm_mean(res: ProbeResult, key: str, a: str | None) -> dict:

@@ -11,6 +11,7 @@ Per batch and arm it also records, at pi_0 (harness.train.diagnostics.metrics.eo
     agg/eos_share_incorrect, agg/eos_share_correct   the share of the update's gradient weight
                                                       on the end tokens of wrong / right answers
 """
+
 from __future__ import annotations
 
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe
@@ -22,9 +23,9 @@ KEYS = ("eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/
 STAT_KEYS = ("agg/eos_share_incorrect", "agg/eos_share_correct")
 
 
-def _stats(arm: Arm, ep, adv, cfg, policy, pad_id) -> dict:
-    r = ep.rollout
-    return eos_weight_shares(cfg.objective, adv, r.response_mask, r.truncated, ep.correct)
+def _stats(arm: Arm, ep, batch, cfg, policy, pad_id) -> dict:
+    """The trainer's own agg/eos_share_* (rl/step.py) on the arm's scored batch."""
+    return eos_weight_shares(cfg.objective, batch.adv, batch.mask, ep.rollout.truncated, ep.correct)
 
 
 def _batch_stats(ep, cfg, policy, pad_id) -> dict:

@@ -14,15 +14,16 @@ At the same policy (the MoE warm start) and the same batches, for each router-no
     clip/frac, grad/norm_max, router/disagree_old_new (no: see the study's runs), and the
     change of held-out pass@1 after the update, same sampling seed for every arm.
 """
+
 from __future__ import annotations
 
 import torch
 
 from harness.models.moe import is_moe
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe, with_section
-from harness.train.batch import Batch
-from harness.train.rl.step import batch_logprobs
-from harness.train.diagnostics.mismatch import MismatchStats
+from harness.train.core.batch import Batch
+from harness.train.core.forward import batch_logprobs
+from harness.train.core.mismatch import MismatchStats
 
 GRPO_EPS = 0.2
 GSPO_EPS_LOW, GSPO_EPS_HIGH = 3e-4, 4e-4
@@ -35,10 +36,12 @@ def _ratio_stats(train_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: tor
     tok = log_r[m]
     seq = log_r.sum(-1) / m.sum(-1).clamp(min=1)  # log s_i = mean_t log r_t  (GSPO Eq. 7)
     s = seq.exp()
-    return {"tok_ratio/clip_frac": float(((tok.exp() - 1).abs() > GRPO_EPS).float().mean()),
-            "seq_ratio/clip_frac": float(((s < 1 - GSPO_EPS_LOW) | (s > 1 + GSPO_EPS_HIGH)).float().mean()),
-            "tok_ratio/p99_abs_log": float(torch.quantile(tok.abs(), 0.99)),
-            "seq_ratio/p99_abs_log": float(torch.quantile(seq.abs(), 0.99))}
+    return {
+        "tok_ratio/clip_frac": float(((tok.exp() - 1).abs() > GRPO_EPS).float().mean()),
+        "seq_ratio/clip_frac": float(((s < 1 - GSPO_EPS_LOW) | (s > 1 + GSPO_EPS_HIGH)).float().mean()),
+        "tok_ratio/p99_abs_log": float(torch.quantile(tok.abs(), 0.99)),
+        "seq_ratio/p99_abs_log": float(torch.quantile(seq.abs(), 0.99)),
+    }
 
 
 def _batch_stats(ep, cfg, policy, pad_id) -> dict:
@@ -56,10 +59,20 @@ def _batch_stats(ep, cfg, policy, pad_id) -> dict:
         out.update({prefix + k: v for k, v in _ratio_stats(lp, r.sampler_logp, r.response_mask).items()})
     return out
 
+
 KEYS = ("eval/pass_at_1",)
-STAT_KEYS = ("mismatch/k3_kl", "mismatch/max_abs_dp", "mismatch/ratio_gt2_frac", "router/disagree_rollout_train",
-             "replay/mismatch/k3_kl", "replay/router/disagree_rollout_train", "tok_ratio/clip_frac",
-             "seq_ratio/clip_frac", "tok_ratio/p99_abs_log", "seq_ratio/p99_abs_log")
+STAT_KEYS = (
+    "mismatch/k3_kl",
+    "mismatch/max_abs_dp",
+    "mismatch/ratio_gt2_frac",
+    "router/disagree_rollout_train",
+    "replay/mismatch/k3_kl",
+    "replay/router/disagree_rollout_train",
+    "tok_ratio/clip_frac",
+    "seq_ratio/clip_frac",
+    "tok_ratio/p99_abs_log",
+    "seq_ratio/p99_abs_log",
+)
 UPDATE_KEYS = ("clip/frac", "grad/norm_max", "grad/norm")
 
 
@@ -78,8 +91,13 @@ def summarize(results: dict[str, ProbeResult], arms: list[Arm]) -> dict:
     ref = arms[0].label
     out = {"reference": ref, "levels": {}}
     for level, res in results.items():
-        lv = {"base": {k: res.base.get(k) for k in KEYS}, "stats": [arm_mean(res, k, None) for k in STAT_KEYS],
-              "change": [], "update": [], "pairs": []}
+        lv = {
+            "base": {k: res.base.get(k) for k in KEYS},
+            "stats": [arm_mean(res, k, None) for k in STAT_KEYS],
+            "change": [],
+            "update": [],
+            "pairs": [],
+        }
         for a in arms:
             lv["change"] += [paired(res, k, a.label, None) for k in KEYS]
             lv["update"] += [arm_mean(res, k, a.label) for k in UPDATE_KEYS]

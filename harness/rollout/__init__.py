@@ -1,5 +1,8 @@
 """Generation backends behind `rollout.backend=...`."""
+
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
+from harness.rollout.hf import HFBackend
+from harness.rollout.vllm_backend import VLLMBackend
 
 BACKENDS = ("hf", "vllm")
 
@@ -7,12 +10,8 @@ BACKENDS = ("hf", "vllm")
 def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
     """rollout_cfg: the run config's `rollout` section."""
     if rollout_cfg.backend == "hf":
-        from harness.rollout.hf import HFBackend
-
         return HFBackend(model, tokenizer, dtype=rollout_cfg.dtype, router_noise=rollout_cfg.router_noise)
     if rollout_cfg.backend == "vllm":
-        from harness.rollout.vllm_backend import VLLMBackend
-
         return VLLMBackend(model, tokenizer, rollout_cfg)
     raise ValueError(f"rollout.backend={rollout_cfg.backend!r} is unknown; allowed: {list(BACKENDS)}")
 

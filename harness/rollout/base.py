@@ -3,6 +3,7 @@
 Shapes: N = number of prompts, G = samples per prompt (group size), B = N*G rows
 (groups contiguous: rows [g*G, (g+1)*G) belong to prompt g), T = padded response length.
 """
+
 from __future__ import annotations
 
 import abc
@@ -28,7 +29,7 @@ def stop_index(tokenizer, ids: list[int], stops: tuple[str, ...]) -> int | None:
     lo, hi = 0, len(ids) - 1  # the prefix containing a stop string only grows: bisect for the first one
     while lo < hi:
         mid = (lo + hi) // 2
-        if any(s in tokenizer.decode(ids[:mid + 1], skip_special_tokens=True) for s in stops):
+        if any(s in tokenizer.decode(ids[: mid + 1], skip_special_tokens=True) for s in stops):
             hi = mid
         else:
             lo = mid + 1
@@ -38,7 +39,7 @@ def stop_index(tokenizer, ids: list[int], stops: tuple[str, ...]) -> int | None:
 def cut_at_stop(text: str, stops: tuple[str, ...]) -> str:
     """`text` up to the end of the first stop string in it (the stop string kept)."""
     ends = [text.index(s) + len(s) for s in stops if s in text]
-    return text[:min(ends)] if ends else text
+    return text[: min(ends)] if ends else text
 
 
 @dataclass

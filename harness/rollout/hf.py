@@ -16,6 +16,7 @@ Rollout/train mismatch knobs (docs/studies.md (c)):
 On an MoE model the expert choices made during generation are recorded and returned as
 `extras["routing"]` (see `assemble_routing`), for routing replay and router metrics.
 """
+
 from __future__ import annotations
 
 import copy
@@ -36,13 +37,18 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     att = torch.zeros((len(prompts), width), dtype=torch.long)
     for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        att[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        att[i, width - len(p) :] = 1
     return ids, att
 
 
-def assemble_routing(calls: list[list[torch.Tensor]], prompt_lens: torch.Tensor, resp_lens: torch.Tensor,
-                     prompt_width: int, resp_width: int) -> torch.Tensor:
+def assemble_routing(
+    calls: list[list[torch.Tensor]],
+    prompt_lens: torch.Tensor,
+    resp_lens: torch.Tensor,
+    prompt_width: int,
+    resp_width: int,
+) -> torch.Tensor:
     """Expert choices recorded during one cached `generate` -> per-row routing in the
     layout of the TRAINING forward (harness.models.logprobs.pack: prompt at positions
     [0, P_i), response token t at P_i + t, right padding).
@@ -58,11 +64,18 @@ def assemble_routing(calls: list[list[torch.Tensor]], prompt_lens: torch.Tensor,
     k = calls[0][0].shape[-1]
     for layer in calls:
         if layer[0].shape[0] != b * prompt_width or any(x.shape[0] != b for x in layer[1:]):
-            raise ValueError(f"unexpected routing record: prefill {tuple(layer[0].shape)}, decode "
-                             f"{sorted({tuple(x.shape) for x in layer[1:]})} for b={b}, prompt width {prompt_width}")
+            raise ValueError(
+                f"unexpected routing record: prefill {tuple(layer[0].shape)}, decode "
+                f"{sorted({tuple(x.shape) for x in layer[1:]})} for b={b}, prompt width {prompt_width}"
+            )
     # (b, W, L, k) in the left-padded generation layout, W = prompt_width + decoding steps
-    seq = torch.stack([torch.cat([layer[0].view(b, prompt_width, k), *(x.view(b, 1, k) for x in layer[1:])], dim=1)
-                       for layer in calls], dim=2)
+    seq = torch.stack(
+        [
+            torch.cat([layer[0].view(b, prompt_width, k), *(x.view(b, 1, k) for x in layer[1:])], dim=1)
+            for layer in calls
+        ],
+        dim=2,
+    )
     W, S = seq.shape[1], prompt_width + resp_width
     prompt_lens, resp_lens = prompt_lens.to(seq.device), resp_lens.to(seq.device)  # on a GPU: the router's device
     pos = torch.arange(S, device=seq.device).unsqueeze(0)  # (1, S) position in the training layout
@@ -81,7 +94,7 @@ class _StopStrings:
         self.tokenizer, self.stops, self.prompt_width = tokenizer, stops, prompt_width
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
-        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_width:], skip_special_tokens=True)
+        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_width :], skip_special_tokens=True)
         return torch.tensor([any(s in t for s in self.stops) for t in texts], device=input_ids.device)
 
 
@@ -97,7 +110,9 @@ class HFBackend(RolloutBackend):
         self.eos_id = tokenizer.eos_token_id
         self.moe = is_moe(model)
         if router_noise > 0 and not self.moe:
-            raise ValueError(f"rollout.router_noise={router_noise} needs an MoE model (this one has a single expert per layer)")
+            raise ValueError(
+                f"rollout.router_noise={router_noise} needs an MoE model (this one has a single expert per layer)"
+            )
         self.router_noise = float(router_noise)
         if dtype is not None and dtype not in DTYPES:
             raise ValueError(f"rollout.dtype={dtype!r} is unknown; allowed: {list(DTYPES)}")
@@ -119,23 +134,37 @@ class HFBackend(RolloutBackend):
         threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
         rows = [p for p in prompts for _ in range(group_size)]  # groups contiguous
         gen = torch.Generator().manual_seed(params.seed)
-        parts = [self._generate_chunk(rows[i:i + self.max_batch], params, int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
-                 for i in range(0, len(rows), self.max_batch)]
+        parts = [
+            self._generate_chunk(
+                rows[i : i + self.max_batch], params, int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+            )
+            for i in range(0, len(rows), self.max_batch)
+        ]
         width = max(p[0].shape[1] for p in parts)
         pad = lambda t, v: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=v)  # noqa: E731
         ids = torch.cat([pad(p[0], self.pad_id) for p in parts])
         mask = torch.cat([pad(p[1], 0.0) for p in parts])
         logp = torch.cat([pad(p[2], 0.0) for p in parts])
         truncated = torch.cat([p[3] for p in parts])
-        texts = [cut_at_stop(self.tokenizer.decode(r[m.bool()].tolist(), skip_special_tokens=True), params.stop)
-                 for r, m in zip(ids, mask)]
+        texts = [
+            cut_at_stop(self.tokenizer.decode(r[m.bool()].tolist(), skip_special_tokens=True), params.stop)
+            for r, m in zip(ids, mask)
+        ]
         extras = {}
         if self.moe:  # (B, S, L, k), S = widest prompt + response of all chunks, -1 padded
             S = max(p[4].shape[1] for p in parts)
-            extras["routing"] = torch.cat([torch.nn.functional.pad(p[4], (0, 0, 0, 0, 0, S - p[4].shape[1]), value=-1)
-                                           for p in parts])
-        return RolloutBatch(prompt_ids=rows, response_ids=ids, response_mask=mask, sampler_logp=logp,
-                            truncated=truncated, texts=texts, extras=extras)
+            extras["routing"] = torch.cat(
+                [torch.nn.functional.pad(p[4], (0, 0, 0, 0, 0, S - p[4].shape[1]), value=-1) for p in parts]
+            )
+        return RolloutBatch(
+            prompt_ids=rows,
+            response_ids=ids,
+            response_mask=mask,
+            sampler_logp=logp,
+            truncated=truncated,
+            texts=texts,
+            extras=extras,
+        )
 
     def _generate_chunk(self, rows: list[list[int]], params: SamplingParams, seed: int):
         input_ids, attention = left_pad(rows, self.pad_id)
@@ -147,15 +176,27 @@ class HFBackend(RolloutBackend):
             if self.router_noise > 0:  # entered first: the recorder sees the noisy choices
                 hooks.enter_context(noisy_routing(model, self.router_noise, seed))
             calls = hooks.enter_context(record_routing(model)) if self.moe else None
-            stops = {"stopping_criteria": [_StopStrings(self.tokenizer, params.stop, input_ids.shape[1])]} \
-                if params.stop else {}
+            stops = (
+                {"stopping_criteria": [_StopStrings(self.tokenizer, params.stop, input_ids.shape[1])]}
+                if params.stop
+                else {}
+            )
             out = model.generate(
-                input_ids=input_ids, attention_mask=attention, do_sample=True,
-                temperature=params.temperature, top_p=params.top_p, top_k=0,
-                max_new_tokens=params.max_new_tokens, pad_token_id=self.pad_id, eos_token_id=self.eos_id,
-                output_scores=True, return_dict_in_generate=True, **stops)
+                input_ids=input_ids,
+                attention_mask=attention,
+                do_sample=True,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                top_k=0,
+                max_new_tokens=params.max_new_tokens,
+                pad_token_id=self.pad_id,
+                eos_token_id=self.eos_id,
+                output_scores=True,
+                return_dict_in_generate=True,
+                **stops,
+            )
         model.train(was_training)
-        resp = out.sequences[:, input_ids.shape[1]:]  # (b, T)
+        resp = out.sequences[:, input_ids.shape[1] :]  # (b, T)
         scores = torch.stack(out.scores, dim=1).float()  # (b, T, V) processed logits
         logp = torch.log_softmax(scores, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
         is_eos = resp == self.eos_id

@@ -47,6 +47,7 @@ only (forward hooks on vLLM's gates), a controlled rollout/train mismatch.
 Out-of-process engine (`VLLM_ENABLE_V1_MULTIPROCESSING=1` set by the user) also works:
 weights then travel as a safetensors file under /dev/shm (one write + one read per sync).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -58,8 +59,11 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import psutil
 import torch
 
+from harness.models.logprobs import response_logprobs
+from harness.models.lora import base_of, merged_state_dict, save_plain
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
 
 # Set before vLLM is imported (its env reads are cached once an engine has started).
@@ -92,8 +96,6 @@ def kv_cache_bytes(config, dtype: str, max_model_len: int, max_num_seqs: int, me
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     per_token = 2 * layers * kv_heads * head_dim * (4 if dtype == "float32" else 2)  # K and V
     need = per_token * max_model_len * max_num_seqs
-    import psutil
-
     budget = int(memory_share * psutil.virtual_memory().total) - psutil.Process().memory_info().rss
     return max(min(need, budget), per_token * max_model_len)  # at least one full sequence
 
@@ -110,8 +112,6 @@ def checkpoint_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
       W (harness/models/lora.py merged_state_dict), so the engine runs plain weights.
     """
     from transformers.core_model_loading import revert_weight_conversion
-
-    from harness.models.lora import base_of, merged_state_dict
 
     plain = base_of(model)  # a LoRA policy (model.lora): its base, with the adapters merged into new tensors
     state = revert_weight_conversion(plain, merged_state_dict(model))
@@ -156,17 +156,30 @@ class VLLMBackend(RolloutBackend):
     engine_kwargs: extra `vllm.LLM(...)` arguments (override the defaults here).
     """
 
-    def __init__(self, model: torch.nn.Module, tokenizer, rollout_cfg=None, *, verify_first: int | None = None,
-                 verify_every: int | None = None, verify_tol: float | None = None,
-                 probe_ids: Sequence[Sequence[int]] | None = None, engine_threads: int | None = None,
-                 max_model_len: int | None = None, max_num_seqs: int = 256, seed: int = 0, **engine_kwargs):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        rollout_cfg=None,
+        *,
+        verify_first: int | None = None,
+        verify_every: int | None = None,
+        verify_tol: float | None = None,
+        probe_ids: Sequence[Sequence[int]] | None = None,
+        engine_threads: int | None = None,
+        max_model_len: int | None = None,
+        max_num_seqs: int = 256,
+        seed: int = 0,
+        **engine_kwargs,
+    ):
         cfg = rollout_cfg
         self.dtype = getattr(cfg, "dtype", "float32")
         self.router_noise = float(getattr(cfg, "router_noise", 0.0) or 0.0)
         self.verify_first = verify_first if verify_first is not None else getattr(cfg, "verify_first", 3)
         self.verify_every = verify_every if verify_every is not None else getattr(cfg, "verify_every", 10)
-        self.verify_tol = (verify_tol if verify_tol is not None else getattr(cfg, "verify_tol", None)) \
-            or DEFAULT_TOL[self.dtype]
+        self.verify_tol = (verify_tol if verify_tol is not None else getattr(cfg, "verify_tol", None)) or DEFAULT_TOL[
+            self.dtype
+        ]
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_id = tokenizer.eos_token_id
@@ -179,33 +192,14 @@ class VLLMBackend(RolloutBackend):
 
         for k, v in ENGINE_ENV.items():
             os.environ.setdefault(k, v)
-        from vllm import LLM
+        from vllm import LLM  # heavy: vLLM loads only where an engine starts
 
         self._folder = tempfile.mkdtemp(prefix="harness-vllm-")
         self._shm = None
-        from harness.models.lora import save_plain
 
         save_plain(model, self._folder)  # a LoRA policy: its base with the adapters merged
         tokenizer.save_pretrained(self._folder)
-        max_pos = getattr(model.config, "max_position_embeddings", None) or 1024
-        args = dict(model=self._folder, tokenizer=self._folder, dtype=self.dtype, seed=seed,
-                    max_model_len=max_model_len or min(max_pos, 1024), max_num_seqs=max_num_seqs,
-                    enforce_eager=True, enable_prefix_caching=True,
-                    gpu_memory_utilization=getattr(cfg, "gpu_memory_utilization", 0.3),
-                    logprobs_mode="processed_logprobs",  # the sampler's distribution, see module doc
-                    generation_config="vllm",  # ignore generation_config.json sampling defaults
-                    worker_extension_cls=WORKER_EXTENSION)
-        from vllm.platforms import current_platform
-
-        if current_platform.is_cpu():
-            # vLLM 0.32 CPU bug: a seeded request whose prompt is split by chunked prefill
-            # crashes the engine ("CPU Generator does not use offset", when it rewinds the
-            # request's generator). Whole-prompt scheduling avoids the split.
-            args["enable_chunked_prefill"] = False
-            args["kv_cache_memory_bytes"] = kv_cache_bytes(model.config, self.dtype, args["max_model_len"],
-                                                           max_num_seqs, args["gpu_memory_utilization"])
-            if args["kv_cache_memory_bytes"] is None:
-                del args["kv_cache_memory_bytes"]
+        args = self._engine_args(model, cfg, seed, max_model_len, max_num_seqs)
         args.update(engine_kwargs)
         try:
             with _preserved_process_state():
@@ -218,6 +212,37 @@ class VLLMBackend(RolloutBackend):
         self.in_process = isinstance(self.llm.llm_engine.engine_core, InprocClient)
         if self.router_noise > 0:
             self.llm.collective_rpc("harness_set_router_noise", args=(self.router_noise, seed))
+
+    def _engine_args(self, model, cfg, seed: int, max_model_len: int | None, max_num_seqs: int) -> dict:
+        """vllm.LLM's arguments for the model saved in self._folder (CPU: whole-prompt prefill, a sized KV cache)."""
+        from vllm.platforms import current_platform  # heavy: vLLM loads only where an engine starts
+
+        max_pos = getattr(model.config, "max_position_embeddings", None) or 1024
+        args = dict(
+            model=self._folder,
+            tokenizer=self._folder,
+            dtype=self.dtype,
+            seed=seed,
+            max_model_len=max_model_len or min(max_pos, 1024),
+            max_num_seqs=max_num_seqs,
+            enforce_eager=True,
+            enable_prefix_caching=True,
+            gpu_memory_utilization=getattr(cfg, "gpu_memory_utilization", 0.3),
+            logprobs_mode="processed_logprobs",  # the sampler's distribution, see module doc
+            generation_config="vllm",  # ignore generation_config.json sampling defaults
+            worker_extension_cls=WORKER_EXTENSION,
+        )
+        if current_platform.is_cpu():
+            # vLLM 0.32 CPU bug: a seeded request whose prompt is split by chunked prefill
+            # crashes the engine ("CPU Generator does not use offset", when it rewinds the
+            # request's generator). Whole-prompt scheduling avoids the split.
+            args["enable_chunked_prefill"] = False
+            args["kv_cache_memory_bytes"] = kv_cache_bytes(
+                model.config, self.dtype, args["max_model_len"], max_num_seqs, args["gpu_memory_utilization"]
+            )
+            if args["kv_cache_memory_bytes"] is None:
+                del args["kv_cache_memory_bytes"]
+        return args
 
     @staticmethod
     def _default_probe(tokenizer) -> list[int]:
@@ -239,9 +264,17 @@ class VLLMBackend(RolloutBackend):
         from vllm import SamplingParams as VSamplingParams
 
         stops = {"stop": list(params.stop), "include_stop_str_in_output": True} if params.stop else {}
-        return VSamplingParams(n=group_size, temperature=params.temperature, top_p=params.top_p,
-                               max_tokens=params.max_new_tokens, logprobs=0,  # 0: the sampled token only
-                               seed=seed, stop_token_ids=[self.eos_id], detokenize=bool(params.stop), **stops)
+        return VSamplingParams(
+            n=group_size,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            logprobs=0,  # 0: the sampled token only
+            seed=seed,
+            stop_token_ids=[self.eos_id],
+            detokenize=bool(params.stop),
+            **stops,
+        )
 
     def generate(self, prompts: list[list[int]], group_size: int, params: SamplingParams) -> RolloutBatch:
         from vllm.inputs import TokensPrompt
@@ -251,8 +284,9 @@ class VLLMBackend(RolloutBackend):
         seeds = torch.randint(0, 2**31 - 1 - group_size, (len(prompts),), generator=gen).tolist()
         requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         with self._engine_threads():
-            outs = self.llm.generate(requests, [self._request_params(group_size, params, s) for s in seeds],
-                                     use_tqdm=False)
+            outs = self.llm.generate(
+                requests, [self._request_params(group_size, params, s) for s in seeds], use_tqdm=False
+            )
         rows, samples = [], []
         for p, out in zip(prompts, outs):
             comps = sorted(out.outputs, key=lambda c: c.index)
@@ -264,7 +298,7 @@ class VLLMBackend(RolloutBackend):
                 stopped = c.finish_reason == "stop"  # EOS or a stop string; "length": truncated
                 at = stop_index(self.tokenizer, ids, params.stop) if params.stop else None
                 if at is not None:  # as the hf backend: the row ends with the token that completes the stop string
-                    ids, logp, stopped = ids[:at + 1], logp[:at + 1], True
+                    ids, logp, stopped = ids[: at + 1], logp[: at + 1], True
                 rows.append(list(p))
                 samples.append((ids, logp, stopped))
         B, T = len(samples), max(len(ids) for ids, _, _ in samples)
@@ -278,9 +312,17 @@ class VLLMBackend(RolloutBackend):
             mask[i, :n] = 1.0  # EOS (the last token when generated) included
             sampler_logp[i, :n] = torch.tensor(logp)
             truncated[i] = n == 0 or not (ids[-1] == self.eos_id or (params.stop and stopped))
-        texts = [cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=True), params.stop) for ids, _, _ in samples]
-        return RolloutBatch(prompt_ids=rows, response_ids=response_ids, response_mask=mask,
-                            sampler_logp=sampler_logp, truncated=truncated, texts=texts)
+        texts = [
+            cut_at_stop(self.tokenizer.decode(ids, skip_special_tokens=True), params.stop) for ids, _, _ in samples
+        ]
+        return RolloutBatch(
+            prompt_ids=rows,
+            response_ids=response_ids,
+            response_mask=mask,
+            sampler_logp=sampler_logp,
+            truncated=truncated,
+            texts=texts,
+        )
 
     # ---- weight sync ------------------------------------------------------------------
 
@@ -325,30 +367,31 @@ class VLLMBackend(RolloutBackend):
         sp = VSamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
         with self._engine_threads():
             outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(s)) for s in probe_ids], sp, use_tqdm=False)
-        return [torch.tensor([lp[t].logprob for lp, t in zip(o.prompt_logprobs[1:], s[1:])])
-                for s, o in zip(probe_ids, outs)]
+        return [
+            torch.tensor([lp[t].logprob for lp, t in zip(o.prompt_logprobs[1:], s[1:])])
+            for s, o in zip(probe_ids, outs)
+        ]
 
     @torch.no_grad()
     def trainer_probe_logprobs(self, model: torch.nn.Module, probe_ids: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Same as engine_probe_logprobs, computed by the trainer's code path."""
-        from harness.models.logprobs import response_logprobs
-
         T = max(len(s) for s in probe_ids) - 1
         resp = torch.full((len(probe_ids), T), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(probe_ids), T))
         for i, s in enumerate(probe_ids):
-            resp[i, :len(s) - 1] = torch.tensor(s[1:], dtype=torch.long)
-            mask[i, :len(s) - 1] = 1.0
+            resp[i, : len(s) - 1] = torch.tensor(s[1:], dtype=torch.long)
+            mask[i, : len(s) - 1] = 1.0
         was_training = model.training
         model.eval()
         try:
             logp, _, _ = response_logprobs(model, [list(s[:1]) for s in probe_ids], resp, mask, self.pad_id)
         finally:
             model.train(was_training)
-        return [logp[i, :len(s) - 1].float().cpu() for i, s in enumerate(probe_ids)]
+        return [logp[i, : len(s) - 1].float().cpu() for i, s in enumerate(probe_ids)]
 
-    def verify_sync(self, model: torch.nn.Module, probe_ids: Sequence[Sequence[int]] | None = None,
-                    tol: float | None = None) -> float:
+    def verify_sync(
+        self, model: torch.nn.Module, probe_ids: Sequence[Sequence[int]] | None = None, tol: float | None = None
+    ) -> float:
         """max |dlogp| between engine and trainer on the probe; raises WeightSyncError above
         `tol` (default self.verify_tol). probe_ids: sequences (prompt + continuation) whose
         every token after the first is scored; a single flat list is one sequence."""
@@ -364,8 +407,10 @@ class VLLMBackend(RolloutBackend):
         delta = max(float((a - b).abs().max()) for a, b in zip(eng, ref))
         self.last_probe_delta = delta
         if not delta <= tol:  # also catches NaN
-            raise WeightSyncError(f"vLLM engine and trainer disagree on the probe: max |dlogp| = {delta:.3g} > "
-                                  f"tol {tol:g} (dtype {self.dtype}, after sync {self.num_syncs})")
+            raise WeightSyncError(
+                f"vLLM engine and trainer disagree on the probe: max |dlogp| = {delta:.3g} > "
+                f"tol {tol:g} (dtype {self.dtype}, after sync {self.num_syncs})"
+            )
         return delta
 
     # ---- teardown ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, the default of `VLLMBackend`; ar
 are then passed by reference, no copy), or in vLLM's worker process otherwise
 (arguments are serialised, so weights travel as a safetensors folder path).
 """
+
 from __future__ import annotations
 
 import logging
@@ -64,8 +65,9 @@ def reprocess_cpu_moe_experts(model: torch.nn.Module) -> int:
 class HarnessWorkerExtension:
     """Extra worker methods (prefixed `harness_` so they never shadow vLLM's own)."""
 
-    def harness_reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]] | None = None,
-                               folder: str | None = None) -> int:
+    def harness_reload_weights(
+        self, weights: Iterable[tuple[str, torch.Tensor]] | None = None, folder: str | None = None
+    ) -> int:
         """Load new weights in place: `weights` (checkpoint-format (name, tensor) pairs, as
         `save_pretrained` would write them) or the safetensors files in `folder`.
 

@@ -11,6 +11,7 @@ formats, difficulty buckets and the length regime it is designed to create. The 
 (dataset/, task.name: dataset) reads the user's rows and scores them with verifiers and reward
 functions (rewards/); docs/tasks.md documents its keys.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -19,14 +20,26 @@ from harness.tasks.arithmetic import ArithmeticTask
 from harness.tasks.base import Problem, RewardBreakdown, Task
 from harness.tasks.countdown import CountdownTask
 from harness.tasks.dataset import DatasetTask
+from harness.tasks.dataset.read import fingerprint
+from harness.tasks.rewards import auto_workers, reward_specs
 
 TASKS: dict[str, type[Task]] = {"arithmetic": ArithmeticTask, "countdown": CountdownTask}  # generated: make_task
-TASK_NAMES = (*TASKS, "dataset")  # task.name values; the dataset task is built from its config section (task_from_config)
+TASK_NAMES = (
+    *TASKS,
+    "dataset",
+)  # task.name values; the dataset task is built from its config section (task_from_config)
 
 
 # The modules whose code a task's numbers depend on besides its class (cache keys: harness/machine.py).
-TASK_CODE = {"dataset": ("harness.tasks.dataset.read", "harness.tasks.dataset.fields", "harness.tasks.rewards.scorer",
-                         "harness.tasks.rewards.verifiers", "harness.tasks.rewards.functions")}
+TASK_CODE = {
+    "dataset": (
+        "harness.tasks.dataset.read",
+        "harness.tasks.dataset.fields",
+        "harness.tasks.rewards.scorer",
+        "harness.tasks.rewards.verifiers",
+        "harness.tasks.rewards.functions",
+    )
+}
 
 
 def task_code(name: str) -> list:
@@ -55,14 +68,17 @@ def task_from_config(section, mix: bool = True) -> Task:
     from name, difficulty_mix (unless mix=False: the warm start's default mix) and options; the dataset
     task from data, rewards, correct, reward_timeout and reward_workers."""
     if section.name == "dataset":
-        from harness.tasks.rewards import auto_workers, reward_specs
-
         specs = reward_specs([r.model_dump() if hasattr(r, "model_dump") else r for r in section.rewards])
         workers = section.reward_workers if section.reward_workers is not None else auto_workers(specs)
         data = section.data.model_dump() if hasattr(section.data, "model_dump") else dict(section.data or {})
         data.pop("difficulty_by_pass_rate", None)  # applied once a policy exists (harness/train/run/pass_rates.py)
-        return DatasetTask(data=data, rewards=specs, correct=section.correct, reward_timeout=section.reward_timeout,
-                           reward_workers=workers)
+        return DatasetTask(
+            data=data,
+            rewards=specs,
+            correct=section.correct,
+            reward_timeout=section.reward_timeout,
+            reward_workers=workers,
+        )
     kwargs = {"difficulty_mix": section.difficulty_mix} if mix and section.difficulty_mix else {}
     return make_task(section.name, **kwargs, **section.options)
 
@@ -72,12 +88,14 @@ def task_identity(section) -> dict:
     for a dataset task its data section, rewards and the sha256 of its files; {} for a generated task."""
     if section.name != "dataset":
         return {}
-    from harness.tasks.dataset.read import fingerprint
-
     data = section.data.model_dump(mode="json")
     files = {"train": fingerprint(data["train"]), "eval": fingerprint(data["eval"]) if data["eval"] else None}
-    return {"data": data, "rewards": [r.model_dump(mode="json") for r in section.rewards], "correct": section.correct,
-            "files": files}
+    return {
+        "data": data,
+        "rewards": [r.model_dump(mode="json") for r in section.rewards],
+        "correct": section.correct,
+        "files": files,
+    }
 
 
 def _lookup(name: str) -> type[Task]:
@@ -86,5 +104,18 @@ def _lookup(name: str) -> type[Task]:
     return TASKS[name]
 
 
-__all__ = ["TASKS", "TASK_NAMES", "task_code", "ArithmeticTask", "CountdownTask", "DatasetTask", "Problem", "RewardBreakdown", "Task",
-           "make_task", "task_from_config", "task_identity", "task_kwargs"]
+__all__ = [
+    "TASKS",
+    "TASK_NAMES",
+    "task_code",
+    "ArithmeticTask",
+    "CountdownTask",
+    "DatasetTask",
+    "Problem",
+    "RewardBreakdown",
+    "Task",
+    "make_task",
+    "task_from_config",
+    "task_identity",
+    "task_kwargs",
+]

@@ -22,6 +22,7 @@ Countdown has the stronger long-failure mode (a search trace); arithmetic is the
 difficulty-bias task. max_demo_chars (default 63 = a 64-token budget minus EOS) bounds
 every demonstration; problems whose working would exceed it are redrawn.
 """
+
 from __future__ import annotations
 
 import random
@@ -57,19 +58,30 @@ class ArithmeticTask(GeneratedTask):
     name = "arithmetic"
     default_max_demo_chars = 63
 
-    def __init__(self, *, difficulty_mix: Mapping[str, float] | None = None,
-                 format_weight: float = 0.0, eval_fraction: float = 0.25,
-                 max_demo_chars: int | None = None, num_operands: Sequence[int] = (2, 3, 4),
-                 max_operand: int = 9, max_value: int = 999, ops: str = "+-*") -> None:
-        super().__init__(difficulty_mix=difficulty_mix, format_weight=format_weight,
-                         eval_fraction=eval_fraction, max_demo_chars=max_demo_chars)
+    def __init__(
+        self,
+        *,
+        difficulty_mix: Mapping[str, float] | None = None,
+        format_weight: float = 0.0,
+        eval_fraction: float = 0.25,
+        max_demo_chars: int | None = None,
+        num_operands: Sequence[int] = (2, 3, 4),
+        max_operand: int = 9,
+        max_value: int = 999,
+        ops: str = "+-*",
+    ) -> None:
+        super().__init__(
+            difficulty_mix=difficulty_mix,
+            format_weight=format_weight,
+            eval_fraction=eval_fraction,
+            max_demo_chars=max_demo_chars,
+        )
         owner = type(self).__name__
         self.num_operands = check_sizes(owner, "num_operands", num_operands, self.difficulties, 2, 8)
         self.max_operand = check_int(owner, "max_operand", max_operand, 1, 10**6)
         self.max_value = check_int(owner, "max_value", max_value, self.max_operand)
         if not isinstance(ops, str) or not ops or set(ops) - set(_APPLY) or len(set(ops)) != len(ops):
-            raise ValueError(f"{owner}: ops must be a non-empty string of distinct operators from '+-*', "
-                             f"got {ops!r}")
+            raise ValueError(f"{owner}: ops must be a non-empty string of distinct operators from '+-*', got {ops!r}")
         self.ops = ops
 
     def _draw(self, difficulty: str, rng: random.Random) -> Draft | None:
@@ -79,8 +91,12 @@ class ArithmeticTask(GeneratedTask):
         steps, results = reduction_steps(operands, ops)
         if any(abs(v) > self.max_value for v in results) or len(_demo(steps)) > self.max_demo_chars:
             return None
-        return Draft(key=steps[0], prompt=f"{steps[0]}=?\n", answer=steps[-1],
-                     meta={"operands": operands, "ops": ops, "expression": steps[0]})
+        return Draft(
+            key=steps[0],
+            prompt=f"{steps[0]}=?\n",
+            answer=steps[-1],
+            meta={"operands": operands, "ops": ops, "expression": steps[0]},
+        )
 
     def demonstration(self, problem: Problem, rng: random.Random) -> str:
         """The full reduction (deterministic; `rng` unused)."""
@@ -95,4 +111,3 @@ class ArithmeticTask(GeneratedTask):
 
 def _demo(steps: list[str]) -> str:
     return "=".join(steps) + f"\nAnswer: {steps[-1]}"
-

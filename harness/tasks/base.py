@@ -4,6 +4,7 @@ A task owns three things and nothing else: a seeded problem generator (with a
 difficulty label on every problem), a demonstration writer for the SFT warm start,
 and a pure verifier that returns a reward breakdown. The loss never sees the task.
 """
+
 from __future__ import annotations
 
 import abc
@@ -59,6 +60,8 @@ class Task(abc.ABC):
     def score(self, problem: Problem, completion: str, truncated: bool) -> RewardBreakdown:
         """Pure verifier. A truncated completion is never correct."""
 
-    def score_batch(self, problems: list[Problem], completions: list[str], truncated: list[bool]) -> list[RewardBreakdown]:
+    def score_batch(
+        self, problems: list[Problem], completions: list[str], truncated: list[bool]
+    ) -> list[RewardBreakdown]:
         """score() of each (problem, completion, truncated); a task may score them in parallel."""
         return [self.score(p, c, bool(t)) for p, c, t in zip(problems, completions, truncated)]

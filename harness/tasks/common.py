@@ -20,6 +20,7 @@ share a problem, whatever the seeds, mix or size knobs (only eval_fraction must 
 Sampling draws a bucket from the mix, then redraws problems of that bucket until one
 lands in the requested split. Problems may repeat within a split (small easy buckets).
 """
+
 from __future__ import annotations
 
 import abc
@@ -77,8 +78,7 @@ def check_sizes(owner: str, name: str, value, buckets: tuple[str, ...], lo: int,
         raise ValueError(f"{owner}: {name} must be {len(buckets)} ints ({', '.join(buckets)}), got {value!r}")
     sizes = [check_int(owner, name, k, lo, hi) for k in value]
     if any(a >= b for a, b in zip(sizes, sizes[1:])):
-        raise ValueError(f"{owner}: {name} must increase with difficulty ({' < '.join(buckets)}), "
-                         f"got {value!r}")
+        raise ValueError(f"{owner}: {name} must increase with difficulty ({' < '.join(buckets)}), got {value!r}")
     return dict(zip(buckets, sizes))
 
 
@@ -89,25 +89,21 @@ def check_mix(owner: str, mix, buckets: tuple[str, ...]) -> dict[str, float]:
     if mix is None:
         return {b: 1.0 / len(buckets) for b in buckets}
     if not isinstance(mix, Mapping):
-        raise ValueError(f"{owner}: difficulty_mix must be a dict bucket -> weight over "
-                         f"{{{allowed}}}, got {mix!r}")
+        raise ValueError(f"{owner}: difficulty_mix must be a dict bucket -> weight over {{{allowed}}}, got {mix!r}")
     for bucket, weight in mix.items():
         if bucket not in buckets:
-            raise ValueError(f"{owner}: difficulty_mix has unknown bucket {bucket!r}; "
-                             f"allowed buckets: {allowed}")
+            raise ValueError(f"{owner}: difficulty_mix has unknown bucket {bucket!r}; allowed buckets: {allowed}")
         bad = isinstance(weight, bool) or not isinstance(weight, numbers.Real)
         if bad or not math.isfinite(weight) or weight < 0:
-            raise ValueError(f"{owner}: difficulty_mix[{bucket!r}] must be a finite number >= 0, "
-                             f"got {weight!r}")
+            raise ValueError(f"{owner}: difficulty_mix[{bucket!r}] must be a finite number >= 0, got {weight!r}")
     total = float(sum(mix.values()))
     if total <= 0:
-        raise ValueError(f"{owner}: difficulty_mix weights are all zero; "
-                         f"give one of {allowed} a positive weight")
+        raise ValueError(f"{owner}: difficulty_mix weights are all zero; give one of {allowed} a positive weight")
     return {b: float(mix.get(b, 0.0)) / total for b in buckets}
 
 
 def split_of(task_name: str, key: str, eval_fraction: float) -> str:
-    """"eval" if sha256(task_name|key) maps below eval_fraction, else "train"."""
+    """ "eval" if sha256(task_name|key) maps below eval_fraction, else "train"."""
     digest = hashlib.sha256(f"{task_name}|{key}".encode()).digest()
     u = int.from_bytes(digest[:8], "big") / 2.0**64
     return "eval" if u < eval_fraction else "train"
@@ -130,8 +126,14 @@ class GeneratedTask(Task):
     default_max_demo_chars = 64
     _max_redraws = 10_000
 
-    def __init__(self, *, difficulty_mix: Mapping[str, float] | None = None, format_weight: float = 0.0,
-                 eval_fraction: float = 0.25, max_demo_chars: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        difficulty_mix: Mapping[str, float] | None = None,
+        format_weight: float = 0.0,
+        eval_fraction: float = 0.25,
+        max_demo_chars: int | None = None,
+    ) -> None:
         owner = type(self).__name__
         self.difficulty_mix = check_mix(owner, difficulty_mix, self.difficulties)
         self.format_weight = check_float(owner, "format_weight", format_weight, 0.0, 1e6)
@@ -170,15 +172,25 @@ class GeneratedTask(Task):
                 if draft is not None and split_of(self.name, draft.key, self.eval_fraction) == split:
                     break
             else:
-                raise RuntimeError(f"{owner}: no {difficulty} {split} problem in {self._max_redraws} draws; "
-                                   "loosen the size knobs or max_demo_chars")
-            out.append(Problem(uid=f"{self.name}-{split}-{seed}-{i}", prompt=draft.prompt,
-                               answer=draft.answer, difficulty=difficulty, meta=draft.meta))
+                raise RuntimeError(
+                    f"{owner}: no {difficulty} {split} problem in {self._max_redraws} draws; "
+                    "loosen the size knobs or max_demo_chars"
+                )
+            out.append(
+                Problem(
+                    uid=f"{self.name}-{split}-{seed}-{i}",
+                    prompt=draft.prompt,
+                    answer=draft.answer,
+                    difficulty=difficulty,
+                    meta=draft.meta,
+                )
+            )
         return out
 
     def score(self, problem: Problem, completion: str, truncated: bool) -> RewardBreakdown:
         parsed = self.parse_answer(completion)
         fmt = 1.0 if parsed is not None and not truncated else 0.0
         correct = bool(fmt) and self.is_correct(problem, parsed)
-        return RewardBreakdown(total=float(correct) + self.format_weight * fmt, correct=correct,
-                               format=fmt, parsed=parsed)
+        return RewardBreakdown(
+            total=float(correct) + self.format_weight * fmt, correct=correct, format=fmt, parsed=parsed
+        )

@@ -28,6 +28,7 @@ it stops early, so wrong answers run long (the intent; the training side must ch
 it). Every demonstration fits max_demo_chars (default 95 = a 96-token budget minus EOS);
 wrong tries that would overflow it are dropped.
 """
+
 from __future__ import annotations
 
 import random
@@ -49,8 +50,12 @@ def random_chain(numbers: Sequence[int], rng: random.Random) -> tuple[str, int]:
     order = rng.sample(list(numbers), len(numbers))
     text, value, top = str(order[0]), order[0], ""  # top = outermost operator of `text`
     for x in order[1:]:
-        valid = ["+"] + (["-"] if value > x else []) + (["*"] if x > 1 else []) \
+        valid = (
+            ["+"]
+            + (["-"] if value > x else [])
+            + (["*"] if x > 1 else [])
             + (["/"] if x > 1 and value % x == 0 else [])
+        )
         op = rng.choice(valid)
         if op in "*/" and top in ("+", "-"):
             text = f"({text})"
@@ -114,12 +119,24 @@ class CountdownTask(GeneratedTask):
     name = "countdown"
     default_max_demo_chars = 95
 
-    def __init__(self, *, difficulty_mix: Mapping[str, float] | None = None,
-                 format_weight: float = 0.0, eval_fraction: float = 0.25,
-                 max_demo_chars: int | None = None, num_numbers: Sequence[int] = (2, 3, 4),
-                 max_number: int = 9, max_target: int = 99, max_wrong_tries: int = 4) -> None:
-        super().__init__(difficulty_mix=difficulty_mix, format_weight=format_weight,
-                         eval_fraction=eval_fraction, max_demo_chars=max_demo_chars)
+    def __init__(
+        self,
+        *,
+        difficulty_mix: Mapping[str, float] | None = None,
+        format_weight: float = 0.0,
+        eval_fraction: float = 0.25,
+        max_demo_chars: int | None = None,
+        num_numbers: Sequence[int] = (2, 3, 4),
+        max_number: int = 9,
+        max_target: int = 99,
+        max_wrong_tries: int = 4,
+    ) -> None:
+        super().__init__(
+            difficulty_mix=difficulty_mix,
+            format_weight=format_weight,
+            eval_fraction=eval_fraction,
+            max_demo_chars=max_demo_chars,
+        )
         owner = type(self).__name__
         self.num_numbers = check_sizes(owner, "num_numbers", num_numbers, self.difficulties, 2, 6)
         self.max_number = check_int(owner, "max_number", max_number, 2, 10**4)
@@ -134,8 +151,12 @@ class CountdownTask(GeneratedTask):
         meta = {"numbers": numbers, "target": target, "solution": solution}
         if len(_finish(solution, target)) > self.max_demo_chars:
             return None
-        return Draft(key=f"{sorted(numbers)}->{target}", answer=str(target), meta=meta,
-                     prompt=f"Make {target} from {' '.join(map(str, numbers))}\n")
+        return Draft(
+            key=f"{sorted(numbers)}->{target}",
+            answer=str(target),
+            meta=meta,
+            prompt=f"Make {target} from {' '.join(map(str, numbers))}\n",
+        )
 
     def demonstration(self, problem: Problem, rng: random.Random) -> str:
         """Up to max_wrong_tries wrong chains with distinct values (random count and order),

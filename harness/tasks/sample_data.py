@@ -21,6 +21,7 @@ train and test never share one (test = the rows whose question hashes below TEST
 A path inside DEFAULT_ROOT (results/data) that names one of these files and does not exist yet is
 written on first read (harness/tasks/dataset/read.py), so configs can point at it directly.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,10 +39,49 @@ SEED = 0
 TEST_FRACTION = 0.125
 LEVELS = {1: "easy", 2: "medium", 3: "hard"}
 
-NAMES = ("Tom", "Anna", "Sam", "Lily", "Ben", "Mia", "Leo", "Emma", "Noah", "Ava", "Jack", "Zoe", "Max", "Ella",
-         "Omar", "Nina", "Ravi", "Sara", "Yuki", "Ivan", "Lucas", "Maya", "Kofi", "Lena")
-ITEMS = ("apples", "pencils", "books", "marbles", "stickers", "cookies", "cards", "balloons", "shells", "stamps",
-         "oranges", "toy cars", "crayons", "eggs", "flowers")
+NAMES = (
+    "Tom",
+    "Anna",
+    "Sam",
+    "Lily",
+    "Ben",
+    "Mia",
+    "Leo",
+    "Emma",
+    "Noah",
+    "Ava",
+    "Jack",
+    "Zoe",
+    "Max",
+    "Ella",
+    "Omar",
+    "Nina",
+    "Ravi",
+    "Sara",
+    "Yuki",
+    "Ivan",
+    "Lucas",
+    "Maya",
+    "Kofi",
+    "Lena",
+)
+ITEMS = (
+    "apples",
+    "pencils",
+    "books",
+    "marbles",
+    "stickers",
+    "cookies",
+    "cards",
+    "balloons",
+    "shells",
+    "stamps",
+    "oranges",
+    "toy cars",
+    "crayons",
+    "eggs",
+    "flowers",
+)
 
 
 PLAIN_OPS = {"+": "+", "-": "-", "*": "\\times", "/": "\\div"}
@@ -79,13 +119,27 @@ def _chain(rng: random.Random, steps: int):
             kind = "add"
         if kind == "add":
             x = rng.randint(2, 15)
-            text.append(rng.choice([f"{name} buys {x} more {item}.", f"{other} gives {name} {x} {item}.",
-                                    f"{name} finds {x} more {item}."]))
+            text.append(
+                rng.choice(
+                    [
+                        f"{name} buys {x} more {item}.",
+                        f"{other} gives {name} {x} {item}.",
+                        f"{name} finds {x} more {item}.",
+                    ]
+                )
+            )
             value = s.add(f"Then {name} has ", value, "+", x, value + x, f" {item}.")
         elif kind == "sub":
             x = rng.randint(1, value - 1)
-            text.append(rng.choice([f"{name} gives {x} {item} to {other}.", f"{name} loses {x} {item}.",
-                                    f"{name} uses {x} of the {item}."]))
+            text.append(
+                rng.choice(
+                    [
+                        f"{name} gives {x} {item} to {other}.",
+                        f"{name} loses {x} {item}.",
+                        f"{name} uses {x} of the {item}.",
+                    ]
+                )
+            )
             value = s.add(f"Then {name} has ", value, "-", x, value - x, f" {item}.")
         elif kind == "packs":  # two operations
             packs, per = rng.randint(2, 5), rng.randint(2, 6)
@@ -182,8 +236,11 @@ def is_test(question: str) -> bool:
 
 
 def gsm8k_row(p: dict) -> dict:
-    return {"question": p["question"], "answer": "\n".join(p["gsm8k"]) + f"\n#### {p['answer']}",
-            "difficulty": LEVELS[p["level"]]}
+    return {
+        "question": p["question"],
+        "answer": "\n".join(p["gsm8k"]) + f"\n#### {p['answer']}",
+        "difficulty": LEVELS[p["level"]],
+    }
 
 
 def math_row(p: dict) -> dict:

@@ -1,4 +1,5 @@
 """Tracker interface. The training loop calls these and never branches on `if logging:`."""
+
 from __future__ import annotations
 
 

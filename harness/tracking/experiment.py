@@ -10,6 +10,7 @@ URL parameter, else the browser's last choice), not from the kind tag; `view_url
 links with both `workflowType=machine_learning` and `viewStateShareKey=harness`
 (`make mlflow-ui` prints one link per study experiment).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,18 @@ MODEL_TRAINING = "custom_model_development"
 NOTE_TAG = "mlflow.note.content"
 VIEW_KEY = "harness"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
-RESULT_PREFIX = "result/"  # per-cell results logged once the study's summary exists (harness/tracking/study_runs.py)
+RESULT_PREFIX = "result/"  # per-cell results logged once the study's summary exists (harness/experiment/study_runs.py)
 # the runs-table columns of the saved view, after the study's axis params
-RESULT_COLUMNS = ("paired_rise_pass_at_1", "paired_rise_ci95_lo", "paired_rise_ci95_hi", "initial_pass_at_1",
-                  "final_pass_at_1", "final_pass_at_k", "train_accuracy_last", "wall_seconds")
+RESULT_COLUMNS = (
+    "paired_rise_pass_at_1",
+    "paired_rise_ci95_lo",
+    "paired_rise_ci95_hi",
+    "initial_pass_at_1",
+    "final_pass_at_1",
+    "final_pass_at_k",
+    "train_accuracy_last",
+    "wall_seconds",
+)
 
 
 def column(kind: str, name: str) -> str:
@@ -37,8 +46,10 @@ def view_state(axes: list[str]) -> dict:
     latest in-loop eval/pass_at_1, and rows grouped by the `variant` tag (mean over its seeds)."""
     cols = [column("params", a) for a in axes]
     cols += [column("metrics", RESULT_PREFIX + r) for r in RESULT_COLUMNS] + [column("metrics", "eval/pass_at_1")]
-    return {"selectedColumns": cols,
-            "groupBy": {"groupByKeys": [{"mode": "tag", "groupByData": "variant"}], "aggregateFunction": "average"}}
+    return {
+        "selectedColumns": cols,
+        "groupBy": {"groupByKeys": [{"mode": "tag", "groupByData": "variant"}], "aggregateFunction": "average"},
+    }
 
 
 def ensure_experiment(client, name: str, uri: str, axes: list[str] | None = None, note: str | None = None) -> str:
@@ -47,8 +58,9 @@ def ensure_experiment(client, name: str, uri: str, axes: list[str] | None = None
     exp = retry_locked(client.get_experiment_by_name, name)
     if exp is None:
         try:
-            exp_id = retry_locked(client.create_experiment, name, artifact_location=artifact_root(uri),
-                                  tags={KIND_TAG: MODEL_TRAINING})
+            exp_id = retry_locked(
+                client.create_experiment, name, artifact_location=artifact_root(uri), tags={KIND_TAG: MODEL_TRAINING}
+            )
         except Exception:  # another process created it first
             exp_id = retry_locked(client.get_experiment_by_name, name).experiment_id
         tags = {}

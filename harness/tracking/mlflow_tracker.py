@@ -5,18 +5,19 @@ resumed run appends to the same MLflow run. Params = the resolved config flatten
 dotted keys; tags = tracking.tags (the grid axes of a cell); metrics by step, one
 log_batch per step (a step is all-or-nothing in the store).
 """
+
 from __future__ import annotations
 
 import math
 import time
 from pathlib import Path
 
+from harness import machine
 from harness.atomic import atomic_write_text
 from harness.tracking.base import Tracker
 from harness.tracking.experiment import ensure_experiment
-from harness.tracking.runs import RUN_ID_FILE, run_id_of
+from harness.tracking.runs import RUN_ID_FILE, nest_run, run_id_of
 from harness.tracking.store import default_tracking_uri, ensure_store, retry_locked
-from harness.tracking.study_runs import nest_run
 
 SENTINEL = "perf/elapsed_seconds"  # in every record (train steps and the final eval): its history says which steps are in the store
 
@@ -34,18 +35,29 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
 
 def machine_tags() -> dict[str, str]:
     """MLflow tags naming the machine and code of this attempt (harness/machine.py)."""
-    from harness import machine
-
     d = machine.describe()
-    return {"machine": machine.one_line(d), "machine.cpu": str(d["cpu"]),
-            "machine.cpu_capability": str(d["cpu_capability"]), "machine.torch": str(d["torch"]),
-            "machine.blas": str(d["blas"]), "machine.kernel_path": machine.kernel_path_digest(),
-            "code.commit": machine.git_commit() or "unknown"}
+    return {
+        "machine": machine.one_line(d),
+        "machine.cpu": str(d["cpu"]),
+        "machine.cpu_capability": str(d["cpu_capability"]),
+        "machine.torch": str(d["torch"]),
+        "machine.blas": str(d["blas"]),
+        "machine.kernel_path": machine.kernel_path_digest(),
+        "code.commit": machine.git_commit() or "unknown",
+    }
 
 
 class MlflowTracker(Tracker):
-    def __init__(self, run_dir: Path, experiment: str, config: dict, tags: dict[str, str],
-                 run_name: str | None = None, uri: str | None = None, mark_running: bool = True):
+    def __init__(
+        self,
+        run_dir: Path,
+        experiment: str,
+        config: dict,
+        tags: dict[str, str],
+        run_name: str | None = None,
+        uri: str | None = None,
+        mark_running: bool = True,
+    ):
         import mlflow
         from mlflow.entities import Metric, Param, RunTag
         from mlflow.tracking import MlflowClient
@@ -61,15 +73,21 @@ class MlflowTracker(Tracker):
             if mark_running:  # a resumed attempt (not a sync of a finished run's pending records)
                 retry_locked(self.client.update_run, run_id, status="RUNNING")
         else:
-            run = retry_locked(self.client.create_run, exp_id, run_name=run_name or Path(run_dir).name,
-                               tags={**tags, "run_dir": str(Path(run_dir).resolve())})
+            run = retry_locked(
+                self.client.create_run,
+                exp_id,
+                run_name=run_name or Path(run_dir).name,
+                tags={**tags, "run_dir": str(Path(run_dir).resolve())},
+            )
             run_id = run.info.run_id
-            atomic_write_text(Path(run_dir) / RUN_ID_FILE, run_id)  # right away: a crash from here on resumes this run, never a new one
-            nest_run(self.client, exp_id, run_id, tags)  # under its study's run (harness/tracking/study_runs.py)
+            atomic_write_text(
+                Path(run_dir) / RUN_ID_FILE, run_id
+            )  # right away: a crash from here on resumes this run, never a new one
+            nest_run(self.client, exp_id, run_id, tags)  # under its study's run (harness/experiment/study_runs.py)
         # on resume too (a crash may have come before them); re-logging an identical param is allowed
         params = [self._Param(k, v) for k, v in flatten(config).items()]
         for i in range(0, len(params), 100):
-            retry_locked(self.client.log_batch, run_id, params=params[i:i + 100])
+            retry_locked(self.client.log_batch, run_id, params=params[i : i + 100])
         # the machine of this attempt (run.json lists every attempt's): tags, since a resumed run may move
         retry_locked(self.client.log_batch, run_id, tags=[self._RunTag(k, v) for k, v in machine_tags().items()])
         self.run_id = run_id
@@ -84,8 +102,11 @@ class MlflowTracker(Tracker):
             step = int(rec["step"])
             if step <= self._last:
                 continue  # already in the store (a resumed run re-flushing its checkpoint's records)
-            metrics = [self._Metric(k, float(v), now, step) for k, v in rec.items()
-                       if k != "step" and isinstance(v, (int, float)) and math.isfinite(float(v))]
+            metrics = [
+                self._Metric(k, float(v), now, step)
+                for k, v in rec.items()
+                if k != "step" and isinstance(v, (int, float)) and math.isfinite(float(v))
+            ]
             retry_locked(self.client.log_batch, self.run_id, metrics=metrics)
             self._last = step
 

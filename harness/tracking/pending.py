@@ -13,20 +13,28 @@ A down server must cost seconds, not MLflow's default ~4 minutes of HTTP retries
 `short_http_defaults` sets MLFLOW_HTTP_REQUEST_MAX_RETRIES=2, ..._BACKOFF_FACTOR=1 and
 ..._TIMEOUT=10 unless the user set them.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from harness.jsonl import read_jsonl
 from harness.tracking.base import NoOpTracker, Tracker
+from harness.tracking.mlflow_tracker import MlflowTracker
+from harness.tracking.store import default_tracking_uri
 
 PENDING = "mlflow_pending.jsonl"
 RETRY_ENV = "HARNESS_MLFLOW_RETRY_SECONDS"
-HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-                 "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
 
 
 def short_http_defaults() -> None:
@@ -36,8 +44,6 @@ def short_http_defaults() -> None:
 
 
 def _read(path: Path) -> list[dict]:
-    from harness.jsonl import read_jsonl  # stops at a torn last line
-
     return read_jsonl(path)
 
 
@@ -95,7 +101,9 @@ class PendingTracker(Tracker):
                 return
             except Exception as err:  # noqa: BLE001
                 self._fail(err)
-        _write(self.path, [{"kind": "artifact", "path": str(Path(path).resolve()), "artifact_path": artifact_path}], "a")
+        _write(
+            self.path, [{"kind": "artifact", "path": str(Path(path).resolve()), "artifact_path": artifact_path}], "a"
+        )
 
     def finish(self, status: str = "FINISHED") -> None:
         if self._available(force=True):
@@ -113,9 +121,11 @@ class PendingTracker(Tracker):
         """What is waiting in the file: {'steps': [...], 'artifacts': n, 'status': str | None}."""
         entries = _read(self.path)
         statuses = [e["status"] for e in entries if e.get("kind") == "status"]
-        return {"steps": sorted({int(e["record"]["step"]) for e in entries if e.get("kind") == "step"}),
-                "artifacts": sum(1 for e in entries if e.get("kind") == "artifact"),
-                "status": statuses[-1] if statuses else None}
+        return {
+            "steps": sorted({int(e["record"]["step"]) for e in entries if e.get("kind") == "step"}),
+            "artifacts": sum(1 for e in entries if e.get("kind") == "artifact"),
+            "status": statuses[-1] if statuses else None,
+        }
 
     def report(self) -> None:
         """Print what is still pending (nothing when all of it reached MLflow)."""
@@ -129,8 +139,11 @@ class PendingTracker(Tracker):
             parts.append(f"{p['artifacts']} artifacts")
         if p["status"]:
             parts.append(f"the run status {p['status']}")
-        print(f"[harness] MLflow ({self.where}) is unreachable: {', '.join(parts)} still pending in {self.path}; "
-              "they are sent when the same `harness train` command is rerun with MLflow reachable", flush=True)
+        print(
+            f"[harness] MLflow ({self.where}) is unreachable: {', '.join(parts)} still pending in {self.path}; "
+            "they are sent when the same `harness train` command is rerun with MLflow reachable",
+            flush=True,
+        )
 
     def _available(self, force: bool = False) -> bool:
         """Connected, and everything pending sent; tries (again) unless a recent try failed."""
@@ -160,8 +173,11 @@ class PendingTracker(Tracker):
                 self._fail(err)
                 return False
             self.path.unlink()
-            print(f"[harness] MLflow ({self.where}) reachable: sent {len(steps)} pending steps"
-                  f"{' and the status ' + statuses[-1] if statuses else ''}", flush=True)
+            print(
+                f"[harness] MLflow ({self.where}) reachable: sent {len(steps)} pending steps"
+                f"{' and the status ' + statuses[-1] if statuses else ''}",
+                flush=True,
+            )
         if not self._ok:
             self._ok, self._warned = True, False
         return True
@@ -172,9 +188,12 @@ class PendingTracker(Tracker):
         if not self._warned:
             self._warned = True
             msg = " ".join(str(err).split())[:200]
-            print(f"[harness] WARNING: MLflow ({self.where}) is unreachable ({type(err).__name__}: {msg}); training "
-                  f"goes on, metrics wait in {self.path} and are sent when it is back (tried again at most every "
-                  f"{self.retry_seconds:g} s)", flush=True)
+            print(
+                f"[harness] WARNING: MLflow ({self.where}) is unreachable ({type(err).__name__}: {msg}); training "
+                f"goes on, metrics wait in {self.path} and are sent when it is back (tried again at most every "
+                f"{self.retry_seconds:g} s)",
+                flush=True,
+            )
 
 
 def _ranges(steps: list[int]) -> str:
@@ -191,13 +210,16 @@ def make_tracker(cfg, run_dir: str | Path, new_attempt: bool = True) -> Tracker:
     if not cfg.tracking.mlflow:
         return NoOpTracker()
     short_http_defaults()
-    from harness.tracking.mlflow_tracker import MlflowTracker
-    from harness.tracking.store import default_tracking_uri
-
     uri = default_tracking_uri()
     t = cfg.tracking
-    return PendingTracker(run_dir, lambda: MlflowTracker(run_dir, t.experiment, cfg.to_dict(), t.tags, t.run_name,
-                                                         uri=uri, mark_running=new_attempt), uri, new_attempt)
+    return PendingTracker(
+        run_dir,
+        lambda: MlflowTracker(
+            run_dir, t.experiment, cfg.to_dict(), t.tags, t.run_name, uri=uri, mark_running=new_attempt
+        ),
+        uri,
+        new_attempt,
+    )
 
 
 def sync_pending(cfg, run_dir: str | Path) -> None:

@@ -1,6 +1,7 @@
 """A local `mlflow server` over the tracking store: the Snakefile starts one with
 `--config mlflow_server=1` (many parallel local writers); benchmarks/mlflow_concurrency.py
 measures the same server."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,9 @@ import urllib.request
 from pathlib import Path
 
 
-def start_mlflow_server(backend_uri: str, artifacts: str | os.PathLike, log: str | os.PathLike,
-                        workers: int = 1, timeout_s: float = 300) -> tuple[subprocess.Popen, str]:
+def start_mlflow_server(
+    backend_uri: str, artifacts: str | os.PathLike, log: str | os.PathLike, workers: int = 1, timeout_s: float = 300
+) -> tuple[subprocess.Popen, str]:
     """`mlflow server` on 127.0.0.1 (a free port) over `backend_uri`; returns (process, uri) once /health
     answers. The Snakefile starts it with `--config mlflow_server=1`; benchmarks/mlflow_concurrency.py
     measures the same server. Stop it with stop_mlflow_server."""
@@ -23,10 +25,24 @@ def start_mlflow_server(backend_uri: str, artifacts: str | os.PathLike, log: str
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "w")
     proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", backend_uri, "--artifacts-destination", str(Path(artifacts).resolve()),
-         "--workers", str(workers)],
-        stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            str(Path(sys.executable).with_name("mlflow")),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            backend_uri,
+            "--artifacts-destination",
+            str(Path(artifacts).resolve()),
+            "--workers",
+            str(workers),
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + timeout_s
     while time.time() < deadline:

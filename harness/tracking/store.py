@@ -5,6 +5,7 @@ so creation happens under a file lock and switches the journal to WAL (concurren
 with one writer at a time; writers wait instead of failing). On a cluster, set
 MLFLOW_TRACKING_URI to a tracking server instead: never put sqlite on NFS.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -31,7 +32,7 @@ def default_tracking_uri() -> str:
 def artifact_root(uri: str) -> str | None:
     """Artifact location for new experiments with the embedded store (None: the server decides)."""
     if uri.startswith("sqlite:///"):
-        return Path(uri[len("sqlite:///"):]).parent.joinpath("mlartifacts").resolve().as_uri()
+        return Path(uri[len("sqlite:///") :]).parent.joinpath("mlartifacts").resolve().as_uri()
     return None
 
 
@@ -39,7 +40,7 @@ def ensure_store(uri: str) -> None:
     """Create the sqlite store (schema + WAL) exactly once, safely across processes."""
     if not uri.startswith("sqlite:///"):
         return
-    db = Path(uri[len("sqlite:///"):])
+    db = Path(uri[len("sqlite:///") :])
     db.parent.mkdir(parents=True, exist_ok=True)
     with open(str(db) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -79,4 +80,15 @@ def retry_locked(fn, *args, attempts: int = 12, base_delay: float = 0.05, max_de
                 raise
             global lock_retries
             lock_retries += 1
-            time.sleep(min(max_delay, base_delay * 2 ** attempt) * (0.5 + random.random()))
+            time.sleep(min(max_delay, base_delay * 2**attempt) * (0.5 + random.random()))
+
+
+def client_for(uri: str | None = None):
+    """(an MlflowClient on the store at `uri`, created if need be; the uri: MLFLOW_TRACKING_URI or results/'s)."""
+    from mlflow.tracking import (
+        MlflowClient,  # late: mlflow takes seconds to import, and only the commands that log need it
+    )
+
+    uri = uri or default_tracking_uri()
+    ensure_store(uri)
+    return MlflowClient(uri), uri

@@ -12,10 +12,6 @@
 (harness/train/run/shell.py; the config key `trainer:` picks the RL or the DPO step).
 """
 
+from harness.train.run.shell import run as train
 
-def __getattr__(name: str):
-    if name == "train":  # imported lazily: `import harness.train.X` stays light
-        from harness.train.run.shell import run
-
-        return run
-    raise AttributeError(f"module 'harness.train' has no attribute {name!r}")
+__all__ = ["train"]

@@ -1,5 +1,6 @@
 """Bad input to every `harness` subcommand ends in one message and exit status 2, with a
 traceback only under --debug; `harness eval` and `harness summarize` check their paths."""
+
 from __future__ import annotations
 
 import os
@@ -19,14 +20,17 @@ def _bad_config(tmp_path):
     return p
 
 
-@pytest.mark.parametrize("argv", [
-    ["config", "{bad}"],
-    ["config", SMOKE, "train.steps=["],
-    ["train", "{bad}", "--out", "{tmp}/run"],
-    ["warmstart", "{bad}"],
-    ["grid", "{bad_study}", "--list"],
-    ["tune", "{bad_study}"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["config", "{bad}"],
+        ["config", SMOKE, "train.steps=["],
+        ["train", "{bad}", "--out", "{tmp}/run"],
+        ["warmstart", "{bad}"],
+        ["grid", "{bad_study}", "--list"],
+        ["tune", "{bad_study}"],
+    ],
+)
 def test_config_errors_exit_2_without_traceback(tmp_path, capsys, argv):
     bad_study = tmp_path / "study.yaml"
     bad_study.write_text("base: {train: {steps: 2}}\nseeds: [0]\nseeds: [1]\n")
@@ -62,11 +66,21 @@ def test_debug_flag_for_study_and_bench_commands(tmp_path, monkeypatch):
 
 def test_subprocess_exit_status_and_stderr(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "config", SMOKE, "train.steps=["], capture_output=True,
-                       text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "config", SMOKE, "train.steps=["],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr and "train.steps=[" in r.stderr, r.stderr
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "--debug", "config", SMOKE, "train.steps=["],
-                       capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "--debug", "config", SMOKE, "train.steps=["],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode != 0 and "Traceback" in r.stderr
 
 
@@ -95,7 +109,7 @@ def test_eval_counts_must_be_positive(tmp_path, capsys, flag, value):
 
 def test_eval_run_refuses_a_zero_sample_count(tmp_path):
     from harness.config import ConfigError
-    from harness.train.eval.final_eval import eval_run
+    from harness.train.run.final_eval import eval_run
 
     with pytest.raises(ConfigError, match="n_samples"):
         eval_run(tmp_path, n_samples=0)

@@ -3,6 +3,7 @@ checked by load_config: task options and difficulty_mix, Adam betas, model.overr
 values), a model folder that holds no model, group baselines with one response per group,
 non-finite floats, a clip bound of 0. The CLI reports each before any model, tokenizer or
 warm start loads, exit status 2, no traceback."""
+
 from __future__ import annotations
 
 import json
@@ -20,14 +21,17 @@ def _err(overrides, path=SMOKE) -> str:
     return str(e.value)
 
 
-@pytest.mark.parametrize("override, needles", [
-    ("task.options={ops: '+/'}", ["task.options", "ops"]),
-    ("task.options={levels: 3}", ["task.options", "levels", "allowed"]),
-    ("task.difficulty_mix={easy: 1, impossible: 1}", ["task.difficulty_mix", "impossible"]),
-    ("task.difficulty_mix={easy: -1}", ["task.difficulty_mix", "easy"]),
-    ("task.difficulty_mix={easy: 0}", ["task.difficulty_mix", "zero"]),
-    ("task.options={difficulty_mix: {easy: 1}}", ["task.options", "task.difficulty_mix"]),
-])
+@pytest.mark.parametrize(
+    "override, needles",
+    [
+        ("task.options={ops: '+/'}", ["task.options", "ops"]),
+        ("task.options={levels: 3}", ["task.options", "levels", "allowed"]),
+        ("task.difficulty_mix={easy: 1, impossible: 1}", ["task.difficulty_mix", "impossible"]),
+        ("task.difficulty_mix={easy: -1}", ["task.difficulty_mix", "easy"]),
+        ("task.difficulty_mix={easy: 0}", ["task.difficulty_mix", "zero"]),
+        ("task.options={difficulty_mix: {easy: 1}}", ["task.options", "task.difficulty_mix"]),
+    ],
+)
 def test_task_options_and_difficulty_mix(override, needles):
     msg = _err([override])
     for n in needles:
@@ -40,24 +44,36 @@ def test_adam_betas_lie_in_0_1(betas):
     assert "train.betas" in msg and "less than 1" in msg or "greater than or equal to 0" in msg, msg
 
 
-@pytest.mark.parametrize("override, key", [
-    ("train.lr=.nan", "train.lr"), ("train.lr=.inf", "train.lr"), ("rollout.temperature=.inf", "rollout.temperature"),
-    ("eval.temperature=.nan", "eval.temperature"), ("train.grad_clip=.inf", "train.grad_clip"),
-    ("warm_start.lr=.inf", "warm_start.lr"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("train.lr=.nan", "train.lr"),
+        ("train.lr=.inf", "train.lr"),
+        ("rollout.temperature=.inf", "rollout.temperature"),
+        ("eval.temperature=.nan", "eval.temperature"),
+        ("train.grad_clip=.inf", "train.grad_clip"),
+        ("warm_start.lr=.inf", "warm_start.lr"),
+    ],
+)
 def test_non_finite_floats(override, key):
     msg = _err([override])
     assert key in msg and "finite" in msg, msg
 
 
-@pytest.mark.parametrize("overrides, needles", [
-    (["model.overrides={num_hiden_layers: 2}"], ["model.overrides.num_hiden_layers", "num_hidden_layers"]),
-    (["model.name=tiny-moe", "model.overrides={num_local_expert: 8}"], ["model.overrides.num_local_expert", "num_local_experts"]),
-    (["model.overrides={hidden_size: 130}"], ["model.overrides", "hidden_size", "130"]),
-    (["model.overrides={hidden_size: big}"], ["model.overrides", "hidden_size", "big"]),
-    (["model.overrides={vocab_size: 10}"], ["model.overrides", "vocab_size"]),
-    (["model.overrides={dtype: bfloat16}"], ["model.overrides.dtype", "model.dtype"]),
-])
+@pytest.mark.parametrize(
+    "overrides, needles",
+    [
+        (["model.overrides={num_hiden_layers: 2}"], ["model.overrides.num_hiden_layers", "num_hidden_layers"]),
+        (
+            ["model.name=tiny-moe", "model.overrides={num_local_expert: 8}"],
+            ["model.overrides.num_local_expert", "num_local_experts"],
+        ),
+        (["model.overrides={hidden_size: 130}"], ["model.overrides", "hidden_size", "130"]),
+        (["model.overrides={hidden_size: big}"], ["model.overrides", "hidden_size", "big"]),
+        (["model.overrides={vocab_size: 10}"], ["model.overrides", "vocab_size"]),
+        (["model.overrides={dtype: bfloat16}"], ["model.overrides.dtype", "model.dtype"]),
+    ],
+)
 def test_model_overrides_keys_and_values(overrides, needles):
     msg = _err(overrides)
     for n in needles:
@@ -89,8 +105,15 @@ def test_group_baseline_needs_two_responses_per_group(preset):
 
 
 def test_group_size_one_is_fine_without_a_group_statistic():
-    cfg = load_config(SMOKE, ["objective.preset=reinforce_pp", "objective.baseline=batch_mean", "train.group_size=1",
-                              "train.mini_batches=1"])
+    cfg = load_config(
+        SMOKE,
+        [
+            "objective.preset=reinforce_pp",
+            "objective.baseline=batch_mean",
+            "train.group_size=1",
+            "train.mini_batches=1",
+        ],
+    )
     assert cfg.train.group_size == 1
 
 
@@ -111,16 +134,17 @@ def test_zero_clip_distance_is_fine_without_clipping():
 def no_model(monkeypatch):
     """Every way to a model, tokenizer or warm start raises: a test that reaches one fails."""
     import harness.models.registry as registry
-    import harness.train.run.policy_init as policy_init
     import harness.train.run.setup as run_setup
     import harness.train.run.warmstart as warmstart
 
     def boom(*a, **k):
         raise AssertionError("a model, tokenizer or warm start was loaded")
 
-    for mod, names in ((registry, ("build_model", "load_model")), (policy_init, ("build_model", "load_model",
-                       "ensure_warm_start", "initial_policy")), (run_setup, ("initial_policy",)),
-                       (warmstart, ("ensure_warm_start",))):
+    for mod, names in (
+        (registry, ("build_model", "load_model")),
+        (warmstart, ("build_model", "load_model", "ensure_warm_start", "initial_policy")),
+        (run_setup, ("initial_policy",)),
+    ):
         for n in names:
             monkeypatch.setattr(mod, n, boom)
     import transformers
@@ -129,15 +153,18 @@ def no_model(monkeypatch):
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", boom)
 
 
-@pytest.mark.parametrize("overrides, needle", [
-    (["task.options={levels: 3}"], "task.options"),
-    (["task.difficulty_mix={easy: 1, impossible: 1}"], "task.difficulty_mix"),
-    (["train.betas=[0.9, 1.0]"], "train.betas"),
-    (["model.overrides={num_hiden_layers: 2}"], "model.overrides.num_hiden_layers"),
-    (["train.group_size=1", "train.mini_batches=1"], "train.group_size"),
-    (["train.lr=.nan"], "train.lr"),
-    (["objective.preset=dpo", "dpo.pairs_per_prompt=9"], "dpo.pairs_per_prompt"),
-])
+@pytest.mark.parametrize(
+    "overrides, needle",
+    [
+        (["task.options={levels: 3}"], "task.options"),
+        (["task.difficulty_mix={easy: 1, impossible: 1}"], "task.difficulty_mix"),
+        (["train.betas=[0.9, 1.0]"], "train.betas"),
+        (["model.overrides={num_hiden_layers: 2}"], "model.overrides.num_hiden_layers"),
+        (["train.group_size=1", "train.mini_batches=1"], "train.group_size"),
+        (["train.lr=.nan"], "train.lr"),
+        (["objective.preset=dpo", "dpo.pairs_per_prompt=9"], "dpo.pairs_per_prompt"),
+    ],
+)
 def test_cli_train_reports_before_any_model_loads(no_model, tmp_path, capsys, overrides, needle):
     from harness.cli import main
 
@@ -155,7 +182,16 @@ def test_cli_a_folder_that_is_not_a_model(no_model, tmp_path, capsys):
 
     folder = tmp_path / "not-a-model"
     folder.mkdir()
-    code = main(["train", SMOKE, f"model.name={folder}", "warm_start.enabled=false", "tracking.mlflow=false",
-                 "--out", str(tmp_path / "run")])
+    code = main(
+        [
+            "train",
+            SMOKE,
+            f"model.name={folder}",
+            "warm_start.enabled=false",
+            "tracking.mlflow=false",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "model.name" in err and "Traceback" not in err

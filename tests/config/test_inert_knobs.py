@@ -1,6 +1,7 @@
 """Knobs the chosen trainer or objective would ignore are refused when the user changed them
 from their default (a one-line warning where a shared base config carries them: the RL
 `train` knobs of smoke.yaml under objective.preset=dpo). Shipped configs and studies load."""
+
 from __future__ import annotations
 
 import warnings
@@ -22,43 +23,53 @@ def _err(path, overrides) -> str:
     return str(e.value)
 
 
-@pytest.mark.parametrize("path, overrides, needles", [
-    # a dpo: section with an RL preset
-    (SMOKE, ["dpo.epochs=3"], ["dpo.epochs=3", "objective.preset=dpo"]),
-    (DPO, ["objective.preset=grpo"], ["dpo.rounds", "dpo.num_prompts"]),
-    # value-model knobs without the critic baseline
-    (SMOKE, ["train.critic_lr=0.01"], ["train.critic_lr", "critic"]),
-    (SMOKE, ["objective.vf_coef=0.5"], ["objective.vf_coef", "critic"]),
-    (SMOKE, ["objective.lam=0.9"], ["objective.lam"]),
-    (SMOKE, ["objective.value_clip=null"], ["objective.value_clip"]),
-    # DPO knobs with an RL preset
-    (SMOKE, ["objective.dpo_beta=0.2"], ["objective.dpo_beta"]),
-    (SMOKE, ["objective.dpo_sft_coef=1.0"], ["objective.dpo_sft_coef"]),
-    # RL objective knobs with the dpo preset
-    (DPO, ["objective.eps_high=0.3"], ["objective.eps_high", "dpo"]),
-    (DPO, ["objective.kl_coef=0.1"], ["objective.kl_coef", "dpo_beta"]),
-    (DPO, ["objective.baseline=leave_one_out"], ["objective.baseline"]),
-    # norm_constant with an aggregation that does not use it
-    (SMOKE, ["objective.norm_constant=64"], ["objective.norm_constant", "seq_mean_token_sum_norm"]),
-    # knobs of switched-off features
-    (SMOKE, ["train.max_refill_rounds=8"], ["train.max_refill_rounds", "dynamic_sampling"]),
-    (SMOKE, ["objective.overlong_penalty=0.5"], ["objective.overlong_penalty", "overlong_buffer"]),
-    (SMOKE, ["objective.preset=gpg", "train.mini_batches=1", "objective.eps_high=0.3"], ["objective.eps_high", "clip"]),
-])
+@pytest.mark.parametrize(
+    "path, overrides, needles",
+    [
+        # a dpo: section with an RL preset
+        (SMOKE, ["dpo.epochs=3"], ["dpo.epochs=3", "objective.preset=dpo"]),
+        (DPO, ["objective.preset=grpo"], ["dpo.rounds", "dpo.num_prompts"]),
+        # value-model knobs without the critic baseline
+        (SMOKE, ["train.critic_lr=0.01"], ["train.critic_lr", "critic"]),
+        (SMOKE, ["objective.vf_coef=0.5"], ["objective.vf_coef", "critic"]),
+        (SMOKE, ["objective.lam=0.9"], ["objective.lam"]),
+        (SMOKE, ["objective.value_clip=null"], ["objective.value_clip"]),
+        # DPO knobs with an RL preset
+        (SMOKE, ["objective.dpo_beta=0.2"], ["objective.dpo_beta"]),
+        (SMOKE, ["objective.dpo_sft_coef=1.0"], ["objective.dpo_sft_coef"]),
+        # RL objective knobs with the dpo preset
+        (DPO, ["objective.eps_high=0.3"], ["objective.eps_high", "dpo"]),
+        (DPO, ["objective.kl_coef=0.1"], ["objective.kl_coef", "dpo_beta"]),
+        (DPO, ["objective.baseline=leave_one_out"], ["objective.baseline"]),
+        # norm_constant with an aggregation that does not use it
+        (SMOKE, ["objective.norm_constant=64"], ["objective.norm_constant", "seq_mean_token_sum_norm"]),
+        # knobs of switched-off features
+        (SMOKE, ["train.max_refill_rounds=8"], ["train.max_refill_rounds", "dynamic_sampling"]),
+        (SMOKE, ["objective.overlong_penalty=0.5"], ["objective.overlong_penalty", "overlong_buffer"]),
+        (
+            SMOKE,
+            ["objective.preset=gpg", "train.mini_batches=1", "objective.eps_high=0.3"],
+            ["objective.eps_high", "clip"],
+        ),
+    ],
+)
 def test_ignored_knobs_are_errors(path, overrides, needles):
     msg = _err(path, overrides)
     for n in needles:
         assert n in msg, msg
 
 
-@pytest.mark.parametrize("path, overrides", [
-    (SMOKE, ["objective.preset=ppo", "train.critic_lr=0.01", "objective.vf_coef=0.5", "objective.lam=0.9"]),
-    (SMOKE, ["objective.preset=dr_grpo", "objective.norm_constant=100"]),
-    (SMOKE, ["objective.preset=dr_grpo"]),
-    (SMOKE, ["objective.preset=dapo", "train.max_refill_rounds=8", "objective.overlong_penalty=0.5"]),
-    (DPO, ["objective.dpo_beta=0.2", "objective.dpo_loss_type=ipo"]),
-    (SMOKE, ["objective.preset=rloo", "objective.kl_coef=0.0"]),  # the preset's own k1/reward values are not "set"
-])
+@pytest.mark.parametrize(
+    "path, overrides",
+    [
+        (SMOKE, ["objective.preset=ppo", "train.critic_lr=0.01", "objective.vf_coef=0.5", "objective.lam=0.9"]),
+        (SMOKE, ["objective.preset=dr_grpo", "objective.norm_constant=100"]),
+        (SMOKE, ["objective.preset=dr_grpo"]),
+        (SMOKE, ["objective.preset=dapo", "train.max_refill_rounds=8", "objective.overlong_penalty=0.5"]),
+        (DPO, ["objective.dpo_beta=0.2", "objective.dpo_loss_type=ipo"]),
+        (SMOKE, ["objective.preset=rloo", "objective.kl_coef=0.0"]),  # the preset's own k1/reward values are not "set"
+    ],
+)
 def test_used_knobs_load(path, overrides):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -78,8 +89,13 @@ def test_rl_train_knobs_of_a_base_config_under_dpo_warn_in_one_line():
 
 def test_resolved_configs_round_trip_silently(tmp_path):
     """A run directory's config.yaml (every knob explicit) loads again without errors or warnings."""
-    for path, ov in ((DPO, []), (SMOKE, ["objective.preset=ppo"]), (SMOKE, ["objective.preset=dr_grpo"]),
-                     (SMOKE, ["objective.preset=dapo"]), (SMOKE, ["objective.preset=cispo"])):
+    for path, ov in (
+        (DPO, []),
+        (SMOKE, ["objective.preset=ppo"]),
+        (SMOKE, ["objective.preset=dr_grpo"]),
+        (SMOKE, ["objective.preset=dapo"]),
+        (SMOKE, ["objective.preset=cispo"]),
+    ):
         p = tmp_path / "config.yaml"
         p.write_text(dump_config(load_config(path, ov)))
         with warnings.catch_warnings():
@@ -117,16 +133,31 @@ def test_the_check_runs_per_cell_of_a_study():
     assert "preset=grpo" in str(e.value) and "train.critic_lr" in str(e.value)
 
 
-@pytest.mark.parametrize("knob, message", [
-    ("objective.simko_tau=0.5", "objective.simko_tau=0.5 is read only with objective.simko_top_k > 0, and "
-                                "objective.simko_top_k=0: drop the knob"),
-    ("objective.div_low=0.1", "objective.div_low=0.1 is read only with objective.clip in ['dppo_kl', 'dppo_tv'], "
-                              "and objective.clip='ppo': drop the knob"),
-    ("objective.passk_k=2", "objective.passk_k=2 is read only with objective.baseline='passk', and "
-                            "objective.baseline='group_mean': drop the knob"),
-    ("objective.prm_lr=0.001", "objective.prm_lr=0.001 is read only with objective.baseline='prime', and "
-                               "objective.baseline='group_mean': drop the knob"),
-])
+@pytest.mark.parametrize(
+    "knob, message",
+    [
+        (
+            "objective.simko_tau=0.5",
+            "objective.simko_tau=0.5 is read only with objective.simko_top_k > 0, and "
+            "objective.simko_top_k=0: drop the knob",
+        ),
+        (
+            "objective.div_low=0.1",
+            "objective.div_low=0.1 is read only with objective.clip in ['dppo_kl', 'dppo_tv'], "
+            "and objective.clip='ppo': drop the knob",
+        ),
+        (
+            "objective.passk_k=2",
+            "objective.passk_k=2 is read only with objective.baseline='passk', and "
+            "objective.baseline='group_mean': drop the knob",
+        ),
+        (
+            "objective.prm_lr=0.001",
+            "objective.prm_lr=0.001 is read only with objective.baseline='prime', and "
+            "objective.baseline='group_mean': drop the knob",
+        ),
+    ],
+)
 def test_zoo_knob_without_its_mode_names_the_knob_that_governs_it(knob, message):
     """The error names the knob, when it is read, and the governing knob's value now (not unrelated ones)."""
     with pytest.raises(ConfigError) as err:

@@ -1,6 +1,7 @@
 """A run that fails before its first completed step does not lock its run directory: the
 corrected config is accepted there (the failed attempt's leftovers are cleared); a directory
 with a completed step still refuses a different config."""
+
 from __future__ import annotations
 
 import pytest

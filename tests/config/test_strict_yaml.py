@@ -1,6 +1,7 @@
 """Run configs, overrides and study files are read strictly, with one clean message each:
 duplicate keys, empty files, non-UTF-8 bytes and YAML syntax errors name the file (and line);
 a boolean is never taken for a number."""
+
 from __future__ import annotations
 
 import pytest
@@ -37,7 +38,7 @@ def test_duplicate_key_in_a_study_file_and_its_base(tmp_path):
     with pytest.raises(StudyError) as e:
         load_study(str(study))
     assert "'train.lr'" in str(e.value) and "line 4" in str(e.value) and str(study) in str(e.value)
-    base = _write(tmp_path, "eval:\n  every: 0\n  every: 1\n", "base.yaml")
+    _write(tmp_path, "eval:\n  every: 0\n  every: 1\n", "base.yaml")
     study2 = _write(tmp_path, "base: base.yaml\nseeds: [0]\n", "s2.yaml")
     with pytest.raises(StudyError) as e:
         load_study(str(study2))
@@ -88,17 +89,20 @@ def test_override_that_does_not_parse(override):
     assert override in str(e.value)
 
 
-@pytest.mark.parametrize("override, key", [
-    ("train.steps=true", "train.steps"),                       # int
-    ("train.lr=true", "train.lr"),                             # float
-    ("train.micro_batch_size=true", "train.micro_batch_size"),  # int | None
-    ("train.betas=[true, 0.9]", "train.betas"),                # tuple of floats
-    ("eval.ks=[1, true]", "eval.ks"),                          # list of ints
-    ("task.difficulty_mix={easy: true}", "task.difficulty_mix"),  # dict of floats
-    ("seed=false", "seed"),                                    # top level
-    ("objective.overlong_buffer=true", "objective.overlong_buffer"),  # objective knobs (int)
-    ("objective.eps_high=true", "objective.eps_high"),         # objective knobs (float)
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("train.steps=true", "train.steps"),  # int
+        ("train.lr=true", "train.lr"),  # float
+        ("train.micro_batch_size=true", "train.micro_batch_size"),  # int | None
+        ("train.betas=[true, 0.9]", "train.betas"),  # tuple of floats
+        ("eval.ks=[1, true]", "eval.ks"),  # list of ints
+        ("task.difficulty_mix={easy: true}", "task.difficulty_mix"),  # dict of floats
+        ("seed=false", "seed"),  # top level
+        ("objective.overlong_buffer=true", "objective.overlong_buffer"),  # objective knobs (int)
+        ("objective.eps_high=true", "objective.eps_high"),  # objective knobs (float)
+    ],
+)
 def test_booleans_are_not_numbers(override, key):
     with pytest.raises(ConfigError) as e:
         load_config(SMOKE, [override])
@@ -107,6 +111,15 @@ def test_booleans_are_not_numbers(override, key):
 
 
 def test_numbers_and_booleans_still_load():
-    cfg = load_config(SMOKE, ["train.lr=1e-4", "warm_start.enabled=false", "objective.dynamic_sampling=true",
-                              "objective.preset=dapo", "train.steps=3", "train.betas=[0.9, 0.95]"])
+    cfg = load_config(
+        SMOKE,
+        [
+            "train.lr=1e-4",
+            "warm_start.enabled=false",
+            "objective.dynamic_sampling=true",
+            "objective.preset=dapo",
+            "train.steps=3",
+            "train.betas=[0.9, 0.95]",
+        ],
+    )
     assert cfg.train.lr == 1e-4 and cfg.train.betas == (0.9, 0.95) and cfg.objective.dynamic_sampling

@@ -1,4 +1,5 @@
 """The config key `trainer:` (rl | dpo) picks the run shell's step; the preset sets it."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,8 +31,8 @@ def test_an_unknown_trainer_names_the_key_and_the_allowed_values():
 
 
 def test_a_resolved_config_records_the_trainer_and_an_older_one_without_it_still_resumes(tmp_path):
+    from harness.train.core.rundir import RunDir
     from harness.train.run.setup import check_same_config
-    from harness.train.run.rundir import RunDir
 
     cfg = load_config("experiments/runs/smoke.yaml")
     assert yaml.safe_load(dump_config(cfg))["trainer"] == "rl"

@@ -2,6 +2,7 @@
 preset and logged metric; docs/studies.md says what every study in experiments/ is for; and no
 code comment or doc points to a file outside the repository. Whoever adds a knob, a preset, a
 metric or a study makes these tests pass by documenting it."""
+
 import json
 import re
 from pathlib import Path
@@ -134,7 +135,11 @@ def test_every_study_has_its_section_in_studies_md(study):
 def _text_files() -> list[Path]:
     files = [REPO / n for n in ("Snakefile", "Makefile", "README.md")]
     for folder in ("harness", "tests", "analysis", "benchmarks", "docs", "experiments", "profiles"):
-        files += [p for p in (REPO / folder).rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".yaml", ".yml", ".txt", ".sh", "")]
+        files += [
+            p
+            for p in (REPO / folder).rglob("*")
+            if p.is_file() and p.suffix in (".py", ".md", ".yaml", ".yml", ".txt", ".sh", "")
+        ]
     return [p for p in files if p.is_file() and "__pycache__" not in p.parts]
 
 
@@ -144,8 +149,12 @@ OUTSIDE = ["OBJECTIVE" + ".md", "SCIENCE" + ".md", "ARCHITECTURE" + ".md", "STYL
 
 
 def test_nothing_cites_a_file_outside_the_repo():
-    hits = [f"{p.relative_to(REPO)}: {name}" for p in _text_files() for name in OUTSIDE
-            if name in p.read_text(errors="replace")]
+    hits = [
+        f"{p.relative_to(REPO)}: {name}"
+        for p in _text_files()
+        for name in OUTSIDE
+        if name in p.read_text(errors="replace")
+    ]
     assert not hits, "cite docs/objective.md or docs/studies.md instead:\n" + "\n".join(hits)
 
 

@@ -1,5 +1,6 @@
 """The dataset recipes in experiments/runs/ expect the user's files (data/...); the tests point them at
 the sample dataset in the same layout (results/data, written on first use; verl's parquet written here)."""
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,22 @@ def verl_parquet(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for split in ("train", "test"):
         rows = [json.loads(line) for line in Path(f"{SAMPLE}/gsm8k_sample/{split}.jsonl").read_text().splitlines()]
-        out = [{"data_source": "openai/gsm8k",
-                "prompt": [{"role": "user", "content": r["question"] + " Let's think step by step and output the "
-                            "final answer after \"####\"."}],
-                "ability": "math", "reward_model": {"style": "rule", "ground_truth": r["answer"].split("#### ")[1]},
-                "extra_info": {"split": split, "index": i, "answer": r["answer"], "question": r["question"]}}
-               for i, r in enumerate(rows[:300])]
+        out = [
+            {
+                "data_source": "openai/gsm8k",
+                "prompt": [
+                    {
+                        "role": "user",
+                        "content": r["question"] + " Let's think step by step and output the "
+                        'final answer after "####".',
+                    }
+                ],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": r["answer"].split("#### ")[1]},
+                "extra_info": {"split": split, "index": i, "answer": r["answer"], "question": r["question"]},
+            }
+            for i, r in enumerate(rows[:300])
+        ]
         datasets.Dataset.from_list(out).to_parquet(str(folder / f"{split}.parquet"))
     return folder
 
@@ -32,7 +43,10 @@ def verl_parquet(folder: Path) -> Path:
 def sample_overrides(name: str, tmp: Path) -> list[str]:
     """Overrides that point recipe `name` (a file name in experiments/runs/) at the sample; [] for other configs."""
     if name == "gsm8k.yaml":
-        return [f"task.data.train={SAMPLE}/gsm8k_sample/train.jsonl", f"task.data.eval={SAMPLE}/gsm8k_sample/test.jsonl"]
+        return [
+            f"task.data.train={SAMPLE}/gsm8k_sample/train.jsonl",
+            f"task.data.eval={SAMPLE}/gsm8k_sample/test.jsonl",
+        ]
     if name == "math.yaml":
         return [f"task.data.train={SAMPLE}/math_sample/train.jsonl", f"task.data.eval={SAMPLE}/math_sample/test.jsonl"]
     if name == "verl_parquet.yaml":

@@ -7,6 +7,7 @@ equal, so a change that moves any number of any study shows the day it is made; 
 path only the numbers with intervals are judged (test_study_drift.py). A change that moves numbers
 on purpose re-records the studies it moves, and its commit says why.
 """
+
 from __future__ import annotations
 
 import sys

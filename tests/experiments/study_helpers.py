@@ -2,6 +2,7 @@
 
 A module of its own, not conftest: several test folders have a conftest.py, so
 `from conftest import ...` picks whichever was imported first."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PY = Path(sys.executable)
 SNAKEMAKE = PY.with_name("snakemake")
-SHIPPED_STUDIES = ("demo", "length_bias", "difficulty_bias", "moe_stability", "dpo_displacement", "clip_higher", "passk")
+SHIPPED_STUDIES = (
+    "demo",
+    "length_bias",
+    "difficulty_bias",
+    "moe_stability",
+    "dpo_displacement",
+    "clip_higher",
+    "passk",
+)
 
 
 def job_counts(output: str) -> dict[str, int]:

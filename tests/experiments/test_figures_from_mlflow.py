@@ -6,6 +6,7 @@ Snakemake into a sqlite store in tmp_path; then results/demo/ is deleted and
 `harness figures demo --scale smoke --from-mlflow` rebuilds the inputs from the store. The rebuilt
 inputs, summary.csv, summary.md and the PNGs must equal what the run folders gave. The slow test
 does the same for a 2 x 2 grid (generic figures, two variants of two seeds)."""
+
 from __future__ import annotations
 
 import json
@@ -36,15 +37,18 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 def _snapshot(out: Path) -> dict:
     """Everything the figures are made from and everything they are, from the run folders."""
-    snap = {"csv": (out / "summary.csv").read_text(),
-            "figures": _files(out / "figures"),
-            "probe": json.loads((out / "probe.json").read_text()) if (out / "probe.json").exists() else None,
-            "cells": {}}
+    snap = {
+        "csv": (out / "summary.csv").read_text(),
+        "figures": _files(out / "figures"),
+        "probe": json.loads((out / "probe.json").read_text()) if (out / "probe.json").exists() else None,
+        "cells": {},
+    }
     for run_dir in (out / "runs").iterdir():
         snap["cells"][run_dir.name] = {
             "metrics": _finite(_jsonl(run_dir / "metrics.jsonl")),
             "groups": _jsonl(run_dir / "groups.jsonl"),
-            **{name: (run_dir / name).read_text() for name in CELL_FILES}}
+            **{name: (run_dir / name).read_text() for name in CELL_FILES},
+        }
     return snap
 
 
@@ -53,8 +57,11 @@ def _regenerate_and_compare(wd: Path, study: str, out: Path) -> Path:
     assert before["cells"] and any(r.get("entropy") for c in before["cells"].values() for r in c["metrics"])
     shutil.rmtree(out.parent)  # results/<study>/: run folders, cells.json, summary.csv, figures: all gone
     regen = wd / "regen"
-    r = run([str(PY.with_name("harness")), "figures", study, "--scale", "smoke", "--from-mlflow", "--out", str(regen)],
-            wd, timeout=900)
+    r = run(
+        [str(PY.with_name("harness")), "figures", study, "--scale", "smoke", "--from-mlflow", "--out", str(regen)],
+        wd,
+        timeout=900,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     inputs = regen / "inputs"
     assert sorted(p.name for p in (inputs / "runs").iterdir()) == sorted(before["cells"])
@@ -122,8 +129,11 @@ def test_demo_figures_from_mlflow_alone(tmp_path):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient("sqlite:///" + str(wd / "results" / "mlflow.db"))
-    cell = next(r for r in client.search_runs([client.get_experiment_by_name("demo/smoke").experiment_id])
-                if "cell" in r.data.tags)
+    cell = next(
+        r
+        for r in client.search_runs([client.get_experiment_by_name("demo/smoke").experiment_id])
+        if "cell" in r.data.tags
+    )
     assert cell.data.metrics["result/paired_rise_pass_at_1"] == summary["paired_rise"]["delta_pass_at_1"]
 
 
@@ -133,11 +143,24 @@ GRID = {
     "grid": {"objective.preset": ["grpo", "dr_grpo"]},
     "seeds": [1, 2],
     "scale": "smoke",
-    "scales": {"smoke": {"warm_start.steps": 20, "rollout.temperature": 1.0, "eval.temperature": 1.0,
-                         "train.steps": 2, "train.prompts_per_step": 4, "train.group_size": 4,
-                         "train.mini_batches": 1, "train.checkpoint_every": 1, "train.threads": 1,
-                         "eval.num_prompts": 8, "eval.n_samples": 2, "eval.ks": [1, 2], "eval.every": 1,
-                         "final_eval": {"n_samples": 2}}},
+    "scales": {
+        "smoke": {
+            "warm_start.steps": 20,
+            "rollout.temperature": 1.0,
+            "eval.temperature": 1.0,
+            "train.steps": 2,
+            "train.prompts_per_step": 4,
+            "train.group_size": 4,
+            "train.mini_batches": 1,
+            "train.checkpoint_every": 1,
+            "train.threads": 1,
+            "eval.num_prompts": 8,
+            "eval.n_samples": 2,
+            "eval.ks": [1, 2],
+            "eval.every": 1,
+            "final_eval": {"n_samples": 2},
+        }
+    },
 }
 
 
@@ -155,7 +178,9 @@ def test_grid_figures_from_mlflow_alone(tmp_path):
     before = _snapshot(out)
     shutil.rmtree(out.parent)
     regen = wd / "regen"
-    r = run([str(PY.with_name("harness")), "figures", str(study), "--from-mlflow", "--out", str(regen)], wd, timeout=900)
+    r = run(
+        [str(PY.with_name("harness")), "figures", str(study), "--from-mlflow", "--out", str(regen)], wd, timeout=900
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     assert (regen / "summary.csv").read_text() == before["csv"]
     assert _files(regen / "figures") == before["figures"]

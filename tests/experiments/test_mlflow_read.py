@@ -1,26 +1,44 @@
 """The MLflow side of a study, on a real sqlite store in tmp_path (runs logged by hand, no training):
-the run-folder contract rebuilt from MLflow (harness/tracking/read.py) and the experiment marks
+the run-folder contract rebuilt from MLflow (harness/experiment/from_mlflow.py) and the experiment marks
 (harness/tracking/experiment.py)."""
+
 from __future__ import annotations
 
 import json
 
+from harness.experiment.from_mlflow import rebuild_study_dir
+from harness.experiment.study_runs import open_study
 from harness.experiment.summary import summary_table
 from harness.tracking.experiment import KIND_TAG, MODEL_TRAINING, VIEW_TAG, ensure_experiment, mark_all, view_url
-from harness.tracking.read import rebuild_study_dir
-from harness.tracking.study_runs import client_for, open_study
+from harness.tracking.store import client_for
 
 
 def _study_dir(tmp_path):
     d = tmp_path / "results" / "toy" / "smoke"
     d.mkdir(parents=True)
-    cells = [{"id": f"preset=grpo__seed={s}", "variant": "preset=grpo", "seed": s,
-              "axes": {"objective.preset": "grpo", "seed": s}, "run_dir": f"results/toy/smoke/runs/preset=grpo__seed={s}",
-              "tags": {"study": "toy", "scale": "smoke", "cell": f"preset=grpo__seed={s}", "variant": "preset=grpo"}}
-             for s in (1, 2)]
+    cells = [
+        {
+            "id": f"preset=grpo__seed={s}",
+            "variant": "preset=grpo",
+            "seed": s,
+            "axes": {"objective.preset": "grpo", "seed": s},
+            "run_dir": f"results/toy/smoke/runs/preset=grpo__seed={s}",
+            "tags": {"study": "toy", "scale": "smoke", "cell": f"preset=grpo__seed={s}", "variant": "preset=grpo"},
+        }
+        for s in (1, 2)
+    ]
     (d / "cells.json").write_text(json.dumps(cells))
-    (d / "study.json").write_text(json.dumps({"name": "toy", "scale": "smoke", "experiment": "toy/smoke",
-                                              "axes": ["objective.preset", "seed"], "seeds": [1, 2]}))
+    (d / "study.json").write_text(
+        json.dumps(
+            {
+                "name": "toy",
+                "scale": "smoke",
+                "experiment": "toy/smoke",
+                "axes": ["objective.preset", "seed"],
+                "seeds": [1, 2],
+            }
+        )
+    )
     return d
 
 
@@ -46,8 +64,9 @@ def test_rebuild_from_mlflow(tmp_path):
     _metric(client, done, "entropy", 0.3, 1, 12)  # step 1 logged again later: the later value counts
     _metric(client, done, "eval/pass_at_1", 0.25, 1, 12)
     _metric(client, done, "result/final_pass_at_1", 0.7, 1, 13)  # a study result, not a step metric
-    (tmp_path / "summary.json").write_text(json.dumps({"steps": 1, "paired_rise": {"delta_pass_at_1": 0.05,
-                                                                                    "ci95": [0.01, 0.09]}}))
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"steps": 1, "paired_rise": {"delta_pass_at_1": 0.05, "ci95": [0.01, 0.09]}})
+    )
     client.log_artifact(done, str(tmp_path / "summary.json"))
     client.set_terminated(done)
 
@@ -77,5 +96,6 @@ def test_experiment_marks(tmp_path):
     assert json.loads(tags[VIEW_TAG])["selectedColumns"][:2] == ["params.`arm`", "params.`seed`"]
     assert mark_all(client) == ["Default"]  # old/cpu is marked already; an explicit kind is left alone
     assert client.get_experiment(genai).tags[KIND_TAG] == "genai_development"
-    assert view_url("http://h:5000/", old).endswith(f"/#/experiments/{old}/runs?workflowType=machine_learning"
-                                                    "&viewStateShareKey=harness")
+    assert view_url("http://h:5000/", old).endswith(
+        f"/#/experiments/{old}/runs?workflowType=machine_learning&viewStateShareKey=harness"
+    )

@@ -6,6 +6,7 @@ so that each notebook's every figure and its summary can be produced in seconds.
 are not results. The per-group advantage sums come from the real objective
 (harness.objective.group_advantages), so the notebook's closed forms are checked against it.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,31 +15,66 @@ import random
 
 import pytest
 import torch
-
-from harness.objective import ObjectiveConfig, group_advantages
-from harness.experiment.render import make_figures
 from study_helpers import REPO
+
+from harness.experiment.render import make_figures
+from harness.objective import ObjectiveConfig, group_advantages
 
 EXPECTED = {
     "length_bias": ["regime", "probe", "lengths_train", "lengths_eval", "truncation_entropy", "incorrect_length_gap"],
-    "difficulty_bias": ["regime", "probe", "abs_adv_vs_p", "grad_share_extreme", "group_std_hist",
-                        "accuracy_by_difficulty", "zero_variance"],
+    "difficulty_bias": [
+        "regime",
+        "probe",
+        "abs_adv_vs_p",
+        "grad_share_extreme",
+        "group_std_hist",
+        "accuracy_by_difficulty",
+        "zero_variance",
+    ],
     "demo": ["learning", "difficulty_probe"],
-    "moe_stability": ["regime", "probe", "reward_eval", "clip_fraction", "mismatch", "router_disagreement",
-                      "grad_norm_entropy"],
+    "moe_stability": [
+        "regime",
+        "probe",
+        "reward_eval",
+        "clip_fraction",
+        "mismatch",
+        "router_disagreement",
+        "grad_norm_entropy",
+    ],
     "dpo_displacement": ["regime", "logps", "rpo_minus_dpo"],
     "clip_higher": ["regime", "entropy", "pass_at_1_length"],
     "passk": ["passk", "passk_delta"],
 }
 NO_PROBE = {"dpo_displacement", "clip_higher", "passk"}  # studies without a `probe:` section
 PROBE_KEYS = {  # what a fabricated probe batch holds per arm (the keys the probes record)
-    "demo": ["eval/pass_at_1", "eval/pass_at_1/easy", "eval/pass_at_1/medium", "eval/pass_at_1/hard",
-             "adv/share_extreme", "grad/share_extreme", "adv/closed_form_max_abs_err", "groups/zero_var_frac"],
-    "length_bias": ["eval/length/incorrect", "eval/length/correct", "eval/pass_at_1", "eval/length/truncated_frac",
-                    "agg/eos_share_incorrect", "agg/eos_share_correct"],
-    "difficulty_bias": ["eval/pass_at_1", "eval/pass_at_1/easy", "eval/pass_at_1/medium", "eval/pass_at_1/hard",
-                        "adv/share_extreme", "grad/share_extreme", "adv/closed_form_max_abs_err",
-                        "groups/zero_var_frac"],
+    "demo": [
+        "eval/pass_at_1",
+        "eval/pass_at_1/easy",
+        "eval/pass_at_1/medium",
+        "eval/pass_at_1/hard",
+        "adv/share_extreme",
+        "grad/share_extreme",
+        "adv/closed_form_max_abs_err",
+        "groups/zero_var_frac",
+    ],
+    "length_bias": [
+        "eval/length/incorrect",
+        "eval/length/correct",
+        "eval/pass_at_1",
+        "eval/length/truncated_frac",
+        "agg/eos_share_incorrect",
+        "agg/eos_share_correct",
+    ],
+    "difficulty_bias": [
+        "eval/pass_at_1",
+        "eval/pass_at_1/easy",
+        "eval/pass_at_1/medium",
+        "eval/pass_at_1/hard",
+        "adv/share_extreme",
+        "grad/share_extreme",
+        "adv/closed_form_max_abs_err",
+        "groups/zero_var_frac",
+    ],
     "moe_stability": ["eval/pass_at_1", "clip/frac", "grad/norm_max", "grad/norm"],
 }
 
@@ -62,8 +98,18 @@ def _write_probe(d, name, arms):
         return res
 
     res = {"0.0": result(), "0.5": result()} if name == "moe_stability" else result()
-    write_probe(d / "probe.json", name, "fixture", arm_objs, {"batches": 4, "probe_prompts": 8, "probe_samples": 2},
-                res, mod.summarize(res, arm_objs), 1.0)
+    write_probe(
+        d / "probe.json",
+        name,
+        "fixture",
+        arm_objs,
+        {"batches": 4, "probe_prompts": 8, "probe_samples": 2},
+        res,
+        mod.summarize(res, arm_objs),
+        1.0,
+    )
+
+
 STEPS = 6  # train steps 0..5; the final record (step 6) holds the eval of the trained policy
 
 
@@ -71,8 +117,17 @@ def _write_study(d, name, cells, seeds):
     for c in cells:
         c["run_dir"] = f"results/{name}/fixture/runs/{c['id']}"  # relative, as the Snakefile writes it
     (d / "cells.json").write_text(json.dumps(cells))
-    (d / "study.json").write_text(json.dumps({"name": name, "scale": "fixture", "experiment": f"{name}/fixture",
-                                              "axes": [k for k in cells[0]["axes"]], "seeds": seeds}))
+    (d / "study.json").write_text(
+        json.dumps(
+            {
+                "name": name,
+                "scale": "fixture",
+                "experiment": f"{name}/fixture",
+                "axes": [k for k in cells[0]["axes"]],
+                "seeds": seeds,
+            }
+        )
+    )
 
 
 def _run(d, cid, metrics, config, eval_json=None, groups=None):
@@ -87,9 +142,15 @@ def _run(d, cid, metrics, config, eval_json=None, groups=None):
 
 
 def _eval(step, base, rng):
-    return {"eval/pass_at_1": base + 0.02 * step + rng.uniform(0, 0.02), "eval/length/correct": 20 + rng.uniform(0, 2),
-            "eval/length/incorrect": 40 + step + rng.uniform(0, 3), "eval/length/truncated_frac": 0.3,
-            "eval/pass_at_1/easy": 0.8, "eval/pass_at_1/medium": 0.5, "eval/pass_at_1/hard": base}
+    return {
+        "eval/pass_at_1": base + 0.02 * step + rng.uniform(0, 0.02),
+        "eval/length/correct": 20 + rng.uniform(0, 2),
+        "eval/length/incorrect": 40 + step + rng.uniform(0, 3),
+        "eval/length/truncated_frac": 0.3,
+        "eval/pass_at_1/easy": 0.8,
+        "eval/pass_at_1/medium": 0.5,
+        "eval/pass_at_1/hard": base,
+    }
 
 
 def fixture_length_bias(d):
@@ -104,15 +165,22 @@ def fixture_length_bias(d):
                 if st % 3 == 0 or st == STEPS:
                     r.update(_eval(st, 0.2, rng))
                 if st < STEPS:
-                    r.update({"reward/accuracy": 0.2 + 0.03 * st + 0.01 * a, "length/correct": 25 + rng.uniform(-1, 1),
-                              "length/incorrect": 50 + drift * st + rng.uniform(-2, 2),
-                              "length/truncated_frac": 0.4 - 0.02 * st, "entropy": 0.8 - 0.05 * st})
+                    r.update(
+                        {
+                            "reward/accuracy": 0.2 + 0.03 * st + 0.01 * a,
+                            "length/correct": 25 + rng.uniform(-1, 1),
+                            "length/incorrect": 50 + drift * st + rng.uniform(-2, 2),
+                            "length/truncated_frac": 0.4 - 0.02 * st,
+                            "entropy": 0.8 - 0.05 * st,
+                        }
+                    )
                     if st == 2 and seed == 2:
                         r["length/correct"] = float("nan")  # a step with no correct answer
                 recs.append(r)
             _run(d, cid, recs, {"objective": {"preset": arm}}, _eval(STEPS, 0.25, rng))
-            cells.append({"id": cid, "variant": f"preset={arm}", "axes": {"objective.preset": arm, "seed": seed},
-                          "seed": seed})
+            cells.append(
+                {"id": cid, "variant": f"preset={arm}", "axes": {"objective.preset": arm, "seed": seed}, "seed": seed}
+            )
     _write_study(d, "length_bias", cells, [1, 2])
     _write_probe(d, "length_bias", ["grpo", "dr_grpo", "dapo"])
 
@@ -121,13 +189,35 @@ def fixture_demo(d):
     """One GRPO cell with a paired rise in summary.json, and a probe.json."""
     rng = random.Random(3)
     cid = "preset=grpo__seed=1"
-    recs = [{"step": st, **({"reward/accuracy": 0.5 + 0.01 * st} if st < STEPS else {}),
-             **(_eval(st, 0.45, rng) if st in (0, STEPS) else {})} for st in range(STEPS + 1)]
+    recs = [
+        {
+            "step": st,
+            **({"reward/accuracy": 0.5 + 0.01 * st} if st < STEPS else {}),
+            **(_eval(st, 0.45, rng) if st in (0, STEPS) else {}),
+        }
+        for st in range(STEPS + 1)
+    ]
     _run(d, cid, recs, {"objective": {"preset": "grpo"}}, _eval(STEPS, 0.5, rng))
-    (d / "runs" / cid / "summary.json").write_text(json.dumps({"paired_rise": {
-        "from_step": 0, "to_step": STEPS, "prompts": 512, "delta_pass_at_1": 0.04, "ci95": [0.03, 0.05], "p_le_0": 0.0}}))
-    _write_study(d, "demo", [{"id": cid, "variant": "preset=grpo", "axes": {"objective.preset": "grpo", "seed": 1},
-                              "seed": 1}], [1])
+    (d / "runs" / cid / "summary.json").write_text(
+        json.dumps(
+            {
+                "paired_rise": {
+                    "from_step": 0,
+                    "to_step": STEPS,
+                    "prompts": 512,
+                    "delta_pass_at_1": 0.04,
+                    "ci95": [0.03, 0.05],
+                    "p_le_0": 0.0,
+                }
+            }
+        )
+    )
+    _write_study(
+        d,
+        "demo",
+        [{"id": cid, "variant": "preset=grpo", "axes": {"objective.preset": "grpo", "seed": 1}, "seed": 1}],
+        [1],
+    )
     _write_probe(d, "demo", ["group_std", "none", "batch_std"])
 
 
@@ -151,17 +241,35 @@ def fixture_difficulty_bias(d):
                     adv = group_advantages(obj, rewards, G).view(N, G)
                     for i, k in enumerate(ks):
                         p = k / G
-                        groups.append({"step": st, "group": i, "difficulty": ("easy", "medium", "hard")[i % 3], "G": G,
-                                       "k": k, "p": p, "reward_mean": p, "reward_std": math.sqrt(p * (1 - p)),
-                                       "abs_adv_sum": float(adv[i].abs().sum())})
-                    r.update({"reward/accuracy": sum(ks) / (N * G), "groups/zero_var_frac": sum(k in (0, G) for k in ks) / N,
-                              "adv/share_extreme": rng.uniform(0.2, 0.5)})
+                        groups.append(
+                            {
+                                "step": st,
+                                "group": i,
+                                "difficulty": ("easy", "medium", "hard")[i % 3],
+                                "G": G,
+                                "k": k,
+                                "p": p,
+                                "reward_mean": p,
+                                "reward_std": math.sqrt(p * (1 - p)),
+                                "abs_adv_sum": float(adv[i].abs().sum()),
+                            }
+                        )
+                    r.update(
+                        {
+                            "reward/accuracy": sum(ks) / (N * G),
+                            "groups/zero_var_frac": sum(k in (0, G) for k in ks) / N,
+                            "adv/share_extreme": rng.uniform(0.2, 0.5),
+                        }
+                    )
                     if st % 2 == 0:
-                        r["grad/share_extreme"] = rng.uniform(0.3, 0.6) if scale == "group_std" else rng.uniform(0.1, 0.4)
+                        r["grad/share_extreme"] = (
+                            rng.uniform(0.3, 0.6) if scale == "group_std" else rng.uniform(0.1, 0.4)
+                        )
                 recs.append(r)
             _run(d, cid, recs, {"objective": obj_cfg}, _eval(STEPS, 0.15, rng), groups)
-            cells.append({"id": cid, "variant": f"scale={scale}", "axes": {"objective.scale": scale, "seed": seed},
-                          "seed": seed})
+            cells.append(
+                {"id": cid, "variant": f"scale={scale}", "axes": {"objective.scale": scale, "seed": seed}, "seed": seed}
+            )
     _write_study(d, "difficulty_bias", cells, [1, 2])
     _write_probe(d, "difficulty_bias", ["group_std", "none", "batch_std"])
 
@@ -181,14 +289,27 @@ def fixture_moe_stability(d, noises=(0.0, 0.5), noise_axis=True):
                 if st % 3 == 0 or st == STEPS:
                     r["eval/pass_at_1"] = 0.3 + 0.02 * st
                 if st < STEPS:
-                    r.update({"reward/mean": 0.3 + 0.03 * st, "clip/frac": (0.1 if arm == "gspo" else 1e-3) * (1 + st),
-                              "mismatch/k3_kl": 1e-3 * (1 + noise) * rng.uniform(0.5, 1.5),
-                              "mismatch/max_abs_dp": 0.2 + noise * 0.3, "mismatch/ratio_gt2_frac": 0.01 * (1 + noise),
-                              "grad/norm_max": 1.0 + (8.0 if st == 3 and arm == "grpo" else 0.0), "entropy": 0.5})
+                    r.update(
+                        {
+                            "reward/mean": 0.3 + 0.03 * st,
+                            "clip/frac": (0.1 if arm == "gspo" else 1e-3) * (1 + st),
+                            "mismatch/k3_kl": 1e-3 * (1 + noise) * rng.uniform(0.5, 1.5),
+                            "mismatch/max_abs_dp": 0.2 + noise * 0.3,
+                            "mismatch/ratio_gt2_frac": 0.01 * (1 + noise),
+                            "grad/norm_max": 1.0 + (8.0 if st == 3 and arm == "grpo" else 0.0),
+                            "entropy": 0.5,
+                        }
+                    )
                     if st == 0:
                         r["clip/frac"] = 0.0  # not drawable on the log axis
                 recs.append(r)
-            _run(d, cid, recs, {"objective": {"preset": arm}, "rollout": {"router_noise": noise}}, {"eval/pass_at_1": 0.4})
+            _run(
+                d,
+                cid,
+                recs,
+                {"objective": {"preset": arm}, "rollout": {"router_noise": noise}},
+                {"eval/pass_at_1": 0.4},
+            )
             axes = {"arm": arm, "objective.preset": arm, "seed": 1}
             if noise_axis:
                 axes["rollout.router_noise"] = noise
@@ -198,9 +319,20 @@ def fixture_moe_stability(d, noises=(0.0, 0.5), noise_axis=True):
 
 
 def _rise(d, cid, delta):
-    (d / "runs" / cid / "summary.json").write_text(json.dumps({"paired_rise": {
-        "from_step": 0, "to_step": STEPS, "prompts": 512, "delta_pass_at_1": delta,
-        "ci95": [delta - 0.01, delta + 0.01], "p_le_0": 0.0}}))
+    (d / "runs" / cid / "summary.json").write_text(
+        json.dumps(
+            {
+                "paired_rise": {
+                    "from_step": 0,
+                    "to_step": STEPS,
+                    "prompts": 512,
+                    "delta_pass_at_1": delta,
+                    "ci95": [delta - 0.01, delta + 0.01],
+                    "p_le_0": 0.0,
+                }
+            }
+        )
+    )
 
 
 def fixture_dpo_displacement(d):
@@ -216,19 +348,38 @@ def fixture_dpo_displacement(d):
                 r = {"step": st}
                 if st % 2 == 0 or st == STEPS:
                     dc, dr = slope_c * st, -0.5 * st
-                    r.update({"eval/pairs/logps_chosen": c0 + dc, "eval/pairs/logps_rejected": r0 + dr,
-                              "eval/pairs/margin": 0.1 * (dc - dr), "eval/pass_at_1": 0.15 + 0.005 * st})
+                    r.update(
+                        {
+                            "eval/pairs/logps_chosen": c0 + dc,
+                            "eval/pairs/logps_rejected": r0 + dr,
+                            "eval/pairs/margin": 0.1 * (dc - dr),
+                            "eval/pass_at_1": 0.15 + 0.005 * st,
+                        }
+                    )
                 if st < STEPS:
                     r.update({"loss/policy": 0.69 - 0.02 * st, "logps/chosen": c0, "logps/rejected": r0})
                 recs.append(r)
-            _run(d, cid, recs, {"objective": {"preset": "dpo", "dpo_sft_coef": float(a)}},
-                 {"eval/pass_at_1": 0.16 + 0.01 * a})
-            pairs = [{"prompt": "2*2=?\n", "chosen": "2*2=4\nAnswer: 4", "rejected": "2*2=8\nAnswer: 8"},
-                     {"prompt": "8-7=?\n", "chosen": "8-7=1\nAnswer: 1", "rejected": "8-7=0\nAnswer: 0"}]
+            _run(
+                d,
+                cid,
+                recs,
+                {"objective": {"preset": "dpo", "dpo_sft_coef": float(a)}},
+                {"eval/pass_at_1": 0.16 + 0.01 * a},
+            )
+            pairs = [
+                {"prompt": "2*2=?\n", "chosen": "2*2=4\nAnswer: 4", "rejected": "2*2=8\nAnswer: 8"},
+                {"prompt": "8-7=?\n", "chosen": "8-7=1\nAnswer: 1", "rejected": "8-7=0\nAnswer: 0"},
+            ]
             (d / "runs" / cid / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
             _rise(d, cid, 0.01)
-            cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed,
-                          "axes": {"arm": arm, "objective.dpo_sft_coef": float(a), "seed": seed}})
+            cells.append(
+                {
+                    "id": cid,
+                    "variant": f"arm={arm}",
+                    "seed": seed,
+                    "axes": {"arm": arm, "objective.dpo_sft_coef": float(a), "seed": seed},
+                }
+            )
     _write_study(d, "dpo_displacement", cells, [1, 2])
 
 
@@ -245,20 +396,35 @@ def fixture_clip_higher(d):
                 if st in (0, STEPS):
                     r["eval/pass_at_1"] = 0.5 + 0.01 * st
                 if st < STEPS:
-                    r.update({"entropy": 0.2 - slope * st + rng.uniform(-0.002, 0.002), "clip/frac_high": 0.004 - 0.001 * a,
-                              "clip/frac_low": 0.015, "reward/accuracy": 0.5 + 0.01 * st, "length/mean": 25.0,
-                              "groups/kept": 32.0, "groups/zero_var_frac": 0.3})
+                    r.update(
+                        {
+                            "entropy": 0.2 - slope * st + rng.uniform(-0.002, 0.002),
+                            "clip/frac_high": 0.004 - 0.001 * a,
+                            "clip/frac_low": 0.015,
+                            "reward/accuracy": 0.5 + 0.01 * st,
+                            "length/mean": 25.0,
+                            "groups/kept": 32.0,
+                            "groups/zero_var_frac": 0.3,
+                        }
+                    )
                 recs.append(r)
             _run(d, cid, recs, {"objective": {"preset": "dapo", "eps_high": eps}}, {"eval/pass_at_1": 0.55})
             _rise(d, cid, 0.03)
-            cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed,
-                          "axes": {"arm": arm, "objective.preset": "dapo", "objective.eps_high": eps, "seed": seed}})
+            cells.append(
+                {
+                    "id": cid,
+                    "variant": f"arm={arm}",
+                    "seed": seed,
+                    "axes": {"arm": arm, "objective.preset": "dapo", "objective.eps_high": eps, "seed": seed},
+                }
+            )
     _write_study(d, "clip_higher", cells, [1, 2])
 
 
 def passk_eval_json(rl_p, init_p, ks=(1, 2, 4, 8)):
     """An eval.json of `harness eval --vs-initial` whose per-prompt success chances are rl_p and
     init_p (pass@k = mean of 1 - (1 - p)^k; a made-up interval of +-0.02 around each difference)."""
+
     def pk(ps, k):
         return sum(1 - (1 - p) ** k for p in ps) / len(ps)
 
@@ -280,12 +446,24 @@ def fixture_passk(d):
     cells = []
     for seed in (1, 2):
         cid = f"arm=grpo__seed={seed}"
-        recs = [{"step": st, **({"reward/accuracy": 0.5} if st < STEPS else {}),
-                 **({"eval/pass_at_1": 0.3 + 0.02 * st} if st in (0, STEPS) else {})} for st in range(STEPS + 1)]
+        recs = [
+            {
+                "step": st,
+                **({"reward/accuracy": 0.5} if st < STEPS else {}),
+                **({"eval/pass_at_1": 0.3 + 0.02 * st} if st in (0, STEPS) else {}),
+            }
+            for st in range(STEPS + 1)
+        ]
         _run(d, cid, recs, {"objective": {"preset": "grpo"}}, passk_eval_json([0.9, 0.0] * 4, [0.5, 0.1] * 4))
         _rise(d, cid, 0.12)
-        cells.append({"id": cid, "variant": "arm=grpo", "seed": seed,
-                      "axes": {"arm": "grpo", "objective.preset": "grpo", "seed": seed}})
+        cells.append(
+            {
+                "id": cid,
+                "variant": "arm=grpo",
+                "seed": seed,
+                "axes": {"arm": "grpo", "objective.preset": "grpo", "seed": seed},
+            }
+        )
     _write_study(d, "passk", cells, [1, 2])
 
 
@@ -302,19 +480,26 @@ def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
     summary = (out / "summary.md").read_text()
     assert summary.startswith(f"# {name} (fixture)")
     if name == "length_bias":  # grpo's fabricated incorrect answers grow 3 tokens/step faster than dr_grpo's
-        assert "- train, last quarter, grpo − dr_grpo: +14 tokens, 95% CI [+11.4, +16.6] over n=2 seeds: the interval " \
-               "excludes 0, the difference APPEARS" in summary
+        assert (
+            "- train, last quarter, grpo − dr_grpo: +14 tokens, 95% CI [+11.4, +16.6] over n=2 seeds: the interval "
+            "excludes 0, the difference APPEARS" in summary
+        )
     if name == "difficulty_bias":  # the notebook's closed forms agree with the objective's advantages
-        rows = [line for line in summary.splitlines() if line.startswith("| group_std") or line.startswith("| none")
-                or line.startswith("| batch_std")]
+        rows = [
+            line
+            for line in summary.splitlines()
+            if line.startswith("| group_std") or line.startswith("| none") or line.startswith("| batch_std")
+        ]
         assert len(rows) == 3
         errs = [float(r.rstrip(" |").split("|")[-1].split()[0]) for r in rows]
         assert max(errs) < 1e-5, rows
     if name not in NO_PROBE:
         assert "## Probe" in summary
     if name == "dpo_displacement":  # dpo's chosen log-prob falls, rpo's rises (fabricated slopes)
-        assert "- dpo: change of log π(chosen), step 0 → end: -0.6 nats, 95% CI [-0.6, -0.6] over n=2 seeds: the " \
-               "interval excludes 0, the difference APPEARS" in summary
+        assert (
+            "- dpo: change of log π(chosen), step 0 → end: -0.6 nats, 95% CI [-0.6, -0.6] over n=2 seeds: the "
+            "interval excludes 0, the difference APPEARS" in summary
+        )
         assert "rpo − dpo, log π(chosen) at the end (same seed): +0.9" in summary
     if name == "clip_higher":  # symmetric loses 0.015 nats/step more entropy than clip_higher
         assert "entropy, last quarter, clip_higher − symmetric: +0.06" in summary

@@ -1,6 +1,7 @@
 """Every analysis script opens as a notebook (what `make notebooks` relies on): jupytext reads it as a
 valid nbformat notebook of markdown and code cells, and writing that notebook back (what saving in
 JupyterLab does) gives the same script, apart from the version stamp jupytext adds to the header."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,15 @@ def _without_stamp(text: str) -> str:
 
 
 def test_every_analysis_script_is_listed():
-    assert {p.stem for p in SCRIPTS} >= {"demo", "length_bias", "difficulty_bias", "moe_stability",
-                                              "dpo_displacement", "clip_higher", "passk"}
+    assert {p.stem for p in SCRIPTS} >= {
+        "demo",
+        "length_bias",
+        "difficulty_bias",
+        "moe_stability",
+        "dpo_displacement",
+        "clip_higher",
+        "passk",
+    }
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)

@@ -1,5 +1,6 @@
 """`harness reproduce` (harness/experiment/reproduce.py): a cell's numbers, how a rerun is judged on
 the report's kernel path and on another one, and (slow) a smoke-scale rerun end to end."""
+
 import json
 
 import pytest
@@ -11,9 +12,15 @@ from harness.experiment import reproduce as rp
 def _run_dir(tmp_path, rise=0.05, ci=(0.03, 0.07), kl=(0.1, 0.3, 0.2, 0.4)):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "summary.json").write_text(json.dumps({
-        "paired_rise": {"delta_pass_at_1": rise, "ci95": list(ci)},
-        "initial_eval": {"eval/pass_at_1": 0.45}, "final_eval": {"eval/pass_at_1": 0.5}}))
+    (run / "summary.json").write_text(
+        json.dumps(
+            {
+                "paired_rise": {"delta_pass_at_1": rise, "ci95": list(ci)},
+                "initial_eval": {"eval/pass_at_1": 0.45},
+                "final_eval": {"eval/pass_at_1": 0.5},
+            }
+        )
+    )
     (run / "eval.json").write_text(json.dumps({"eval/pass_at_1": 0.51, "eval/pass_at_8": 0.8, "checkpoint": "step_4"}))
     rows = [{"step": i, "reward/mean": 0.5, "mismatch/k3_kl": k, "perf/step_seconds": 3.0} for i, k in enumerate(kl)]
     rows.insert(1, {"step": 0, "eval/pass_at_1": 0.45})  # an eval-only record is not a training step

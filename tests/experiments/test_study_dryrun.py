@@ -1,5 +1,6 @@
 """`snakemake -n` of every shipped study at the smoke scale lists exactly the expected jobs,
 and the SLURM profile dry-runs (the plugin needs no sbatch/sinfo for -n: no stubs used)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,13 +11,13 @@ from study_helpers import SHIPPED_STUDIES, clean_env, job_counts, snakemake_cmd
 # cells at the smoke scale (1 seed each) and warm starts (one per model x task x SFT settings)
 # (+ one `probe` job: the mechanism probe of studies with a `probe:` section)
 EXPECTED = {
-    "demo": {"warmstart": 1, "train": 1, "eval": 1, "probe": 1},             # grpo; the probe has 3 arms
-    "length_bias": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},      # 3 aggregations
+    "demo": {"warmstart": 1, "train": 1, "eval": 1, "probe": 1},  # grpo; the probe has 3 arms
+    "length_bias": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},  # 3 aggregations
     "difficulty_bias": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},  # 3 advantage scales
-    "moe_stability": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},    # 3 arms (5 in the probe)
-    "dpo_displacement": {"warmstart": 1, "train": 2, "eval": 2},             # dpo, rpo
-    "clip_higher": {"warmstart": 1, "train": 2, "eval": 2},                  # eps_high 0.28, 0.2
-    "passk": {"warmstart": 1, "train": 1, "eval": 1},                        # one grpo policy (eval --vs-initial)
+    "moe_stability": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},  # 3 arms (5 in the probe)
+    "dpo_displacement": {"warmstart": 1, "train": 2, "eval": 2},  # dpo, rpo
+    "clip_higher": {"warmstart": 1, "train": 2, "eval": 2},  # eps_high 0.28, 0.2
+    "passk": {"warmstart": 1, "train": 1, "eval": 1},  # one grpo policy (eval --vs-initial)
 }
 TAIL = {"summary": 1, "figures": 1, "all": 1}
 
@@ -33,8 +34,17 @@ def dry_runs(tmp_path_factory):
     procs = {}
     for key, args in jobs.items():
         wd = tmp_path_factory.mktemp(key.replace(":", "_"))
-        procs[key] = (wd, subprocess.Popen(snakemake_cmd(wd, "-n", *args), cwd=REPO,
-                                           env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs[key] = (
+            wd,
+            subprocess.Popen(
+                snakemake_cmd(wd, "-n", *args),
+                cwd=REPO,
+                env=clean_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            ),
+        )
     out = {}
     for key, (wd, p) in procs.items():
         text, _ = p.communicate(timeout=600)
@@ -75,7 +85,7 @@ def test_slurm_profile_gpu_resources(dry_runs):
     partition/memory/CPUs and the Snakefile's per-scale runtime."""
     rc, text, _ = dry_runs["slurm:length_bias:gpu"]
     assert rc == 0, text[-3000:]
-    block = text[text.index("rule train:"):]
-    res = block[block.index("resources:"):].splitlines()[0]
+    block = text[text.index("rule train:") :]
+    res = block[block.index("resources:") :].splitlines()[0]
     for needle in ("gpu=1", "slurm_partition=gpu", "runtime=720", "mem_mb=32000", "cpus_per_task=8"):
         assert needle in res, res

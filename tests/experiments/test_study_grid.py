@@ -1,4 +1,5 @@
 """Grid expansion (product, zip, exclude, seeds, stable ids) and validation errors that name the key."""
+
 from __future__ import annotations
 
 import re
@@ -9,8 +10,12 @@ from harness.experiment import StudyError, load_study, parse_study
 from harness.experiment.expand import expand
 from harness.experiment.ids import format_value, short_names
 
-BASE = {"task": {"name": "arithmetic"}, "train": {"steps": 2, "prompts_per_step": 4, "group_size": 4},
-        "eval": {"num_prompts": 4, "n_samples": 2, "ks": [1, 2]}, "objective": {"preset": "grpo"}}
+BASE = {
+    "task": {"name": "arithmetic"},
+    "train": {"steps": 2, "prompts_per_step": 4, "group_size": 4},
+    "eval": {"num_prompts": 4, "n_samples": 2, "ks": [1, 2]},
+    "objective": {"preset": "grpo"},
+}
 
 
 def cells(raw: dict, scale: str | None = None, validate: bool = True):
@@ -21,8 +26,11 @@ def cells(raw: dict, scale: str | None = None, validate: bool = True):
 def test_product_seeds_and_ids():
     study, cs = cells({"grid": {"objective.preset": ["grpo", "dapo"], "train.group_size": [4, 8]}, "seeds": [1, 2]})
     assert len(cs) == 8
-    assert [c.id for c in cs[:3]] == ["preset=grpo__group_size=4__seed=1", "preset=grpo__group_size=4__seed=2",
-                                     "preset=grpo__group_size=8__seed=1"]
+    assert [c.id for c in cs[:3]] == [
+        "preset=grpo__group_size=4__seed=1",
+        "preset=grpo__group_size=4__seed=2",
+        "preset=grpo__group_size=8__seed=1",
+    ]
     c = cs[-1]
     assert c.id == "preset=dapo__group_size=8__seed=2"
     assert c.config.objective.algorithm == "dapo" and c.config.train.group_size == 8 and c.config.seed == 2
@@ -39,12 +47,19 @@ def test_ids_are_stable_across_loads():
 
 
 def test_zip_varies_keys_together_with_arm_label():
-    raw = {"zip": [{"arm": ["grpo", "gspo"], "objective.preset": ["grpo", "gspo"], "train.mini_batches": [2, 4]}],
-           "grid": {"rollout.router_noise": [0.0, 0.5]}, "seeds": [3],
-           "base": {**BASE, "model": {"name": "tiny-moe"}}}  # router noise is refused on a dense model
+    raw = {
+        "zip": [{"arm": ["grpo", "gspo"], "objective.preset": ["grpo", "gspo"], "train.mini_batches": [2, 4]}],
+        "grid": {"rollout.router_noise": [0.0, 0.5]},
+        "seeds": [3],
+        "base": {**BASE, "model": {"name": "tiny-moe"}},
+    }  # router noise is refused on a dense model
     study, cs = cells(raw)
-    assert [c.id for c in cs] == ["arm=grpo__router_noise=0.0__seed=3", "arm=grpo__router_noise=0.5__seed=3",
-                                  "arm=gspo__router_noise=0.0__seed=3", "arm=gspo__router_noise=0.5__seed=3"]
+    assert [c.id for c in cs] == [
+        "arm=grpo__router_noise=0.0__seed=3",
+        "arm=grpo__router_noise=0.5__seed=3",
+        "arm=gspo__router_noise=0.0__seed=3",
+        "arm=gspo__router_noise=0.5__seed=3",
+    ]
     gspo = cs[2].config
     assert gspo.objective.ratio == "sequence" and gspo.train.mini_batches == 4
     assert cs[0].config.train.mini_batches == 2
@@ -58,16 +73,28 @@ def test_zip_without_label_lists_every_key():
 
 
 def test_exclude_drops_matching_cells_by_dotted_or_short_key():
-    raw = {"grid": {"objective.preset": ["grpo", "dapo"], "train.group_size": [4, 8]}, "seeds": [1, 2],
-           "exclude": [{"objective.preset": "dapo", "group_size": 4}, {"seed": 2, "preset": "grpo"}]}
+    raw = {
+        "grid": {"objective.preset": ["grpo", "dapo"], "train.group_size": [4, 8]},
+        "seeds": [1, 2],
+        "exclude": [{"objective.preset": "dapo", "group_size": 4}, {"seed": 2, "preset": "grpo"}],
+    }
     _, cs = cells(raw)
-    assert sorted(c.id for c in cs) == sorted(["preset=grpo__group_size=4__seed=1", "preset=grpo__group_size=8__seed=1",
-                                               "preset=dapo__group_size=8__seed=1", "preset=dapo__group_size=8__seed=2"])
+    assert sorted(c.id for c in cs) == sorted(
+        [
+            "preset=grpo__group_size=4__seed=1",
+            "preset=grpo__group_size=8__seed=1",
+            "preset=dapo__group_size=8__seed=1",
+            "preset=dapo__group_size=8__seed=2",
+        ]
+    )
 
 
 def test_scale_overrides_and_scale_seeds():
-    raw = {"grid": {"objective.preset": ["grpo"]}, "seeds": [1, 2, 3],
-           "scales": {"smoke": {"train.steps": 1, "seeds": [7]}, "cpu": {"train": {"steps": 9}}}}
+    raw = {
+        "grid": {"objective.preset": ["grpo"]},
+        "seeds": [1, 2, 3],
+        "scales": {"smoke": {"train.steps": 1, "seeds": [7]}, "cpu": {"train": {"steps": 9}}},
+    }
     _, smoke = cells(raw, "smoke")
     assert [c.id for c in smoke] == ["preset=grpo__seed=7"] and smoke[0].config.train.steps == 1
     _, cpu = cells(raw, "cpu")
@@ -80,7 +107,10 @@ def test_value_formatting_is_path_safe():
     assert format_value("a/b c") == "a-b-c"
     assert format_value(None) == "none" and format_value(True) == "true" and format_value(3e-4) == "0.0003"
     assert short_names(["train.lr", "warm_start.lr", "objective.preset"]) == {
-        "train.lr": "train.lr", "warm_start.lr": "warm_start.lr", "objective.preset": "preset"}
+        "train.lr": "train.lr",
+        "warm_start.lr": "warm_start.lr",
+        "objective.preset": "preset",
+    }
     _, cs = cells({"grid": {"task.difficulty_mix": [{"easy": 1}, {"easy": 1, "hard": 1}]}})
     assert [c.id for c in cs] == ["difficulty_mix=easy-1__seed=0", "difficulty_mix=easy-1_hard-1__seed=0"]
 
@@ -90,37 +120,43 @@ def test_colliding_ids_are_rejected():
         cells({"grid": {"tracking.tags.note": ["a/b", "a-b"]}}, validate=False)
 
 
-@pytest.mark.parametrize("raw, needle", [
-    ({"gird": {"objective.preset": ["grpo"]}}, "gird"),
-    ({"grid": {"objective.epsilon_high": [0.2]}}, "objective.epsilon_high"),
-    ({"grid": {"trian.lr": [0.1]}}, "trian.lr"),
-    ({"grid": {"train.lr.value": [0.1]}}, "train.lr.value"),
-    ({"grid": {"objective.preset": "grpo"}}, "grid.objective.preset"),
-    ({"grid": {"objective.preset": ["grpo", "grpo"]}}, "grid.objective.preset"),
-    ({"zip": [{"objective.preset": ["grpo", "dapo"], "train.lr": [0.1]}]}, "zip[0]"),
-    ({"zip": [{"arm": ["a", "b"], "objective.bogus": [1, 2]}]}, "objective.bogus"),
-    ({"grid": {"objective.preset": ["grpo"]}, "exclude": [{"train.lr": 0.1}]}, "exclude[0].train.lr"),
-    ({"grid": {"objective.preset": ["grpo"]}, "exclude": [{"objective.preset": "dapo"}]}, "exclude[0]"),
-    ({"seeds": [1, "two"]}, "seeds"),
-    ({"scale": "tpu"}, "scale"),
-    ({"scales": {"tpu": {"train.steps": 1}}}, "scales.tpu"),
-    ({"scales": {"smoke": {"train.stepz": 1}}}, "train.stepz"),
-    ({"grid": {"train.steps": [1, 2]}, "scales": {"smoke": {"train.steps": 1}}}, "scales.smoke"),
-    ({"grid": {"seed": [1, 2]}}, "seed"),
-])
+@pytest.mark.parametrize(
+    "raw, needle",
+    [
+        ({"gird": {"objective.preset": ["grpo"]}}, "gird"),
+        ({"grid": {"objective.epsilon_high": [0.2]}}, "objective.epsilon_high"),
+        ({"grid": {"trian.lr": [0.1]}}, "trian.lr"),
+        ({"grid": {"train.lr.value": [0.1]}}, "train.lr.value"),
+        ({"grid": {"objective.preset": "grpo"}}, "grid.objective.preset"),
+        ({"grid": {"objective.preset": ["grpo", "grpo"]}}, "grid.objective.preset"),
+        ({"zip": [{"objective.preset": ["grpo", "dapo"], "train.lr": [0.1]}]}, "zip[0]"),
+        ({"zip": [{"arm": ["a", "b"], "objective.bogus": [1, 2]}]}, "objective.bogus"),
+        ({"grid": {"objective.preset": ["grpo"]}, "exclude": [{"train.lr": 0.1}]}, "exclude[0].train.lr"),
+        ({"grid": {"objective.preset": ["grpo"]}, "exclude": [{"objective.preset": "dapo"}]}, "exclude[0]"),
+        ({"seeds": [1, "two"]}, "seeds"),
+        ({"scale": "tpu"}, "scale"),
+        ({"scales": {"tpu": {"train.steps": 1}}}, "scales.tpu"),
+        ({"scales": {"smoke": {"train.stepz": 1}}}, "train.stepz"),
+        ({"grid": {"train.steps": [1, 2]}, "scales": {"smoke": {"train.steps": 1}}}, "scales.smoke"),
+        ({"grid": {"seed": [1, 2]}}, "seed"),
+    ],
+)
 def test_structural_errors_name_the_key(raw, needle):
     with pytest.raises(StudyError) as err:
         cells(raw, validate=False)
     assert needle in str(err.value)
 
 
-@pytest.mark.parametrize("grid, needles", [
-    ({"train.group_size": [4, "eight"]}, ["train.group_size", "group_size=eight"]),   # wrong type
-    ({"objective.preset": ["grpo", "nonsense"]}, ["objective.preset", "preset=nonsense"]),  # unknown preset
-    ({"train.lr": [1e-4, -1.0]}, ["train.lr", "lr=-1.0"]),                               # out of range
-    ({"objective.agg": ["token_mean", "token_sum"]}, ["objective", "agg=token_sum"]),   # not an allowed value
-    ({"train.mini_batches": [1, 3]}, ["train.mini_batches", "mini_batches=3"]),        # cross-field rule
-])
+@pytest.mark.parametrize(
+    "grid, needles",
+    [
+        ({"train.group_size": [4, "eight"]}, ["train.group_size", "group_size=eight"]),  # wrong type
+        ({"objective.preset": ["grpo", "nonsense"]}, ["objective.preset", "preset=nonsense"]),  # unknown preset
+        ({"train.lr": [1e-4, -1.0]}, ["train.lr", "lr=-1.0"]),  # out of range
+        ({"objective.agg": ["token_mean", "token_sum"]}, ["objective", "agg=token_sum"]),  # not an allowed value
+        ({"train.mini_batches": [1, 3]}, ["train.mini_batches", "mini_batches=3"]),  # cross-field rule
+    ],
+)
 def test_every_cell_is_validated_before_any_job(grid, needles):
     with pytest.raises(StudyError) as err:
         cells({"grid": grid})
@@ -128,8 +164,19 @@ def test_every_cell_is_validated_before_any_job(grid, needles):
         assert n in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["demo", "length_bias", "difficulty_bias", "moe_stability", "tune_demo",
-                                  "dpo_displacement", "clip_higher", "passk"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "demo",
+        "length_bias",
+        "difficulty_bias",
+        "moe_stability",
+        "tune_demo",
+        "dpo_displacement",
+        "clip_higher",
+        "passk",
+    ],
+)
 @pytest.mark.parametrize("scale", ["smoke", "cpu", "gpu"])
 def test_shipped_studies_validate_at_every_scale(name, scale):
     study = load_study(name, scale)
@@ -152,10 +199,15 @@ def test_shipped_study_shapes():
     lb = load_study("length_bias", "cpu")
     assert len(lb.seeds) == 5  # the report's 5 seeds
     # countdown sampled hot (where grpo learns in 20 steps; experiments/length_bias.yaml), evaluated the same way
-    assert all(c.config.task.name == "countdown" and c.config.rollout.temperature == 1.4
-               and c.config.eval.temperature == 1.4 for c in lb.cells)
+    assert all(
+        c.config.task.name == "countdown" and c.config.rollout.temperature == 1.4 and c.config.eval.temperature == 1.4
+        for c in lb.cells
+    )
     assert {c.axes["arm"]: c.config.objective.agg for c in lb.cells} == {
-        "grpo": "seq_mean_token_mean", "grpo_token_mean": "token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
+        "grpo": "seq_mean_token_mean",
+        "grpo_token_mean": "token_mean",
+        "dr_grpo": "seq_mean_token_sum_norm",
+    }
     assert all(c.config.objective.kl_coef == 0.0 for c in lb.cells)
     gpu = load_study("length_bias", "gpu").cells[0].config
     assert gpu.rollout.backend == "vllm" and gpu.model.name == "smollm2-135m"
@@ -168,20 +220,28 @@ def test_seed_figure_study_shapes():
     assert all(c.config.dpo.rounds == 1 and c.config.objective.algorithm == "dpo" for c in dpo.cells)  # fixed pairs
     clip = load_study("clip_higher", "cpu")
     assert {c.axes["arm"]: (c.config.objective.eps_low, c.config.objective.eps_high) for c in clip.cells} == {
-        "clip_higher": (0.2, 0.28), "symmetric": (0.2, 0.2)}
+        "clip_higher": (0.2, 0.28),
+        "symmetric": (0.2, 0.2),
+    }
     assert all(c.config.objective.algorithm == "dapo" and c.config.train.inner_epochs == 4 for c in clip.cells)
     pk = load_study("passk", "cpu")
     assert pk.final_eval == {"n_samples": 64, "num_prompts": 256, "vs_initial": True}
     assert len(pk.seeds) == 3
 
 
-@pytest.mark.parametrize("final_eval, needle", [
-    ({"n_sample": 8}, "unknown key 'scales.smoke.final_eval.n_sample' (did you mean 'n_samples'?); "
-                      "allowed keys here: ['n_samples', 'num_prompts', 'vs_initial']"),
-    ({"n_samples": 0}, "'scales.smoke.final_eval.n_samples': Input should be greater than or equal to 1 (got 0)"),
-    ({"num_prompts": "all"}, "'scales.smoke.final_eval.num_prompts': Input should be a valid integer (got 'all')"),
-    ({"vs_initial": "yes"}, "'scales.smoke.final_eval.vs_initial': Input should be a valid boolean (got 'yes')"),
-])
+@pytest.mark.parametrize(
+    "final_eval, needle",
+    [
+        (
+            {"n_sample": 8},
+            "unknown key 'scales.smoke.final_eval.n_sample' (did you mean 'n_samples'?); "
+            "allowed keys here: ['n_samples', 'num_prompts', 'vs_initial']",
+        ),
+        ({"n_samples": 0}, "'scales.smoke.final_eval.n_samples': Input should be greater than or equal to 1 (got 0)"),
+        ({"num_prompts": "all"}, "'scales.smoke.final_eval.num_prompts': Input should be a valid integer (got 'all')"),
+        ({"vs_initial": "yes"}, "'scales.smoke.final_eval.vs_initial': Input should be a valid boolean (got 'yes')"),
+    ],
+)
 def test_final_eval_errors_name_the_key(final_eval, needle):
     with pytest.raises(StudyError, match=re.escape(needle)):
         cells({"grid": {"train.lr": [1e-4]}, "scales": {"smoke": {"final_eval": final_eval}}})
@@ -192,8 +252,10 @@ def test_final_eval_flags():
 
     assert final_eval_flags({}) == ""
     assert final_eval_flags({"n_samples": 8}) == "--n-samples 8"
-    assert final_eval_flags({"n_samples": 64, "num_prompts": 256, "vs_initial": True}) == \
-        "--n-samples 64 --num-prompts 256 --vs-initial"
+    assert (
+        final_eval_flags({"n_samples": 64, "num_prompts": 256, "vs_initial": True})
+        == "--n-samples 64 --num-prompts 256 --vs-initial"
+    )
     assert final_eval_flags({"vs_initial": False}) == ""
 
 

@@ -1,6 +1,7 @@
 """A grid over a researcher's own variant (tests/plugins/my_variants.py, one file in the project folder,
 named by one YAML line) through Snakemake: the Snakefile's process imports it to expand the cells, and
 every cell's `harness train` / `harness eval` -- a process of its own -- imports it again from its config."""
+
 from __future__ import annotations
 
 import json
@@ -11,15 +12,29 @@ import yaml
 from study_helpers import REPO, job_counts, run, snakemake_cmd
 
 STUDY = {
-    "base": {"model": {"name": "tiny-dense"}, "task": {"name": "arithmetic"},
-             "objective": {"plugins": ["my_variants"], "preset": "median_tanh"}},
+    "base": {
+        "model": {"name": "tiny-dense"},
+        "task": {"name": "arithmetic"},
+        "objective": {"plugins": ["my_variants"], "preset": "median_tanh"},
+    },
     "grid": {"objective.tanh_width": [0.1, 0.3]},
     "seeds": [0],
     "scale": "smoke",
-    "scales": {"smoke": {"warm_start.steps": 20, "train.steps": 2, "train.prompts_per_step": 4,
-                         "train.group_size": 4, "train.threads": 1, "rollout.max_new_tokens": 24,
-                         "eval.num_prompts": 8, "eval.n_samples": 2, "eval.ks": [1, 2], "eval.every": 2,
-                         "final_eval": {"n_samples": 2}}},
+    "scales": {
+        "smoke": {
+            "warm_start.steps": 20,
+            "train.steps": 2,
+            "train.prompts_per_step": 4,
+            "train.group_size": 4,
+            "train.threads": 1,
+            "rollout.max_new_tokens": 24,
+            "eval.num_prompts": 8,
+            "eval.n_samples": 2,
+            "eval.ks": [1, 2],
+            "eval.every": 2,
+            "final_eval": {"n_samples": 2},
+        }
+    },
 }
 
 
@@ -34,8 +49,15 @@ def test_dry_run_expands_the_plugin_grid(tmp_path):
     wd, args = _project(tmp_path)
     r = run(snakemake_cmd(wd, "-n", "--quiet", "rules", *args), REPO)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    assert job_counts(r.stdout + r.stderr) == {"warmstart": 1, "train": 2, "eval": 2, "summary": 1, "figures": 1,
-                                               "all": 1, "total": 8}
+    assert job_counts(r.stdout + r.stderr) == {
+        "warmstart": 1,
+        "train": 2,
+        "eval": 2,
+        "summary": 1,
+        "figures": 1,
+        "all": 1,
+        "total": 8,
+    }
     configs = sorted((wd / "results" / "tanh" / "smoke" / "configs").glob("*.yaml"))
     assert [yaml.safe_load(c.read_text())["objective"]["tanh_width"] for c in configs] == [0.1, 0.3]
 

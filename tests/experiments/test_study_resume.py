@@ -1,5 +1,6 @@
 """End to end (slow): a grid killed mid-run resumes without retraining finished cells and
 without duplicated MLflow runs or metric steps; then the report and a tuning study run."""
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,21 @@ STUDY = {
     "grid": {"objective.preset": ["grpo", "dr_grpo", "dapo"]},
     "seeds": [1],
     "scale": "smoke",
-    "scales": {"smoke": {"warm_start.steps": 20, "train.steps": 6, "train.prompts_per_step": 4,
-                         "train.group_size": 4, "train.checkpoint_every": 2, "train.threads": 1,
-                         "eval.num_prompts": 8, "eval.n_samples": 2, "eval.ks": [1, 2], "eval.every": 2,
-                         "final_eval": {"n_samples": 2}}},
+    "scales": {
+        "smoke": {
+            "warm_start.steps": 20,
+            "train.steps": 6,
+            "train.prompts_per_step": 4,
+            "train.group_size": 4,
+            "train.checkpoint_every": 2,
+            "train.threads": 1,
+            "eval.num_prompts": 8,
+            "eval.n_samples": 2,
+            "eval.ks": [1, 2],
+            "eval.every": 2,
+            "final_eval": {"n_samples": 2},
+        }
+    },
 }
 
 
@@ -37,8 +49,12 @@ def _evaluated(out: Path) -> set[str]:
     (A cell whose summary.json exists but whose train job Snakemake had not yet closed when
     it was killed is 'incomplete' to Snakemake: it removes the output and the trainer resumes
     from the final checkpoint, rewriting summary.json without training a step.)"""
-    return {p.parent.name for p in out.glob("runs/*/eval.json")} | {
-        p.name[: -len(".log")] for p in (out / "logs" / "eval").glob("*.log")} if out.exists() else set()
+    return (
+        {p.parent.name for p in out.glob("runs/*/eval.json")}
+        | {p.name[: -len(".log")] for p in (out / "logs" / "eval").glob("*.log")}
+        if out.exists()
+        else set()
+    )
 
 
 def test_kill_and_resume(tmp_path):
@@ -51,8 +67,14 @@ def test_kill_and_resume(tmp_path):
 
     # 1. start the grid, kill the whole process group (a hard crash) once a cell is complete
     log = open(tmp_path / "first.log", "w")
-    proc = subprocess.Popen(snakemake_cmd(wd, *args), cwd=REPO, env=clean_env(), stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        snakemake_cmd(wd, *args),
+        cwd=REPO,
+        env=clean_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.time() + 900
     while time.time() < deadline and proc.poll() is None:
         done = _evaluated(out)
@@ -60,7 +82,9 @@ def test_kill_and_resume(tmp_path):
         if done and (mid or len(done) >= 2):
             break
         time.sleep(1)
-    assert proc.poll() is None, "the grid finished before it could be killed: " + (tmp_path / "first.log").read_text()[-2000:]
+    assert proc.poll() is None, (
+        "the grid finished before it could be killed: " + (tmp_path / "first.log").read_text()[-2000:]
+    )
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     evaluated = _evaluated(out)
@@ -105,8 +129,19 @@ def test_kill_and_resume(tmp_path):
 
 
 def test_tune_smoke(tmp_path):
-    r = run([str(Path(os.sys.executable).with_name("harness")), "tune", str(REPO / "experiments" / "tune_demo.yaml"),
-             "--scale", "smoke", "--trials", "2"], tmp_path, timeout=1500)
+    r = run(
+        [
+            str(Path(os.sys.executable).with_name("harness")),
+            "tune",
+            str(REPO / "experiments" / "tune_demo.yaml"),
+            "--scale",
+            "smoke",
+            "--trials",
+            "2",
+        ],
+        tmp_path,
+        timeout=1500,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     best = json.loads((tmp_path / "results" / "tune_demo" / "smoke" / "best.json").read_text())
     assert len(best["trials"]) == 2 and "best_params" in best

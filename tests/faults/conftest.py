@@ -1,4 +1,5 @@
 """Fixtures of the fault tests; the helpers are in faults_helpers.py."""
+
 from __future__ import annotations
 
 import pytest

@@ -3,6 +3,7 @@
 Fault tests: a real tiny model (no warm start), real MLflow on a sqlite store in tmp_path.
 Faults are injected where they cannot happen on demand here (a kill at a chosen line, a full
 disk, a NaN); each test's docstring says how."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,21 @@ from harness.config import load_config
 
 SMOKE = "experiments/runs/smoke.yaml"
 # 2-3 s a run on one thread: 4 prompts x 2 samples x 8 tokens, a checkpoint every step
-TINY = ["warm_start.enabled=false", "train.steps=3", "train.prompts_per_step=4", "train.group_size=2",
-        "train.mini_batches=1", "rollout.max_new_tokens=8", "eval.num_prompts=2", "eval.n_samples=1", "eval.ks=[1]",
-        "eval.every=0", "train.checkpoint_every=1", "train.samples_to_log=1", "tracking.experiment=faults"]
+TINY = [
+    "warm_start.enabled=false",
+    "train.steps=3",
+    "train.prompts_per_step=4",
+    "train.group_size=2",
+    "train.mini_batches=1",
+    "rollout.max_new_tokens=8",
+    "eval.num_prompts=2",
+    "eval.n_samples=1",
+    "eval.ks=[1]",
+    "eval.every=0",
+    "train.checkpoint_every=1",
+    "train.samples_to_log=1",
+    "tracking.experiment=faults",
+]
 
 
 class Killed(BaseException):

@@ -3,16 +3,16 @@ before it (kept on disk for this) and says so; a lost `checkpoints/latest` marke
 from the intact checkpoint (never a silent restart at step 0); a directory whose checkpoints
 all fail to load, or that holds logged steps but no checkpoint, stops with a message.
 The corruption is done by hand on the files a real run wrote."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
-
 from faults_helpers import TINY, Killed, assert_complete, file_steps, tiny
-from harness.cli import main
-from harness.train.run.faults import NoReadableCheckpoint, OrphanMetrics
 
+from harness.cli import main
+from harness.faults import NoReadableCheckpoint, OrphanMetrics
 
 STEPS = "train.steps=4"
 

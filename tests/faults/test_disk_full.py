@@ -4,6 +4,7 @@ partial write is removed, the previous checkpoint stays intact, and a rerun resu
 Simulated: torch.save (the trainer state, written after the weights) writes half of its file
 and then raises OSError(errno.ENOSPC), as a write to a full disk does. Filling a real disk
 is not possible here."""
+
 from __future__ import annotations
 
 import errno
@@ -11,11 +12,11 @@ import os
 
 import pytest
 import torch
-
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, tiny
+
 from harness.cli import main
-from harness.train.run.checkpoint_files import verify
-from harness.train.run.faults import CheckpointWriteError
+from harness.faults import CheckpointWriteError
+from harness.train.core.rundir import verify
 
 
 def _full_disk_on_call(monkeypatch, nth: int):

@@ -5,11 +5,11 @@ The kill is `Killed` (a BaseException) raised at the chosen line, standing for S
 the trainer's code after that line never runs (its `except BaseException` only marks the MLflow
 run KILLED, which the rerun overwrites). Real SIGKILLs at random moments, in a subprocess:
 test_kill_random.py (slow) and benchmarks/faults.py."""
+
 from __future__ import annotations
 
 import pytest
 import torch
-
 from faults_helpers import Killed, assert_complete, file_steps, tiny
 
 
@@ -54,7 +54,7 @@ PHASES = ["rollout", "update", "checkpoint_write", "metrics_flush", "mlflow_flus
 def test_killed_then_rerun_has_every_step_once(phase, tmp_path, mlflow_uri, monkeypatch):
     import harness.train.rl.step as loop
     from harness.train import train
-    from harness.train.run.rundir import RunDir
+    from harness.train.core.rundir import RunDir
 
     run = tmp_path / "run"
     cfg = tiny()

@@ -6,6 +6,7 @@ Unreachable: MLFLOW_TRACKING_URI=http://127.0.0.1:<closed port> (real). Back aga
 points at the store itself (sqlite, the same store a server would serve). Going away mid-run:
 MlflowClient.log_batch raises ConnectionError for two steps (a server cannot be stopped and
 restarted in a few seconds here; test_mlflow_server_restart does it with a real server, slow)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ import socket
 import time
 
 import pytest
-
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_run, tiny
+
 from harness.cli import main
 
 
@@ -96,7 +97,9 @@ def test_pending_steps_already_in_mlflow_are_not_sent_twice(tmp_path, mlflow_uri
 
     run = tmp_path / "run"
     train(tiny(), run)
-    lines = [json.dumps({"kind": "step", "record": json.loads(x)}) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    lines = [
+        json.dumps({"kind": "step", "record": json.loads(x)}) for x in (run / "metrics.jsonl").read_text().splitlines()
+    ]
     (run / "mlflow_pending.jsonl").write_text("\n".join(lines) + "\n" + '{"kind": "st')  # and a torn last line
     train(tiny(), run)
     assert not (run / "mlflow_pending.jsonl").exists()
@@ -120,9 +123,26 @@ def test_mlflow_server_stops_answering_mid_run(tmp_path):
     port = _closed_port()
     uri = f"http://127.0.0.1:{port}"
     store = f"sqlite:///{tmp_path}/server.db"
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store, "--host",
-                               "127.0.0.1", "--port", str(port), "--workers", "1"], cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            store,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 900  # minutes on a loaded 2-core machine
         while time.time() < deadline:
@@ -133,12 +153,27 @@ def test_mlflow_server_stops_answering_mid_run(tmp_path):
                 time.sleep(1)
         else:
             pytest.fail("mlflow server did not start")
-        env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
-               "HARNESS_MLFLOW_RETRY_SECONDS": "3", "MLFLOW_HTTP_REQUEST_TIMEOUT": "2",
-               "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+        env = {
+            **os.environ,
+            "MLFLOW_TRACKING_URI": uri,
+            "PYTHONUNBUFFERED": "1",
+            "OMP_NUM_THREADS": "1",
+            "HARNESS_MLFLOW_RETRY_SECONDS": "3",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": "2",
+            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+        }
         run = tmp_path / "run"
-        cmd = [sys.executable, "-m", "harness.cli", "train", "experiments/runs/smoke.yaml", *TINY, "train.steps=60",
-               "--out", str(run)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "train",
+            "experiments/runs/smoke.yaml",
+            *TINY,
+            "train.steps=60",
+            "--out",
+            str(run),
+        ]
         proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         out = []
         for line in proc.stdout:

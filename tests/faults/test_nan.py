@@ -2,17 +2,18 @@
 tensor, before any update with it, its checkpoints intact; skip_step skips that step's update.
 The NaN is injected (into the rollout's rewards, or the loss the objective returns): a real
 run that diverges on purpose in seconds is not reproducible here."""
+
 from __future__ import annotations
 
 import pytest
 import torch
+from faults_helpers import TINY, file_steps, mlflow_status, mlflow_steps, tiny
 from safetensors.torch import load_file
 
-from faults_helpers import TINY, file_steps, mlflow_status, mlflow_steps, tiny
 from harness.cli import main
 from harness.config import ConfigError, load_config
-from harness.train.run.checkpoint_files import verify
-from harness.train.run.faults import NonFiniteError
+from harness.faults import NonFiniteError
+from harness.train.core.rundir import verify
 
 
 def test_nan_policy_is_validated():
@@ -39,16 +40,16 @@ def _nan_reward_at(monkeypatch, step: int):
 
 
 def _bad_loss_at(monkeypatch, step: int, value: float):
-    import harness.train.rl.update as update
+    import harness.train.core.forward as forward
 
-    real, calls = update.objective_loss, {"n": 0}
+    real, calls = forward.objective_loss, {"n": 0}
 
     def objective_loss(*a, **k):
         loss, metrics = real(*a, **k)
         calls["n"] += 1
         return (loss + value if calls["n"] == step + 1 else loss), metrics
 
-    monkeypatch.setattr(update, "objective_loss", objective_loss)
+    monkeypatch.setattr(forward, "objective_loss", objective_loss)
 
 
 def test_nan_reward_stops_naming_step_and_tensor(tmp_path, mlflow_uri, monkeypatch):

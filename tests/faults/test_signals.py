@@ -3,6 +3,7 @@ current step, writes a checkpoint and every finished step's metrics (file and ML
 the MLflow run KILLED and exits 128 + signal (143, 130); a second signal aborts at once; the
 rerun finishes with every step once. Real signals: sent to this process (in-process runs, fast)
 or to a real `harness train` subprocess (test_sigterm_subprocess, slow)."""
+
 from __future__ import annotations
 
 import os
@@ -13,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, mlflow_steps, tiny
-from harness.train.run.faults import StoppedBySignal
+
+from harness.faults import StoppedBySignal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,13 +76,23 @@ def test_sigterm_subprocess(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "harness.cli", "train", "experiments/runs/smoke.yaml", *TINY, "train.steps=60",
-           "train.checkpoint_every=25", "--out", str(run)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "train",
+        "experiments/runs/smoke.yaml",
+        *TINY,
+        "train.steps=60",
+        "train.checkpoint_every=25",
+        "--out",
+        str(run),
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     printed, out = [], []
     for line in proc.stdout:
         out.append(line)
-        if (m := re.match(r"\[harness\] step\s+(\d+)", line)):
+        if m := re.match(r"\[harness\] step\s+(\d+)", line):
             printed.append(int(m.group(1)))
             if int(m.group(1)) == 3:
                 proc.send_signal(signal.SIGTERM)

@@ -1,5 +1,6 @@
 """The SLURM profile gives train jobs grace time: SIGTERM some minutes before the time limit
 (sbatch --signal through the executor plugin's slurm_extra, which the plugin accepts)."""
+
 from __future__ import annotations
 
 import re

@@ -1,20 +1,18 @@
 """The thread governor (harness/threads.py) and `harness bench --busy N`. Correctness
 only: the timings are measured by the commands in docs/faults.md, on a quiet machine."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-
-from harness.bench.load import BUSY_LOOP, busy_processes, describe_policy, wait_policy_env
-from harness.cli import main
 import time
 
 import pytest
 
-from harness.threads import (CLK_TCK, ThreadGovernor, cpu_busy_seconds, governor_enabled, own_cpu_seconds,
-                             target_threads)
-
+from harness.bench.load import BUSY_LOOP, busy_processes, describe_policy, wait_policy_env
+from harness.cli import main
+from harness.threads import CLK_TCK, ThreadGovernor, cpu_busy_seconds, governor_enabled, own_cpu_seconds, target_threads
 
 STAT = """cpu  900 0 300 5000 10 0 0 0 0 0
 cpu0 400 0 100 2000 5 0 0 0 0 0
@@ -31,15 +29,18 @@ def test_cpu_busy_seconds_sums_the_allowed_cpus_only():
     assert cpu_busy_seconds({5}, STAT) == 0.0
 
 
-@pytest.mark.parametrize("current, others, expected", [
-    (2, 0.05, 2),   # quiet: free 1.95 -> floor(2.25) = 2, stay
-    (2, 0.9, 1),    # one busy process: free 1.1 -> floor(1.4) = 1, drop to one thread
-    (2, 0.65, 1),   # free 1.35 -> floor(1.65) = 1
-    (2, 0.25, 2),   # free 1.75 -> floor(2.05) = 2 (below the drop margin: stay)
-    (1, 0.25, 1),   # free 1.75 -> up needs floor(1.9) = 1: stay at one (hysteresis)
-    (1, 0.1, 2),    # free 1.9 -> floor(2.05) = 2: threads back
-    (1, 1.9, 1),    # never below one
-])
+@pytest.mark.parametrize(
+    "current, others, expected",
+    [
+        (2, 0.05, 2),  # quiet: free 1.95 -> floor(2.25) = 2, stay
+        (2, 0.9, 1),  # one busy process: free 1.1 -> floor(1.4) = 1, drop to one thread
+        (2, 0.65, 1),  # free 1.35 -> floor(1.65) = 1
+        (2, 0.25, 2),  # free 1.75 -> floor(2.05) = 2 (below the drop margin: stay)
+        (1, 0.25, 1),  # free 1.75 -> up needs floor(1.9) = 1: stay at one (hysteresis)
+        (1, 0.1, 2),  # free 1.9 -> floor(2.05) = 2: threads back
+        (1, 1.9, 1),  # never below one
+    ],
+)
 def test_target_threads_on_two_cores(current, others, expected):
     assert target_threads(current, ceiling=2, allowed=2, others=others) == expected
 
@@ -51,17 +52,27 @@ def test_target_threads_never_above_the_ceiling():
 
 def test_governor_drops_to_one_thread_when_another_process_takes_a_core_and_comes_back():
     # samples: (wall s, busy s of the allowed cores, this process tree's CPU s)
-    samples = iter([(0.0, 0.0, 0.0),
-                    (2.0, 4.0, 2.2),    # 2 s: cores busy 4 s, ours 2.2 -> others 0.9 cores -> 1 thread
-                    (4.0, 8.0, 4.2),    # others (4 - 2) / 2 = 1.0 -> stay at 1
-                    (6.0, 10.2, 6.2)])  # others (2.2 - 2.0) / 2 = 0.1 -> back to 2
+    samples = iter(
+        [
+            (0.0, 0.0, 0.0),
+            (2.0, 4.0, 2.2),  # 2 s: cores busy 4 s, ours 2.2 -> others 0.9 cores -> 1 thread
+            (4.0, 8.0, 4.2),  # others (4 - 2) / 2 = 1.0 -> stay at 1
+            (6.0, 10.2, 6.2),
+        ]
+    )  # others (2.2 - 2.0) / 2 = 0.1 -> back to 2
     clock = [0.0]
     set_to, said = [], []
-    gov = ThreadGovernor(ceiling=2, set_threads=set_to.append, sample=lambda: next(samples), allowed=2,
-                         clock=lambda: clock[0], report=said.append)
-    assert gov.tick() == 2          # first sample
+    gov = ThreadGovernor(
+        ceiling=2,
+        set_threads=set_to.append,
+        sample=lambda: next(samples),
+        allowed=2,
+        clock=lambda: clock[0],
+        report=said.append,
+    )
+    assert gov.tick() == 2  # first sample
     clock[0] = 0.5
-    assert gov.tick() == 2          # under MIN_INTERVAL_S: no sample taken
+    assert gov.tick() == 2  # under MIN_INTERVAL_S: no sample taken
     for t, threads in ((2.0, 1), (4.0, 1), (6.0, 2)):
         clock[0] = t
         assert gov.tick() == threads
@@ -140,9 +151,31 @@ def test_busy_processes_run_and_are_stopped():
 
 
 def test_bench_busy_flag(tmp_path, capsys):
-    rc = main(["bench", "--models", "tiny-dense", "--backends", "hf", "--steps", "1", "--no-trl", "--threads", "1",
-               "--prompts", "2", "--group-size", "2", "--max-new-tokens", "8", "--out-dir", str(tmp_path),
-               "--in-process", "--busy", "1"])
+    rc = main(
+        [
+            "bench",
+            "--models",
+            "tiny-dense",
+            "--backends",
+            "hf",
+            "--steps",
+            "1",
+            "--no-trl",
+            "--threads",
+            "1",
+            "--prompts",
+            "2",
+            "--group-size",
+            "2",
+            "--max-new-tokens",
+            "8",
+            "--out-dir",
+            str(tmp_path),
+            "--in-process",
+            "--busy",
+            "1",
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 0, captured.out + captured.err
     assert "1 busy-loop process(es) beside the benchmark" in captured.err

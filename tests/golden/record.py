@@ -27,6 +27,7 @@ A refactor that moves no number leaves these files unchanged; a fix that moves a
 run it moves (`python tests/golden/record.py NAME`), and its commit says which metrics moved and why.
 Each run uses one torch thread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,33 +65,70 @@ def _from(ws: str) -> list[str]:
 
 # The engine tests' fast regime (tests/train/conftest.py) for 3 steps, an eval at steps 0, 2, 3.
 _FAST = [
-    "rollout.temperature=1.0", "eval.temperature=1.0",
-    "train.prompts_per_step=8", "train.group_size=4", "rollout.max_new_tokens=40",
-    "task.difficulty_mix={easy: 1}", "eval.num_prompts=8", "eval.n_samples=4", "eval.ks=[1,4]",
-    "tracking.mlflow=false", "train.samples_to_log=2", "train.threads=1",
+    "rollout.temperature=1.0",
+    "eval.temperature=1.0",
+    "train.prompts_per_step=8",
+    "train.group_size=4",
+    "rollout.max_new_tokens=40",
+    "task.difficulty_mix={easy: 1}",
+    "eval.num_prompts=8",
+    "eval.n_samples=4",
+    "eval.ks=[1,4]",
+    "tracking.mlflow=false",
+    "train.samples_to_log=2",
+    "train.threads=1",
 ]
 _RL = [*_FAST, "train.steps=3", "eval.every=2", "train.mini_batches=2", "train.checkpoint_every=2"]
 
 RUNS: dict[str, tuple[str, list[str]]] = {
     "grpo": ("experiments/runs/smoke.yaml", [*_from("dense-arithmetic"), *_RL, "objective.preset=grpo"]),
     # overlong shaping bites past 10 tokens (40 max, a 30-token buffer); dynamic sampling drops groups
-    "dapo": ("experiments/runs/smoke.yaml", [*_from("dense-arithmetic"), *_RL, "objective.preset=dapo",
-                                             "objective.overlong_buffer=30"]),
+    "dapo": (
+        "experiments/runs/smoke.yaml",
+        [*_from("dense-arithmetic"), *_RL, "objective.preset=dapo", "objective.overlong_buffer=30"],
+    ),
     "ppo": ("experiments/runs/smoke.yaml", [*_from("dense-arithmetic"), *_RL, "objective.preset=ppo"]),
-    "dpo": ("experiments/runs/dpo.yaml", [
-        *_from("dense-arithmetic"), *_FAST, "rollout.max_new_tokens=40", "dpo.rounds=2", "dpo.num_prompts=16",
-        "dpo.samples_per_prompt=4", "dpo.batch_size=4", "dpo.max_steps=6", "eval.every=2",
-        "train.checkpoint_every=2",
-    ]),
+    "dpo": (
+        "experiments/runs/dpo.yaml",
+        [
+            *_from("dense-arithmetic"),
+            *_FAST,
+            "rollout.max_new_tokens=40",
+            "dpo.rounds=2",
+            "dpo.num_prompts=16",
+            "dpo.samples_per_prompt=4",
+            "dpo.batch_size=4",
+            "dpo.max_steps=6",
+            "eval.every=2",
+            "train.checkpoint_every=2",
+        ],
+    ),
     # the MoE study's paths: router noise at rollout, routing replay (the rollout's experts in every
     # training forward), TIS, the mismatch and router-disagreement metrics (old_logp recomputed)
-    "moe": ("experiments/runs/smoke.yaml", [
-        *_from("moe-arithmetic"), *_RL, "objective.preset=grpo", "objective.kl_coef=0.0",
-        "rollout.router_noise=0.5", "objective.routing_replay=true", "objective.tis_cap=2.0",
-        "train.old_logp=recompute"]),
+    "moe": (
+        "experiments/runs/smoke.yaml",
+        [
+            *_from("moe-arithmetic"),
+            *_RL,
+            "objective.preset=grpo",
+            "objective.kl_coef=0.0",
+            "rollout.router_noise=0.5",
+            "objective.routing_replay=true",
+            "objective.tis_cap=2.0",
+            "train.old_logp=recompute",
+        ],
+    ),
     # the length-bias study's task: countdown search traces, Dr.GRPO's sum / constant
-    "countdown": ("experiments/runs/smoke.yaml", [
-        *_from("dense-countdown"), *_RL, "task.name=countdown", "objective.preset=dr_grpo", "rollout.max_new_tokens=96"]),
+    "countdown": (
+        "experiments/runs/smoke.yaml",
+        [
+            *_from("dense-countdown"),
+            *_RL,
+            "task.name=countdown",
+            "objective.preset=dr_grpo",
+            "rollout.max_new_tokens=96",
+        ],
+    ),
 }
 
 
@@ -109,8 +147,14 @@ class Recorder:
 
     def generate(self, prompts, group_size, params):
         out = self.inner.generate(prompts, group_size, params)
-        self.calls.append({"prompts": [list(p) for p in prompts], "group_size": group_size,
-                           "params": dataclasses.asdict(params), "batch": _batch_to_dict(out)})
+        self.calls.append(
+            {
+                "prompts": [list(p) for p in prompts],
+                "group_size": group_size,
+                "params": dataclasses.asdict(params),
+                "batch": _batch_to_dict(out),
+            }
+        )
         return out
 
     def sync_weights(self, model):
@@ -134,13 +178,18 @@ class Replayer:
         if self.n >= len(self.calls):
             raise ReplayMismatch(f"generate call #{self.n}: the record holds only {len(self.calls)} calls")
         call = self.calls[self.n]
-        asked = {"prompts": [list(p) for p in prompts], "group_size": group_size,
-                 "params": _recorded_params(params, call["params"])}
+        asked = {
+            "prompts": [list(p) for p in prompts],
+            "group_size": group_size,
+            "params": _recorded_params(params, call["params"]),
+        }
         for key, value in asked.items():
             if value != call[key]:
-                raise ReplayMismatch(f"generate call #{self.n}: {key} differ from the record "
-                                     f"(the prompt draw, its rendering, a seed or a sampling param changed): "
-                                     f"asked {str(value)[:200]}, recorded {str(call[key])[:200]}")
+                raise ReplayMismatch(
+                    f"generate call #{self.n}: {key} differ from the record "
+                    f"(the prompt draw, its rendering, a seed or a sampling param changed): "
+                    f"asked {str(value)[:200]}, recorded {str(call[key])[:200]}"
+                )
         self.n += 1
         return _batch_from_dict(call["batch"])
 
@@ -160,19 +209,29 @@ def _recorded_params(params, recorded: dict) -> dict:
 
 
 def _batch_to_dict(b) -> dict:
-    return {"prompt_ids": [list(p) for p in b.prompt_ids], "response_ids": b.response_ids.clone(),
-            "response_mask": b.response_mask.clone(), "sampler_logp": b.sampler_logp.detach().clone(),
-            "truncated": b.truncated.clone(), "texts": list(b.texts),
-            "extras": {k: v.clone() for k, v in b.extras.items()}}
+    return {
+        "prompt_ids": [list(p) for p in b.prompt_ids],
+        "response_ids": b.response_ids.clone(),
+        "response_mask": b.response_mask.clone(),
+        "sampler_logp": b.sampler_logp.detach().clone(),
+        "truncated": b.truncated.clone(),
+        "texts": list(b.texts),
+        "extras": {k: v.clone() for k, v in b.extras.items()},
+    }
 
 
 def _batch_from_dict(d: dict):
     from harness.rollout.base import RolloutBatch
 
-    return RolloutBatch(prompt_ids=[list(p) for p in d["prompt_ids"]], response_ids=d["response_ids"].clone(),
-                        response_mask=d["response_mask"].clone(), sampler_logp=d["sampler_logp"].clone(),
-                        truncated=d["truncated"].clone(), texts=list(d["texts"]),
-                        extras={k: v.clone() for k, v in d["extras"].items()})
+    return RolloutBatch(
+        prompt_ids=[list(p) for p in d["prompt_ids"]],
+        response_ids=d["response_ids"].clone(),
+        response_mask=d["response_mask"].clone(),
+        sampler_logp=d["sampler_logp"].clone(),
+        truncated=d["truncated"].clone(),
+        texts=list(d["texts"]),
+        extras={k: v.clone() for k, v in d["extras"].items()},
+    )
 
 
 @contextmanager
@@ -183,8 +242,10 @@ def _engine(make):
     def factory(cfg, model, tok):
         return make(rollout.make_backend, cfg, model, tok)
 
-    with mock.patch("harness.train.run.shell.make_backend", factory), \
-            mock.patch("harness.train.eval.final_eval.make_backend", factory):
+    with (
+        mock.patch("harness.train.run.shell.make_backend", factory),
+        mock.patch("harness.train.run.final_eval.make_backend", factory),
+    ):
         yield
 
 
@@ -230,9 +291,13 @@ def weights_digest(run_dir: Path, start: Path) -> dict:
     end = load_file(str(ckpts[-1] / "model.safetensors"))
     begin = load_file(str(start / "model.safetensors"))
     delta = sum(float(((end[k].double() - begin[k].double()) ** 2).sum()) for k in end)
-    return {"step": "final", "checkpoint": ckpts[-1].name, "weights/delta_l2": math.sqrt(delta),
-            "weights/sum": sum(float(v.double().sum()) for v in end.values()),
-            "weights/l2": math.sqrt(sum(float((v.double() ** 2).sum()) for v in end.values()))}
+    return {
+        "step": "final",
+        "checkpoint": ckpts[-1].name,
+        "weights/delta_l2": math.sqrt(delta),
+        "weights/sum": sum(float(v.double().sum()) for v in end.values()),
+        "weights/l2": math.sqrt(sum(float((v.double() ** 2).sum()) for v in end.values())),
+    }
 
 
 def rollouts_path(name: str) -> Path:
@@ -324,8 +389,10 @@ def main(argv=None) -> int:
             got, _ = record(name, replay=load_rollouts(name))
             d = diff(expected, got)
             worst, where = deviation(expected, got)
-            print(f"{name}: {'unchanged' if not d else f'{len(d)} differences'}; largest relative deviation "
-                  f"beyond {ABS_TOL:g} absolute: {worst:.2e} ({where or 'none'})")
+            print(
+                f"{name}: {'unchanged' if not d else f'{len(d)} differences'}; largest relative deviation "
+                f"beyond {ABS_TOL:g} absolute: {worst:.2e} ({where or 'none'})"
+            )
             for line in d:
                 print("   ", line)
             bad += bool(d)

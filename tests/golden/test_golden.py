@@ -31,6 +31,7 @@ clip band whose V_old + (V - V_old) rounded away from V) was a bug, fixed in har
 A change to any formula moves these numbers far beyond the tolerance (test below: k3 off by 1%).
 A change that moves a number re-records the run (`python tests/golden/record.py NAME`) and says why.
 """
+
 import importlib.util
 import json
 from pathlib import Path
@@ -72,8 +73,11 @@ def test_replay_refuses_a_run_that_asks_for_other_samples():
     with pytest.raises(golden.ReplayMismatch, match="call #0: prompts differ"):
         golden.Replayer(calls).generate(first["prompts"][::-1], first["group_size"], params)
     with pytest.raises(golden.ReplayMismatch, match="call #0: params differ"):
-        golden.Replayer(calls).generate(first["prompts"], first["group_size"], SamplingParams(
-            **{**first["params"], "seed": first["params"]["seed"] + 1}))
+        golden.Replayer(calls).generate(
+            first["prompts"],
+            first["group_size"],
+            SamplingParams(**{**first["params"], "seed": first["params"]["seed"] + 1}),
+        )
 
 
 def test_records_cover_the_fixtures_and_every_run_has_its_rollouts():
@@ -89,5 +93,8 @@ def test_diff_reports_a_moved_value_a_missing_key_and_a_new_key():
     expected = [{"step": 0, "loss": 1.0, "gone": 2.0}]
     got = [{"step": 0, "loss": 1.001, "new": 3.0}]
     assert golden.diff(expected, got) == [
-        "step 0: gone missing (expected 2.0)", "step 0: loss 1.0 -> 1.001", "step 0: new new (3.0)"]
+        "step 0: gone missing (expected 2.0)",
+        "step 0: loss 1.0 -> 1.001",
+        "step 0: new new (3.0)",
+    ]
     assert golden.diff(expected, [dict(expected[0])]) == []

@@ -1,4 +1,5 @@
 """Model tests run offline (nothing may come from the HF hub) and single-threaded."""
+
 import os
 
 import pytest

@@ -1,12 +1,24 @@
 """LoRA adapters (harness/models/lora.py): which modules take them, the reference with adapters off, the
 merged weights an engine gets, the saved adapters, the base digest. A real tiny Llama, real peft."""
+
 import pytest
 import torch
 
 from harness.config import ConfigError, load_config
 from harness.models import build_model
-from harness.models.lora import (AdaptersOff, adapter_state, add_lora, base_digest, base_of, check_targets,
-                                 load_adapter, merged_copy, merged_state_dict, meta_model, save_plain)
+from harness.models.lora import (
+    AdaptersOff,
+    adapter_state,
+    add_lora,
+    base_digest,
+    base_of,
+    check_targets,
+    load_adapter,
+    merged_copy,
+    merged_state_dict,
+    meta_model,
+    save_plain,
+)
 
 SMOKE = "experiments/runs/smoke.yaml"
 LLAMA_LINEAR = ["down_proj", "gate_proj", "k_proj", "o_proj", "q_proj", "up_proj", "v_proj"]
@@ -37,13 +49,19 @@ def test_all_linear_is_every_projection_and_not_the_tied_head():
     assert len(chosen) == 4 * 7  # 4 layers x (q, k, v, o, gate, up, down)
 
 
-@pytest.mark.parametrize("targets, message", [
-    (["qq_proj"], "'qq_proj' names no module of this model that takes an adapter; the model has: ['down_proj', "
-                  "'embed_tokens', 'gate_proj', 'k_proj', 'lm_head', 'o_proj', 'q_proj', 'up_proj', 'v_proj']"),
-    (["rotary_emb"], "it is a LlamaRotaryEmbedding, which takes no LoRA adapter"),
-    ("q_proj", "a list of module names (e.g. [q_proj, v_proj]) or 'all-linear'"),
-    (["lm_head"], "share one weight matrix (tie_word_embeddings)"),
-])
+@pytest.mark.parametrize(
+    "targets, message",
+    [
+        (
+            ["qq_proj"],
+            "'qq_proj' names no module of this model that takes an adapter; the model has: ['down_proj', "
+            "'embed_tokens', 'gate_proj', 'k_proj', 'lm_head', 'o_proj', 'q_proj', 'up_proj', 'v_proj']",
+        ),
+        (["rotary_emb"], "it is a LlamaRotaryEmbedding, which takes no LoRA adapter"),
+        ("q_proj", "a list of module names (e.g. [q_proj, v_proj]) or 'all-linear'"),
+        (["lm_head"], "share one weight matrix (tie_word_embeddings)"),
+    ],
+)
 def test_a_bad_target_is_one_line_naming_what_the_model_has(targets, message):
     model, _ = build_model("tiny-dense", seed=0)
     with pytest.raises(ValueError) as err:
@@ -55,8 +73,11 @@ def test_the_config_refuses_a_bad_target_before_any_model_loads(monkeypatch):
     import harness.models.registry as registry
 
     monkeypatch.setattr(registry, "build_model", lambda *a, **k: pytest.fail("a model was loaded"))
-    with pytest.raises(ConfigError, match=r"model.lora.target_modules: 'qproj' names no module .* the model has: "
-                                          r"\['down_proj'.*'v_proj'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"model.lora.target_modules: 'qproj' names no module .* the model has: "
+        r"\['down_proj'.*'v_proj'\]",
+    ):
         load_config(SMOKE, ["model.lora={target_modules: [qproj]}"])
     with pytest.raises(ConfigError, match="MixtralExperts, which takes no LoRA adapter"):
         load_config(SMOKE, ["model.name=tiny-moe", "model.lora={target_modules: [experts]}"])

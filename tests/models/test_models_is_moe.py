@@ -1,6 +1,7 @@
 """The one MoE test (harness.models.is_moe) gives the same answer before a model loads (its
 name, its folder's config.json) and after (the model, its config), and agrees with the routers
 the harness hooks."""
+
 import json
 
 import pytest
@@ -31,13 +32,16 @@ def test_folder_is_read_from_its_config_json(tmp_path):
     assert is_moe(tmp_path / "cfg") is False  # one expert: dense
 
 
-@pytest.mark.parametrize("config, expected", [
-    ({"num_local_experts": 8}, True),     # Mixtral
-    ({"num_experts": 60}, True),          # Qwen2-MoE
-    ({"n_routed_experts": 64}, True),     # DeepSeek
-    ({"num_experts": 1}, False),
-    ({"num_experts": True}, False),       # a boolean is not a count
-    ({"hidden_size": 64}, False),
-])
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        ({"num_local_experts": 8}, True),  # Mixtral
+        ({"num_experts": 60}, True),  # Qwen2-MoE
+        ({"n_routed_experts": 64}, True),  # DeepSeek
+        ({"num_experts": 1}, False),
+        ({"num_experts": True}, False),  # a boolean is not a count
+        ({"hidden_size": 64}, False),
+    ],
+)
 def test_config_mappings(config, expected):
     assert is_moe(config) is expected

@@ -1,6 +1,7 @@
 """`response_forward` with a head (the extras slot's forward reads, docs/objective.md §13): the sampled
 token's log-probs are `response_logprobs`' bit for bit; SimKO's heads read the forward's K most likely
 tokens with their log-softmax values, or the log-probs of given candidates; 0 on padding; gradients flow."""
+
 from types import SimpleNamespace
 
 import torch
@@ -34,8 +35,9 @@ def test_top_k_are_the_most_likely_tokens_and_logp_is_unchanged():
     prompts, resp, mask = _batch()
     cfg = SimpleNamespace(simko_top_k=3)
     logp, ent, _ = response_logprobs(model, prompts, resp, mask, 0, 0.7, with_entropy=True)
-    lp2, ent2, got = response_forward(model, prompts, resp, mask, 0, 0.7, with_entropy=True,
-                                      head=lambda view: simko.old_topk(cfg, view))
+    lp2, ent2, got = response_forward(
+        model, prompts, resp, mask, 0, 0.7, with_entropy=True, head=lambda view: simko.old_topk(cfg, view)
+    )
     topk, idx = got["old_topk_logp"], got["topk_index"]
     assert torch.equal(logp, lp2) and torch.equal(ent, ent2)
     # row 0, token 0 is predicted from the prompt's last position (token 2): log_softmax(table[2] / 0.7)
@@ -54,8 +56,9 @@ def test_given_candidates_are_gathered():
     index = torch.zeros(2, 3, 2, dtype=torch.long)
     index[..., 1] = 5
     cfg = SimpleNamespace(simko_top_k=2)
-    _, _, got = response_forward(model, prompts, resp, mask, 0, 1.0,
-                                 head=lambda view: simko.train_topk(cfg, view, {"topk_index": index}))
+    _, _, got = response_forward(
+        model, prompts, resp, mask, 0, 1.0, head=lambda view: simko.train_topk(cfg, view, {"topk_index": index})
+    )
     full = torch.log_softmax(model.table[2].detach(), -1)
     torch.testing.assert_close(got["topk_logp"][0, 0].detach(), full[[0, 5]], rtol=0, atol=1e-6)
     assert torch.equal(got["is_argmax"], resp == 0)

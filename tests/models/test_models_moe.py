@@ -1,4 +1,5 @@
 """Router logits of the tiny MoE: shapes, top-k, recording and routing replay."""
+
 import torch
 
 from harness.models import build_model, record_routing, replay_routing, routers, routing_choices, stack_router_logits

@@ -1,9 +1,10 @@
 """Router-logit noise at rollout (rollout.router_noise) and replay of partial routing."""
+
 import torch
 
 from harness.models import build_model, record_routing, replay_routing, routing_choices, stack_router_logits
 from harness.models.moe import noisy_routing
-from harness.train.diagnostics.routing import capture_routing
+from harness.train.core.routing import capture_routing
 
 
 def _moe_and_batch():

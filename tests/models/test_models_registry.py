@@ -1,4 +1,5 @@
 """Registry API: names, errors, prompt rendering."""
+
 import pytest
 
 from harness.models import MODEL_NAMES, build_model, render_prompt

@@ -3,6 +3,7 @@
 The fast test uses the shared cache (results/models/smollm2-135m, or $HARNESS_MODEL_CACHE):
 the first run converts the GGUF (~30 s), later runs load the folder (~1 s).
 """
+
 import json
 import os
 import subprocess
@@ -30,7 +31,7 @@ def test_smollm2_folder_load_and_greedy_answer():
     x = torch.tensor([ids])  # (1, T)
     with torch.no_grad():
         out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=16, do_sample=False)
-    answer = tok.decode(out[0, x.shape[1]:], skip_special_tokens=True)
+    answer = tok.decode(out[0, x.shape[1] :], skip_special_tokens=True)
     assert "4" in answer, answer
 
 
@@ -39,8 +40,9 @@ def test_fresh_conversion_races_and_keeps_chat_template(tmp_path):
     """Two processes converting into an empty cache at once both get the same, complete folder."""
     code = "from harness.models import smollm2_folder; print(smollm2_folder())"
     env = {**os.environ, "HARNESS_MODEL_CACHE": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     outs = [p.communicate(timeout=1800)[0].strip().splitlines()[-1] for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert outs[0] == outs[1] == str(tmp_path / "smollm2-135m")
@@ -53,4 +55,5 @@ def test_fresh_conversion_races_and_keeps_chat_template(tmp_path):
     assert plain.chat_template == gguf.chat_template
     msgs = [{"role": "user", "content": "Compute 35*4.  Spaces  and\nnewlines."}]
     assert render_prompt(plain, msgs[0]["content"]) == list(
-        gguf.apply_chat_template(msgs, add_generation_prompt=True, return_dict=False))
+        gguf.apply_chat_template(msgs, add_generation_prompt=True, return_dict=False)
+    )

@@ -1,4 +1,5 @@
 """Tiny dense / MoE models: seeded build, save/load, generation with pad/eos, sizes."""
+
 import pytest
 import torch
 
@@ -15,7 +16,7 @@ def test_seeded_build_is_deterministic_and_leaves_global_rng(name):
     assert torch.equal(torch.get_rng_state(), state)
     b, _ = build_model(name, seed=7)
     c, _ = build_model(name, seed=8)
-    for (k, pa), pb, pc in zip(a.state_dict().items(), b.state_dict().values(), c.state_dict().values()):
+    for (k, pa), pb, _pc in zip(a.state_dict().items(), b.state_dict().values(), c.state_dict().values()):
         assert torch.equal(pa, pb), k
     assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
 
@@ -57,7 +58,7 @@ def test_generate_pads_left_and_stops_at_eos(name):
     seqs = [p + tok.encode(c) + [tok.eos_token_id] for p, c in zip(prompts, demos.values())]
     T = max(map(len, seqs))
     ids = torch.tensor([s + [tok.pad_token_id] * (T - len(s)) for s in seqs])  # (B, T) right-padded
-    labels = torch.tensor([[-100] * len(p) + s[len(p):] + [-100] * (T - len(s)) for p, s in zip(prompts, seqs)])
+    labels = torch.tensor([[-100] * len(p) + s[len(p) :] + [-100] * (T - len(s)) for p, s in zip(prompts, seqs)])
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     model.train()
     for _ in range(50):
@@ -70,7 +71,7 @@ def test_generate_pads_left_and_stops_at_eos(name):
     assert enc["input_ids"][0, 0] == tok.pad_token_id
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=10, do_sample=False)
-    new = out[:, enc["input_ids"].shape[1]:]  # (B, <=10)
+    new = out[:, enc["input_ids"].shape[1] :]  # (B, <=10)
     assert new[0].tolist() == tok.encode(" 5") + [tok.eos_token_id, tok.pad_token_id]  # padded after eos
     assert new[1].tolist() == tok.encode(" 12") + [tok.eos_token_id]  # stopped at eos, not at 10 tokens
     assert tok.batch_decode(new, skip_special_tokens=True) == [" 5", " 12"]

@@ -1,4 +1,5 @@
 """The character tokenizer: exact round trip, specials, save/load through AutoTokenizer."""
+
 from transformers import AutoTokenizer
 
 from harness.models.tokenizer import CHARS, char_tokenizer

@@ -1,5 +1,6 @@
 """Shared helpers for the objective tests: a tiny shared-parameter 'policy' so that gradients
 of different micro-batches land on the same weights (as in gradient accumulation)."""
+
 from __future__ import annotations
 
 import pytest

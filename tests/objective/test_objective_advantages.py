@@ -1,4 +1,5 @@
 """§1 advantages: every baseline x scale x std by hand, the worked examples, exact zeros, GAE."""
+
 from __future__ import annotations
 
 import math
@@ -9,9 +10,11 @@ import torch
 from harness.objective import ObjectiveConfig, gae_advantages, group_advantages
 from harness.objective.advantages import critic_advantages, whiten
 
+
 def T(x, **kw):
     """float64 tensor (hand values are compared at 1e-12)."""
     return torch.tensor(x, dtype=torch.float64, **kw)
+
 
 # Two groups of G=4:  g1 = [3, 1, 2, 0],  g2 = [1, 1, 1, 0]
 R = [3.0, 1.0, 2.0, 0.0, 1.0, 1.0, 1.0, 0.0]
@@ -23,8 +26,7 @@ LOO = [4 / 3 * d for d in DEV]
 # batch mean = (6 + 3)/8 = 1.125
 BM = [r - 1.125 for r in R]
 # group std per row: population sqrt(5/4), sqrt(0.75/4); sample sqrt(5/3), sqrt(0.75/3) = 0.5
-GSTD = {"population": [math.sqrt(1.25)] * 4 + [math.sqrt(0.1875)] * 4,
-        "sample": [math.sqrt(5 / 3)] * 4 + [0.5] * 4}
+GSTD = {"population": [math.sqrt(1.25)] * 4 + [math.sqrt(0.1875)] * 4, "sample": [math.sqrt(5 / 3)] * 4 + [0.5] * 4}
 # batch std of the rewards: sum of squares = sum r^2 - 8*1.125^2 = 17 - 10.125 = 6.875
 BSTD_R = {"population": math.sqrt(6.875 / 8), "sample": math.sqrt(6.875 / 7)}
 # batch std of centred values u (their batch mean is 0 for group baselines):
@@ -121,8 +123,11 @@ def test_group_size_one(scale, std):
     assert (got == 0.0).all()
     # batch_mean with G=1 is an ordinary baseline: r - 2/3, scaled by the batch std (group_std: by 1)
     bm = group_advantages(ObjectiveConfig(baseline="batch_mean", scale=scale, std=std, adv_eps=0.0), r, 1)
-    s = {"none": 1.0, "group_std": 1.0,
-         "batch_std": math.sqrt((2 * (1 / 3) ** 2 + (2 / 3) ** 2) / (2 if std == "sample" else 3))}[scale]
+    s = {
+        "none": 1.0,
+        "group_std": 1.0,
+        "batch_std": math.sqrt((2 * (1 / 3) ** 2 + (2 / 3) ** 2) / (2 if std == "sample" else 3)),
+    }[scale]
     torch.testing.assert_close(bm, (r - 2 / 3) / s, rtol=0, atol=1e-12)
 
 

@@ -1,4 +1,5 @@
 """§5 aggregation by hand, the length-bias weights via autograd, and micro-batch equivalence."""
+
 from __future__ import annotations
 
 import pytest
@@ -108,8 +109,17 @@ def test_micro_batches_give_the_mini_batch_gradient(make_policy, agg, ratio, cli
     n_seqs, n_toks = batch_denominators(mask)
     total, g_acc = 0.0, torch.zeros_like(g_whole)
     for rows in (slice(0, 2), slice(2, 4), slice(4, 6)):
-        part, _ = policy_loss(cfg, pol.logp(rows), old[rows], adv[rows], mask[rows], ref[rows],
-                              entropy=ent[rows], num_seqs=n_seqs, num_tokens=n_toks)
+        part, _ = policy_loss(
+            cfg,
+            pol.logp(rows),
+            old[rows],
+            adv[rows],
+            mask[rows],
+            ref[rows],
+            entropy=ent[rows],
+            num_seqs=n_seqs,
+            num_tokens=n_toks,
+        )
         total += part.item()
         g_acc += pol.grad(part)
     assert total == pytest.approx(whole.item(), abs=1e-12)
@@ -125,6 +135,8 @@ def test_micro_batches_without_mini_batch_denominators_differ(make_policy):
     cfg = ObjectiveConfig(agg="token_mean", kl_coef=0.0)
     old = pol.logp().detach()
     g_whole = pol.grad(policy_loss(cfg, pol.logp(), old, adv, mask)[0])
-    g_acc = sum(pol.grad(policy_loss(cfg, pol.logp(r), old[r], adv[r], mask[r])[0])
-                for r in (slice(0, 2), slice(2, 4), slice(4, 6)))
+    g_acc = sum(
+        pol.grad(policy_loss(cfg, pol.logp(r), old[r], adv[r], mask[r])[0])
+        for r in (slice(0, 2), slice(2, 4), slice(4, 6))
+    )
     assert not torch.allclose(g_acc, g_whole)

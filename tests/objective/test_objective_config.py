@@ -1,4 +1,5 @@
 """ObjectiveConfig: validation messages, presets against the docs/objective.md §7 table, defaults."""
+
 from __future__ import annotations
 
 import inspect
@@ -13,27 +14,38 @@ from harness.objective import PRESETS, ObjectiveConfig
 # (kl "none" = kl_coef 0; the estimator/placement then only matter if a user sets kl_coef).
 _COLS = ("baseline", "scale", "ratio", "clip", "eps_low", "eps_high", "agg", "kl_coef", "kl_estimator", "kl_placement")
 EXPECTED_TABLE = {
-    "ppo":          ("critic", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.05, "k1", "reward"),
-    "grpo":         ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
-    "dr_grpo":      ("group_mean", "none", "token", "ppo", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
-    "dapo":         ("group_mean", "group_std", "token", "ppo", 0.2, 0.28, "token_mean", 0.0, "k3", "loss"),
-    "gspo":         ("group_mean", "group_std", "sequence", "ppo", 3e-4, 4e-4, "seq_mean_token_mean", 0.0, "k3", "loss"),
-    "gspo_token":   ("group_mean", "group_std", "sequence_token", "ppo", 3e-4, 4e-4, "seq_mean_token_mean", 0.0, "k3", "loss"),
-    "cispo":        ("group_mean", "group_std", "token", "cispo", None, 4.0, "token_mean", 0.0, "k3", "loss"),
-    "rloo":         ("leave_one_out", "none", "token", "ppo", 0.2, 0.2, "seq_mean_token_sum", 0.05, "k1", "reward"),
+    "ppo": ("critic", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.05, "k1", "reward"),
+    "grpo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
+    "dr_grpo": ("group_mean", "none", "token", "ppo", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
+    "dapo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.28, "token_mean", 0.0, "k3", "loss"),
+    "gspo": ("group_mean", "group_std", "sequence", "ppo", 3e-4, 4e-4, "seq_mean_token_mean", 0.0, "k3", "loss"),
+    "gspo_token": (
+        "group_mean",
+        "group_std",
+        "sequence_token",
+        "ppo",
+        3e-4,
+        4e-4,
+        "seq_mean_token_mean",
+        0.0,
+        "k3",
+        "loss",
+    ),
+    "cispo": ("group_mean", "group_std", "token", "cispo", None, 4.0, "token_mean", 0.0, "k3", "loss"),
+    "rloo": ("leave_one_out", "none", "token", "ppo", 0.2, 0.2, "seq_mean_token_sum", 0.05, "k1", "reward"),
     "reinforce_pp": ("group_mean", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.01, "k1", "reward"),
-    "lite_ppo":     ("group_mean", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
-    "gpg":          ("group_mean", "none", "none", "none", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "lite_ppo": ("group_mean", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "gpg": ("group_mean", "none", "none", "none", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     # the zoo (docs/objective.md §12)
-    "maxrl":        ("group_mean", "group_mean", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
-    "passk":        ("passk", "none", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
-    "sapo":         ("group_mean", "group_std", "token", "sapo", 0.2, 0.2, "seq_mean_token_mean", 0.0, "k3", "loss"),
-    "gmpo":         ("group_mean", "group_std", "geometric", "none", 0.4, 0.4, "seq_mean_token_mean", 0.0, "k3", "loss"),
-    "dppo_tv":      ("group_mean", "none", "token", "dppo_tv", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
-    "dppo_kl":      ("group_mean", "none", "token", "dppo_kl", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
-    "lambda_grpo":  ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "lambda_length", 0.0, "k3", "loss"),
-    "simko":        ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
-    "prime":        ("prime", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "maxrl": ("group_mean", "group_mean", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "passk": ("passk", "none", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "sapo": ("group_mean", "group_std", "token", "sapo", 0.2, 0.2, "seq_mean_token_mean", 0.0, "k3", "loss"),
+    "gmpo": ("group_mean", "group_std", "geometric", "none", 0.4, 0.4, "seq_mean_token_mean", 0.0, "k3", "loss"),
+    "dppo_tv": ("group_mean", "none", "token", "dppo_tv", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
+    "dppo_kl": ("group_mean", "none", "token", "dppo_kl", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
+    "lambda_grpo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "lambda_length", 0.0, "k3", "loss"),
+    "simko": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
+    "prime": ("prime", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {

@@ -1,4 +1,5 @@
 """§4 KL estimators by hand, their expectations, and both placements."""
+
 from __future__ import annotations
 
 import math
@@ -109,6 +110,7 @@ def test_token_rewards_with_kl_for_the_critic():
     got = token_rewards_with_kl(cfg, rewards, logp, ref, mask)
     torch.testing.assert_close(got, T([[-0.025, 1.05, 0.0], [2.0125, 0.0, 0.0], [0.0, 0.0, 0.0]]), rtol=0, atol=1e-12)
     # KL in the loss: only the task reward is placed
-    plain = token_rewards_with_kl(ObjectiveConfig.preset("ppo", kl_placement="loss", kl_estimator="k3"),
-                                  rewards, logp, ref, mask)
+    plain = token_rewards_with_kl(
+        ObjectiveConfig.preset("ppo", kl_placement="loss", kl_estimator="k3"), rewards, logp, ref, mask
+    )
     torch.testing.assert_close(plain, T([[0.0, 1.0, 0.0], [2.0, 0.0, 0.0], [0.0, 0.0, 0.0]]), rtol=0, atol=0)

@@ -1,6 +1,7 @@
 """λ-GRPO through the trainer's calls (harness/objective/api.py, docs/objective.md §11, §13):
 `agg: lambda_length` weighs each row by f_i of its group, from rows taken anywhere in the batch,
 λ = 0 is token_mean exactly, and λ gets a gradient of its own."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,10 @@ from harness.config import ConfigError, load_config
 from harness.objective import LossInputs, ObjectiveConfig, inputs_needed, loss
 from harness.objective.lambda_grpo import group_length_rows, lambda_length_weights, lambda_row_weights
 
-MASK = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0],
-                     [1, 1, 1, 1, 0], [1, 1, 1, 0, 0]], dtype=torch.float64)
+MASK = torch.tensor(
+    [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 0, 0]],
+    dtype=torch.float64,
+)
 G = 3
 
 
@@ -21,8 +24,16 @@ def _inputs(rows, lam, seed=0):
     old = logp + 0.05 * torch.randn(6, 5, generator=g, dtype=torch.float64)
     adv = torch.randn(6, generator=g, dtype=torch.float64)
     lengths, pos = group_length_rows(MASK.sum(-1), G)
-    return LossInputs(logp=logp[rows].requires_grad_(True), old_logp=old[rows], adv=adv[rows], mask=MASK[rows],
-                      entropy=None, lam=lam, group_lengths=lengths[rows], group_pos=pos[rows])
+    return LossInputs(
+        logp=logp[rows].requires_grad_(True),
+        old_logp=old[rows],
+        adv=adv[rows],
+        mask=MASK[rows],
+        entropy=None,
+        lam=lam,
+        group_lengths=lengths[rows],
+        group_pos=pos[rows],
+    )
 
 
 def test_row_weights_of_any_rows_are_the_groups_weights():
@@ -51,7 +62,7 @@ def test_lambda_gets_a_gradient_and_micro_batches_sum_to_the_mini_batch():
     (g_whole,) = torch.autograd.grad(whole, lam)
     assert g_whole != 0
     perm = [5, 1, 3, 0, 4, 2]  # a random mini-batch order splits the groups
-    parts = [loss(obj, _inputs(perm[i:i + 2], lam), 6, n)[0] for i in (0, 2, 4)]
+    parts = [loss(obj, _inputs(perm[i : i + 2], lam), 6, n)[0] for i in (0, 2, 4)]
     torch.testing.assert_close(sum(parts), whole, rtol=0, atol=1e-12)
     (g_parts,) = torch.autograd.grad(sum(parts), lam)
     torch.testing.assert_close(g_parts, g_whole, rtol=0, atol=1e-10)

@@ -1,6 +1,7 @@
 """Each mode name is defined once (harness/objective/modes.py): the registry of its knob drives the
 config's validation, the dispatch and what docs/objective.md must list (its two tables are generated
 from the declarations: harness/objective/explain.py)."""
+
 import re
 import typing
 from pathlib import Path

@@ -1,4 +1,5 @@
 """pass@k against brute force; DAPO overlong penalty and dynamic sampling."""
+
 from __future__ import annotations
 
 import itertools
@@ -30,8 +31,10 @@ def test_pass_at_k_hand_values_and_edges():
     assert isinstance(pass_at_k(200, 17, 100), float) and 0 < pass_at_k(200, 17, 100) <= 1
 
 
-@pytest.mark.parametrize("args, word", [((5, 6, 1), "c"), ((5, -1, 1), "c"), ((5, 2, 0), "k >= 1"),
-                                        ((5, 2, 6), "k <= n"), ((0, 0, 1), "n >= 1")])
+@pytest.mark.parametrize(
+    "args, word",
+    [((5, 6, 1), "c"), ((5, -1, 1), "c"), ((5, 2, 0), "k >= 1"), ((5, 2, 6), "k <= n"), ((0, 0, 1), "n >= 1")],
+)
 def test_pass_at_k_validates(args, word):
     with pytest.raises(ValueError, match=word):
         pass_at_k(*args)

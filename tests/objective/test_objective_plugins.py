@@ -2,6 +2,7 @@
 baseline and a surrogate with its own knob) work exactly as built-in ones: named in YAML by one line
 (`objective.plugins`), validated before any model loads, documented by `harness config --explain`,
 usable in presets and in study grids; bad input is one line naming the key (docs/extending.md)."""
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,9 @@ def test_median_baseline_by_hand():
     # with the group std (sample: sqrt(5/3) = 1.290994) as scale, exactly like a built-in baseline
     cfg = _cfg("objective.baseline=median")
     std = math.sqrt(5 / 3)
-    torch.testing.assert_close(group_advantages(cfg, T([3, 1, 2, 0]), 4), T([2, 0, 1, -1]) / (std + 1e-6),
-                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        group_advantages(cfg, T([3, 1, 2, 0]), 4), T([2, 0, 1, -1]) / (std + 1e-6), rtol=0, atol=1e-12
+    )
 
 
 def test_tanh_clip_loss_gradient_and_clip_fraction_by_hand():
@@ -68,29 +70,47 @@ def test_its_knob_is_validated_defaulted_and_only_read_with_its_clip():
     assert _cfg("objective.clip=tanh_clip", "objective.tanh_width=0.3").tanh_width == 0.3
     with pytest.raises(ConfigError) as e:  # set while another clip is selected: nothing would read it
         _cfg("objective.tanh_width=0.3")
-    assert "objective.tanh_width=0.3 is read only with objective.clip='tanh_clip', and objective.clip='ppo'" in str(e.value)
+    assert "objective.tanh_width=0.3 is read only with objective.clip='tanh_clip', and objective.clip='ppo'" in str(
+        e.value
+    )
 
 
 def test_a_plugin_preset_is_a_preset():
     cfg = _cfg("objective.preset=median_tanh", "objective.tanh_width=0.5")
     assert (cfg.algorithm, cfg.baseline, cfg.clip, cfg.tanh_width, cfg.kl_coef) == (
-        "median_tanh", "median", "tanh_clip", 0.5, 0.0)
+        "median_tanh",
+        "median",
+        "tanh_clip",
+        0.5,
+        0.0,
+    )
     assert ObjectiveConfig.preset("median_tanh").plugins == ("my_variants",)  # selected: the config names its module
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ([USE, "objective.baseline=medain"],  # a typo of the plugin's mode: the registry lists it
-     "'objective.baseline': unknown baseline 'medain'; allowed baseline values: ['group_mean', 'leave_one_out', "
-     "'batch_mean', 'none', 'passk', 'critic', 'prime', 'median']"),
-    ([USE, "objective.clip=tanh_clip", "objective.tanh_width=-1"],
-     "'objective.tanh_width': Input should be greater than 0 (got -1)"),
-    ([USE, "objective.clip=tanh_clip", "objective.tanh_width=true"],
-     "'objective.tanh_width': a boolean where a number is expected; write a number (got True)"),
-    (["objective.plugins=[no_such_variants]", "objective.baseline=median"],
-     "objective.plugins: module 'no_such_variants' does not import (ModuleNotFoundError: No module named "
-     "'no_such_variants')"),
-    (["objective.plugins=my_variants.py"], "objective.plugins: 'my_variants.py' is not a module name"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            [USE, "objective.baseline=medain"],  # a typo of the plugin's mode: the registry lists it
+            "'objective.baseline': unknown baseline 'medain'; allowed baseline values: ['group_mean', 'leave_one_out', "
+            "'batch_mean', 'none', 'passk', 'critic', 'prime', 'median']",
+        ),
+        (
+            [USE, "objective.clip=tanh_clip", "objective.tanh_width=-1"],
+            "'objective.tanh_width': Input should be greater than 0 (got -1)",
+        ),
+        (
+            [USE, "objective.clip=tanh_clip", "objective.tanh_width=true"],
+            "'objective.tanh_width': a boolean where a number is expected; write a number (got True)",
+        ),
+        (
+            ["objective.plugins=[no_such_variants]", "objective.baseline=median"],
+            "objective.plugins: module 'no_such_variants' does not import (ModuleNotFoundError: No module named "
+            "'no_such_variants')",
+        ),
+        (["objective.plugins=my_variants.py"], "objective.plugins: 'my_variants.py' is not a module name"),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_key(overrides, message):
     with pytest.raises(ConfigError) as e:
         load_config(SMOKE, overrides)
@@ -135,8 +155,9 @@ def test_config_explain_documents_the_plugin_knob(project):
     lines = r.stdout.splitlines()
     i = lines.index("objective.tanh_width: 0.3  [read with clip='tanh_clip'; read]")
     assert "half-width w of tanh_clip's band" in lines[i + 1]
-    assert any(line.startswith("objective.baseline: median") and "`median`" in lines[j + 1]
-               for j, line in enumerate(lines))
+    assert any(
+        line.startswith("objective.baseline: median") and "`median`" in lines[j + 1] for j, line in enumerate(lines)
+    )
     r = _run(project, "config", "run.yaml", "objective.tanh_width=0")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "'objective.tanh_width': Input should be greater than 0 (got 0)" in r.stderr
@@ -160,7 +181,9 @@ def test_a_bad_plugin_knob_value_in_a_grid_names_the_cell_and_the_key(project):
     study = {"base": str(project / "run.yaml"), "grid": {"objective.tanh_width": [0.1, -0.3]}, "seeds": [0]}
     with pytest.raises(StudyError) as e:
         load_study(study, "smoke", name="tanh")
-    assert "tanh_width=-0.3" in str(e.value) and "'objective.tanh_width': Input should be greater than 0" in str(e.value)
+    assert "tanh_width=-0.3" in str(e.value) and "'objective.tanh_width': Input should be greater than 0" in str(
+        e.value
+    )
     study["grid"] = {"objective.tanh_wdith": [0.1]}  # a typo of the plugin's knob: the allowed keys list it
     with pytest.raises(StudyError) as e:
         load_study(study, "smoke", name="tanh")

@@ -1,4 +1,5 @@
 """policy_loss: equivalences between presets and formulas, TIS, entropy, metrics, shape checks."""
+
 from __future__ import annotations
 
 import math
@@ -52,8 +53,9 @@ def test_cispo_with_huge_caps_on_policy_is_reinforce(make_policy):
     expected = _reinforce_grad(pol, adv.unsqueeze(-1), mask, mask.sum())
     torch.testing.assert_close(pol.grad(loss), expected, rtol=1e-10, atol=1e-12)
     # and equals the unclipped on-policy ratio surrogate -rho*A
-    plain, _ = policy_loss(ObjectiveConfig(clip="none", agg="token_mean", kl_coef=0.0),
-                           pol.logp(), pol.logp().detach(), adv, mask)
+    plain, _ = policy_loss(
+        ObjectiveConfig(clip="none", agg="token_mean", kl_coef=0.0), pol.logp(), pol.logp().detach(), adv, mask
+    )
     torch.testing.assert_close(pol.grad(plain), expected, rtol=1e-10, atol=1e-12)
 
 
@@ -99,8 +101,9 @@ def test_token_metrics_by_hand():
     ref = torch.log(T([[0.75, 0.25, 0.5, 1.5]]))  # ref/pi = [0.5, 0.5, 1, 1]
     ent = T([[0.1, 0.2, 0.3, 0.4]])
     cfg = ObjectiveConfig(agg="token_mean", kl_coef=0.1, entropy_coef=0.01)
-    loss, m = policy_loss(cfg, logp, torch.zeros(1, 4), T([[1.0, -1.0, 1.0, -1.0]]), torch.ones(1, 4),
-                          ref_logp=ref, entropy=ent)
+    loss, m = policy_loss(
+        cfg, logp, torch.zeros(1, 4), T([[1.0, -1.0, 1.0, -1.0]]), torch.ones(1, 4), ref_logp=ref, entropy=ent
+    )
     # surrogate: [-min(1.5,1.2), -min(-0.5,-0.8), -min(0.5,0.8), -min(-1.5,-1.2)] = [-1.2, 0.8, -0.5, 1.5] -> mean 0.15
     assert m["loss/policy"] == pytest.approx(0.15, abs=1e-12)
     # k3 with d = ln(ref/pi) = [ln .5, ln .5, 0, 0]: 0.5 + ln2 - 1 = 0.193147 twice, 0 twice -> mean 0.0965736
@@ -116,15 +119,36 @@ def test_token_metrics_by_hand():
     # ratio mean 1.0, max 1.5; kl/old = mean(old - logp) = -mean(ln rho) = -(2 ln1.5 + 2 ln0.5)/4 = 0.1438410
     assert m["ratio/mean"] == pytest.approx(1.0) and m["ratio/max"] == pytest.approx(1.5)
     assert m["kl/old"] == pytest.approx(-0.5 * math.log(0.75), abs=1e-12)
-    assert set(m) == {"clip/frac", "clip/frac_low", "clip/frac_high", "ratio/mean", "ratio/max", "kl/ref",
-                      "kl/old", "entropy", "loss/policy", "loss/kl", "loss/entropy"}
+    assert set(m) == {
+        "clip/frac",
+        "clip/frac_low",
+        "clip/frac_high",
+        "ratio/mean",
+        "ratio/max",
+        "kl/ref",
+        "kl/old",
+        "entropy",
+        "loss/policy",
+        "loss/kl",
+        "loss/entropy",
+    }
 
 
 def test_metric_keys_without_reference_or_entropy():
-    _, m = policy_loss(ObjectiveConfig.preset("dapo"), torch.zeros(2, 3), torch.zeros(2, 3), T([1.0, -1.0]),
-                       torch.ones(2, 3))
-    assert set(m) == {"clip/frac", "clip/frac_low", "clip/frac_high", "ratio/mean", "ratio/max", "kl/old",
-                      "loss/policy", "loss/kl", "loss/entropy"}
+    _, m = policy_loss(
+        ObjectiveConfig.preset("dapo"), torch.zeros(2, 3), torch.zeros(2, 3), T([1.0, -1.0]), torch.ones(2, 3)
+    )
+    assert set(m) == {
+        "clip/frac",
+        "clip/frac_low",
+        "clip/frac_high",
+        "ratio/mean",
+        "ratio/max",
+        "kl/old",
+        "loss/policy",
+        "loss/kl",
+        "loss/entropy",
+    }
     assert all(isinstance(v, float) for v in m.values())
 
 
@@ -148,8 +172,14 @@ def test_tis_caps_the_weight():
     torch.testing.assert_close(g_lp, T([[-1.0, -0.25]]), rtol=0, atol=1e-12)
     assert g_roll is None or (g_roll == 0).all()
     # without a cap (or without rollout log-probs) the weight is 1
-    plain, _ = policy_loss(cfg.model_copy(update={"tis_cap": None}), logp, torch.zeros(1, 2), T([1.0]),
-                           torch.ones(1, 2), rollout_logp=rollout)
+    plain, _ = policy_loss(
+        cfg.model_copy(update={"tis_cap": None}),
+        logp,
+        torch.zeros(1, 2),
+        T([1.0]),
+        torch.ones(1, 2),
+        rollout_logp=rollout,
+    )
     assert plain.item() == pytest.approx(-1.0, abs=1e-12)
     nolog, _ = policy_loss(cfg, logp, torch.zeros(1, 2), T([1.0]), torch.ones(1, 2))
     assert nolog.item() == pytest.approx(-1.0, abs=1e-12)

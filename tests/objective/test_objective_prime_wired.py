@@ -1,6 +1,7 @@
 """PRIME through the trainer's calls (harness/objective/api.py, docs/objective.md §11, §13): the
 `prime` preset's `advantages` and `loss` reproduce prime.py's worked example (verl's recipe numbers),
 micro-batches sum to the mini-batch's reward-model loss, and the knobs are validated."""
+
 from __future__ import annotations
 
 import math
@@ -31,10 +32,13 @@ def test_the_preset_asks_for_the_reward_model_and_the_reference():
     assert not inputs_needed(ObjectiveConfig.preset("grpo")).components
 
 
-@pytest.mark.parametrize("keep, expected", [
-    (False, [[1.046684, 0.244239, 0.697795], [-1.430470, -0.558247, 0.0]]),   # verl's recipe: last dropped
-    (True, [[0.397414, 0.375336, 1.148064], [-1.479238, -0.441575, 0.0]]),    # the PRIME repo: kept
-])
+@pytest.mark.parametrize(
+    "keep, expected",
+    [
+        (False, [[1.046684, 0.244239, 0.697795], [-1.430470, -0.558247, 0.0]]),  # verl's recipe: last dropped
+        (True, [[0.397414, 0.375336, 1.148064], [-1.479238, -0.441575, 0.0]]),  # the PRIME repo: kept
+    ],
+)
 def test_advantages_reproduce_the_worked_example(keep, expected):
     obj = ObjectiveConfig.preset("prime", prime_keep_last_token=keep)
     s = advantages(obj, T(OUT), T(MASK), 2, prm_logp=_prm_logp(), ref_logp=T(REF))
@@ -58,8 +62,16 @@ def test_loss_adds_the_reward_model_bce_and_micro_batches_sum_to_it():
     logp = T(REF).clone()
 
     def part(rows, prm):
-        return LossInputs(logp=logp[rows], old_logp=logp[rows], adv=adv[rows], mask=T(MASK)[rows], entropy=None,
-                          ref_logp=T(REF)[rows], prm_logp=prm[rows], outcomes=T(OUT)[rows])
+        return LossInputs(
+            logp=logp[rows],
+            old_logp=logp[rows],
+            adv=adv[rows],
+            mask=T(MASK)[rows],
+            entropy=None,
+            ref_logp=T(REF)[rows],
+            prm_logp=prm[rows],
+            outcomes=T(OUT)[rows],
+        )
 
     prm = _prm_logp().requires_grad_(True)
     total, m = loss(obj, part([0, 1], prm), 2, 5)
@@ -76,19 +88,29 @@ def test_loss_adds_the_reward_model_bce_and_micro_batches_sum_to_it():
 
 def test_loss_without_outcomes_raises():
     obj = ObjectiveConfig.preset("prime")
-    x = LossInputs(logp=T(REF), old_logp=T(REF), adv=torch.zeros(2, 3, dtype=torch.float64), mask=T(MASK),
-                   entropy=None, ref_logp=T(REF), prm_logp=_prm_logp())
+    x = LossInputs(
+        logp=T(REF),
+        old_logp=T(REF),
+        adv=torch.zeros(2, 3, dtype=torch.float64),
+        mask=T(MASK),
+        entropy=None,
+        ref_logp=T(REF),
+        prm_logp=_prm_logp(),
+    )
     with pytest.raises(ValueError, match="outcomes"):
         loss(obj, x, 2, 5)
 
 
-@pytest.mark.parametrize("overrides, match", [
-    (dict(scale="group_std"), "allowed scale with baseline='prime'"),
-    (dict(kl_coef=0.05, kl_placement="reward", kl_estimator="k1"), "kl_placement='reward' with baseline='prime'"),
-    (dict(overlong_buffer=8), "overlong_buffer=8 with baseline='prime'"),
-    (dict(prime_beta=0.0), "prime_beta"),
-    (dict(prm_lr=-1.0), "prm_lr"),
-])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (dict(scale="group_std"), "allowed scale with baseline='prime'"),
+        (dict(kl_coef=0.05, kl_placement="reward", kl_estimator="k1"), "kl_placement='reward' with baseline='prime'"),
+        (dict(overlong_buffer=8), "overlong_buffer=8 with baseline='prime'"),
+        (dict(prime_beta=0.0), "prime_beta"),
+        (dict(prm_lr=-1.0), "prm_lr"),
+    ],
+)
 def test_illegal_prime_knobs_raise_naming_them(overrides, match):
     with pytest.raises(ValueError, match=match):
         ObjectiveConfig.preset("prime", **overrides)

@@ -1,4 +1,5 @@
 """§2 ratios (values and Jacobians) and §3 surrogates (values, gradients, clip masks)."""
+
 from __future__ import annotations
 
 import math
@@ -10,6 +11,7 @@ from torch.autograd.functional import jacobian
 from harness.objective import ObjectiveConfig, importance_ratio, policy_loss
 from harness.objective.surrogates import clip_masks, surrogate_loss
 
+
 def C(clip, eps_low, eps_high, **knobs):
     """The config a surrogate reads its knobs from (the mode functions take the config, as verl's)."""
     return ObjectiveConfig(clip=clip, eps_low=eps_low, eps_high=eps_high, **knobs)
@@ -18,6 +20,7 @@ def C(clip, eps_low, eps_high, **knobs):
 def T(x, **kw):
     """float64 tensor (hand values are compared at 1e-12)."""
     return torch.tensor(x, dtype=torch.float64, **kw)
+
 
 # one sequence, two response tokens and one padding position holding garbage
 LOGP = T([[-1.0, -2.0, float("-inf")]])

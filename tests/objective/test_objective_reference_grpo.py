@@ -1,6 +1,7 @@
 """The one-file GRPO step (harness/objective/reference_grpo.py) and the composable objective are the
 same loss: equal losses and gradients (1e-6) for the grpo, dr_grpo and dapo presets, off-policy (the
 clip binds), with uneven lengths, an all-equal group, and a KL term where the preset has one."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,10 @@ REWARDS = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # the second group is all co
 # the reference step's arguments for each preset: the knobs that differ from GRPO's
 CASES = {
     "grpo": ({}, {}),
-    "dr_grpo": ({"norm_constant": 5.0}, {"scale_by_std": False, "length_norm": "constant", "norm_constant": 5.0,
-                                         "beta": 0.0}),
+    "dr_grpo": (
+        {"norm_constant": 5.0},
+        {"scale_by_std": False, "length_norm": "constant", "norm_constant": 5.0, "beta": 0.0},
+    ),
     "dapo": ({}, {"eps_high": 0.28, "length_norm": "token", "beta": 0.0}),
 }
 
@@ -54,8 +57,9 @@ def test_the_reference_step_is_the_composable_objective(preset, make_policy):
     assert want_grad.abs().sum() > 1e-3
 
 
-@pytest.mark.parametrize("wrong", [{"length_norm": "token"}, {"scale_by_std": False}, {"eps_high": 0.28},
-                                   {"beta": 0.0}])
+@pytest.mark.parametrize(
+    "wrong", [{"length_norm": "token"}, {"scale_by_std": False}, {"eps_high": 0.28}, {"beta": 0.0}]
+)
 def test_a_flipped_switch_is_seen(wrong, make_policy):
     """The comparison can fail: GRPO's objective against the reference with one of its switches flipped."""
     pol, mask, old, ref, rewards = _batch(make_policy)
@@ -69,5 +73,9 @@ def test_group_advantage_by_hand():
     got = group_advantage(torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]), 4)
     torch.testing.assert_close(got[:4], torch.tensor([1.5, -0.5, -0.5, -0.5]) / (1 + 2e-6), rtol=0, atol=1e-12)
     assert torch.equal(got[4:], torch.zeros(4))
-    assert group_advantage(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4, scale_by_std=False).tolist() == [0.75, -0.25,
-                                                                                                      -0.25, -0.25]
+    assert group_advantage(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4, scale_by_std=False).tolist() == [
+        0.75,
+        -0.25,
+        -0.25,
+        -0.25,
+    ]

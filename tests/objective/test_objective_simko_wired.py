@@ -1,6 +1,7 @@
 """SimKO through the trainer's calls (harness/objective/api.py, docs/objective.md §11, §13): the
 `simko` preset asks for the top-K log-probs, `loss` reproduces the worked example's gradient
 coefficients (through the aggregation), and without the top-K inputs it raises."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,8 +20,16 @@ def T(x):
 def _grads(adv, is_argmax, obj):
     lp = torch.log(T([[0.5, 0.6, 0.3, 0.7, 0.4]])).requires_grad_()
     topk = torch.log(T([[[0.5, 0.2, 0.1]] * 5])).requires_grad_()
-    x = LossInputs(logp=lp, old_logp=lp.detach(), adv=T([adv]), mask=torch.ones(1, 5, dtype=torch.float64),
-                   entropy=T(ENT), topk_logp=topk, old_topk_logp=topk.detach(), is_argmax=torch.tensor([is_argmax]))
+    x = LossInputs(
+        logp=lp,
+        old_logp=lp.detach(),
+        adv=T([adv]),
+        mask=torch.ones(1, 5, dtype=torch.float64),
+        entropy=T(ENT),
+        topk_logp=topk,
+        old_topk_logp=topk.detach(),
+        is_argmax=torch.tensor([is_argmax]),
+    )
     total, _ = loss(obj, x, 1, 5)
     return torch.autograd.grad(total, (lp, topk), allow_unused=True)  # SimKO off: topk unused
 
@@ -52,8 +61,9 @@ def test_loss_without_top_k_inputs_raises():
         loss(ObjectiveConfig.preset("simko"), x, 1, 5)
 
 
-@pytest.mark.parametrize("overrides", [dict(clip="cispo", eps_low=None, eps_high=4.0), dict(ratio="sequence"),
-                                       dict(dual_clip=3.0)])
+@pytest.mark.parametrize(
+    "overrides", [dict(clip="cispo", eps_low=None, eps_high=4.0), dict(ratio="sequence"), dict(dual_clip=3.0)]
+)
 def test_simko_needs_the_token_ppo_clip(overrides):
     with pytest.raises(ValueError, match=r"allowed \w+ with simko_top_k > 0"):
         ObjectiveConfig.preset("simko", **overrides)

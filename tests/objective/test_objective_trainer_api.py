@@ -2,11 +2,23 @@
 advantages, loss. Equivalence with the building blocks as the RL trainer combined them before
 (group_advantages / kl_in_reward / critic_advantages; policy_loss + value_loss with the entropy
 detached when entropy_coef is 0 and the sampler's log-probs only with tis_cap), and hand values."""
+
 import pytest
 import torch
 
-from harness.objective import (LossInputs, Needs, ObjectiveConfig, Scored, advantages, group_advantages,
-                               inputs_needed, loss, loss_mask, policy_loss, value_loss)
+from harness.objective import (
+    LossInputs,
+    Needs,
+    ObjectiveConfig,
+    Scored,
+    advantages,
+    group_advantages,
+    inputs_needed,
+    loss,
+    loss_mask,
+    policy_loss,
+    value_loss,
+)
 from harness.objective.advantages import critic_advantages
 from harness.objective.kl import kl_in_reward, token_rewards_with_kl
 
@@ -18,9 +30,13 @@ def _data(seed=0):
     mask = torch.ones(B, T)
     mask[1, 3:] = 0
     mask[4, 1:] = 0
-    return dict(rewards=torch.randint(0, 2, (B,), generator=g).double() + 0.1 * torch.rand(B, generator=g),
-                mask=mask, logp=-torch.rand(B, T, generator=g), ref_logp=-torch.rand(B, T, generator=g),
-                values=torch.randn(B, T, generator=g) * mask)
+    return dict(
+        rewards=torch.randint(0, 2, (B,), generator=g).double() + 0.1 * torch.rand(B, generator=g),
+        mask=mask,
+        logp=-torch.rand(B, T, generator=g),
+        ref_logp=-torch.rand(B, T, generator=g),
+        values=torch.randn(B, T, generator=g) * mask,
+    )
 
 
 def _before(obj, rewards, mask, logp, ref_logp, values):
@@ -45,8 +61,15 @@ def test_advantages_equal_the_building_blocks_path(preset, seed):
     obj = ObjectiveConfig.preset(preset, **({"norm_constant": 40.0} if preset == "dr_grpo" else {}))
     d = _data(seed)
     needs = inputs_needed(obj)
-    got = advantages(obj, d["rewards"], d["mask"], G, logp=d["logp"] if needs.current_logp_for_kl else None,
-                     ref_logp=d["ref_logp"] if needs.ref_logp else None, values=d["values"] if needs.values else None)
+    got = advantages(
+        obj,
+        d["rewards"],
+        d["mask"],
+        G,
+        logp=d["logp"] if needs.current_logp_for_kl else None,
+        ref_logp=d["ref_logp"] if needs.ref_logp else None,
+        values=d["values"] if needs.values else None,
+    )
     adv, returns = _before(obj, **d)
     assert torch.equal(got.adv, adv)
     assert (got.returns is None) == (returns is None) and (returns is None or torch.equal(got.returns, returns))
@@ -55,8 +78,14 @@ def test_advantages_equal_the_building_blocks_path(preset, seed):
 def test_advantages_kl_in_the_reward_by_hand():
     """RLOO-style: r_i - kl_coef sum_t M k1, then leave-one-out, no scale. Two groups of G=2,
     T=2; k1 = logp - ref_logp = 0.5 on every response token; rows 1 and 3 have one token."""
-    obj = ObjectiveConfig(baseline="leave_one_out", scale="none", kl_coef=0.1, kl_estimator="k1",
-                          kl_placement="reward", agg="seq_mean_token_sum")
+    obj = ObjectiveConfig(
+        baseline="leave_one_out",
+        scale="none",
+        kl_coef=0.1,
+        kl_estimator="k1",
+        kl_placement="reward",
+        agg="seq_mean_token_sum",
+    )
     mask = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0], [1.0, 0.0]])
     logp = torch.full((4, 2), -1.0)
     ref = torch.full((4, 2), -1.5)
@@ -71,8 +100,16 @@ def test_advantages_kl_in_the_reward_by_hand():
 def test_advantages_critic_by_hand():
     """Critic, scale none, gamma = lam = 1, V = 0: A_t = sum of the rewards from t on; with the KL
     in the reward (k1 = 0.5 per token, kl_coef 0.2): r_t = -0.1, +r_i on the last token."""
-    obj = ObjectiveConfig(baseline="critic", scale="none", gamma=1.0, lam=1.0, kl_coef=0.2, kl_estimator="k1",
-                          kl_placement="reward", agg="token_mean")
+    obj = ObjectiveConfig(
+        baseline="critic",
+        scale="none",
+        gamma=1.0,
+        lam=1.0,
+        kl_coef=0.2,
+        kl_estimator="k1",
+        kl_placement="reward",
+        agg="token_mean",
+    )
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     logp, ref = torch.full((2, 3), -1.0), torch.full((2, 3), -1.5)
     out = advantages(obj, torch.tensor([1.0, 0.0]), mask, 1, logp=logp, ref_logp=ref, values=torch.zeros(2, 3))
@@ -103,13 +140,16 @@ def test_loss_mask_zeroes_truncated_rows_only_with_mask_truncated():
         loss_mask(ObjectiveConfig(mask_truncated=True), mask, truncated[:2])
 
 
-@pytest.mark.parametrize("preset,expect", [
-    ("grpo", Needs(True, False, False, False, False, False, False)),
-    ("dapo", Needs(False, False, False, False, False, False, True)),
-    ("ppo", Needs(True, True, True, False, False, False, True, components=("values",))),
-    ("rloo", Needs(True, False, True, False, False, False, True)),
-    ("gpg", Needs(False, False, False, False, False, False, True)),
-])
+@pytest.mark.parametrize(
+    "preset,expect",
+    [
+        ("grpo", Needs(True, False, False, False, False, False, False)),
+        ("dapo", Needs(False, False, False, False, False, False, True)),
+        ("ppo", Needs(True, True, True, False, False, False, True, components=("values",))),
+        ("rloo", Needs(True, False, True, False, False, False, True)),
+        ("gpg", Needs(False, False, False, False, False, False, True)),
+    ],
+)
 def test_inputs_needed_by_preset(preset, expect):
     assert inputs_needed(ObjectiveConfig.preset(preset)) == expect
 
@@ -129,33 +169,61 @@ def _loss_case(tiny_policy, seed=3):
     Bp, Tp = logp.shape
     mask = torch.ones(Bp, Tp)
     mask[0, 3:] = 0
-    return dict(logp=logp, old=(logp + tiny_policy.noise).detach(), mask=mask,
-                adv=torch.randn(Bp, generator=g), ref=(logp - 0.2 * torch.rand(Bp, Tp, generator=g)).detach(),
-                roll=(logp + 0.5 * torch.randn(Bp, Tp, generator=g)).detach(),
-                ent=(logp.exp() * 2.0 + 0.1))  # an entropy that depends on W (it carries a gradient)
+    return dict(
+        logp=logp,
+        old=(logp + tiny_policy.noise).detach(),
+        mask=mask,
+        adv=torch.randn(Bp, generator=g),
+        ref=(logp - 0.2 * torch.rand(Bp, Tp, generator=g)).detach(),
+        roll=(logp + 0.5 * torch.randn(Bp, Tp, generator=g)).detach(),
+        ent=(logp.exp() * 2.0 + 0.1),
+    )  # an entropy that depends on W (it carries a gradient)
 
 
 def _before_loss(obj, c, values=None, old_values=None, returns=None):
     """policy_loss + value_loss as harness/train/rl/update.py combined them."""
-    total, metrics = policy_loss(obj, c["logp"], c["old"], c["adv"], c["mask"], ref_logp=c["ref"],
-                                 entropy=c["ent"] if obj.entropy_coef else c["ent"].detach(),
-                                 rollout_logp=c["roll"] if obj.tis_cap else None, num_seqs=7, num_tokens=20)
+    total, metrics = policy_loss(
+        obj,
+        c["logp"],
+        c["old"],
+        c["adv"],
+        c["mask"],
+        ref_logp=c["ref"],
+        entropy=c["ent"] if obj.entropy_coef else c["ent"].detach(),
+        rollout_logp=c["roll"] if obj.tis_cap else None,
+        num_seqs=7,
+        num_tokens=20,
+    )
     if values is not None:
         vloss, vm = value_loss(obj, values, old_values, returns, c["mask"], num_seqs=7, num_tokens=20)
         total, metrics = total + vloss, {**metrics, **vm}
     return total, metrics
 
 
-@pytest.mark.parametrize("knobs", [
-    dict(preset="grpo"), dict(preset="grpo", entropy_coef=0.05), dict(preset="dapo", tis_cap=1.5),
-    dict(preset="cispo"), dict(preset="gspo"), dict(preset="dapo", tis_cap=1.5, entropy_coef=-0.02),
-])
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        dict(preset="grpo"),
+        dict(preset="grpo", entropy_coef=0.05),
+        dict(preset="dapo", tis_cap=1.5),
+        dict(preset="cispo"),
+        dict(preset="gspo"),
+        dict(preset="dapo", tis_cap=1.5, entropy_coef=-0.02),
+    ],
+)
 def test_loss_equals_policy_loss_as_the_trainer_called_it(tiny_policy, knobs):
     knobs = dict(knobs)
     obj = ObjectiveConfig.preset(knobs.pop("preset"), **knobs)
     c = _loss_case(tiny_policy)
-    x = LossInputs(logp=c["logp"], old_logp=c["old"], adv=c["adv"], mask=c["mask"], entropy=c["ent"],
-                   ref_logp=c["ref"], rollout_logp=c["roll"])
+    x = LossInputs(
+        logp=c["logp"],
+        old_logp=c["old"],
+        adv=c["adv"],
+        mask=c["mask"],
+        entropy=c["ent"],
+        ref_logp=c["ref"],
+        rollout_logp=c["roll"],
+    )
     got, got_m = loss(obj, x, num_seqs=7, num_tokens=20)
     exp, exp_m = _before_loss(obj, c)
     assert torch.equal(got, exp) and got_m == exp_m
@@ -199,12 +267,31 @@ def test_loss_adds_the_value_loss_when_values_are_given(tiny_policy):
     g = torch.Generator().manual_seed(5)
     values = torch.randn(*c["mask"].shape, generator=g).requires_grad_()
     old_values, returns = values.detach() + 0.3, torch.randn(*c["mask"].shape, generator=g)
-    x = LossInputs(logp=c["logp"], old_logp=c["old"], adv=c["adv"], mask=c["mask"], entropy=c["ent"],
-                   ref_logp=c["ref"], values=values, old_values=old_values, returns=returns)
+    x = LossInputs(
+        logp=c["logp"],
+        old_logp=c["old"],
+        adv=c["adv"],
+        mask=c["mask"],
+        entropy=c["ent"],
+        ref_logp=c["ref"],
+        values=values,
+        old_values=old_values,
+        returns=returns,
+    )
     got, got_m = loss(obj, x, num_seqs=7, num_tokens=20)
     exp, exp_m = _before_loss(obj, c, values, old_values, returns)
     assert torch.equal(got, exp) and got_m == exp_m
     assert {"loss/value", "value/clip_frac", "value/explained_variance"} <= set(got_m)
     with pytest.raises(ValueError, match="old_values and returns"):
-        loss(obj, LossInputs(logp=c["logp"], old_logp=c["old"], adv=c["adv"], mask=c["mask"], entropy=None,
-                             ref_logp=c["ref"], values=values))
+        loss(
+            obj,
+            LossInputs(
+                logp=c["logp"],
+                old_logp=c["old"],
+                adv=c["adv"],
+                mask=c["mask"],
+                entropy=None,
+                ref_logp=c["ref"],
+                values=values,
+            ),
+        )

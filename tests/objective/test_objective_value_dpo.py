@@ -1,4 +1,5 @@
 """PPO value loss and DPO / IPO by hand."""
+
 from __future__ import annotations
 
 import math

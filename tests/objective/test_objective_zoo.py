@@ -1,6 +1,7 @@
 """The zoo of docs/objective.md §12 as knobs of the one loss: MaxRL, pass@k, SAPO, GMPO, DPPO.
 Worked examples are the reference implementations' numbers; every other value is computed by hand
 in the comment beside it."""
+
 from __future__ import annotations
 
 import math
@@ -177,13 +178,16 @@ def test_dppo_caps_the_is_weight():
 
 
 # --------------------------------------------------------------------------- validation
-@pytest.mark.parametrize("knobs, names", [
-    (dict(ratio="geometric", clip="ppo"), ("clip='ppo'", "ratio='geometric'", "['none']")),
-    (dict(baseline="passk", scale="group_std"), ("scale='group_std'", "baseline='passk'", "['none']")),
-    (dict(clip="dppo_tv", ratio="sequence"), ("ratio='sequence'", "clip='dppo_tv'", "['token']")),
-    (dict(scale="group_mean", overlong_buffer=8), ("overlong_buffer=8", "scale='group_mean'", "[0]")),
-    (dict(baseline="critic", scale="group_mean"), ("scale='group_mean'", "baseline='critic'", "'batch_std'")),
-])
+@pytest.mark.parametrize(
+    "knobs, names",
+    [
+        (dict(ratio="geometric", clip="ppo"), ("clip='ppo'", "ratio='geometric'", "['none']")),
+        (dict(baseline="passk", scale="group_std"), ("scale='group_std'", "baseline='passk'", "['none']")),
+        (dict(clip="dppo_tv", ratio="sequence"), ("ratio='sequence'", "clip='dppo_tv'", "['token']")),
+        (dict(scale="group_mean", overlong_buffer=8), ("overlong_buffer=8", "scale='group_mean'", "[0]")),
+        (dict(baseline="critic", scale="group_mean"), ("scale='group_mean'", "baseline='critic'", "'batch_std'")),
+    ],
+)
 def test_illegal_zoo_combinations_name_knob_value_and_allowed(knobs, names):
     with pytest.raises(ValidationError) as e:
         ObjectiveConfig(**knobs)
@@ -197,11 +201,14 @@ def test_run_config_refuses_passk_k_not_below_the_group_size():
     assert "objective.passk_k=8" in str(e.value) and "1..7" in str(e.value)
 
 
-@pytest.mark.parametrize("overrides, knob", [
-    (["objective.sapo_tau_pos=2.0"], "objective.sapo_tau_pos"),
-    (["objective.is_cap=3.0"], "objective.is_cap"),
-    (["objective.preset=sapo", "objective.eps_high=0.3"], "objective.eps_high"),
-])
+@pytest.mark.parametrize(
+    "overrides, knob",
+    [
+        (["objective.sapo_tau_pos=2.0"], "objective.sapo_tau_pos"),
+        (["objective.is_cap=3.0"], "objective.is_cap"),
+        (["objective.preset=sapo", "objective.eps_high=0.3"], "objective.eps_high"),
+    ],
+)
 def test_run_config_refuses_zoo_knobs_nothing_reads(overrides, knob):
     with pytest.raises(ConfigError) as e:
         load_config("experiments/runs/smoke.yaml", overrides)

@@ -2,6 +2,7 @@
 wired into the trainer: test_objective_{lambda,simko,prime}_wired.py):
 λ-GRPO's length weights, SimKO's top-K spreading, PRIME's implicit process rewards.
 Worked examples are the reference implementations' numbers."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,7 @@ import torch
 
 from harness.objective.aggregation import aggregate
 from harness.objective.lambda_grpo import group_length_rows, lambda_length_weights, lambda_row_weights
-from harness.objective.prime import (prime_advantages, prime_process_rewards, prime_rm_accuracy,
-                                     prime_rm_loss)
+from harness.objective.prime import prime_advantages, prime_process_rewards, prime_rm_accuracy, prime_rm_loss
 from harness.objective.simko import entropy_gate, simko_token_loss
 
 
@@ -72,8 +72,9 @@ def test_simko_entropy_gate_worked_example():
 def _simko_grads(adv, is_argmax):
     lp = torch.log(T([[0.5, 0.6, 0.3, 0.7, 0.4]])).requires_grad_()
     topk = torch.log(T([[[0.5, 0.2, 0.1]] * 5])).requires_grad_()
-    loss = simko_token_loss(lp, lp.detach(), topk, topk.detach(), torch.tensor([is_argmax]), T(ENT), T([adv]),
-                            torch.ones(1, 5))
+    loss = simko_token_loss(
+        lp, lp.detach(), topk, topk.detach(), torch.tensor([is_argmax]), T(ENT), T([adv]), torch.ones(1, 5)
+    )
     g_lp, g_topk = torch.autograd.grad(loss.sum(), (lp, topk))
     return loss, g_lp, g_topk
 
@@ -99,8 +100,16 @@ def test_simko_wrong_argmax_token_is_pushed_harder():
 
 def test_simko_without_top_k_log_probs_raises():
     with pytest.raises(ValueError, match="top-K log-probs"):
-        simko_token_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 2, 2), torch.zeros(1, 2, 2),
-                         torch.zeros(1, 2, dtype=torch.bool), torch.zeros(1, 2), T([1.0]), torch.ones(1, 2))
+        simko_token_loss(
+            torch.zeros(1, 2),
+            torch.zeros(1, 2),
+            torch.zeros(1, 2, 2),
+            torch.zeros(1, 2, 2),
+            torch.zeros(1, 2, dtype=torch.bool),
+            torch.zeros(1, 2),
+            T([1.0]),
+            torch.ones(1, 2),
+        )
 
 
 # --------------------------------------------------------------------------- PRIME
@@ -114,10 +123,13 @@ def test_prime_reward_model_bce_worked_example():
     assert prime_rm_loss(T(Q), T(QMASK), T(OUT), 0.05).item() == pytest.approx(0.685753, abs=1e-6)
 
 
-@pytest.mark.parametrize("keep, expected", [
-    (False, [[1.046684, 0.244239, 0.697795], [-1.430470, -0.558247, 0.0]]),   # verl's recipe: last dropped
-    (True, [[0.397414, 0.375336, 1.148064], [-1.479238, -0.441575, 0.0]]),    # the PRIME repo: kept
-])
+@pytest.mark.parametrize(
+    "keep, expected",
+    [
+        (False, [[1.046684, 0.244239, 0.697795], [-1.430470, -0.558247, 0.0]]),  # verl's recipe: last dropped
+        (True, [[0.397414, 0.375336, 1.148064], [-1.479238, -0.441575, 0.0]]),  # the PRIME repo: kept
+    ],
+)
 def test_prime_advantages_worked_example(keep, expected):
     r = prime_process_rewards(T(Q), T(QMASK), 0.05, prime_keep_last_token=keep)
     adv, returns = prime_advantages(r, T(OUT), T(QMASK), 2, prime_coef=5.0, outcome_coef=5.0)

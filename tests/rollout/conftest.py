@@ -1,4 +1,5 @@
 """Fixtures of the rollout tests."""
+
 import pytest
 import torch
 

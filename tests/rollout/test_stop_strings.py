@@ -1,6 +1,7 @@
 """Stop strings (rollout.stop) in the hf backend: a row ends with the token that completes the first
 stop string, which it keeps, and counts as finished (not truncated); the tokens before it are the
 ones sampled without stop strings (same seed)."""
+
 from __future__ import annotations
 
 from harness.models import build_model, render_prompt
@@ -25,7 +26,7 @@ def test_hf_stop_strings(one_torch_thread):
             assert stopped.response_ids[i, :n].tolist() == ids and bool(stopped.truncated[i]) == bool(free.truncated[i])
             continue
         hits += 1
-        assert n == at + 1 and stopped.response_ids[i, :n].tolist() == ids[:at + 1]
+        assert n == at + 1 and stopped.response_ids[i, :n].tolist() == ids[: at + 1]
         assert not stopped.truncated[i] and stopped.response_mask[i, n:].eq(0).all()
         assert stopped.texts[i] == cut_at_stop(free.texts[i], STOPS) and stopped.texts[i][-1] in STOPS
         assert not any(s in stopped.texts[i][:-1] for s in STOPS)  # the FIRST stop string ends it
@@ -36,6 +37,6 @@ def test_hf_stop_strings(one_torch_thread):
 def test_stop_index_and_cut():
     _, tok = build_model("tiny-dense", seed=0)
     ids = tok.encode("12 + 5 = 17\n\nQuestion: next", add_special_tokens=False)
-    assert tok.decode(ids[:stop_index(tok, ids, ("\n\nQuestion:",)) + 1]) == "12 + 5 = 17\n\nQuestion:"
+    assert tok.decode(ids[: stop_index(tok, ids, ("\n\nQuestion:",)) + 1]) == "12 + 5 = 17\n\nQuestion:"
     assert stop_index(tok, ids, ("nope",)) is None and stop_index(tok, ids, ()) is None
     assert cut_at_stop("ab END cd END", ("END", "cd")) == "ab END" and cut_at_stop("abc", ()) == "abc"

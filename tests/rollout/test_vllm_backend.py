@@ -5,6 +5,7 @@ the policy's weights leave the engine synced again when they finish.
 Measured here: sampler vs trainer log-probs agree to ~1e-6, the probe to ~5e-7 after a sync;
 a single Adam step (lr 1e-4) that is not synced moves the probe by ~0.15.
 """
+
 import pytest
 import torch
 
@@ -12,11 +13,11 @@ pytest.importorskip("vllm")
 
 from harness.config import RolloutSection  # noqa: E402
 from harness.models import build_model, render_prompt  # noqa: E402
+from harness.models.logprobs import response_logprobs  # noqa: E402
 from harness.rollout import make_backend  # noqa: E402
 from harness.rollout.base import SamplingParams  # noqa: E402
 from harness.rollout.hf import HFBackend  # noqa: E402
 from harness.rollout.vllm_backend import VLLMBackend, WeightSyncError  # noqa: E402
-from harness.models.logprobs import response_logprobs  # noqa: E402
 
 LOGP_TOL = 1e-4  # fp32 engine vs trainer; measured ~1e-6
 
@@ -33,8 +34,9 @@ def setup(one_torch_thread):
 
 def _trainer_logp(model, batch, pad_id, temperature):
     with torch.no_grad():
-        logp, _, _ = response_logprobs(model, batch.prompt_ids, batch.response_ids, batch.response_mask, pad_id,
-                                       temperature=temperature)
+        logp, _, _ = response_logprobs(
+            model, batch.prompt_ids, batch.response_ids, batch.response_mask, pad_id, temperature=temperature
+        )
     return logp
 
 
@@ -65,7 +67,7 @@ def test_layout_matches_hf(setup):
         if r.truncated[i]:
             assert n == 48 and eos not in ids[:n].tolist()
         else:  # EOS generated: last masked token, inside the mask, nowhere earlier
-            assert ids[n - 1] == eos and eos not in ids[:n - 1].tolist()
+            assert ids[n - 1] == eos and eos not in ids[: n - 1].tolist()
         assert r.texts[i] == tok.decode(ids[:n].tolist(), skip_special_tokens=True)
 
 
@@ -114,10 +116,15 @@ def test_greedy_equals_hf_greedy(setup):
     prompts = prompts[:4]
     r = backend.generate(prompts, 1, SamplingParams(max_new_tokens=24, temperature=0.0))
     for i, p in enumerate(prompts):
-        out = model.generate(input_ids=torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
-                             do_sample=False, max_new_tokens=24, eos_token_id=tok.eos_token_id,
-                             pad_token_id=tok.pad_token_id)
-        hf_ids = out[0, len(p):].tolist()
+        out = model.generate(
+            input_ids=torch.tensor([p]),
+            attention_mask=torch.ones(1, len(p), dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=24,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
+        hf_ids = out[0, len(p) :].tolist()
         n = int(r.lengths[i])
         assert r.response_ids[i, :n].tolist() == hf_ids[:n] and len(hf_ids) == n
 
@@ -200,12 +207,12 @@ def test_stop_strings(setup):
     stopped = backend.generate(prompts, 4, SamplingParams(max_new_tokens=40, seed=3, stop=stops))
     hits = 0
     for i in range(free.response_ids.shape[0]):
-        ids = free.response_ids[i, :int(free.lengths[i])].tolist()
+        ids = free.response_ids[i, : int(free.lengths[i])].tolist()
         at, n = stop_index(tok, ids, stops), int(stopped.lengths[i])
         if at is None:
             assert stopped.response_ids[i, :n].tolist() == ids and bool(stopped.truncated[i]) == bool(free.truncated[i])
             continue
         hits += 1
-        assert stopped.response_ids[i, :n].tolist() == ids[:at + 1] and not stopped.truncated[i]
+        assert stopped.response_ids[i, :n].tolist() == ids[: at + 1] and not stopped.truncated[i]
         assert stopped.texts[i] == cut_at_stop(free.texts[i], stops) and stopped.texts[i][-1] in stops
     assert 0 < hits < free.response_ids.shape[0]

@@ -1,4 +1,5 @@
 """Pure helpers of the vLLM backend (no engine started)."""
+
 import pytest
 
 from harness.models import build_model

@@ -3,6 +3,7 @@
 Regression test for vLLM 0.32's CPU MoE reload bug (expert weights left unpacked after
 an in-place reload; fixed in harness.rollout.vllm_worker), and the router-noise knob.
 """
+
 import types
 
 import pytest
@@ -11,9 +12,9 @@ import torch
 pytest.importorskip("vllm")
 
 from harness.models import build_model, render_prompt  # noqa: E402
+from harness.models.logprobs import response_logprobs  # noqa: E402
 from harness.rollout.base import SamplingParams  # noqa: E402
 from harness.rollout.vllm_backend import VLLMBackend, WeightSyncError  # noqa: E402
-from harness.models.logprobs import response_logprobs  # noqa: E402
 
 CFG = types.SimpleNamespace(dtype="float32", gpu_memory_utilization=0.3, router_noise=0.0)
 
@@ -32,8 +33,9 @@ def test_moe_generates_with_trainer_logprobs(setup):
     r = backend.generate(prompts, 4, SamplingParams(max_new_tokens=32, temperature=0.7, seed=0))
     assert r.response_ids.shape[0] == 24
     with torch.no_grad():
-        logp, _, _ = response_logprobs(model, r.prompt_ids, r.response_ids, r.response_mask, tok.pad_token_id,
-                                       temperature=0.7)
+        logp, _, _ = response_logprobs(
+            model, r.prompt_ids, r.response_ids, r.response_mask, tok.pad_token_id, temperature=0.7
+        )
     assert float((logp - r.sampler_logp).abs().max()) < 1e-4
 
 

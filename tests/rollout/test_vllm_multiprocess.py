@@ -1,6 +1,7 @@
 """The out-of-process engine (VLLM_ENABLE_V1_MULTIPROCESSING=1): weights travel as a
 safetensors folder. Slow (vLLM starts two more processes, each importing vLLM), and it
 needs a fresh interpreter because vLLM caches its env reads once an engine has started."""
+
 import os
 import subprocess
 import sys
@@ -48,6 +49,5 @@ def test_out_of_process_engine_sync(tmp_path):
     script.write_text(SCRIPT)
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True, text=True,
-                         timeout=1500)
+    out = subprocess.run([sys.executable, str(script)], cwd=root, env=env, capture_output=True, text=True, timeout=1500)
     assert out.returncode == 0 and "OK" in out.stdout, out.stdout[-2000:] + out.stderr[-4000:]

@@ -1,4 +1,5 @@
 """Helpers for the dataset-task tests: small data files in every format, and a task from a data mapping."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,14 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def gsm8k_rows(n: int = 40, start: int = 0) -> list[dict]:
-    return [{"question": f"Tom has {i} apples and buys {i + 1} more. How many apples?",
-             "answer": f"Tom has {i}+{i + 1} = <<{i}+{i + 1}={2 * i + 1}>>{2 * i + 1} apples.\n#### {2 * i + 1}",
-             "difficulty": ["easy", "medium", "hard"][i % 3]} for i in range(start, start + n)]
+    return [
+        {
+            "question": f"Tom has {i} apples and buys {i + 1} more. How many apples?",
+            "answer": f"Tom has {i}+{i + 1} = <<{i}+{i + 1}={2 * i + 1}>>{2 * i + 1} apples.\n#### {2 * i + 1}",
+            "difficulty": ["easy", "medium", "hard"][i % 3],
+        }
+        for i in range(start, start + n)
+    ]
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """The dataset task reads JSONL, JSON, Parquet (verl's layout), CSV and save_to_disk folders with
 the `datasets` library, splits one file by a hash of the prompt, and draws rows seeded."""
+
 from __future__ import annotations
 
 import json
@@ -50,18 +51,36 @@ def test_json_array_file(tmp_path):
 def test_verl_parquet_messages_and_dotted_answer(tmp_path):
     import datasets
 
-    rows = [{"data_source": "openai/gsm8k",
-             "prompt": [{"role": "system", "content": "Think step by step."},
-                        {"role": "user", "content": f"What is {i} + {i}?"}],
-             "reward_model": {"style": "rule", "ground_truth": str(2 * i)},
-             "extra_info": {"index": i, "split": "train"}} for i in range(30)]
+    rows = [
+        {
+            "data_source": "openai/gsm8k",
+            "prompt": [
+                {"role": "system", "content": "Think step by step."},
+                {"role": "user", "content": f"What is {i} + {i}?"},
+            ],
+            "reward_model": {"style": "rule", "ground_truth": str(2 * i)},
+            "extra_info": {"index": i, "split": "train"},
+        }
+        for i in range(30)
+    ]
     datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "train.parquet"))
     datasets.Dataset.from_list(rows[:5]).to_parquet(str(tmp_path / "test.parquet"))
-    rows_eval = [dict(r, prompt=[{"role": "user", "content": f"Now {i} + {i + 100}?"}],
-                      reward_model={"style": "rule", "ground_truth": str(2 * i + 100)}) for i, r in enumerate(rows[:5])]
+    rows_eval = [
+        dict(
+            r,
+            prompt=[{"role": "user", "content": f"Now {i} + {i + 100}?"}],
+            reward_model={"style": "rule", "ground_truth": str(2 * i + 100)},
+        )
+        for i, r in enumerate(rows[:5])
+    ]
     datasets.Dataset.from_list(rows_eval).to_parquet(str(tmp_path / "test.parquet"))
-    t = task(train=str(tmp_path / "train.parquet"), eval=str(tmp_path / "test.parquet"),
-             answer_key="reward_model.ground_truth", id_key="extra_info.index", rewards=[RewardSpec("n", verifier="number")])
+    t = task(
+        train=str(tmp_path / "train.parquet"),
+        eval=str(tmp_path / "test.parquet"),
+        answer_key="reward_model.ground_truth",
+        id_key="extra_info.index",
+        rewards=[RewardSpec("n", verifier="number")],
+    )
     p = next(p for p in t.rows("train") if p.uid == "train:7")
     assert p.prompt == "What is 7 + 7?" and p.answer == "14"
     assert p.meta["messages"][0] == {"role": "system", "content": "Think step by step."}
@@ -69,10 +88,15 @@ def test_verl_parquet_messages_and_dotted_answer(tmp_path):
 
 
 def test_trl_conversational_jsonl(tmp_path):
-    rows = [{"prompt": [{"role": "user", "content": f"Capital of country {i}?"}], "solution": f"City{i}"}
-            for i in range(20)]
-    t = task(train=str(write_jsonl(tmp_path / "c.jsonl", rows)), answer_key="solution", eval_fraction=0.2,
-             rewards=[RewardSpec("exact", verifier="exact")])
+    rows = [
+        {"prompt": [{"role": "user", "content": f"Capital of country {i}?"}], "solution": f"City{i}"} for i in range(20)
+    ]
+    t = task(
+        train=str(write_jsonl(tmp_path / "c.jsonl", rows)),
+        answer_key="solution",
+        eval_fraction=0.2,
+        rewards=[RewardSpec("exact", verifier="exact")],
+    )
     p = t.rows("train")[0]
     assert p.meta["messages"] == [{"role": "user", "content": p.prompt}]
     assert t.score(p, f"Answer: {p.answer}", False).correct
@@ -88,14 +112,24 @@ def test_compressed_jsonl(tmp_path):
 
 
 def test_csv_and_tsv(tmp_path):
-    (tmp_path / "q.csv").write_text("question,answer\n" + "".join(f"\"What is {i}, doubled?\",{2 * i}\n" for i in range(20)))
-    t = task(train=str(tmp_path / "q.csv"), prompt_key="question", rewards=[RewardSpec("n", verifier="number")],
-             eval_fraction=0.2)
+    (tmp_path / "q.csv").write_text(
+        "question,answer\n" + "".join(f'"What is {i}, doubled?",{2 * i}\n' for i in range(20))
+    )
+    t = task(
+        train=str(tmp_path / "q.csv"),
+        prompt_key="question",
+        rewards=[RewardSpec("n", verifier="number")],
+        eval_fraction=0.2,
+    )
     p = t.rows("train")[0]
     assert p.answer == str(2 * int(p.prompt.split()[2].rstrip(",")))  # an int column is read as text
     (tmp_path / "q.tsv").write_text("question\tanswer\n" + "".join(f"What is {i}?\t{i}\n" for i in range(10)))
-    t = task(train=str(tmp_path / "q.tsv"), prompt_key="question", rewards=[RewardSpec("n", verifier="number")],
-             eval_fraction=0.3)
+    t = task(
+        train=str(tmp_path / "q.tsv"),
+        prompt_key="question",
+        rewards=[RewardSpec("n", verifier="number")],
+        eval_fraction=0.3,
+    )
     assert len(t.rows("train")) + len(t.rows("eval")) == 10
 
 
@@ -105,8 +139,12 @@ def test_save_to_disk_dataset_and_datasetdict(tmp_path):
     datasets.Dataset.from_list(gsm8k_rows(20)).save_to_disk(str(tmp_path / "single"))
     t = task(train=str(tmp_path / "single"), prompt_key="question", eval_fraction=0.3)
     assert len(t.rows("train")) + len(t.rows("eval")) == 20
-    dd = datasets.DatasetDict({"train": datasets.Dataset.from_list(gsm8k_rows(20)),
-                               "test": datasets.Dataset.from_list(gsm8k_rows(6, start=100))})
+    dd = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_list(gsm8k_rows(20)),
+            "test": datasets.Dataset.from_list(gsm8k_rows(6, start=100)),
+        }
+    )
     dd.save_to_disk(str(tmp_path / "dd"))
     t = task(train=str(tmp_path / "dd"), eval=str(tmp_path / "dd"), prompt_key="question")
     assert len(t.rows("train")) == 20 and len(t.rows("eval")) == 6
@@ -119,23 +157,45 @@ def test_folder_of_jsonl_files_and_list_of_paths(tmp_path):
     write_jsonl(tmp_path / "shards" / "b.jsonl", gsm8k_rows(10, start=10))
     t = task(train=str(tmp_path / "shards"), prompt_key="question", eval_fraction=0.2)
     assert len(t.rows("train")) + len(t.rows("eval")) == 20
-    t = task(train=[str(tmp_path / "shards" / "a.jsonl"), str(tmp_path / "shards" / "b.jsonl")],
-             prompt_key="question", eval_fraction=0.2)
+    t = task(
+        train=[str(tmp_path / "shards" / "a.jsonl"), str(tmp_path / "shards" / "b.jsonl")],
+        prompt_key="question",
+        eval_fraction=0.2,
+    )
     assert len(t.rows("train")) + len(t.rows("eval")) == 20
 
 
 def test_template_where_limits_and_shuffle(tmp_path):
     rows = [dict(r, choices=["1", "2"]) for r in gsm8k_rows(60)]
     path = str(write_jsonl(tmp_path / "t.jsonl", rows))
-    t = task(train=path, prompt_template="Q: {question}\nOptions:\n{choices}", where={"difficulty": ["easy", "hard"]},
-             max_train_rows=7, max_eval_rows=3, eval_fraction=0.3)
+    t = task(
+        train=path,
+        prompt_template="Q: {question}\nOptions:\n{choices}",
+        where={"difficulty": ["easy", "hard"]},
+        max_train_rows=7,
+        max_eval_rows=3,
+        eval_fraction=0.3,
+    )
     assert len(t.rows("train")) == 7 and len(t.rows("eval")) == 3
     assert all(p.prompt.startswith("Q: Tom") and p.prompt.endswith("Options:\n1\n2") for p in t.rows("train"))
     assert {p.meta["fields"]["difficulty"] for p in t.rows("train")} <= {"easy", "hard"}
-    again = task(train=path, prompt_template="Q: {question}\nOptions:\n{choices}", where={"difficulty": ["easy", "hard"]},
-                 max_train_rows=7, max_eval_rows=3, eval_fraction=0.3)
-    other = task(train=path, prompt_template="Q: {question}\nOptions:\n{choices}", where={"difficulty": ["easy", "hard"]},
-                 max_train_rows=7, max_eval_rows=3, eval_fraction=0.3, shuffle_seed=1)
+    again = task(
+        train=path,
+        prompt_template="Q: {question}\nOptions:\n{choices}",
+        where={"difficulty": ["easy", "hard"]},
+        max_train_rows=7,
+        max_eval_rows=3,
+        eval_fraction=0.3,
+    )
+    other = task(
+        train=path,
+        prompt_template="Q: {question}\nOptions:\n{choices}",
+        where={"difficulty": ["easy", "hard"]},
+        max_train_rows=7,
+        max_eval_rows=3,
+        eval_fraction=0.3,
+        shuffle_seed=1,
+    )
     uids = lambda x: [p.uid for p in x.rows("train")]  # noqa: E731
     assert uids(t) == uids(again) and uids(t) != uids(other)
 
@@ -166,7 +226,11 @@ def test_overlap_of_train_and_eval_files(tmp_path):
 
 def test_sample_dataset_is_written_on_first_read(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    t = task(train="results/data/gsm8k_sample/train.jsonl", eval="results/data/gsm8k_sample/test.jsonl",
-             prompt_key="question", difficulty_key="difficulty")
+    t = task(
+        train="results/data/gsm8k_sample/train.jsonl",
+        eval="results/data/gsm8k_sample/test.jsonl",
+        prompt_key="question",
+        difficulty_key="difficulty",
+    )
     assert (tmp_path / "results/data/math_sample/test.jsonl").is_file()
     assert len(t.rows("train")) > 3000 and t.difficulties == ("easy", "hard", "medium")

@@ -1,6 +1,7 @@
 """The reward-function contract (harness/tasks/rewards/functions.py, scorer.py): signature, return
 values, several weighted rewards, which one says "correct", the time limit, worker processes, and
 a function that raises stopping the run with one line naming it, the row and the completion."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,9 @@ M = "tests.tasks.user_rewards"
 
 
 def item(completion, answer="7", truncated=False, row=None):
-    return Item("What is 3+4?", completion, answer, row or {"difficulty": "easy"}, truncated, "train row 3 (uid train:3)")
+    return Item(
+        "What is 3+4?", completion, answer, row or {"difficulty": "easy"}, truncated, "train row 3 (uid train:3)"
+    )
 
 
 def scorer(*specs, correct=None, timeout=5.0, workers=0):
@@ -22,8 +25,11 @@ def scorer(*specs, correct=None, timeout=5.0, workers=0):
 
 
 def test_weighted_sum_and_named_parts():
-    s = scorer(RewardSpec("number", 1.0, verifier="number"), RewardSpec("brevity", 0.5, function=f"{M}:brevity"),
-               RewardSpec("easy", 0.25, function=f"{M}:uses_row"))
+    s = scorer(
+        RewardSpec("number", 1.0, verifier="number"),
+        RewardSpec("brevity", 0.5, function=f"{M}:brevity"),
+        RewardSpec("easy", 0.25, function=f"{M}:uses_row"),
+    )
     out = s.score(item("It is 7"))
     assert out.rewards == {"number": 1.0, "brevity": 1.0, "easy": 1.0} and out.total == 1.75 and out.correct
     out = s.score(item("Well, I believe it is 8 in the end", row={"difficulty": "hard"}))
@@ -32,7 +38,7 @@ def test_weighted_sum_and_named_parts():
 
 def test_which_reward_defines_correct():
     specs = (RewardSpec("number", verifier="number"), RewardSpec("exact", function=f"{M}:exact_dict"))
-    assert scorer(*specs, correct="exact").score(item("7")).correct             # the dict's own "correct"
+    assert scorer(*specs, correct="exact").score(item("7")).correct  # the dict's own "correct"
     assert not scorer(*specs, correct="exact").score(item("so 7")).correct
     assert scorer(*specs, correct="number").score(item("so 7")).correct
     assert scorer(RewardSpec("b", function=f"{M}:brevity")).score(item("7")).correct  # a float: correct when > 0
@@ -45,12 +51,15 @@ def test_a_truncated_completion_is_never_correct():
     assert not out.correct and out.rewards["number"] == 0.0 and out.rewards["b"] == 1.0  # functions still run
 
 
-@pytest.mark.parametrize("fn, needle", [
-    ("boom", "raised ZeroDivisionError: division by zero"),
-    ("returns_text", "returned 'one' (a str); allowed: a number"),
-    ("returns_nan", "returned nan (not finite)"),
-    ("returns_bad_dict", "returned a dict with keys ['score']"),
-])
+@pytest.mark.parametrize(
+    "fn, needle",
+    [
+        ("boom", "raised ZeroDivisionError: division by zero"),
+        ("returns_text", "returned 'one' (a str); allowed: a number"),
+        ("returns_nan", "returned nan (not finite)"),
+        ("returns_bad_dict", "returned a dict with keys ['score']"),
+    ],
+)
 def test_a_bad_function_stops_with_one_line(fn, needle):
     with pytest.raises(RewardFunctionError) as e:
         scorer(RewardSpec("mine", function=f"{M}:{fn}")).score(item("It is 7"))
@@ -74,18 +83,23 @@ def test_long_completions_are_clipped_in_the_message():
     assert "(502 chars)" in str(e.value) and len(str(e.value)) < 400
 
 
-@pytest.mark.parametrize("entry, needle", [
-    ({"function": "no_such_module_xyz:f"}, "module 'no_such_module_xyz' does not import"),
-    ({"function": f"{M}:missing"}, f"module '{M}' has no 'missing'; its callables:"),
-    ({"function": f"{M}:NOT_CALLABLE"}, "is a int, not a function"),
-    ({"function": f"{M}:two_args"}, "has signature two_args(prompt, completion); a reward function takes (prompt, "
-                                    "completion, answer, row)"),
-    ({"function": "justaname"}, "must look like module.path:function"),
-    ({"verifier": "gsm8k", "function": f"{M}:brevity"}, "give exactly one of verifier"),
-    ({"verifier": "maths"}, "task.rewards[0].verifier='maths' is unknown"),
-    ({"verifier": "gsm8k", "name": "mean"}, "task.rewards[0].name='mean' is taken"),
-    ({"function": f"{M}:brevity", "options": {"x": 1}}, "a function takes no options"),
-])
+@pytest.mark.parametrize(
+    "entry, needle",
+    [
+        ({"function": "no_such_module_xyz:f"}, "module 'no_such_module_xyz' does not import"),
+        ({"function": f"{M}:missing"}, f"module '{M}' has no 'missing'; its callables:"),
+        ({"function": f"{M}:NOT_CALLABLE"}, "is a int, not a function"),
+        (
+            {"function": f"{M}:two_args"},
+            "has signature two_args(prompt, completion); a reward function takes (prompt, completion, answer, row)",
+        ),
+        ({"function": "justaname"}, "must look like module.path:function"),
+        ({"verifier": "gsm8k", "function": f"{M}:brevity"}, "give exactly one of verifier"),
+        ({"verifier": "maths"}, "task.rewards[0].verifier='maths' is unknown"),
+        ({"verifier": "gsm8k", "name": "mean"}, "task.rewards[0].name='mean' is taken"),
+        ({"function": f"{M}:brevity", "options": {"x": 1}}, "a function takes no options"),
+    ],
+)
 def test_reward_specs_errors(entry, needle):
     with pytest.raises(ValueError) as e:
         reward_specs([entry])
@@ -100,8 +114,7 @@ def test_reward_specs_names_and_duplicates():
 
 
 def test_time_limit_in_process():
-    s = scorer(RewardSpec("slow", function=f"{M}:sleeps"), RewardSpec("n", verifier="number"), correct="n",
-               timeout=0.2)
+    s = scorer(RewardSpec("slow", function=f"{M}:sleeps"), RewardSpec("n", verifier="number"), correct="n", timeout=0.2)
     out = s.score(item("slow 7"))
     assert out.timed_out == 1 and out.rewards == {"slow": 0.0, "n": 1.0} and out.correct
 
@@ -136,8 +149,11 @@ def test_a_worker_stuck_in_c_code_is_killed():
 
 
 def test_dataset_task_reports_named_rewards(gsm8k_file):
-    t = DatasetTask(data={"train": str(gsm8k_file), "prompt_key": "question", "eval_fraction": 0.25},
-                    rewards=reward_specs(["gsm8k", {"function": f"{M}:brevity", "weight": 0.5}]), reward_workers=0)
+    t = DatasetTask(
+        data={"train": str(gsm8k_file), "prompt_key": "question", "eval_fraction": 0.25},
+        rewards=reward_specs(["gsm8k", {"function": f"{M}:brevity", "weight": 0.5}]),
+        reward_workers=0,
+    )
     p = t.rows("train")[0]
     right = f"#### {p.answer.split('#### ')[1]}"
     out = t.score_batch([p, p, p], [right, right, "no idea at all, sorry friend"], [False, True, False])

@@ -1,6 +1,7 @@
 """The sample dataset the project writes itself (harness/tasks/sample_data.py): deterministic,
 GSM8K's and MATH's layouts, a third of each difficulty, train and test disjoint, and every
 reference answer read as correct by the verifiers its recipes name."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,9 @@ def test_written_files_are_the_same_every_time(tmp_path):
     a = write_samples(tmp_path / "a")
     b = write_samples(tmp_path / "b")
     digest = lambda ps: [hashlib.sha256(p.read_bytes()).hexdigest() for p in ps]  # noqa: E731
-    assert digest(a) == digest(b) and [p.relative_to(tmp_path / "a") for p in a] == [p.relative_to(tmp_path / "b")
-                                                                                        for p in b]
+    assert digest(a) == digest(b) and [p.relative_to(tmp_path / "a") for p in a] == [
+        p.relative_to(tmp_path / "b") for p in b
+    ]
 
 
 def test_layouts_and_difficulty(tmp_path):
@@ -59,5 +61,7 @@ def test_references_read_as_correct_by_the_recipes_verifiers(tmp_path):
 def test_cli(tmp_path, capsys):
     assert main(["sample-data", "--out", str(tmp_path), "--rows", "30"]) == 0
     printed = capsys.readouterr().out.split()
-    assert len(printed) == 4 and len(_rows(tmp_path / "gsm8k_sample/train.jsonl")) + \
-        len(_rows(tmp_path / "gsm8k_sample/test.jsonl")) == 30
+    assert (
+        len(printed) == 4
+        and len(_rows(tmp_path / "gsm8k_sample/train.jsonl")) + len(_rows(tmp_path / "gsm8k_sample/test.jsonl")) == 30
+    )

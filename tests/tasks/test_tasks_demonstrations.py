@@ -1,4 +1,5 @@
 """Demonstrations: always verified correct, within max_demo_chars, longer for harder buckets."""
+
 import random
 import statistics
 
@@ -40,8 +41,10 @@ def test_demonstration_length_grows_with_difficulty(name, capsys):
     lengths = {d: [len(text) for _, text in demos(task, d)] for d in BUCKETS}
     means = [statistics.mean(lengths[d]) for d in BUCKETS]
     with capsys.disabled():
-        print(f"\n{name} demo chars (mean/max): " + ", ".join(
-            f"{d} {statistics.mean(lengths[d]):.1f}/{max(lengths[d])}" for d in BUCKETS))
+        print(
+            f"\n{name} demo chars (mean/max): "
+            + ", ".join(f"{d} {statistics.mean(lengths[d]):.1f}/{max(lengths[d])}" for d in BUCKETS)
+        )
     assert means[0] + 5 < means[1] and means[1] + 5 < means[2], means
 
 

@@ -1,4 +1,5 @@
 """Generators: determinism, split disjointness, difficulty labels and the mix knob."""
+
 import json
 from collections import Counter
 

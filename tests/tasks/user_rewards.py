@@ -1,4 +1,5 @@
 """Reward functions of a user's own, for the contract tests (imported as tests.tasks.user_rewards:NAME)."""
+
 import time
 
 

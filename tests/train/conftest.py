@@ -1,4 +1,5 @@
 """Small, fast run configs for the engine tests."""
+
 import pytest
 
 from harness.config import load_config
@@ -6,11 +7,19 @@ from harness.config import load_config
 # The warm start is the demo's (300 SFT steps, cached under results/warmstart and shared with
 # `make demo`), sampled at T=1; easy problems only, so that 8 prompts x 4 samples carry signal.
 FAST = [
-    "warm_start.steps=300", "rollout.temperature=1.0", "eval.temperature=1.0",
-    "train.prompts_per_step=8", "train.group_size=4", "rollout.max_new_tokens=40",
+    "warm_start.steps=300",
+    "rollout.temperature=1.0",
+    "eval.temperature=1.0",
+    "train.prompts_per_step=8",
+    "train.group_size=4",
+    "rollout.max_new_tokens=40",
     "task.difficulty_mix={easy: 1}",
-    "eval.every=0", "eval.num_prompts=8", "eval.n_samples=4", "eval.ks=[1,4]",
-    "tracking.mlflow=false", "train.samples_to_log=2",
+    "eval.every=0",
+    "eval.num_prompts=8",
+    "eval.n_samples=4",
+    "eval.ks=[1,4]",
+    "tracking.mlflow=false",
+    "train.samples_to_log=2",
 ]
 
 

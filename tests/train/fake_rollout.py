@@ -2,6 +2,7 @@
 no model, no sampling. Each problem's `meta["plan"]` says what its G samples are:
 a list of (correct, length) pairs, in order. Shapes: N prompts, G samples, B = N*G, T = the
 longest response of the batch."""
+
 from __future__ import annotations
 
 import random

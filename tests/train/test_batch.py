@@ -1,7 +1,8 @@
-"""The typed batch (harness/train/batch.py): row selection and the one micro-batch iterator."""
+"""The typed batch (harness/train/core/batch.py): row selection and the one micro-batch iterator."""
+
 import torch
 
-from harness.train.batch import Batch, micro_slices
+from harness.train.core.batch import Batch, micro_slices
 
 
 def test_micro_slices_cover_every_row_once_in_order():
@@ -11,8 +12,14 @@ def test_micro_slices_cover_every_row_once_in_order():
 
 
 def _batch(B=4, T=3):
-    return Batch([[1, i] for i in range(B)], torch.arange(B * T).view(B, T), torch.ones(B, T), torch.ones(B, T),
-                 torch.zeros(B, T), adv=torch.arange(B).float())
+    return Batch(
+        [[1, i] for i in range(B)],
+        torch.arange(B * T).view(B, T),
+        torch.ones(B, T),
+        torch.ones(B, T),
+        torch.zeros(B, T),
+        adv=torch.arange(B).float(),
+    )
 
 
 def test_rows_select_every_field_and_keep_the_step_row_numbers():

@@ -3,19 +3,28 @@ select_groups / concat, and the scoring of evals, on a scripted task and backend
 
 Overlong shaping in these configs: max_new_tokens 40, buffer 30, so a response of L > 10
 tokens gets -(L - 10) / 30 (docs/objective.md §6); L = 20 gets -1/3."""
+
 import pytest
 import torch
+from fake_rollout import ScriptedBackend, ScriptedTask, problem
 
 from harness.config import load_config
 from harness.rollout.base import SamplingParams
-from harness.train.eval import eval_cache
-from harness.train.rl.collect import collect, score
-from harness.train.rl.episode import Episode
+from harness.train.core.collect import collect, score
+from harness.train.core.episode import Episode
 from harness.train.eval.evaluate import evaluate
-from fake_rollout import ScriptedBackend, ScriptedTask, problem
+from harness.train.run import eval_cache
 
-BASE = ["tracking.mlflow=false", "train.prompts_per_step=2", "train.group_size=2", "train.mini_batches=1",
-        "rollout.max_new_tokens=40", "eval.n_samples=2", "eval.ks=[1,2]", "eval.num_prompts=2"]
+BASE = [
+    "tracking.mlflow=false",
+    "train.prompts_per_step=2",
+    "train.group_size=2",
+    "train.mini_batches=1",
+    "rollout.max_new_tokens=40",
+    "eval.n_samples=2",
+    "eval.ks=[1,2]",
+    "eval.num_prompts=2",
+]
 DAPO = [*BASE, "objective.preset=dapo", "objective.overlong_buffer=30", "train.max_refill_rounds=2"]
 GRPO = [*BASE, "objective.preset=grpo"]
 
@@ -55,8 +64,9 @@ def test_dynamic_sampling_drops_all_correct_groups_and_fills_up_to_n():
 
 
 def test_every_round_uninformative_trains_on_the_last_round():
-    rounds = [[problem(f"r{k}a", [(False, 3), (False, 3)]), problem(f"r{k}b", [(True, 3), (True, 3)])]
-              for k in range(3)]  # max_refill_rounds=2: 3 rounds, none informative
+    rounds = [
+        [problem(f"r{k}a", [(False, 3), (False, 3)]), problem(f"r{k}b", [(True, 3), (True, 3)])] for k in range(3)
+    ]  # max_refill_rounds=2: 3 rounds, none informative
     task, be = ScriptedTask(rounds), ScriptedBackend()
     ep, coll = collect(task, be, be.render, _cfg(DAPO), step=0)
     assert _uids(ep) == ["r2a", "r2b"]

@@ -5,6 +5,7 @@ Hand-computed: n = 4 samples, A's correct counts (1, 2, 4, 0), B's (2, 2, 4, 1).
   pass@2 = 1 - C(4-c, 2) / C(4, 2): c=0 -> 0, c=1 -> 1 - 3/6 = 0.5, c=2 -> 1 - 1/6 = 5/6, c=4 -> 1.
     A (0.5 + 5/6 + 1 + 0) / 4 = 7/12, B (5/6 + 5/6 + 1 + 0.5) / 4 = 19/24, B - A = 5/24.
 """
+
 import json
 
 import pytest
@@ -14,10 +15,13 @@ from harness.cli import main
 from harness.config import ConfigError
 from harness.train.eval.compare import compare_runs
 
-CFG = {"seed": 1, "task": {"name": "arithmetic", "difficulty_mix": None, "options": {}},
-       "rollout": {"max_new_tokens": 48, "top_p": 1.0, "temperature": 1.4},
-       "eval": {"num_prompts": 4, "seed": 0, "n_samples": 4, "temperature": 1.4, "ks": [1, 2]},
-       "objective": {"preset": "grpo"}}
+CFG = {
+    "seed": 1,
+    "task": {"name": "arithmetic", "difficulty_mix": None, "options": {}},
+    "rollout": {"max_new_tokens": 48, "top_p": 1.0, "temperature": 1.4},
+    "eval": {"num_prompts": 4, "seed": 0, "n_samples": 4, "temperature": 1.4, "ks": [1, 2]},
+    "objective": {"preset": "grpo"},
+}
 
 
 def make_run(path, counts_by_step, **changes):
@@ -65,8 +69,16 @@ def test_default_step_is_the_last_both_saved(tmp_path):
     assert r["step"] == 10 and r["metrics"]["pass_at_1"]["delta"] == pytest.approx(0.25)
 
 
-@pytest.mark.parametrize("key, value", [("eval__seed", 1), ("eval__num_prompts", 8), ("task__name", "countdown"),
-                                        ("eval__temperature", 1.0), ("eval__n_samples", 8)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("eval__seed", 1),
+        ("eval__num_prompts", 8),
+        ("task__name", "countdown"),
+        ("eval__temperature", 1.0),
+        ("eval__n_samples", 8),
+    ],
+)
 def test_evals_that_draw_differently_are_refused(tmp_path, key, value):
     a = make_run(tmp_path / "a", {0: [1, 1, 2, 0]})
     b = make_run(tmp_path / "b", {0: [1, 1, 2, 0]}, **{key: value})

@@ -1,5 +1,6 @@
 """train.component_warmup_steps: the first N steps train only the components (PRIME's reward model,
 PPO's critic); the policy takes no step there and learns from step N on (docs/objective.md §13)."""
+
 import json
 
 import pytest
@@ -16,9 +17,10 @@ def _records(run):
 
 
 def test_prime_warmup_steps_the_reward_model_and_not_the_policy(fast_config, tmp_path, monkeypatch):
-    monkeypatch.setattr("harness.train.run.rundir.KEEP_CHECKPOINTS", 5)  # keep step_000000 (after the warm-up)
-    cfg = fast_config("objective.preset=prime", "train.steps=2", "train.component_warmup_steps=1",
-                      "train.checkpoint_every=1")
+    monkeypatch.setattr("harness.train.core.rundir.KEEP_CHECKPOINTS", 5)  # keep step_000000 (after the warm-up)
+    cfg = fast_config(
+        "objective.preset=prime", "train.steps=2", "train.component_warmup_steps=1", "train.checkpoint_every=1"
+    )
     before = load_file(str(ensure_warm_start(cfg) / "model.safetensors"))
     train(cfg, tmp_path / "run")
     ckpt = tmp_path / "run" / "checkpoints"
@@ -40,11 +42,14 @@ def test_without_warmup_no_policy_updated_metric(fast_config, tmp_path):
     assert "train/policy_updated" not in _records(tmp_path / "run")[0]
 
 
-@pytest.mark.parametrize("overrides, says", [
-    (["objective.preset=grpo", "train.component_warmup_steps=2"], "trains no component to warm up"),
-    (["objective.preset=prime", "train.steps=3", "train.component_warmup_steps=3"], "allowed: 0 to 2"),
-    (["objective.preset=ppo", "train.component_warmup_steps=-1"], "component_warmup_steps"),
-])
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (["objective.preset=grpo", "train.component_warmup_steps=2"], "trains no component to warm up"),
+        (["objective.preset=prime", "train.steps=3", "train.component_warmup_steps=3"], "allowed: 0 to 2"),
+        (["objective.preset=ppo", "train.component_warmup_steps=-1"], "component_warmup_steps"),
+    ],
+)
 def test_bad_warmup_is_refused_naming_the_key(overrides, says):
     with pytest.raises(ConfigError) as err:
         load_config("experiments/runs/smoke.yaml", overrides)

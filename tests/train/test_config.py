@@ -1,4 +1,5 @@
 """Run-config validation: bad input fails before any model loads, naming the dotted key."""
+
 import pytest
 
 from harness.config import ConfigError, build_config, dump_config, load_config

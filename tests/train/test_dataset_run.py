@@ -1,6 +1,7 @@
 """A run on a dataset task end to end (tiny model, seconds): the SFT warm start from the dataset's
 solution field, the named rewards logged as reward/<name>, long prompts dropped with a count, and
 difficulty buckets from the initial policy's pass rate, measured once and cached."""
+
 from __future__ import annotations
 
 import json
@@ -15,17 +16,43 @@ SAMPLE = "results/data/gsm8k_sample"
 
 
 def config(tmp_path, *overrides):
-    data = {"train": f"{SAMPLE}/train.jsonl", "eval": f"{SAMPLE}/test.jsonl", "prompt_key": "question",
-            "solution_key": "answer", "difficulty_key": "difficulty", "where": {"difficulty": "easy"},
-            "max_train_rows": 64, "max_eval_rows": 16}
-    return load_config("experiments/runs/smoke.yaml", [
-        "task.name=dataset", f"task.data={json.dumps(data)}",
-        "task.rewards=[gsm8k, {function: tests.tasks.user_rewards:brevity, weight: 0.1}]", "task.reward_workers=0",
-        f"warm_start.cache_dir={tmp_path / 'ws'}", "warm_start.steps=4", "warm_start.batch_size=4",
-        "train.steps=2", "train.prompts_per_step=2", "train.group_size=2", "train.mini_batches=1",
-        "train.checkpoint_every=1", "train.threads=1", "rollout.max_new_tokens=24", "rollout.temperature=1.0",
-        "eval.temperature=1.0", "eval.num_prompts=4", "eval.n_samples=2", "eval.ks=[1,2]", "eval.every=1",
-        "tracking.mlflow=false", *overrides])
+    data = {
+        "train": f"{SAMPLE}/train.jsonl",
+        "eval": f"{SAMPLE}/test.jsonl",
+        "prompt_key": "question",
+        "solution_key": "answer",
+        "difficulty_key": "difficulty",
+        "where": {"difficulty": "easy"},
+        "max_train_rows": 64,
+        "max_eval_rows": 16,
+    }
+    return load_config(
+        "experiments/runs/smoke.yaml",
+        [
+            "task.name=dataset",
+            f"task.data={json.dumps(data)}",
+            "task.rewards=[gsm8k, {function: tests.tasks.user_rewards:brevity, weight: 0.1}]",
+            "task.reward_workers=0",
+            f"warm_start.cache_dir={tmp_path / 'ws'}",
+            "warm_start.steps=4",
+            "warm_start.batch_size=4",
+            "train.steps=2",
+            "train.prompts_per_step=2",
+            "train.group_size=2",
+            "train.mini_batches=1",
+            "train.checkpoint_every=1",
+            "train.threads=1",
+            "rollout.max_new_tokens=24",
+            "rollout.temperature=1.0",
+            "eval.temperature=1.0",
+            "eval.num_prompts=4",
+            "eval.n_samples=2",
+            "eval.ks=[1,2]",
+            "eval.every=1",
+            "tracking.mlflow=false",
+            *overrides,
+        ],
+    )
 
 
 def test_a_dataset_run_logs_named_rewards(tmp_path):
@@ -41,7 +68,7 @@ def test_a_dataset_run_logs_named_rewards(tmp_path):
     key = json.loads((ws / "warmstart.json").read_text())["key"]
     assert key["files"]["train"] and key["data"]["solution_key"] == "answer"
     assert summary["task"]["data_files"] == key["files"] and summary["task"]["rows"] == {"train": 64, "eval": 16}
-    from harness.train.eval.final_eval import eval_run
+    from harness.train.run.final_eval import eval_run
 
     out = eval_run(tmp_path / "run", n_samples=2, num_prompts=4, vs_initial=True)  # `harness eval` on a dataset run
     assert "delta/pass_at_1" in out and "eval/reward/gsm8k" in out
@@ -49,18 +76,53 @@ def test_a_dataset_run_logs_named_rewards(tmp_path):
 
 def test_dpo_on_a_dataset(tmp_path):
     """The DPO trainer on a dataset task, from a pairs file (its prompts get the data's system prompt)."""
-    from harness.train.run.policy_init import initial_policy, system_prompt
+    from harness.train.run.warmstart import initial_policy, system_prompt
 
     pairs = tmp_path / "pairs.jsonl"
-    pairs.write_text("".join(json.dumps({"prompt": f"Tom has {i} apples and buys 2. How many?", "chosen": f"#### {i + 2}",
-                                         "rejected": f"#### {i}", "difficulty": "easy"}) + "\n" for i in range(4)))
-    data = {"train": f"{SAMPLE}/train.jsonl", "eval": f"{SAMPLE}/test.jsonl", "prompt_key": "question",
-            "max_train_rows": 16, "max_eval_rows": 4, "system_prompt": "Be brief."}
-    cfg = load_config("experiments/runs/smoke.yaml", [
-        "task.name=dataset", f"task.data={json.dumps(data)}", "task.rewards=[gsm8k]", "task.reward_workers=0",
-        "warm_start.enabled=false", "objective.preset=dpo", f"dpo.pairs={pairs}", "dpo.batch_size=2", "dpo.max_steps=2",
-        "train.threads=1", "train.old_logp=recompute", "train.mini_batches=1", "rollout.max_new_tokens=16",
-        "eval.num_prompts=4", "eval.n_samples=2", "eval.ks=[1,2]", "tracking.mlflow=false"])
+    pairs.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "prompt": f"Tom has {i} apples and buys 2. How many?",
+                    "chosen": f"#### {i + 2}",
+                    "rejected": f"#### {i}",
+                    "difficulty": "easy",
+                }
+            )
+            + "\n"
+            for i in range(4)
+        )
+    )
+    data = {
+        "train": f"{SAMPLE}/train.jsonl",
+        "eval": f"{SAMPLE}/test.jsonl",
+        "prompt_key": "question",
+        "max_train_rows": 16,
+        "max_eval_rows": 4,
+        "system_prompt": "Be brief.",
+    }
+    cfg = load_config(
+        "experiments/runs/smoke.yaml",
+        [
+            "task.name=dataset",
+            f"task.data={json.dumps(data)}",
+            "task.rewards=[gsm8k]",
+            "task.reward_workers=0",
+            "warm_start.enabled=false",
+            "objective.preset=dpo",
+            f"dpo.pairs={pairs}",
+            "dpo.batch_size=2",
+            "dpo.max_steps=2",
+            "train.threads=1",
+            "train.old_logp=recompute",
+            "train.mini_batches=1",
+            "rollout.max_new_tokens=16",
+            "eval.num_prompts=4",
+            "eval.n_samples=2",
+            "eval.ks=[1,2]",
+            "tracking.mlflow=false",
+        ],
+    )
     assert system_prompt(cfg) == "Be brief."
     _, tok, render = initial_policy(cfg, "cpu")
     from harness.train.dpo.pairs import PreferencePair
@@ -72,8 +134,8 @@ def test_dpo_on_a_dataset(tmp_path):
 
 
 def test_long_prompts_dropped_or_refused(tmp_path, capsys):
-    from harness.train.run.policy_init import initial_policy
     from harness.train.run.task_setup import build_task, drop_long_prompts
+    from harness.train.run.warmstart import initial_policy
 
     cfg = config(tmp_path, "warm_start.enabled=false", "rollout.max_prompt_tokens=80")
     task = build_task(cfg)
@@ -85,19 +147,28 @@ def test_long_prompts_dropped_or_refused(tmp_path, capsys):
     assert dropped["train"] == over and all(len(render(p)) <= 80 for p in task.rows("train"))
     assert f"dropped {over} of 64 train" in capsys.readouterr().out
     cfg = config(tmp_path, "warm_start.enabled=false", "rollout.max_prompt_tokens=80", "rollout.overlong_prompts=error")
-    with pytest.raises(ConfigError, match=r"rollout.max_prompt_tokens=80: \d+ train and \d+ eval prompts are longer "
-                                          r"once rendered \(the longest \d+ tokens, train row \d+\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"rollout.max_prompt_tokens=80: \d+ train and \d+ eval prompts are longer "
+        r"once rendered \(the longest \d+ tokens, train row \d+\)",
+    ):
         drop_long_prompts(cfg, build_task(cfg), render)
 
 
 def test_pass_rate_buckets_measured_once(tmp_path, monkeypatch):
     from harness.rollout import make_backend
     from harness.train.run import pass_rates
-    from harness.train.run.policy_init import initial_policy
     from harness.train.run.task_setup import build_task, prepare_task
+    from harness.train.run.warmstart import initial_policy
 
-    data = {"train": f"{SAMPLE}/train.jsonl", "eval": f"{SAMPLE}/test.jsonl", "prompt_key": "question",
-            "max_train_rows": 6, "max_eval_rows": 4, "difficulty_by_pass_rate": {"samples": 2, "edges": [0.5]}}
+    data = {
+        "train": f"{SAMPLE}/train.jsonl",
+        "eval": f"{SAMPLE}/test.jsonl",
+        "prompt_key": "question",
+        "max_train_rows": 6,
+        "max_eval_rows": 4,
+        "difficulty_by_pass_rate": {"samples": 2, "edges": [0.5]},
+    }
     cfg = config(tmp_path, "warm_start.enabled=false", f"task.data={json.dumps(data)}", "rollout.max_new_tokens=8")
     policy, tok, render = initial_policy(cfg, "cpu")
     task = build_task(cfg)
@@ -114,7 +185,13 @@ def test_bucket_names():
     from harness.train.run.pass_rates import bucket_names, bucket_of
 
     assert bucket_names([0.25, 0.75]) == ["hard", "medium", "easy"]
-    assert [bucket_of(p, [0.25, 0.75]) for p in (0.0, 0.25, 0.5, 0.75, 1.0)] == ["hard", "medium", "medium", "easy", "easy"]
+    assert [bucket_of(p, [0.25, 0.75]) for p in (0.0, 0.25, 0.5, 0.75, 1.0)] == [
+        "hard",
+        "medium",
+        "medium",
+        "easy",
+        "easy",
+    ]
     assert bucket_names([0.1, 0.5, 0.9]) == ["p0.00-0.10", "p0.10-0.50", "p0.50-0.90", "p0.90-1.00"]
 
 
@@ -122,8 +199,7 @@ def test_a_pretrained_folder_is_warm_started_only_when_asked(tmp_path):
     """A model folder (as a user's pretrained model) starts from its own weights; with
     warm_start.pretrained=true it is first SFT'd on the dataset's solutions (a warm start of its own key)."""
     from harness.models import build_model, save_model
-    from harness.train.run.policy_init import initial_policy
-    from harness.train.run.warmstart import warm_start_folder
+    from harness.train.run.warmstart import initial_policy, warm_start_folder
 
     folder = save_model(*build_model("tiny-dense", seed=3), tmp_path / "my-model")
     plain = config(tmp_path, f"model.name={folder}")
@@ -145,13 +221,33 @@ def test_a_raising_reward_function_stops_the_run_in_one_line(tmp_path, capsys):
     from harness.cli import main
 
     data = {"train": f"{SAMPLE}/train.jsonl", "prompt_key": "question", "max_train_rows": 16, "eval_fraction": 0.2}
-    code = main(["train", "experiments/runs/smoke.yaml", "task.name=dataset", f"task.data={json.dumps(data)}",
-                 "task.rewards=[gsm8k, {function: tests.tasks.user_rewards:boom}]", "task.reward_workers=0",
-                 "warm_start.enabled=false", "train.steps=1", "train.prompts_per_step=2", "train.group_size=2",
-                 "train.mini_batches=1", "train.threads=1", "rollout.max_new_tokens=8", "eval.num_prompts=2",
-                 "eval.n_samples=1", "eval.ks=[1]", "tracking.mlflow=false", "--out", str(tmp_path / "run")])
+    code = main(
+        [
+            "train",
+            "experiments/runs/smoke.yaml",
+            "task.name=dataset",
+            f"task.data={json.dumps(data)}",
+            "task.rewards=[gsm8k, {function: tests.tasks.user_rewards:boom}]",
+            "task.reward_workers=0",
+            "warm_start.enabled=false",
+            "train.steps=1",
+            "train.prompts_per_step=2",
+            "train.group_size=2",
+            "train.mini_batches=1",
+            "train.threads=1",
+            "rollout.max_new_tokens=8",
+            "eval.num_prompts=2",
+            "eval.n_samples=1",
+            "eval.ks=[1]",
+            "tracking.mlflow=false",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 1
-    assert err.startswith("harness: RewardFunctionError: reward function tests.tasks.user_rewards:boom (task.rewards "
-                          "'boom') raised ZeroDivisionError: division by zero on train row"), err  # the train FILE's row
+    assert err.startswith(
+        "harness: RewardFunctionError: reward function tests.tasks.user_rewards:boom (task.rewards "
+        "'boom') raised ZeroDivisionError: division by zero on train row"
+    ), err  # the train FILE's row
     assert "(uid train:" in err and ", completion '" in err

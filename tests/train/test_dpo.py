@@ -1,5 +1,6 @@
 """DPO trainer (harness/train/dpo/step.py): pairs from the warm start, a few steps that move the
 policy and grow the margin, the JSONL reader's errors, resume (after a kill and after the end)."""
+
 import json
 import math
 
@@ -10,19 +11,29 @@ from safetensors.torch import load_file
 from harness.cli import main
 from harness.config import load_config
 from harness.tasks import make_task
-from harness.train.dpo import step as dpo_module
-from harness.train.rl.collect import step_seed
 from harness.train import train
+from harness.train.core.collect import step_seed
+from harness.train.dpo import step as dpo_module
 from harness.train.dpo.pairs import PAIRS_SALT, PairsFileError, PreferencePair, read_pairs, write_pairs
-from harness.train.eval.eval_cache import eval_cache_path, load_eval
+from harness.train.run.eval_cache import eval_cache_path, load_eval
 from harness.train.run.warmstart import ensure_warm_start
 
 CONFIG = "experiments/runs/dpo.yaml"  # its warm start is the smoke config's (shared cache, tests/conftest.py)
 FAST = [
-    "rollout.max_new_tokens=40", "train.lr=2e-4", "train.checkpoint_every=2",
-    "dpo.num_prompts=16", "dpo.samples_per_prompt=8", "dpo.batch_size=4", "dpo.epochs=10", "dpo.max_steps=4",
+    "rollout.max_new_tokens=40",
+    "train.lr=2e-4",
+    "train.checkpoint_every=2",
+    "dpo.num_prompts=16",
+    "dpo.samples_per_prompt=8",
+    "dpo.batch_size=4",
+    "dpo.epochs=10",
+    "dpo.max_steps=4",
     "dpo.rounds=1",  # offline DPO (iterative rounds: test_dpo_rounds.py)
-    "eval.every=2", "eval.num_prompts=8", "eval.n_samples=4", "eval.ks=[1,4]", "tracking.mlflow=false",
+    "eval.every=2",
+    "eval.num_prompts=8",
+    "eval.n_samples=4",
+    "eval.ks=[1,4]",
+    "tracking.mlflow=false",
 ]
 
 
@@ -50,8 +61,12 @@ def test_generated_pairs_are_correct_vs_wrong(dpo_run):
     report = json.loads((run / "pairs_report.json").read_text())
     pairs = read_pairs(run / "pairs.jsonl")  # the saved file is itself a valid dpo.pairs input
     assert report["pairs"] == len(pairs) >= report["prompts_with_pairs"] >= 1
-    assert (report["prompts_with_pairs"] + report["skipped_no_correct"] + report["skipped_no_wrong"]
-            + report["skipped_only_truncated_wrong"]) == cfg.dpo.num_prompts
+    assert (
+        report["prompts_with_pairs"]
+        + report["skipped_no_correct"]
+        + report["skipped_no_wrong"]
+        + report["skipped_only_truncated_wrong"]
+    ) == cfg.dpo.num_prompts
     task = make_task(cfg.task.name)
     prompts = {p.prompt: p for p in task.problems(cfg.dpo.num_prompts, seed=step_seed(cfg.seed, 0, PAIRS_SALT))}
     for pair in pairs:
@@ -73,8 +88,17 @@ def test_dpo_steps_move_the_policy_and_grow_the_margin(dpo_run):
     assert [r["step"] for r in records] == [0, 1, 2, 3, 4]
     train_recs = records[:-1]
     for r in train_recs:
-        for key in ("loss/policy", "rewards/chosen", "rewards/rejected", "rewards/margin", "rewards/accuracy",
-                    "logps/chosen", "logps/rejected", "perf/step_seconds", "perf/elapsed_seconds"):
+        for key in (
+            "loss/policy",
+            "rewards/chosen",
+            "rewards/rejected",
+            "rewards/margin",
+            "rewards/accuracy",
+            "logps/chosen",
+            "logps/rejected",
+            "perf/step_seconds",
+            "perf/elapsed_seconds",
+        ):
             assert key in r and math.isfinite(r[key]), (r["step"], key, r.get(key))
     assert abs(train_recs[0]["rewards/margin"]) < 1e-4  # step 0: policy == reference
     assert train_recs[0]["loss/dpo"] == pytest.approx(math.log(2), abs=1e-4)  # -log sigma(0)
@@ -155,14 +179,17 @@ def _write(tmp_path, *lines):
     return path
 
 
-@pytest.mark.parametrize("bad, line, words", [
-    ({k: v for k, v in GOOD.items() if k != "rejected"}, 2, ["'rejected'", "missing"]),
-    ({**GOOD, "difficulty": 3}, 2, ["'difficulty'", "non-empty string"]),
-    ({**GOOD, "chosen": "  "}, 2, ["'chosen'", "non-empty string"]),
-    ({**GOOD, "rejected": GOOD["chosen"]}, 2, ["'rejected'", "'chosen'"]),
-    ("{not json", 2, ["not valid JSON"]),
-    ('["a", "b"]', 2, ["JSON object"]),
-])
+@pytest.mark.parametrize(
+    "bad, line, words",
+    [
+        ({k: v for k, v in GOOD.items() if k != "rejected"}, 2, ["'rejected'", "missing"]),
+        ({**GOOD, "difficulty": 3}, 2, ["'difficulty'", "non-empty string"]),
+        ({**GOOD, "chosen": "  "}, 2, ["'chosen'", "non-empty string"]),
+        ({**GOOD, "rejected": GOOD["chosen"]}, 2, ["'rejected'", "'chosen'"]),
+        ("{not json", 2, ["not valid JSON"]),
+        ('["a", "b"]', 2, ["JSON object"]),
+    ],
+)
 def test_reader_names_line_and_field(tmp_path, bad, line, words):
     path = _write(tmp_path, GOOD, bad)
     with pytest.raises(PairsFileError) as e:
@@ -187,7 +214,9 @@ def test_reader_round_trip_blank_lines_and_missing_file(tmp_path):
 
 def test_cli_rejects_a_bad_pairs_file_before_loading_a_model(tmp_path, capsys):
     path = _write(tmp_path, GOOD, {**GOOD, "chosen": 7})
-    code = main(["train", CONFIG, f"dpo.pairs={path}", "dpo.rounds=1", "tracking.mlflow=false", "--out", str(tmp_path / "run")])
+    code = main(
+        ["train", CONFIG, f"dpo.pairs={path}", "dpo.rounds=1", "tracking.mlflow=false", "--out", str(tmp_path / "run")]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "line 2" in err and "'chosen'" in err, err
     assert not (tmp_path / "run" / "config.yaml").exists()

@@ -1,6 +1,7 @@
 """Iterative DPO/RPO (dpo.rounds) and several pairs per prompt (dpo.pairs_per_prompt):
 round r's pairs come from the policy at its start on fresh prompts, that policy is round r's
 reference, every round ends with a checkpoint, a kill inside round 1 resumes exactly."""
+
 import json
 import math
 
@@ -9,22 +10,32 @@ import torch
 
 from harness.cli import main
 from harness.config import ConfigError, load_config
-from harness.tasks import make_task
-from harness.train.dpo import step as dpo_module
-from harness.train.rl.collect import step_seed
-from harness.train import train
-from harness.train.dpo.step import all_logps, encode_pairs
-from harness.train.dpo.pairs import PAIRS_SALT, read_pairs
 from harness.models import load_model
-from harness.train.run.policy_init import make_render
-from harness.train.run.warmstart import ensure_warm_start
+from harness.tasks import make_task
+from harness.train import train
+from harness.train.core.collect import step_seed
+from harness.train.dpo import step as dpo_module
+from harness.train.dpo.pairs import PAIRS_SALT, read_pairs
+from harness.train.dpo.step import all_logps, encode_pairs
+from harness.train.run.warmstart import ensure_warm_start, make_render
 
 CONFIG = "experiments/runs/dpo.yaml"
 FAST = [
-    "rollout.max_new_tokens=40", "train.lr=2e-4", "train.checkpoint_every=10",
-    "dpo.num_prompts=16", "dpo.samples_per_prompt=8", "dpo.pairs_per_prompt=2", "dpo.batch_size=4",
-    "dpo.epochs=1", "dpo.max_steps=5", "dpo.rounds=2",
-    "eval.every=100", "eval.num_prompts=8", "eval.n_samples=4", "eval.ks=[1,4]", "tracking.mlflow=false",
+    "rollout.max_new_tokens=40",
+    "train.lr=2e-4",
+    "train.checkpoint_every=10",
+    "dpo.num_prompts=16",
+    "dpo.samples_per_prompt=8",
+    "dpo.pairs_per_prompt=2",
+    "dpo.batch_size=4",
+    "dpo.epochs=1",
+    "dpo.max_steps=5",
+    "dpo.rounds=2",
+    "eval.every=100",
+    "eval.num_prompts=8",
+    "eval.n_samples=4",
+    "eval.ks=[1,4]",
+    "tracking.mlflow=false",
 ]
 
 
@@ -68,8 +79,9 @@ def test_pairs_per_prompt_caps_pairs_per_prompt(rounds_run):
     report = json.loads((run / "pairs_report.json").read_text())
     pairs = read_pairs(run / "pairs.jsonl")
     n = report["prompts_with_pairs"]
-    assert (n + report["skipped_no_correct"] + report["skipped_no_wrong"]
-            + report["skipped_only_truncated_wrong"]) == cfg.dpo.num_prompts
+    assert (
+        n + report["skipped_no_correct"] + report["skipped_no_wrong"] + report["skipped_only_truncated_wrong"]
+    ) == cfg.dpo.num_prompts
     assert n < len(pairs) <= cfg.dpo.pairs_per_prompt * n, "some prompt gives 2 pairs (~20% accuracy, 8 samples)"
     task = make_task(cfg.task.name)
     problems = {p.prompt: p for p in task.problems(cfg.dpo.num_prompts, seed=step_seed(cfg.seed, 0, PAIRS_SALT))}
@@ -119,12 +131,17 @@ def test_kill_inside_round_one_resumes_exactly(rounds_run, warm_cache, tmp_path,
     assert abs(got[n0]["rewards/margin"]) < 1e-4  # round 1 starts with policy == its new reference
 
 
-@pytest.mark.parametrize("overrides, words", [
-    (["dpo.pairs_per_prompt=5", "dpo.samples_per_prompt=8"], ["dpo.pairs_per_prompt=5", "samples_per_prompt // 2 = 4"]),
-    (["dpo.rounds=2", "dpo.pairs=some.jsonl"], ["dpo.rounds=2", "dpo.pairs=generate"]),
-])
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (
+            ["dpo.pairs_per_prompt=5", "dpo.samples_per_prompt=8"],
+            ["dpo.pairs_per_prompt=5", "samples_per_prompt // 2 = 4"],
+        ),
+        (["dpo.rounds=2", "dpo.pairs=some.jsonl"], ["dpo.rounds=2", "dpo.pairs=generate"]),
+    ],
+)
 def test_bad_round_knobs_name_the_key(overrides, words):
     with pytest.raises(ConfigError) as e:
         load_config(CONFIG, overrides)
     assert all(w in str(e.value) for w in words), str(e.value)
-

@@ -1,21 +1,29 @@
-"""The warm start's step-0 eval is cached beside it (harness/train/eval/eval_cache.py): a second run
+"""The warm start's step-0 eval is cached beside it (harness/train/run/eval_cache.py): a second run
 with the same eval settings loads it, and it equals a fresh computation of the same eval."""
+
 import json
 
-import torch
-
-from harness.train.eval.eval_cache import eval_cache_path
 from harness.train import train
+from harness.train.run.eval_cache import eval_cache_path
 from harness.train.run.warmstart import ensure_warm_start
 
-EVAL = ["train.steps=1", "train.checkpoint_every=1", "eval.every=1", "eval.num_prompts=6", "eval.n_samples=3",
-        "eval.ks=[1,3]", "eval.seed=9173"]  # an eval seed of this test's own: a cache entry of its own
+EVAL = [
+    "train.steps=1",
+    "train.checkpoint_every=1",
+    "eval.every=1",
+    "eval.num_prompts=6",
+    "eval.n_samples=3",
+    "eval.ks=[1,3]",
+    "eval.seed=9173",
+]  # an eval seed of this test's own: a cache entry of its own
 
 
 def _first(run):
     rec = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
-    return ({k: v for k, v in rec.items() if k.startswith("eval/")},
-            json.loads((run / "eval_prompts" / "step_000000.json").read_text())["pass_at_1"])
+    return (
+        {k: v for k, v in rec.items() if k.startswith("eval/")},
+        json.loads((run / "eval_prompts" / "step_000000.json").read_text())["pass_at_1"],
+    )
 
 
 def test_step0_eval_cached_and_equal_to_fresh(fast_config, tmp_path, capsys):
@@ -40,8 +48,13 @@ def test_other_eval_settings_miss_the_cache(fast_config):
     cfg = fast_config(*EVAL)
     folder = ensure_warm_start(cfg)
     base = eval_cache_path(cfg, folder)
-    for change in ("eval.temperature=0.7", "eval.num_prompts=7", "rollout.max_new_tokens=32",
-                   "task.difficulty_mix={hard: 1}", "eval.seed=1"):
+    for change in (
+        "eval.temperature=0.7",
+        "eval.num_prompts=7",
+        "rollout.max_new_tokens=32",
+        "task.difficulty_mix={hard: 1}",
+        "eval.seed=1",
+    ):
         assert eval_cache_path(fast_config(*EVAL, change), folder) != base, change
     # not part of the key: the run's seed, preset, eval cadence
     for same in ("seed=3", "objective.preset=dapo", "eval.every=5"):
@@ -52,7 +65,7 @@ def test_other_kernels_or_code_miss_the_cache(fast_config, monkeypatch):
     """An eval cached on another kernel path (AVX512 vs AVX2, another BLAS) or by other sampling or
     scoring code is another eval: its key differs (harness/machine.py)."""
     from harness import machine
-    from harness.train.eval import eval_cache
+    from harness.train.run import eval_cache
 
     cfg = fast_config(*EVAL)
     folder = ensure_warm_start(cfg)

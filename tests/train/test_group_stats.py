@@ -1,38 +1,50 @@
 """Per-group statistics (harness/train/diagnostics/group_stats.py): sum|A| per group against hand-computed
 values and the closed forms of docs/studies.md (b), groups.jsonl through the run directory, and
 the extreme-group gradient split g_E + g_R = the whole batch's gradient."""
+
 import math
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from harness.jsonl import read_jsonl
 from harness.models import build_model
+from harness.models.logprobs import response_logprobs
 from harness.objective import ObjectiveConfig, group_advantages, policy_loss
 from harness.objective.aggregation import batch_denominators
 from harness.rollout.base import RolloutBatch
 from harness.tasks.base import Problem, RewardBreakdown
-from harness.train.rl.episode import Episode
-from harness.train.batch import Batch
+from harness.train.core.batch import Batch
+from harness.train.core.episode import Episode
+from harness.train.core.rundir import GROUP_RECORDS, RunDir
 from harness.train.diagnostics.group_stats import extreme_grad_share, extreme_rows, group_records
-from harness.models.logprobs import response_logprobs
-from harness.jsonl import read_jsonl
-from harness.train.run.rundir import GROUP_RECORDS, RunDir
 
 
-def _episode(correct_per_group: list[list[int]], T: int = 3, response_ids: torch.Tensor | None = None,
-             mask: torch.Tensor | None = None, prompt_ids: list[list[int]] | None = None) -> Episode:
+def _episode(
+    correct_per_group: list[list[int]],
+    T: int = 3,
+    response_ids: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    prompt_ids: list[list[int]] | None = None,
+) -> Episode:
     """An Episode with binary rewards (1 = correct); groups of len(correct_per_group[0])."""
     G = len(correct_per_group[0])
     flat = [c for g in correct_per_group for c in g]
     B = len(flat)
-    problems = [Problem(uid=f"p{i}", prompt="q", answer="a", difficulty=("easy", "hard")[i % 2])
-                for i in range(len(correct_per_group))]
+    problems = [
+        Problem(uid=f"p{i}", prompt="q", answer="a", difficulty=("easy", "hard")[i % 2])
+        for i in range(len(correct_per_group))
+    ]
     scores = [RewardBreakdown(total=float(c), correct=bool(c), format=1.0, parsed="a") for c in flat]
-    rb = RolloutBatch(prompt_ids=prompt_ids or [[1, 2]] * B,
-                      response_ids=response_ids if response_ids is not None else torch.ones(B, T, dtype=torch.long),
-                      response_mask=mask if mask is not None else torch.ones(B, T), sampler_logp=torch.zeros(B, T),
-                      truncated=torch.zeros(B, dtype=torch.bool), texts=[""] * B)
+    rb = RolloutBatch(
+        prompt_ids=prompt_ids or [[1, 2]] * B,
+        response_ids=response_ids if response_ids is not None else torch.ones(B, T, dtype=torch.long),
+        response_mask=mask if mask is not None else torch.ones(B, T),
+        sampler_logp=torch.zeros(B, T),
+        truncated=torch.zeros(B, dtype=torch.bool),
+        texts=[""] * B,
+    )
     rewards = torch.tensor([float(c) for c in flat])
     return Episode(problems, rb, scores, rewards, torch.zeros(B), G)
 
@@ -52,9 +64,17 @@ def test_abs_adv_sum_hand_computed_one_of_four():
     g_none, g_std = none[GROUP_RECORDS], std[GROUP_RECORDS]
     assert g_none[0]["abs_adv_sum"] == pytest.approx(1.5)
     assert g_std[0]["abs_adv_sum"] == pytest.approx(2 * math.sqrt(3), rel=1e-5)  # adv_eps 1e-6 in the denominator
-    assert g_std[0] | {"abs_adv_sum": 0} == {"step": 7, "group": 0, "difficulty": "easy", "G": 4, "k": 1, "p": 0.25,
-                                              "reward_mean": 0.25, "reward_std": pytest.approx(math.sqrt(3) / 4),
-                                              "abs_adv_sum": 0}
+    assert g_std[0] | {"abs_adv_sum": 0} == {
+        "step": 7,
+        "group": 0,
+        "difficulty": "easy",
+        "G": 4,
+        "k": 1,
+        "p": 0.25,
+        "reward_mean": 0.25,
+        "reward_std": pytest.approx(math.sqrt(3) / 4),
+        "abs_adv_sum": 0,
+    }
     # the all-correct group carries no advantage, and is the zero-variance half of the batch
     assert g_std[1]["abs_adv_sum"] == 0.0 and g_std[1]["reward_std"] == 0.0 and g_std[1]["p"] == 1.0
     assert std["groups/zero_var_frac"] == 0.5
@@ -101,7 +121,9 @@ def test_group_records_go_to_groups_jsonl_with_crash_safe_flush(tmp_path):
     lines = run.groups_path.read_text().splitlines()
     run.groups_path.write_text("\n".join(lines[:4]) + "\n")
     run.flush(recs, [])
-    assert [(g["step"], g["group"]) for g in read_jsonl(run.groups_path)] == [(s, i) for s in range(3) for i in range(3)]
+    assert [(g["step"], g["group"]) for g in read_jsonl(run.groups_path)] == [
+        (s, i) for s in range(3) for i in range(3)
+    ]
     run.flush(recs, [])  # idempotent
     assert len(read_jsonl(run.groups_path)) == 9
     run.truncate_after(0)
@@ -123,7 +145,11 @@ def test_extreme_grad_share_splits_the_whole_batch_gradient():
     ep = _episode(correct, response_ids=resp, mask=mask, prompt_ids=prompts)
     obj = ObjectiveConfig.preset("grpo", std="population", kl_coef=0.0)
     adv = group_advantages(obj, ep.rewards, G)
-    cfg = SimpleNamespace(objective=obj, train=SimpleNamespace(micro_batch_size=5, autocast=None), rollout=SimpleNamespace(temperature=1.0))
+    cfg = SimpleNamespace(
+        objective=obj,
+        train=SimpleNamespace(micro_batch_size=5, autocast=None),
+        rollout=SimpleNamespace(temperature=1.0),
+    )
     batch = Batch(prompts, resp, mask, mask, torch.zeros(B, T), adv=adv)
     pad = tok.pad_token_id
     out = extreme_grad_share(model, batch, ep, cfg, pad)
@@ -134,7 +160,7 @@ def test_extreme_grad_share_splits_the_whole_batch_gradient():
     logp, _, _ = response_logprobs(model, prompts, resp, mask, pad, 1.0)
     loss, _ = policy_loss(obj, logp, logp.detach(), adv, mask, num_seqs=num_seqs, num_tokens=num_tokens)
     loss.backward()
-    full = math.sqrt(sum(float((p.grad ** 2).sum()) for p in model.parameters() if p.grad is not None))
+    full = math.sqrt(sum(float((p.grad**2).sum()) for p in model.parameters() if p.grad is not None))
     assert full > 0
     assert out["grad/norm_total"] == pytest.approx(full, rel=1e-4)
     ne, nr = out["grad/norm_extreme"], out["grad/norm_rest"]

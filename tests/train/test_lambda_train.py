@@ -1,5 +1,6 @@
 """λ-GRPO through the RL trainer (docs/objective.md §13): at λ = 0 (lambda_init) the first step is
 token_mean's exactly -- the same policy weights bit for bit -- while λ itself takes its own step."""
+
 from __future__ import annotations
 
 import json
@@ -18,11 +19,17 @@ def _run(cfg, path):
 
 
 def test_lambda_zero_trains_exactly_like_token_mean(fast_config, tmp_path):
-    common = ("train.steps=1", "train.checkpoint_every=1", "train.threads=1", "train.mini_batches=1",
-              "train.inner_epochs=1")  # one optimizer step: the one at λ = lambda_init = 0
+    common = (
+        "train.steps=1",
+        "train.checkpoint_every=1",
+        "train.threads=1",
+        "train.mini_batches=1",
+        "train.inner_epochs=1",
+    )  # one optimizer step: the one at λ = lambda_init = 0
     lam_w, lam_rec, lam_state = _run(fast_config("objective.preset=lambda_grpo", *common), tmp_path / "lam")
-    tm_w, tm_rec, tm_state = _run(fast_config("objective.preset=lambda_grpo", "objective.agg=token_mean", *common),
-                                  tmp_path / "tm")
+    tm_w, tm_rec, tm_state = _run(
+        fast_config("objective.preset=lambda_grpo", "objective.agg=token_mean", *common), tmp_path / "tm"
+    )
     assert all(torch.equal(lam_w[k], tm_w[k]) for k in tm_w)
     for key in ("loss/policy", "clip/frac", "grad/norm", "adv/abs_mean"):
         assert lam_rec[key] == tm_rec[key], key

@@ -1,5 +1,6 @@
 """Rollout/train mismatch on the tiny MoE (docs/studies.md (c)): router noise, bf16 rollout,
 routing replay, and the mismatch/* and router/* metrics of the RL loop."""
+
 import json
 
 import pytest
@@ -7,15 +8,30 @@ import torch
 
 from harness.config import ConfigError, load_config
 from harness.models import build_model, render_prompt
+from harness.models.logprobs import response_logprobs
 from harness.rollout.base import SamplingParams
 from harness.rollout.hf import HFBackend
-from harness.models.logprobs import response_logprobs
 from harness.train import train
+
 # tiny MoE from scratch, 4 prompts x 4 samples, one step, a minimal eval: about a second per run
-TINY = ["model.name=tiny-moe", "warm_start.enabled=false", "train.old_logp=recompute", "task.difficulty_mix={easy: 1}", "tracking.mlflow=false",
-        "train.steps=1", "train.checkpoint_every=1", "train.threads=1", "train.prompts_per_step=4",
-        "train.group_size=4", "train.samples_to_log=0", "rollout.max_new_tokens=16",
-        "eval.every=0", "eval.num_prompts=1", "eval.n_samples=1", "eval.ks=[1]"]
+TINY = [
+    "model.name=tiny-moe",
+    "warm_start.enabled=false",
+    "train.old_logp=recompute",
+    "task.difficulty_mix={easy: 1}",
+    "tracking.mlflow=false",
+    "train.steps=1",
+    "train.checkpoint_every=1",
+    "train.threads=1",
+    "train.prompts_per_step=4",
+    "train.group_size=4",
+    "train.samples_to_log=0",
+    "rollout.max_new_tokens=16",
+    "eval.every=0",
+    "eval.num_prompts=1",
+    "eval.n_samples=1",
+    "eval.ks=[1]",
+]
 NOISE = "rollout.router_noise=1.0"
 REPLAY = "objective.routing_replay=true"
 
@@ -82,6 +98,7 @@ def test_old_new_router_disagreement_follows_the_update(step0):
 
 # ----------------------------------------------------------------------------- the hf backend
 
+
 def _moe_prompts():
     model, tok = build_model("tiny-moe", seed=0)
     texts = ["What is 2+3?\nAnswer:", "12*4=", "Compute 7-1 please, then stop:"]  # different lengths
@@ -106,10 +123,17 @@ def test_recorded_routing_aligns_with_the_training_forward():
     assert (routing[(pos >= ends).expand_as(routed)] == -1).all()  # nothing past the response
     m = r.response_mask.bool()
     with torch.no_grad():
-        replayed, _, _ = response_logprobs(model, r.prompt_ids, r.response_ids, r.response_mask, tok.pad_token_id,
-                                           routing=routing)
-        shifted, _, _ = response_logprobs(model, r.prompt_ids, r.response_ids, r.response_mask, tok.pad_token_id,
-                                          routing=torch.roll(routing, 1, dims=1))
+        replayed, _, _ = response_logprobs(
+            model, r.prompt_ids, r.response_ids, r.response_mask, tok.pad_token_id, routing=routing
+        )
+        shifted, _, _ = response_logprobs(
+            model,
+            r.prompt_ids,
+            r.response_ids,
+            r.response_mask,
+            tok.pad_token_id,
+            routing=torch.roll(routing, 1, dims=1),
+        )
     torch.testing.assert_close(replayed[m], r.sampler_logp[m], rtol=0, atol=1e-5)
     assert (shifted - r.sampler_logp)[m].abs().max() > 1e-3  # a misaligned replay would be caught
 
@@ -151,11 +175,15 @@ def test_router_noise_on_a_dense_model_is_refused_by_the_backend():
 
 # ----------------------------------------------------------------------------- config errors
 
-@pytest.mark.parametrize("overrides, needles", [
-    (["model.name=tiny-moe", REPLAY, "rollout.backend=vllm"], ["objective.routing_replay", "rollout.backend=vllm"]),
-    (["model.name=tiny-dense", REPLAY], ["objective.routing_replay", "model.name='tiny-dense'", "MoE"]),
-    (["model.name=smollm2-135m", NOISE], ["rollout.router_noise", "model.name='smollm2-135m'", "MoE"]),
-])
+
+@pytest.mark.parametrize(
+    "overrides, needles",
+    [
+        (["model.name=tiny-moe", REPLAY, "rollout.backend=vllm"], ["objective.routing_replay", "rollout.backend=vllm"]),
+        (["model.name=tiny-dense", REPLAY], ["objective.routing_replay", "model.name='tiny-dense'", "MoE"]),
+        (["model.name=smollm2-135m", NOISE], ["rollout.router_noise", "model.name='smollm2-135m'", "MoE"]),
+    ],
+)
 def test_config_errors_name_the_keys(overrides, needles):
     with pytest.raises(ConfigError) as err:
         load_config("experiments/runs/smoke.yaml", overrides)
@@ -166,8 +194,9 @@ def test_config_errors_name_the_keys(overrides, needles):
 
 # ----------------------------------------------------------------------------- the formulas
 
+
 def test_mismatch_formulas_on_known_numbers():
-    from harness.train.diagnostics.mismatch import MismatchStats
+    from harness.train.core.mismatch import MismatchStats
 
     p_train = torch.tensor([[0.5, 0.2, 0.9, 0.01]])
     p_roll = torch.tensor([[0.2, 0.5, 0.9, 0.99]])
@@ -182,7 +211,7 @@ def test_mismatch_formulas_on_known_numbers():
 
 
 def test_set_disagreement_ignores_slot_order():
-    from harness.train.diagnostics.routing import set_disagreement
+    from harness.train.core.routing import set_disagreement
 
     a = torch.tensor([[0, 1], [0, 1], [2, 3]])  # (tokens, k)
     b = torch.tensor([[1, 0], [1, 2], [0, 1]])

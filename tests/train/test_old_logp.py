@@ -4,6 +4,7 @@ Equivalence: with 2 mini-batches (so pi_old's log-probs enter the ratio of the s
 one step with old_logp=rollout must land on the same parameters as old_logp=recompute, and
 both must have moved. Where the sampler's log-probs are not the policy's, the config refuses.
 """
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -30,12 +31,15 @@ def test_rollout_logp_matches_recompute(fast_config, tmp_path):
         torch.testing.assert_close(params["rollout"][k], params["recompute"][k], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("override,named", [
-    ("rollout.dtype=bfloat16", "rollout.dtype"),
-    ("rollout.top_p=0.9", "rollout.top_p"),
-    ("rollout.backend=vllm", "rollout.backend"),
-    ("objective.tis_cap=2.0", "objective.tis_cap"),
-])
+@pytest.mark.parametrize(
+    "override,named",
+    [
+        ("rollout.dtype=bfloat16", "rollout.dtype"),
+        ("rollout.top_p=0.9", "rollout.top_p"),
+        ("rollout.backend=vllm", "rollout.backend"),
+        ("objective.tis_cap=2.0", "objective.tis_cap"),
+    ],
+)
 def test_rollout_logp_refused_where_inexact(override, named):
     with pytest.raises(ConfigError, match=named):
         load_config("experiments/runs/smoke.yaml", ["train.old_logp=rollout", override])

@@ -1,5 +1,6 @@
 """A researcher's own variants (tests/plugins/my_variants.py) train through the same loop as the built-in
 presets: one step changes the parameters, the losses and the plugin surrogate's clip fraction are finite."""
+
 import json
 import math
 from pathlib import Path
@@ -14,10 +15,13 @@ from harness.train.run.warmstart import ensure_warm_start
 PLUGINS = str(Path(__file__).resolve().parents[1] / "plugins")
 
 
-@pytest.mark.parametrize("objective", [
-    ["objective.preset=median_tanh"],                                     # the plugin's preset
-    ["objective.baseline=median", "objective.clip=tanh_clip", "objective.tanh_width=0.3"],  # its modes on grpo
-])
+@pytest.mark.parametrize(
+    "objective",
+    [
+        ["objective.preset=median_tanh"],  # the plugin's preset
+        ["objective.baseline=median", "objective.clip=tanh_clip", "objective.tanh_width=0.3"],  # its modes on grpo
+    ],
+)
 def test_one_step_with_the_plugin(objective, fast_config, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(PLUGINS)
     cfg = fast_config("objective.plugins=[my_variants]", *objective, "train.steps=1", "train.checkpoint_every=1")

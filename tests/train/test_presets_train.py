@@ -1,4 +1,5 @@
 """Every preset trains through the same loop: parameters change, losses stay finite."""
+
 import json
 import math
 
@@ -49,7 +50,7 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
         state = torch.load(tmp_path / "run" / "checkpoints" / "step_000001" / "trainer_state.pt", weights_only=False)
         assert float(state["lambda"]["value"]) != 0.0 and state["lambda_optimizer"]["state"]
     if preset == "grpo":  # the final checkpoint loads on its own for `harness eval RUN_DIR`
-        from harness.train.eval.final_eval import eval_run
+        from harness.train.run.final_eval import eval_run
 
         result = eval_run(tmp_path / "run", n_samples=2, num_prompts=4)
         assert 0.0 <= result["eval/pass_at_1"] <= 1.0 and (tmp_path / "run" / "eval.json").exists()

@@ -4,6 +4,7 @@ Common random numbers: two arms with the SAME objective see the same policy, bat
 seed and probe sampling seed, so every probe number of theirs must be identical (a paired
 difference of exactly 0); an arm with another objective must differ. And the summary's paired
 difference is the mean of the per-batch differences."""
+
 from __future__ import annotations
 
 import math
@@ -17,9 +18,17 @@ from harness.probes.length import _stats as length_stats
 from harness.probes.length import summarize
 
 CONFIG = "experiments/runs/smoke.yaml"
-SMALL = ["warm_start.steps=300", "rollout.temperature=1.0", "eval.temperature=1.0", "train.prompts_per_step=8",
-         "train.group_size=4", "rollout.max_new_tokens=40", "tracking.mlflow=false", "train.mini_batches=2",
-         "train.threads=1"]
+SMALL = [
+    "warm_start.steps=300",
+    "rollout.temperature=1.0",
+    "eval.temperature=1.0",
+    "train.prompts_per_step=8",
+    "train.group_size=4",
+    "rollout.max_new_tokens=40",
+    "tracking.mlflow=false",
+    "train.mini_batches=2",
+    "train.threads=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +36,9 @@ def probe_result(warm_cache):
     base = load_config(CONFIG, [*SMALL, f"warm_start.cache_dir={warm_cache}", "objective.kl_coef=0.0"])
     dr = load_config(CONFIG, [*SMALL, f"warm_start.cache_dir={warm_cache}", "objective.preset=dr_grpo"])
     arms = [Arm("grpo", base), Arm("grpo_again", base), Arm("dr_grpo", dr)]
-    res = run_one_update_probe(arms, batches=2, probe_prompts=6, probe_samples=4, stats=length_stats,
-                               log=lambda s: None)
+    res = run_one_update_probe(
+        arms, batches=2, probe_prompts=6, probe_samples=4, stats=length_stats, log=lambda s: None
+    )
     return arms, res
 
 

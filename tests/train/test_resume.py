@@ -1,5 +1,6 @@
 """Kill a run mid-way, rerun the same command: no lost or duplicated steps (file and MLflow),
 and the resumed run reproduces the uninterrupted one (seeded CPU runs are deterministic)."""
+
 import json
 import os
 import signal
@@ -8,14 +9,24 @@ import sys
 import time
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cmd(out, fast_overrides):
     args = [a for a in fast_overrides if not a.startswith("tracking.")]
-    return [sys.executable, "-m", "harness.cli", "train", "experiments/runs/smoke.yaml", *args, "train.steps=6", "train.checkpoint_every=2",
-            "tracking.experiment=resume-test", "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "train",
+        "experiments/runs/smoke.yaml",
+        *args,
+        "train.steps=6",
+        "train.checkpoint_every=2",
+        "tracking.experiment=resume-test",
+        "--out",
+        str(out),
+    ]
 
 
 def _steps(run):
@@ -24,10 +35,17 @@ def _steps(run):
 
 def test_kill_and_resume(tmp_path, fast_overrides):
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db", "PYTHONUNBUFFERED": "1"}
-    subprocess.run(_cmd(tmp_path / "warm", fast_overrides)[:-2] + ["train.steps=1", "--out", str(tmp_path / "warm")],
-                   cwd=ROOT, env=env, check=True, capture_output=True)  # builds the warm start outside the timed part
+    subprocess.run(
+        _cmd(tmp_path / "warm", fast_overrides)[:-2] + ["train.steps=1", "--out", str(tmp_path / "warm")],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )  # builds the warm start outside the timed part
     run = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(run, fast_overrides), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _cmd(run, fast_overrides), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 300
     while time.time() < deadline:
         metrics = run / "metrics.jsonl"

@@ -1,6 +1,7 @@
-"""A PPO run killed mid-way resumes with its value model (a component: harness/train/run/components.py)
+"""A PPO run killed mid-way resumes with its value model (a component: harness/train/core/components.py)
 and that model's optimizer restored exactly: the resumed run logs the numbers of an uninterrupted one.
 The same for PRIME's implicit reward model and λ-GRPO's learned λ (docs/objective.md §13)."""
+
 from __future__ import annotations
 
 import json
@@ -14,19 +15,29 @@ class Killed(BaseException):
 
 
 def _metrics(run) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if not k.startswith("perf/")}
-            for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if not k.startswith("perf/")}
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+    ]
 
 
-@pytest.mark.parametrize("preset, component, metric", [("ppo", "critic", "value/"), ("prime", "prm", "prm/"),
-                                                        ("lambda_grpo", "lambda", "agg/lambda")])
-def test_killed_mid_way_resumes_the_component_and_its_optimizer(preset, component, metric, tmp_path, fast_config,
-                                                               monkeypatch):
+@pytest.mark.parametrize(
+    "preset, component, metric",
+    [("ppo", "critic", "value/"), ("prime", "prm", "prm/"), ("lambda_grpo", "lambda", "agg/lambda")],
+)
+def test_killed_mid_way_resumes_the_component_and_its_optimizer(
+    preset, component, metric, tmp_path, fast_config, monkeypatch
+):
     import harness.train.rl.step as rl_step
     from harness.train import train
 
-    cfg = fast_config(f"objective.preset={preset}", "train.steps=4", "train.checkpoint_every=2", "train.mini_batches=2",
-                      "train.threads=1")
+    cfg = fast_config(
+        f"objective.preset={preset}",
+        "train.steps=4",
+        "train.checkpoint_every=2",
+        "train.mini_batches=2",
+        "train.threads=1",
+    )
     clean = tmp_path / "clean"
     train(cfg, clean)
 

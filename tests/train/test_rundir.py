@@ -1,6 +1,7 @@
 """Run-directory bookkeeping: flushes are idempotent, truncation drops un-checkpointed steps."""
+
 from harness.jsonl import read_jsonl
-from harness.train.run.rundir import RunDir
+from harness.train.core.rundir import RunDir
 
 
 def test_flush_is_idempotent_and_truncate_drops_later_steps(tmp_path):

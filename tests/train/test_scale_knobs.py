@@ -3,6 +3,7 @@ the adapters off, adapter checkpoints, harness eval, the critic and PRIME's rewa
 checkpointing (the same gradients), bf16 autocast (fp32 weights and optimizer state, what it costs in
 mismatch/*). Real tiny models without a warm start, a few seconds a run; tiny shapes for bf16 (this
 CPU's bf16 matmuls are slow: machine.bf16_slow_reason)."""
+
 import json
 import warnings
 
@@ -12,22 +13,38 @@ from safetensors.torch import load_file
 
 from harness.config import ConfigError, ConfigWarning, load_config
 from harness.models import build_model
-from harness.models.lora import AdaptersOff, base_of, is_lora
 from harness.models.logprobs import response_logprobs
+from harness.models.lora import AdaptersOff, base_of, is_lora
 from harness.train import train
-from harness.train.run.prepare import (BASE_KEY, BaseMismatch, compute_precision, prepare_policy, reference_of)
+from harness.train.core.policy import BASE_KEY, BaseMismatch, compute_precision, prepare_policy, reference_of
 
 SMOKE = "experiments/runs/smoke.yaml"
 # learning runs start from the engine tests' warm start (tests/train/conftest.py FAST: shared, cached), so
 # rewards vary and the adapters, the critic and the reward model get a gradient
 WARM = ["train.steps=3", "train.mini_batches=1", "train.checkpoint_every=1", "train.threads=1"]
-TINY = ["warm_start.enabled=false", "train.steps=3", "train.prompts_per_step=4", "train.group_size=4",
-        "train.mini_batches=1", "rollout.max_new_tokens=12", "eval.num_prompts=4", "eval.n_samples=2", "eval.ks=[1]",
-        "eval.every=0", "train.checkpoint_every=1", "train.samples_to_log=1", "tracking.mlflow=false",
-        "train.threads=1", "rollout.temperature=1.0", "eval.temperature=1.0"]
+TINY = [
+    "warm_start.enabled=false",
+    "train.steps=3",
+    "train.prompts_per_step=4",
+    "train.group_size=4",
+    "train.mini_batches=1",
+    "rollout.max_new_tokens=12",
+    "eval.num_prompts=4",
+    "eval.n_samples=2",
+    "eval.ks=[1]",
+    "eval.every=0",
+    "train.checkpoint_every=1",
+    "train.samples_to_log=1",
+    "tracking.mlflow=false",
+    "train.threads=1",
+    "rollout.temperature=1.0",
+    "eval.temperature=1.0",
+]
 LORA = "model.lora={r: 4, alpha: 8}"
-SMALL = "model.overrides={hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2, " \
-        "num_key_value_heads: 1}"
+SMALL = (
+    "model.overrides={hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1, num_attention_heads: 2, "
+    "num_key_value_heads: 1}"
+)
 
 
 def cfg_of(*overrides):
@@ -39,6 +56,7 @@ def cfg_of(*overrides):
 @pytest.fixture
 def warm(fast_overrides):
     """Config maker: the engine tests' fast warm-started config (tests/train/conftest.py) + WARM + overrides."""
+
     def make(*overrides):
         return load_config(SMOKE, [*fast_overrides, *WARM, *overrides])
 
@@ -71,17 +89,20 @@ def test_a_lora_run_trains_the_adapters_only_against_the_base(tmp_path, warm):
     assert adapters and all("lora_A" in k or "lora_B" in k for k in adapters)
     assert any(float(v.abs().max()) > 0 for k, v in adapters.items() if "lora_B" in k)  # B left zero: it trained
 
-    from harness.train.eval.final_eval import eval_run
-    from harness.train.run.prepare import load_trained_policy
+    from harness.train.run.final_eval import eval_run, load_trained_policy
 
     cfg = warm(LORA, "objective.preset=grpo")
     model, _ = load_trained_policy(cfg, ckpt, torch.device("cpu"))
-    from harness.train.run.warmstart import warm_start_folder
     from harness.models import load_model
+    from harness.train.run.warmstart import warm_start_folder
 
     start, _ = load_model(warm_start_folder(cfg))
-    assert all(torch.equal(a, b) for a, b in zip(  # the base never moved
-        [v for k, v in base_of(model).state_dict().items() if "lora_" not in k], start.state_dict().values()))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(  # the base never moved
+            [v for k, v in base_of(model).state_dict().items() if "lora_" not in k], start.state_dict().values()
+        )
+    )
     out = eval_run(run)  # harness eval of a LoRA run: the base rebuilt, the checkpoint's adapters
     final = json.loads((run / "summary.json").read_text())["final_eval"]
     assert out["eval/pass_at_1"] == final["eval/pass_at_1"]  # the same policy, prompts and sampling seeds
@@ -104,7 +125,7 @@ def test_a_lora_checkpoint_on_another_base_is_refused(tmp_path):
     state[BASE_KEY] = "0" * 16  # as if the adapters had been trained on other base weights
     torch.save(state, path)
     (run / "summary.json").unlink()
-    from harness.train.run.checkpoint_files import write_manifest
+    from harness.train.core.rundir import write_manifest
 
     write_manifest(_ckpt(run, 1))
     with pytest.raises(BaseMismatch, match="digest to 0000000000000000, but the base built from this config now"):
@@ -135,8 +156,11 @@ def test_lora_config_rules():
         cfg_of(LORA, "objective.ref_update_every=5")
     with pytest.raises(ConfigError, match="model.lora.dropout=0.1 .the trainer's forwards drop adapter inputs"):
         cfg_of("model.lora={r: 4, dropout: 0.1}", "train.old_logp=rollout", "train.mini_batches=2")
-    with pytest.raises(ConfigError, match="unknown key 'model.lora.rank'; allowed keys here: "
-                                          r"\['alpha', 'dropout', 'r', 'target_modules'\]"):
+    with pytest.raises(
+        ConfigError,
+        match="unknown key 'model.lora.rank'; allowed keys here: "
+        r"\['alpha', 'dropout', 'r', 'target_modules'\]",
+    ):
         cfg_of("model.lora={rank: 4}")
 
 
@@ -183,6 +207,7 @@ def test_a_killed_lora_run_resumes_to_the_uninterrupted_run(tmp_path, monkeypatc
 def test_adapters_start_from_the_run_seed_whatever_ran_before():
     """A's random init comes from the run seed, not from torch's global state (a warm start built in the
     same process draws from it): the same config gives the same adapters, another seed other adapters."""
+
     def a_weights(seed, burn):
         torch.manual_seed(123)
         torch.rand(burn)  # what a warm start built before would have drawn
@@ -203,12 +228,12 @@ def test_adapters_start_from_the_run_seed_whatever_ran_before():
 def test_gradient_checkpointing_config_rules(monkeypatch):
     with pytest.raises(ConfigError, match="train.gradient_checkpointing=true with objective.routing_replay=true"):
         cfg_of("model.name=tiny-moe", "train.gradient_checkpointing=true", "objective.routing_replay=true")
-    import harness.models.lora as lora
+    import harness.config as config_module  # the config calls meta_model by its own name
 
     class NoCheckpointing(torch.nn.Module):
         supports_gradient_checkpointing = False
 
-    monkeypatch.setattr(lora, "meta_model", lambda *a, **k: NoCheckpointing())
+    monkeypatch.setattr(config_module, "meta_model", lambda *a, **k: NoCheckpointing())
     with pytest.raises(ConfigError, match="model.name='tiny-dense' .NoCheckpointing. does not support activation"):
         cfg_of("train.gradient_checkpointing=true")
 
@@ -241,9 +266,11 @@ def test_gradient_checkpointing_gives_the_same_gradients_and_recomputes_the_laye
     extra = [LORA] if lora else []
     grads, calls = {}, {}
     for on in (False, True):
-        model = prepare_policy(build_model("tiny-dense", seed=0)[0], cfg_of(*extra, f"train.gradient_checkpointing={on}"))
+        model = prepare_policy(
+            build_model("tiny-dense", seed=0)[0], cfg_of(*extra, f"train.gradient_checkpointing={on}")
+        )
         n = {"calls": 0}
-        base_of(model).model.layers[0].register_forward_pre_hook(lambda *a: n.__setitem__("calls", n["calls"] + 1))
+        base_of(model).model.layers[0].register_forward_pre_hook(lambda *a, n=n: n.__setitem__("calls", n["calls"] + 1))
         grads[on], calls[on] = _grads(model), n["calls"]
     assert calls == {False: 1, True: 2}
     assert grads[True].keys() == grads[False].keys() and len(grads[True]) == (56 if lora else 38)
@@ -255,12 +282,12 @@ def test_gradient_checkpointing_gives_the_same_gradients_and_recomputes_the_laye
 def test_autocast_refuses_bf16_weights_and_warns_on_a_slow_cpu(monkeypatch):
     with pytest.raises(ConfigError, match="model.dtype='bfloat16' already stores the weights in bf16"):
         cfg_of("train.autocast=bf16", "model.dtype=bfloat16")
-    import harness.machine as machine
+    import harness.config as config_module  # the config calls bf16_slow_reason by its own name
 
-    monkeypatch.setattr(machine, "bf16_slow_reason", lambda: "no bf16 kernels here")
+    monkeypatch.setattr(config_module, "bf16_slow_reason", lambda: "no bf16 kernels here")
     with pytest.warns(ConfigWarning, match="train.autocast='bf16': no bf16 kernels here"):
         load_config(SMOKE, [*TINY, "train.autocast=bf16"])
-    monkeypatch.setattr(machine, "bf16_slow_reason", lambda: None)
+    monkeypatch.setattr(config_module, "bf16_slow_reason", lambda: None)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConfigWarning)
         load_config(SMOKE, [*TINY, "train.autocast=bf16"])

@@ -2,6 +2,7 @@
 (the extras slot's heads) only when SimKO is on -- pi_old's top-K by pi_old's forward when the update
 has several passes, by the update's first forward when it is a single pass -- and the `simko` preset
 trains on both paths."""
+
 from __future__ import annotations
 
 import json
@@ -9,16 +10,16 @@ import math
 
 import pytest
 
-import harness.train.rl.step as rl_step
-import harness.train.rl.update as rl_update
+import harness.train.core.forward as core_forward
+import harness.train.core.scoring as core_scoring
 from harness.train import train
 
 
 def _count(monkeypatch):
     """Calls of the heads that read the extensions' tensors from a forward: the scoring's (pi_old's
-    forward, rl/step.py) and the update's (rl/update.py)."""
+    forward, core/scoring.py) and the update's (core/forward.py)."""
     calls = {"step": 0, "update": 0}
-    for mod, key, name in ((rl_step, "step", "old_forward_extras"), (rl_update, "update", "forward_extras")):
+    for mod, key, name in ((core_scoring, "step", "old_forward_extras"), (core_forward, "update", "forward_extras")):
         real = getattr(mod, name)
 
         def counted(*a, _real=real, _key=key, **kw):
@@ -29,11 +30,14 @@ def _count(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("preset, passes, want", [
-    ("simko", (), lambda c: c["step"] > 0 and c["update"] > 0),           # pi_old's top-K from the old forward
-    ("simko", ("train.mini_batches=1", "train.inner_epochs=1"), lambda c: c["step"] == 0 and c["update"] > 0),
-    ("grpo", (), lambda c: c == {"step": 0, "update": 0}),                 # off: no top-K anywhere
-])
+@pytest.mark.parametrize(
+    "preset, passes, want",
+    [
+        ("simko", (), lambda c: c["step"] > 0 and c["update"] > 0),  # pi_old's top-K from the old forward
+        ("simko", ("train.mini_batches=1", "train.inner_epochs=1"), lambda c: c["step"] == 0 and c["update"] > 0),
+        ("grpo", (), lambda c: c == {"step": 0, "update": 0}),  # off: no top-K anywhere
+    ],
+)
 def test_top_k_only_when_simko_is_on(preset, passes, want, fast_config, tmp_path, monkeypatch):
     calls = _count(monkeypatch)
     train(fast_config(f"objective.preset={preset}", "train.steps=1", *passes), tmp_path / "run")

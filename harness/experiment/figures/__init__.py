@@ -28,21 +28,81 @@ shaded 95% t-interval, clipped to the range the quantity can take (a fraction st
 seeds have no value (no correct response that step, say) the mean and interval use the seeds
 that do.
 """
-from harness.experiment.figures.curves import (Curve, combine, curve, integer_steps, legend, note, paired_difference,
-                                               paired_series, panel, plot_curve, plot_seeds, seed_series)
+
+from harness.experiment.figures.curves import (
+    Curve,
+    combine,
+    curve,
+    integer_steps,
+    legend,
+    note,
+    paired_difference,
+    paired_series,
+    panel,
+    plot_curve,
+    plot_seeds,
+    seed_series,
+)
 from harness.experiment.figures.data import StudyData
 from harness.experiment.figures.difficulty_probe import difficulty_probe_figure, difficulty_probe_lines
 from harness.experiment.figures.learning import paired_rises, rise_lines, rise_panel
 from harness.experiment.figures.length_probe import length_probe_figure, length_probe_lines
-from harness.experiment.figures.numbers import (Final, eval_json_value, final, last_of, last_value, markdown_table,
-                                                no_signal_lines, tail_mean, tail_of, verdict)
+from harness.experiment.figures.numbers import (
+    Final,
+    eval_json_value,
+    final,
+    last_of,
+    last_value,
+    markdown_table,
+    no_signal_lines,
+    tail_mean,
+    tail_of,
+    verdict,
+)
 from harness.experiment.figures.output import figures_dir, save, write_summary
 from harness.experiment.figures.probe import load_probe, probe_points, probe_verdict
 from harness.experiment.figures.style import MARKERS, SEED_LINES_MAX, X_STEP, seeds_label, setup
 
-__all__ = ["Curve", "Final", "MARKERS", "SEED_LINES_MAX", "StudyData", "X_STEP", "combine", "curve",
-           "difficulty_probe_figure", "difficulty_probe_lines", "eval_json_value", "figures_dir", "final",
-           "integer_steps", "last_of", "last_value", "legend", "length_probe_figure", "length_probe_lines",
-           "load_probe", "markdown_table", "no_signal_lines", "note", "paired_difference", "paired_rises", "paired_series", "panel",
-           "plot_curve", "plot_seeds", "probe_points", "probe_verdict", "rise_lines", "rise_panel", "save",
-           "seed_series", "seeds_label", "setup", "tail_mean", "tail_of", "verdict", "write_summary"]
+__all__ = [
+    "Curve",
+    "Final",
+    "MARKERS",
+    "SEED_LINES_MAX",
+    "StudyData",
+    "X_STEP",
+    "combine",
+    "curve",
+    "difficulty_probe_figure",
+    "difficulty_probe_lines",
+    "eval_json_value",
+    "figures_dir",
+    "final",
+    "integer_steps",
+    "last_of",
+    "last_value",
+    "legend",
+    "length_probe_figure",
+    "length_probe_lines",
+    "load_probe",
+    "markdown_table",
+    "no_signal_lines",
+    "note",
+    "paired_difference",
+    "paired_rises",
+    "paired_series",
+    "panel",
+    "plot_curve",
+    "plot_seeds",
+    "probe_points",
+    "probe_verdict",
+    "rise_lines",
+    "rise_panel",
+    "save",
+    "seed_series",
+    "seeds_label",
+    "setup",
+    "tail_mean",
+    "tail_of",
+    "verdict",
+    "write_summary",
+]

@@ -1,10 +1,10 @@
 """Curves over seeds: a metric vs step per arm, its mean and 95% t-interval (or each seed drawn),
 and the panel that draws one metric for every arm."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from harness.experiment.figures.style import SEED_LINES_MAX, X_STEP, _finite, seeds_label
 from harness.experiment.stats import t_interval
@@ -34,7 +34,7 @@ def seed_series(data: StudyData, cells: list[dict], key: str, window: int = 1) -
         s = {int(r["step"]): float(r[key]) for r in data.metrics(c) if _finite(r.get(key))}
         if s and window > 1:
             steps = sorted(s)
-            s = {st: max(s[x] for x in steps[max(0, i - window + 1):i + 1]) for i, st in enumerate(steps)}
+            s = {st: max(s[x] for x in steps[max(0, i - window + 1) : i + 1]) for i, st in enumerate(steps)}
         if s:
             out.append(s)
     return out
@@ -77,17 +77,37 @@ def paired_difference(data: StudyData, cells_a: list[dict], cells_b: list[dict],
     return combine(paired_series(data, cells_a, cells_b, key))
 
 
-def plot_curve(ax, cur: Curve, label: str, color: str, style: str = "-", marker: str = "o", marker_below: int = 30,
-               band: bool = True, bounds: tuple[float, float] | None = None, **kw) -> None:
+def plot_curve(
+    ax,
+    cur: Curve,
+    label: str,
+    color: str,
+    style: str = "-",
+    marker: str = "o",
+    marker_below: int = 30,
+    band: bool = True,
+    bounds: tuple[float, float] | None = None,
+    **kw,
+) -> None:
     """The mean line; with band: each seed as a thin line when there are 2..SEED_LINES_MAX seeds,
     else the shaded 95% interval, clipped to `bounds` (the range the quantity can take). label
     gets '(n=.. seed(s))'. Markers only on short curves (< marker_below steps)."""
     if not cur:
         return
     few = 1 < cur.n <= SEED_LINES_MAX
-    ax.plot(cur.steps, cur.mean, style, color=color, marker=marker if len(cur.steps) < marker_below else None, ms=5,
-            mfc="none", mew=1.3, lw=2.2 if few and band else 1.5,
-            label=f"{label} ({seeds_label(cur.n)}{', mean bold' if few and band else ''})", **kw)  # hollow markers
+    ax.plot(
+        cur.steps,
+        cur.mean,
+        style,
+        color=color,
+        marker=marker if len(cur.steps) < marker_below else None,
+        ms=5,
+        mfc="none",
+        mew=1.3,
+        lw=2.2 if few and band else 1.5,
+        label=f"{label} ({seeds_label(cur.n)}{', mean bold' if few and band else ''})",
+        **kw,
+    )  # hollow markers
     if not band or cur.n < 2:
         return
     if few:
@@ -107,9 +127,17 @@ def plot_seeds(ax, data: StudyData, cells: list[dict], key: str, label: str, col
     series = seed_series(data, cells, key)
     for i, s in enumerate(series):
         steps = sorted(s)
-        ax.plot(steps, [s[x] for x in steps], "-", color=color, lw=0.9, alpha=0.8,
-                marker=data.marker(label) if len(steps) < 30 else None, ms=3,
-                label=f"{label} ({seeds_label(len(series))}, each drawn)" if i == 0 else None)
+        ax.plot(
+            steps,
+            [s[x] for x in steps],
+            "-",
+            color=color,
+            lw=0.9,
+            alpha=0.8,
+            marker=data.marker(label) if len(steps) < 30 else None,
+            ms=3,
+            label=f"{label} ({seeds_label(len(series))}, each drawn)" if i == 0 else None,
+        )
     return bool(series)
 
 
@@ -135,8 +163,18 @@ def note(ax, text: str) -> None:
     ax.set_yticks([])
 
 
-def panel(ax, data: StudyData, groups: dict[str, list[dict]], key: str, ylabel: str, title: str,
-          window: int = 1, logy: bool = False, fraction: bool = False, empty: str | None = None) -> bool:
+def panel(
+    ax,
+    data: StudyData,
+    groups: dict[str, list[dict]],
+    key: str,
+    ylabel: str,
+    title: str,
+    window: int = 1,
+    logy: bool = False,
+    fraction: bool = False,
+    empty: str | None = None,
+) -> bool:
     """One metric vs step, one curve per group (label -> cells). A note when no cell has a finite
     value (`empty`, or a generic one). fraction: a y range inside [0, 1] that starts at 0."""
     curves = {lab: curve(data, cells, key, window) for lab, cells in groups.items()}
@@ -148,8 +186,13 @@ def panel(ax, data: StudyData, groups: dict[str, list[dict]], key: str, ylabel: 
     if logy:  # log axes: only positive values; the band's lower edge is floored at a tenth of the mean
         for lab, cur in curves.items():
             keep = [i for i, m in enumerate(cur.mean) if m > 0]
-            curves[lab] = Curve([cur.steps[i] for i in keep], [cur.mean[i] for i in keep],
-                                [max(cur.lo[i], cur.mean[i] / 10) for i in keep], [cur.hi[i] for i in keep], cur.n)
+            curves[lab] = Curve(
+                [cur.steps[i] for i in keep],
+                [cur.mean[i] for i in keep],
+                [max(cur.lo[i], cur.mean[i] / 10) for i in keep],
+                [cur.hi[i] for i in keep],
+                cur.n,
+            )
         if not any(curves.values()):
             note(ax, empty or f"'{key}' is 0 at every logged step (nothing to draw on a log axis)")
             ax.set_title(title)

@@ -1,5 +1,6 @@
 """StudyData: a study's results folder as the notebooks read it (cells, study.json, each cell's
 run files, cached), with one colour and marker per arm."""
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ class StudyData:
         self._colors: dict[str, str] = {}
 
     @classmethod
-    def from_env(cls, name: str) -> "StudyData":
+    def from_env(cls, name: str) -> StudyData:
         """HARNESS_STUDY_DIR (set by `harness summarize --notebook`), else <results>/<name>/<scale> for
         the first scale folder that exists (cpu, smoke, gpu); <results> is HARNESS_RESULTS (set by
         `make notebooks`, whose kernels start in analysis/) or ./results."""
@@ -35,8 +36,10 @@ class StudyData:
             d = Path(os.environ.get("HARNESS_RESULTS") or "results") / name / scale
             if (d / "cells.json").exists():
                 return cls(d)
-        raise FileNotFoundError(f"no results for study {name!r}: set HARNESS_STUDY_DIR to a results folder "
-                                f"(results/{name}/<scale>) or run `snakemake --config study={name}`")
+        raise FileNotFoundError(
+            f"no results for study {name!r}: set HARNESS_STUDY_DIR to a results folder "
+            f"(results/{name}/<scale>) or run `snakemake --config study={name}`"
+        )
 
     # ------------------------------------------------------------------ per cell files
     def run_dir(self, cell: dict) -> Path:
@@ -59,8 +62,9 @@ class StudyData:
 
     def final_eval(self, cell: dict) -> dict:
         """eval.json (`harness eval`: held-out pass@k of the final checkpoint), {} when absent."""
-        return self._load(cell, "eval", lambda d: json.loads((d / "eval.json").read_text())
-                          if (d / "eval.json").exists() else {})
+        return self._load(
+            cell, "eval", lambda d: json.loads((d / "eval.json").read_text()) if (d / "eval.json").exists() else {}
+        )
 
     def config(self, cell: dict) -> dict:
         def read(d: Path) -> dict:
@@ -110,7 +114,11 @@ class StudyData:
         """'<study> (<scale>): what' and a second line saying how seeds are drawn (or `note`)."""
         n = self.n_seeds
         if note is None:
-            note = ("n=1 seed (no interval)" if n == 1 else
-                    f"n={n} seeds: each a thin line, their mean bold" if n <= SEED_LINES_MAX else
-                    f"mean of n={n} seeds, shaded = 95% t-interval")
+            note = (
+                "n=1 seed (no interval)"
+                if n == 1
+                else f"n={n} seeds: each a thin line, their mean bold"
+                if n <= SEED_LINES_MAX
+                else f"mean of n={n} seeds, shaded = 95% t-interval"
+            )
         return f"{self.name} ({self.scale}): {what}\n{note}"

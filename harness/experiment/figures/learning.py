@@ -1,10 +1,10 @@
 """Does each arm learn? The paired rise of held-out pass@1 (first -> last in-loop eval, same prompts
 and sampling seed, bootstrap 95% interval over prompts) per arm and seed."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import json
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.experiment.figures.data import StudyData
@@ -28,9 +28,13 @@ def rise_lines(data: StudyData, label: str, cells: list[dict]) -> list[str]:
     lines = []
     for r in paired_rises(data, cells):
         lo, hi = r["ci95"]
-        verdict = "learns (interval above 0)" if lo > 0 else ("falls (interval below 0)" if hi < 0 else "interval includes 0")
-        lines.append(f"- {label}, seed {r['seed']}: held-out pass@1 rise {r['delta_pass_at_1']:+.3f} "
-                     f"[{lo:+.3f}, {hi:+.3f}] (steps {r['from_step']} -> {r['to_step']}, {r['prompts']} prompts): {verdict}")
+        verdict = (
+            "learns (interval above 0)" if lo > 0 else ("falls (interval below 0)" if hi < 0 else "interval includes 0")
+        )
+        lines.append(
+            f"- {label}, seed {r['seed']}: held-out pass@1 rise {r['delta_pass_at_1']:+.3f} "
+            f"[{lo:+.3f}, {hi:+.3f}] (steps {r['from_step']} -> {r['to_step']}, {r['prompts']} prompts): {verdict}"
+        )
     return lines or [f"- {label}: no paired rise recorded (fewer than two evals)"]
 
 
@@ -41,9 +45,15 @@ def rise_panel(ax, data: StudyData, groups: dict[str, list[dict]]) -> None:
         rs = paired_rises(data, cells)
         for j, r in enumerate(rs):
             xx = x + (j - (len(rs) - 1) / 2) * 0.15
-            ax.errorbar([xx], [r["delta_pass_at_1"]], yerr=[[r["delta_pass_at_1"] - r["ci95"][0]],
-                                                            [r["ci95"][1] - r["delta_pass_at_1"]]],
-                        fmt=data.marker(lab), color=data.color(lab), capsize=3, mfc="none")
+            ax.errorbar(
+                [xx],
+                [r["delta_pass_at_1"]],
+                yerr=[[r["delta_pass_at_1"] - r["ci95"][0]], [r["ci95"][1] - r["delta_pass_at_1"]]],
+                fmt=data.marker(lab),
+                color=data.color(lab),
+                capsize=3,
+                mfc="none",
+            )
         labels.append(f"{lab}\n({len(rs)} seed{'' if len(rs) == 1 else 's'})")
         x += 1
     ax.axhline(0, color="k", lw=0.8)

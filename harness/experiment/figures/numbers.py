@@ -1,11 +1,11 @@
 """Per-arm numbers and the sentences the notebooks print about them: the final or tail value over
 seeds with its 95% t-interval, a verdict on a difference, markdown tables."""
-from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from harness.experiment.figures.curves import seed_series
 from harness.experiment.figures.style import _finite
@@ -42,13 +42,13 @@ def final(per_seed: list[float]) -> Final:
     return Final(m, h, len(vals), vals)
 
 
-def tail_of(series: list[dict[int, float]], frac: float = 0.25) -> "Final":
+def tail_of(series: list[dict[int, float]], frac: float = 0.25) -> Final:
     """Per series: the mean over the last `frac` of its steps (at least one); then mean and 95%
     t-interval over the series (seeds)."""
     vals = []
     for s in series:
         steps = sorted(s)
-        tail = steps[-max(1, int(round(len(steps) * frac))):]
+        tail = steps[-max(1, int(round(len(steps) * frac))) :]
         vals.append(sum(s[st] for st in tail) / len(tail))
     return final(vals)
 
@@ -72,7 +72,7 @@ def verdict(f: Final, effect: str, unit: str = "") -> str:
     return f"{effect}: {rng}: the interval includes 0, the difference does NOT appear at this scale."
 
 
-def last_of(series: list[dict[int, float]]) -> "Final":
+def last_of(series: list[dict[int, float]]) -> Final:
     """Per series: its value at its last step; then mean and 95% t-interval over the series (seeds)."""
     return final([s[max(s)] for s in series])
 
@@ -100,12 +100,19 @@ def eval_json_value(data: StudyData, cells: list[dict], key: str) -> Final:
 def no_signal_lines(data: StudyData, groups: dict[str, list[dict]]) -> list[str]:
     """Summary lines naming the arms whose every training group was all-equal at every step
     (groups/zero_var_frac = 1): no advantage, no gradient, so they cannot differ by their objective."""
-    dead = [lab for lab, cells in groups.items() if tail_of(seed_series(data, cells, "groups/zero_var_frac"), 1.0).mean == 1.0]
+    dead = [
+        lab
+        for lab, cells in groups.items()
+        if tail_of(seed_series(data, cells, "groups/zero_var_frac"), 1.0).mean == 1.0
+    ]
     if not dead:
         return []
-    return ["", f"No signal: every training group was all-equal (all wrong or all right) at every step for "
-            f"{', '.join(dead)}: zero advantages and zero policy gradient, so these runs cannot differ through "
-            "their objective (a stronger warm start or easier prompts are needed)."]
+    return [
+        "",
+        f"No signal: every training group was all-equal (all wrong or all right) at every step for "
+        f"{', '.join(dead)}: zero advantages and zero policy gradient, so these runs cannot differ through "
+        "their objective (a stronger warm start or easier prompts are needed).",
+    ]
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

@@ -1,11 +1,11 @@
 """Where the notebooks' figures and summary go: HARNESS_FIGURES_DIR (set by `harness summarize`),
 else <study dir>/figures."""
-from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.experiment.figures.data import StudyData

@@ -1,11 +1,11 @@
 """The mechanism probe's results (probe.json, `harness probe`, harness/probes/): reading them, one
 point per arm with its interval, a verdict sentence."""
-from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from __future__ import annotations
 
 import json
 import math
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.experiment.figures.data import StudyData
@@ -17,15 +17,25 @@ def load_probe(data: StudyData) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def probe_points(ax, entries: list[dict], labels: list[str], colors: list[str], ylabel: str, title: str,
-                 zero: bool = True) -> None:
+def probe_points(
+    ax, entries: list[dict], labels: list[str], colors: list[str], ylabel: str, title: str, zero: bool = True
+) -> None:
     """One point per entry (mean over the probe's batches) with its 95% t-interval as an error
     bar; entries: dicts with mean / half (harness.probes.engine.paired or arm_mean)."""
     xs = list(range(len(entries)))
     for x, e, c in zip(xs, entries, colors):
         half = e.get("half")
-        ax.errorbar([x], [e["mean"]], yerr=[[half], [half]] if half is not None and math.isfinite(half) else None,
-                    fmt="o", color=c, capsize=5, ms=7, mfc="none", mew=1.6)
+        ax.errorbar(
+            [x],
+            [e["mean"]],
+            yerr=[[half], [half]] if half is not None and math.isfinite(half) else None,
+            fmt="o",
+            color=c,
+            capsize=5,
+            ms=7,
+            mfc="none",
+            mew=1.6,
+        )
     if zero:
         ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(xs, labels, rotation=12)

@@ -1,9 +1,9 @@
 """Conventions shared by every figure of the analysis notebooks (harness/experiment/figures/)."""
+
 from __future__ import annotations
 
 import math
 import os
-
 
 X_STEP = "training step (policy iterations)"
 MARKERS = "osD^vP*Xph"
@@ -25,6 +25,15 @@ def setup() -> None:
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"axes.grid": True, "grid.alpha": 0.3, "axes.titlesize": 10, "axes.labelsize": 9,
-                         "legend.fontsize": 7, "xtick.labelsize": 8, "ytick.labelsize": 8,
-                         "figure.titlesize": 11})
+    plt.rcParams.update(
+        {
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "axes.titlesize": 10,
+            "axes.labelsize": 9,
+            "legend.fontsize": 7,
+            "xtick.labelsize": 8,
+            "ytick.labelsize": 8,
+            "figure.titlesize": 11,
+        }
+    )

@@ -5,6 +5,7 @@ fields.py  dotted paths, prompt templates, chat-message prompts
 task.py    DatasetTask: rows -> problems, splits, drawing, scoring
 checks.py  the checks before any model loads (reference answers scored as completions)
 """
+
 from harness.tasks.dataset.checks import check_reference_answers
 from harness.tasks.dataset.task import DatasetTask
 

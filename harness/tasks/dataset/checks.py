@@ -9,6 +9,7 @@ before hours of training give every completion 0. A regex verifier is not checke
 reads a completion's format, which a reference answer need not have); a function is called as
 it will be in training, so one that raises or returns a wrong type fails here too.
 """
+
 from __future__ import annotations
 
 from harness.tasks.dataset.task import HINTS, DatasetTask
@@ -43,14 +44,17 @@ def check_reference_answers(task: DatasetTask, n: int) -> None:
             try:
                 scored = task.scorer.score(item)
             except RewardFunctionError as err:
-                raise ValueError(f"task.rewards[{index}] ({what}), scoring the reference answers as completions: {err}"
-                                 f" ({skip})") from None
+                raise ValueError(
+                    f"task.rewards[{index}] ({what}), scoring the reference answers as completions: {err} ({skip})"
+                ) from None
             ok, read = scored.correct, None
         if not ok:
             hint = f"; {HINTS[spec.verifier]}" if spec.verifier else ""
             shown = p.answer if len(p.answer) <= 60 else p.answer[:28] + " ... " + p.answer[-27:]
-            raise ValueError(f"task.rewards[{index}] ({what}) does not read the data's answers: {p.meta['file']} row "
-                             f"{p.meta['row']}'s reference answer {shown!r} (task.data.answer_key="
-                             f"{task.data['answer_key']!r}), scored as a completion, is not correct"
-                             f"{'' if spec.function else f' (it read {read!r})'}{hint}; check answer_key or pick "
-                             f"another verifier ({' | '.join(VERIFIERS)}) ({skip})")
+            raise ValueError(
+                f"task.rewards[{index}] ({what}) does not read the data's answers: {p.meta['file']} row "
+                f"{p.meta['row']}'s reference answer {shown!r} (task.data.answer_key="
+                f"{task.data['answer_key']!r}), scored as a completion, is not correct"
+                f"{'' if spec.function else f' (it read {read!r})'}{hint}; check answer_key or pick "
+                f"another verifier ({' | '.join(VERIFIERS)}) ({skip})"
+            )

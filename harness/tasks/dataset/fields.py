@@ -1,9 +1,10 @@
 """Fields of a dataset row: dotted paths, prompt templates, chat-message prompts.
 
-    get_field(row, "reward_model.ground_truth")   # nested dicts (verl's parquet); "answers.0": a list element
-    render_template("{question}\\nOptions: {choices}", row)   # {dotted.path} placeholders; lists one item a line
-    as_messages(row["prompt"])    # a list of {role, content} (verl, TRL conversational) -> messages, else None
+get_field(row, "reward_model.ground_truth")   # nested dicts (verl's parquet); "answers.0": a list element
+render_template("{question}\\nOptions: {choices}", row)   # {dotted.path} placeholders; lists one item a line
+as_messages(row["prompt"])    # a list of {role, content} (verl, TRL conversational) -> messages, else None
 """
+
 from __future__ import annotations
 
 import string
@@ -61,7 +62,9 @@ def template_fields(template: str) -> list[str]:
     try:
         parts = list(string.Formatter().parse(template))
     except ValueError as err:
-        raise ValueError(f"is not a valid template ({err}); write fields as {{name}} and a literal brace as {{{{ }}}}") from None
+        raise ValueError(
+            f"is not a valid template ({err}); write fields as {{name}} and a literal brace as {{{{ }}}}"
+        ) from None
     fields = [name for _, name, _, _ in parts if name is not None]
     if any(not f for f in fields):
         raise ValueError("has an empty {} placeholder; name a field, e.g. {question}")
@@ -81,7 +84,7 @@ def as_text(value: Any) -> str:
 
 def render_template(template: str, row: dict) -> str:
     out = []
-    for literal, name, spec, conv in string.Formatter().parse(template):
+    for literal, name, spec, _conversion in string.Formatter().parse(template):
         out.append(literal)
         if name is not None:
             value = as_text(get_field(row, name))

@@ -17,6 +17,7 @@ kept in memory. A read is memoised per process on (paths, size, mtime), so the c
 training and the run read a file once each process. A missing path that names a file of the
 sample dataset under results/data is written first (harness/tasks/sample_data.py).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,11 +25,18 @@ import os
 import tempfile
 from pathlib import Path
 
-from harness.tasks.sample_data import sample_root_of
+from harness.tasks.sample_data import sample_root_of, write_samples
 
 FORMATS = ("auto", "json", "parquet", "csv", "arrow")
-_SUFFIXES = {".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet", ".pq": "parquet",
-             ".csv": "csv", ".tsv": "csv"}
+_SUFFIXES = {
+    ".jsonl": "json",
+    ".json": "json",
+    ".ndjson": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".tsv": "csv",
+}
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 _FORMAT_NAMES = {"json": "JSON Lines / JSON", "parquet": "Parquet", "csv": "CSV", "arrow": "a save_to_disk folder"}
 _MEMO: dict = {}
@@ -46,7 +54,11 @@ def _datasets():
 def format_of(path: Path) -> str | None:
     """json | parquet | csv | arrow from a path's name (None: cannot tell)."""
     if path.is_dir():
-        if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists() or (path / "state.json").exists():
+        if (
+            (path / "dataset_info.json").exists()
+            or (path / "dataset_dict.json").exists()
+            or (path / "state.json").exists()
+        ):
             return "arrow"
         found = {format_of(p) for p in path.iterdir() if p.is_file() and not p.name.startswith(".")} - {None}
         return found.pop() if len(found) == 1 else None
@@ -101,8 +113,6 @@ def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key:
     for p in ps:
         root = sample_root_of(p)
         if root is not None:  # the sample dataset, not written yet: the project writes it itself
-            from harness.tasks.sample_data import write_samples
-
             write_samples(root)
             print(f"[harness] wrote the sample dataset into {root} (harness sample-data)", flush=True)
         if not p.exists():
@@ -110,8 +120,10 @@ def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key:
     kinds = {p: (fmt if fmt != "auto" else format_of(p)) for p in ps}
     for p, kind in kinds.items():
         if kind is None:
-            raise ValueError(f"{key}={str(p)!r}: cannot tell its format from the name; set task.data.format "
-                             f"(one of {', '.join(FORMATS[1:])})")
+            raise ValueError(
+                f"{key}={str(p)!r}: cannot tell its format from the name; set task.data.format "
+                f"(one of {', '.join(FORMATS[1:])})"
+            )
     if len(set(kinds.values())) > 1:
         raise ValueError(f"{key}: the paths have different formats ({sorted(set(kinds.values()))}); give one format")
     kind = kinds[ps[0]]
@@ -140,8 +152,9 @@ def _read(ps: list[Path], kind: str, split: str, key: str, split_key: str) -> tu
                 raise ValueError(f"no {_FORMAT_NAMES[kind]} files inside")
             kwargs = {"delimiter": "\t"} if kind == "csv" and all(f.endswith(".tsv") for f in files) else {}
             with tempfile.TemporaryDirectory(prefix="harness-datasets-") as cache:
-                ds = ds_lib.load_dataset(kind, data_files=files, split="train", cache_dir=cache, keep_in_memory=True,
-                                         **kwargs)
+                ds = ds_lib.load_dataset(
+                    kind, data_files=files, split="train", cache_dir=cache, keep_in_memory=True, **kwargs
+                )
     except KeyError:
         splits = list(ds_lib.load_from_disk(str(ps[0])).keys())
         raise ValueError(f"{split_key}={split!r} is not a split of {key}={shown!r}; its splits: {splits}") from None

@@ -12,6 +12,7 @@ Output: one JSON line per completion on stdout ({line, uid, correct, reward, rew
 truncated, timeouts}) and a summary on stderr, so `> scored.jsonl` keeps only the records.
 A malformed line or an unknown uid is a one-line error (exit 2) before anything is scored.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,9 @@ def read_completions(path: str | Path) -> list[dict]:
         except ValueError as err:
             raise ScoreFileError(f"{p}:{n}: not a JSON object ({err})") from None
         if not isinstance(rec, dict) or not isinstance(rec.get("completion"), str):
-            raise ScoreFileError(f"{p}:{n}: each line needs \"completion\" (text) and one of \"uid\", \"row\" or "
-                                 "\"answer\"")
+            raise ScoreFileError(f'{p}:{n}: each line needs "completion" (text) and one of "uid", "row" or "answer"')
         if isinstance(rec.get("truncated", False), bool) is False:
-            raise ScoreFileError(f"{p}:{n}: \"truncated\" must be true or false")
+            raise ScoreFileError(f'{p}:{n}: "truncated" must be true or false')
         out.append({**rec, "_line": n})
     if not out:
         raise ScoreFileError(f"{p}: holds no completions")
@@ -58,22 +58,30 @@ def resolve(task, records: list[dict], path: str | Path) -> list[Problem]:
         if "uid" in rec:
             p = by_uid.get(str(rec["uid"]))
             if p is None:
-                raise ScoreFileError(f"{where}: uid {rec['uid']!r} is not a row of the task (uids look like "
-                                     f"{next(iter(by_uid))!r})")
+                raise ScoreFileError(
+                    f"{where}: uid {rec['uid']!r} is not a row of the task (uids look like {next(iter(by_uid))!r})"
+                )
         elif "answer" in rec:
             prompt = str(rec.get("prompt", ""))
             fields = rec.get("row") if isinstance(rec.get("row"), dict) else {}
-            p = Problem(uid=f"line:{rec['_line']}", prompt=prompt, answer=str(rec["answer"]), difficulty="all",
-                        meta={"file": "line", "row": rec["_line"], "fields": fields, "messages": None, "system": None})
+            p = Problem(
+                uid=f"line:{rec['_line']}",
+                prompt=prompt,
+                answer=str(rec["answer"]),
+                difficulty="all",
+                meta={"file": "line", "row": rec["_line"], "fields": fields, "messages": None, "system": None},
+            )
         elif "row" in rec:
             file = rec.get("file", "train")
             p = by_row.get((file, rec["row"]))
             if p is None:
-                raise ScoreFileError(f"{where}: {file} row {rec['row']!r} is not a row of the task (a row index of "
-                                     "task.data.train, or of task.data.eval with \"file\": \"eval\"; task.data.where "
-                                     "applies)")
+                raise ScoreFileError(
+                    f"{where}: {file} row {rec['row']!r} is not a row of the task (a row index of "
+                    'task.data.train, or of task.data.eval with "file": "eval"; task.data.where '
+                    "applies)"
+                )
         else:
-            raise ScoreFileError(f"{where}: name the problem with \"uid\", \"row\" (+ \"file\") or \"answer\"")
+            raise ScoreFileError(f'{where}: name the problem with "uid", "row" (+ "file") or "answer"')
         out.append(p)
     return out
 
@@ -86,19 +94,37 @@ def score_file(task, path: str | Path) -> dict:
     scores = task.score_batch(problems, [r["completion"] for r in records], truncated)
     for rec, p, s, t in zip(records, problems, scores, truncated):
         parts = {k: v for k, v in s.parts.items() if k != "timeouts"}
-        print(json.dumps({"line": rec["_line"], "uid": p.uid, "correct": s.correct, "reward": s.total,
-                          "rewards": parts, "parsed": s.parsed, "truncated": t,
-                          "timeouts": int(s.parts.get("timeouts", 0))}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "line": rec["_line"],
+                    "uid": p.uid,
+                    "correct": s.correct,
+                    "reward": s.total,
+                    "rewards": parts,
+                    "parsed": s.parsed,
+                    "truncated": t,
+                    "timeouts": int(s.parts.get("timeouts", 0)),
+                }
+            ),
+            flush=True,
+        )
     n = len(scores)
     names = [k for k in scores[0].parts if k != "timeouts"]
-    summary = {"completions": n, "correct": sum(s.correct for s in scores),
-               "mean_reward": sum(s.total for s in scores) / n,
-               "mean_by_reward": {k: sum(s.parts[k] for s in scores) / n for k in names},
-               "no_answer_read": sum(s.parsed is None for s in scores),
-               "timeouts": int(sum(s.parts.get("timeouts", 0) for s in scores)),
-               "correct_defined_by": task.correct}
+    summary = {
+        "completions": n,
+        "correct": sum(s.correct for s in scores),
+        "mean_reward": sum(s.total for s in scores) / n,
+        "mean_by_reward": {k: sum(s.parts[k] for s in scores) / n for k in names},
+        "no_answer_read": sum(s.parsed is None for s in scores),
+        "timeouts": int(sum(s.parts.get("timeouts", 0) for s in scores)),
+        "correct_defined_by": task.correct,
+    }
     by = ", ".join(f"{k} {v:.3f}" for k, v in summary["mean_by_reward"].items())
-    print(f"harness score: {n} completions, {summary['correct']} correct ({summary['correct'] / n:.3f}, by reward "
-          f"{task.correct!r}); mean reward {summary['mean_reward']:.3f} ({by}); no answer read in "
-          f"{summary['no_answer_read']}; {summary['timeouts']} timed out", file=sys.stderr)
+    print(
+        f"harness score: {n} completions, {summary['correct']} correct ({summary['correct'] / n:.3f}, by reward "
+        f"{task.correct!r}); mean reward {summary['mean_reward']:.3f} ({by}); no answer read in "
+        f"{summary['no_answer_read']}; {summary['timeouts']} timed out",
+        file=sys.stderr,
+    )
     return summary

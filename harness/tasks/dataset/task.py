@@ -27,6 +27,7 @@ Every problem with the data wrong (a missing field, an empty split, a prompt tha
 text nor messages, an overlap of train and eval) is a ValueError naming the task.data key
 (harness/config.py turns it into a one-line error before any model loads).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,7 +35,8 @@ import json
 import random
 import re
 from collections import Counter
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from harness.tasks.base import Problem, RewardBreakdown, Task
 from harness.tasks.common import split_of
@@ -43,17 +45,36 @@ from harness.tasks.dataset.read import read_rows
 from harness.tasks.rewards.scorer import Item, RewardSpec, Scorer
 
 DEFAULTS: dict[str, Any] = {
-    "train": None, "eval": None, "format": "auto", "train_split": "train", "eval_split": "test",
-    "eval_fraction": 0.1, "prompt_key": "prompt", "prompt_template": None, "answer_key": "answer",
-    "difficulty_key": None, "solution_key": None, "id_key": None, "system_prompt": None, "where": {},
-    "max_train_rows": None, "max_eval_rows": None, "shuffle_seed": 0, "overlap": "error", "check_answers": 8,
+    "train": None,
+    "eval": None,
+    "format": "auto",
+    "train_split": "train",
+    "eval_split": "test",
+    "eval_fraction": 0.1,
+    "prompt_key": "prompt",
+    "prompt_template": None,
+    "answer_key": "answer",
+    "difficulty_key": None,
+    "solution_key": None,
+    "id_key": None,
+    "system_prompt": None,
+    "where": {},
+    "max_train_rows": None,
+    "max_eval_rows": None,
+    "shuffle_seed": 0,
+    "overlap": "error",
+    "check_answers": 8,
 }
 NO_DIFFICULTY = "all"
 _LABEL = re.compile(r"[^A-Za-z0-9_ .:/-]")  # MLflow metric names (eval/pass_at_1/<bucket>) allow no other characters
-HINTS = {"gsm8k": "it reads the number after the last '####'", "number": "it reads the last number",
-         "math": "it reads the last \\boxed{} or else the last expression (math-verify)",
-         "exact": "it compares the final answer text (last \\boxed{}, 'answer:' line or last line) as a string",
-         "choice": "it reads a choice letter", "regex": "it reads the last match of its pattern"}
+HINTS = {
+    "gsm8k": "it reads the number after the last '####'",
+    "number": "it reads the last number",
+    "math": "it reads the last \\boxed{} or else the last expression (math-verify)",
+    "exact": "it compares the final answer text (last \\boxed{}, 'answer:' line or last line) as a string",
+    "choice": "it reads a choice letter",
+    "regex": "it reads the last match of its pattern",
+}
 
 
 def label(value: Any) -> str:
@@ -70,18 +91,28 @@ def json_safe(value: Any) -> Any:
 class DatasetTask(Task):
     name = "dataset"
 
-    def __init__(self, *, data: Mapping[str, Any], rewards: list[RewardSpec], correct: str | None = None,
-                 reward_timeout: float = 5.0, reward_workers: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        data: Mapping[str, Any],
+        rewards: list[RewardSpec],
+        correct: str | None = None,
+        reward_timeout: float = 5.0,
+        reward_workers: int = 0,
+    ) -> None:
         unknown = set(data) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"task.data: unknown keys {sorted(unknown)}; allowed: {sorted(DEFAULTS)}")
         self.data = {**DEFAULTS, **{k: v for k, v in data.items() if v is not None}}
         if not self.data["train"]:
-            raise ValueError("task.data.train: the dataset task needs a file or folder of rows (JSONL, Parquet, CSV "
-                             "or a save_to_disk folder)")
+            raise ValueError(
+                "task.data.train: the dataset task needs a file or folder of rows (JSONL, Parquet, CSV "
+                "or a save_to_disk folder)"
+            )
         if not rewards:
-            raise ValueError("task.rewards: name at least one reward, e.g. [{verifier: gsm8k}] or "
-                             "[{function: my_rewards:accuracy}]")
+            raise ValueError(
+                "task.rewards: name at least one reward, e.g. [{verifier: gsm8k}] or [{function: my_rewards:accuracy}]"
+            )
         self.specs = list(rewards)
         names = [s.name for s in self.specs]
         if correct is not None and correct not in names:
@@ -101,7 +132,10 @@ class DatasetTask(Task):
             both = train
             train = [p for p in both if split_of(self.name, p.meta["key"], d["eval_fraction"]) == "train"]
             evals = [p for p in both if split_of(self.name, p.meta["key"], d["eval_fraction"]) == "eval"]
-        train, evals = self._shuffled(train, "train", d["max_train_rows"]), self._shuffled(evals, "eval", d["max_eval_rows"])
+        train, evals = (
+            self._shuffled(train, "train", d["max_train_rows"]),
+            self._shuffled(evals, "eval", d["max_eval_rows"]),
+        )
         for split, rows in (("train", train), ("eval", evals)):
             if not rows:
                 self._empty(split)
@@ -118,11 +152,15 @@ class DatasetTask(Task):
         d = self.data
         where = f" after task.data.where={d['where']!r}" if d["where"] else ""
         if split == "eval" and not d["eval"]:
-            raise ValueError(f"task.data.eval_fraction={d['eval_fraction']} leaves no eval rows{where} (the train file "
-                             "is split by a hash of each prompt); raise it, or give task.data.eval")
+            raise ValueError(
+                f"task.data.eval_fraction={d['eval_fraction']} leaves no eval rows{where} (the train file "
+                "is split by a hash of each prompt); raise it, or give task.data.eval"
+            )
         key = f"task.data.{split}"
-        raise ValueError(f"{key}={d[split]!r} holds no rows{where}"
-                         f"{'' if d['eval'] or split == 'eval' else ' for the train split (task.data.eval_fraction=' + str(d['eval_fraction']) + ')'}")
+        raise ValueError(
+            f"{key}={d[split]!r} holds no rows{where}"
+            f"{'' if d['eval'] or split == 'eval' else ' for the train split (task.data.eval_fraction=' + str(d['eval_fraction']) + ')'}"
+        )
 
     def _overlap(self, train: list[Problem], evals: list[Problem]) -> list[Problem]:
         held = {p.meta["key"] for p in evals}
@@ -131,11 +169,16 @@ class DatasetTask(Task):
             return train
         n_prompts = len({p.meta["key"] for p in shared})
         if self.data["overlap"] == "error":
-            raise ValueError(f"task.data.train and task.data.eval share {n_prompts} prompt(s) ({len(shared)} train rows, "
-                             f"e.g. {shared[0].uid} {shared[0].prompt[:60]!r}); held-out pass@k would be measured on "
-                             "trained prompts. Set task.data.overlap=drop (drop them from train) or allow")
-        print(f"[harness] task.data.overlap=drop: dropped {len(shared)} train rows whose prompt is in the eval file "
-              f"({n_prompts} prompts)", flush=True)
+            raise ValueError(
+                f"task.data.train and task.data.eval share {n_prompts} prompt(s) ({len(shared)} train rows, "
+                f"e.g. {shared[0].uid} {shared[0].prompt[:60]!r}); held-out pass@k would be measured on "
+                "trained prompts. Set task.data.overlap=drop (drop them from train) or allow"
+            )
+        print(
+            f"[harness] task.data.overlap=drop: dropped {len(shared)} train rows whose prompt is in the eval file "
+            f"({n_prompts} prompts)",
+            flush=True,
+        )
         kept = [p for p in train if p.meta["key"] not in held]
         if not kept:
             self._empty("train")
@@ -186,11 +229,19 @@ class DatasetTask(Task):
             if why:
                 raise ValueError(f"{key}={path!r}: {why} (in {file_key}={self.data[file_key.rsplit('.', 1)[1]]!r})")
 
-    def _problem(self, file: str, index: int, row: dict) -> Problem:
+    def _prompt(self, row: dict, where: str) -> tuple[str, str, list[dict] | None]:
+        """(the prompt's text (its last user message), its dedup key, its chat messages or None) of a row."""
         d = self.data
-        where = f"{file} row {index}"
-        value = render_template(d["prompt_template"], row) if d["prompt_template"] is not None else lookup(row, d["prompt_key"])
-        prompt_key = "task.data.prompt_template" if d["prompt_template"] is not None else f"task.data.prompt_key={d['prompt_key']!r}"
+        value = (
+            render_template(d["prompt_template"], row)
+            if d["prompt_template"] is not None
+            else lookup(row, d["prompt_key"])
+        )
+        prompt_key = (
+            "task.data.prompt_template"
+            if d["prompt_template"] is not None
+            else f"task.data.prompt_key={d['prompt_key']!r}"
+        )
         try:
             messages = as_messages(value)
         except ValueError as err:
@@ -200,17 +251,27 @@ class DatasetTask(Task):
             if not users:
                 raise ValueError(f"{prompt_key}: {where}'s messages have no user message")
             if d["system_prompt"] is not None and any(m["role"] == "system" for m in messages):
-                raise ValueError(f"task.data.system_prompt is set, but {where}'s prompt messages already hold a system "
-                                 "message; drop task.data.system_prompt (or the file's system messages)")
+                raise ValueError(
+                    f"task.data.system_prompt is set, but {where}'s prompt messages already hold a system "
+                    "message; drop task.data.system_prompt (or the file's system messages)"
+                )
             text, key = users[-1], json.dumps(messages, sort_keys=True)
         elif isinstance(value, str) and value.strip():
             text, key = value, value
         else:
             what = "empty" if value in (None, "") or value is _MISSING else f"a {type(value).__name__} ({value!r:.60})"
             raise ValueError(f"{prompt_key}: {where}'s prompt is {what}; a prompt is text or a list of chat messages")
+        return text, key, messages
+
+    def _problem(self, file: str, index: int, row: dict) -> Problem:
+        d = self.data
+        where = f"{file} row {index}"
+        text, key, messages = self._prompt(row, where)
         answer = lookup(row, d["answer_key"])
         if answer is _MISSING or answer is None or isinstance(answer, (dict, list)) or str(answer).strip() == "":
-            what = "missing" if answer is _MISSING else ("empty" if answer in (None, "") else f"a {type(answer).__name__}")
+            what = (
+                "missing" if answer is _MISSING else ("empty" if answer in (None, "") else f"a {type(answer).__name__}")
+            )
             hint = " (name one element, e.g. answers.0)" if isinstance(answer, list) else ""
             raise ValueError(f"task.data.answer_key={d['answer_key']!r}: {where}'s answer is {what}{hint}")
         difficulty = NO_DIFFICULTY
@@ -231,8 +292,15 @@ class DatasetTask(Task):
             if raw is _MISSING or raw is None:
                 raise ValueError(f"task.data.id_key={d['id_key']!r}: {where} has no id")
             uid = f"{file}:{raw}"
-        meta = {"file": file, "row": index, "key": key, "messages": messages, "system": d["system_prompt"],
-                "solution": solution, "fields": json_safe(row)}
+        meta = {
+            "file": file,
+            "row": index,
+            "key": key,
+            "messages": messages,
+            "system": d["system_prompt"],
+            "solution": solution,
+            "fields": json_safe(row),
+        }
         return Problem(uid=uid, prompt=text, answer=str(answer), difficulty=difficulty, meta=meta)
 
     # ------------------------------------------------------------------ the Task contract
@@ -272,12 +340,16 @@ class DatasetTask(Task):
         spec = next(s for s in self.specs if s.name == self.correct)
         fmt = 0.0 if truncated or (spec.verifier and scored.parsed is None) else 1.0
         parts = {**scored.rewards, "timeouts": float(scored.timed_out)}
-        return RewardBreakdown(total=scored.total, correct=scored.correct, format=fmt, parsed=scored.parsed, parts=parts)
+        return RewardBreakdown(
+            total=scored.total, correct=scored.correct, format=fmt, parsed=scored.parsed, parts=parts
+        )
 
     def score(self, problem: Problem, completion: str, truncated: bool) -> RewardBreakdown:
         return self.breakdown(self.scorer.score(self.item(problem, completion, truncated)), bool(truncated))
 
-    def score_batch(self, problems: list[Problem], completions: list[str], truncated: list[bool]) -> list[RewardBreakdown]:
+    def score_batch(
+        self, problems: list[Problem], completions: list[str], truncated: list[bool]
+    ) -> list[RewardBreakdown]:
         items = [self.item(p, c, t) for p, c, t in zip(problems, completions, truncated)]
         return [self.breakdown(s, bool(t)) for s, t in zip(self.scorer.score_many(items), truncated)]
 

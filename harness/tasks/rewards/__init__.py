@@ -7,8 +7,10 @@ verifiers.py  math (math-verify), gsm8k, number, exact, regex, choice
 functions.py  `module.path:function` -> fn(prompt, completion, answer, row) -> float | {reward, correct}
 scorer.py     the weighted sum, which reward says "correct", the time limit, worker processes
 """
+
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from harness.tasks.rewards.functions import RewardFunctionError, load_function
@@ -31,8 +33,9 @@ def reward_specs(entries: list[Any]) -> list[RewardSpec]:
         where = f"task.rewards[{i}]"
         verifier, function = e.get("verifier"), e.get("function")
         if (verifier is None) == (function is None):
-            raise ValueError(f"{where}: give exactly one of verifier ({' | '.join(VERIFIERS)}) or function "
-                             "(module.path:function)")
+            raise ValueError(
+                f"{where}: give exactly one of verifier ({' | '.join(VERIFIERS)}) or function (module.path:function)"
+            )
         options = dict(e.get("options") or {})
         if verifier is not None:
             if verifier not in VERIFIERS:
@@ -43,33 +46,52 @@ def reward_specs(entries: list[Any]) -> list[RewardSpec]:
                 raise ValueError(f"{where}.{err}") from None
         else:
             if options:
-                raise ValueError(f"{where}.options: a function takes no options (read them from the row, or make a "
-                                 "second function)")
+                raise ValueError(
+                    f"{where}.options: a function takes no options (read them from the row, or make a second function)"
+                )
             try:
                 load_function(function)
             except ValueError as err:
                 raise ValueError(f"{where}.function={err}") from None
         name = e.get("name") or verifier or function.split(":")[1].split(".")[-1]
         if name in RESERVED:
-            raise ValueError(f"{where}.name={name!r} is taken by a metric the trainer logs (reward/{name}); "
-                             f"reserved: {list(RESERVED)}")
+            raise ValueError(
+                f"{where}.name={name!r} is taken by a metric the trainer logs (reward/{name}); "
+                f"reserved: {list(RESERVED)}"
+            )
         if name in names:
-            raise ValueError(f"{where}: name {name!r} is also task.rewards[{names[name]}]'s; give each a distinct "
-                             "name (logged as reward/<name>)")
+            raise ValueError(
+                f"{where}: name {name!r} is also task.rewards[{names[name]}]'s; give each a distinct "
+                "name (logged as reward/<name>)"
+            )
         names[name] = i
-        specs.append(RewardSpec(name=name, weight=float(e.get("weight", 1.0)), verifier=verifier,
-                                function=function, options=options))
+        specs.append(
+            RewardSpec(
+                name=name, weight=float(e.get("weight", 1.0)), verifier=verifier, function=function, options=options
+            )
+        )
     return specs
 
 
 def auto_workers(specs: list[RewardSpec]) -> int:
     """Worker processes when task.reward_workers is not set: 2 (at most the CPUs) when a reward is
     CPU-bound (math, regex, a user function), else 0 (scored in the trainer's process)."""
-    import os
-
     heavy = any(s.function or s.verifier in CPU_BOUND for s in specs)
     return min(2, os.cpu_count() or 1) if heavy else 0
 
 
-__all__ = ["CPU_BOUND", "RESERVED", "VERIFIERS", "Item", "RewardFunctionError", "RewardSpec", "Scored", "Scorer",
-           "Verdict", "auto_workers", "check_options", "load_function", "reward_specs"]
+__all__ = [
+    "CPU_BOUND",
+    "RESERVED",
+    "VERIFIERS",
+    "Item",
+    "RewardFunctionError",
+    "RewardSpec",
+    "Scored",
+    "Scorer",
+    "Verdict",
+    "auto_workers",
+    "check_options",
+    "load_function",
+    "reward_specs",
+]

@@ -17,15 +17,17 @@ importable there: a module on sys.path, not a lambda or a function defined in __
 A function that raises, or returns something else, stops the run with one line naming the
 function, the row and the completion (`RewardFunctionError`): never a silent 0.
 """
+
 from __future__ import annotations
 
 import importlib
 import inspect
 import math
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from harness.train.run.faults import RunFault
+from harness.faults import RunFault
 
 PARAMS = ("prompt", "completion", "answer", "row")
 
@@ -42,8 +44,10 @@ def load_function(spec: str) -> Callable:
     try:
         module = importlib.import_module(module_name)
     except Exception as err:  # noqa: BLE001 -- any import failure is the user's to fix, said in one line
-        raise ValueError(f"{spec!r}: module {module_name!r} does not import ({type(err).__name__}: "
-                         f"{' '.join(str(err).split())}); is it on sys.path (PYTHONPATH)?") from None
+        raise ValueError(
+            f"{spec!r}: module {module_name!r} does not import ({type(err).__name__}: "
+            f"{' '.join(str(err).split())}); is it on sys.path (PYTHONPATH)?"
+        ) from None
     fn = module
     for part in attr.split("."):
         if not hasattr(fn, part):
@@ -65,8 +69,10 @@ def check_signature(fn: Callable, spec: str) -> None:
     try:
         sig.bind("prompt", "completion", "answer", {})
     except TypeError:
-        raise ValueError(f"{spec!r} has signature {fn.__name__}{sig}; a reward function takes "
-                         f"({', '.join(PARAMS)}) -> float or {{'reward': float, 'correct': bool}}") from None
+        raise ValueError(
+            f"{spec!r} has signature {fn.__name__}{sig}; a reward function takes "
+            f"({', '.join(PARAMS)}) -> float or {{'reward': float, 'correct': bool}}"
+        ) from None
 
 
 def read_result(value: Any) -> tuple[float, bool | None]:
@@ -83,8 +89,10 @@ def read_result(value: Any) -> tuple[float, bool | None]:
     if isinstance(value, bool):
         value = float(value)
     if not isinstance(value, numbers.Real):
-        raise ValueError(f"returned {value!r} (a {type(value).__name__}); allowed: a number, or a dict "
-                         "{'reward': number, 'correct': bool}")
+        raise ValueError(
+            f"returned {value!r} (a {type(value).__name__}); allowed: a number, or a dict "
+            "{'reward': number, 'correct': bool}"
+        )
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"returned {value} (not finite)")

@@ -22,6 +22,7 @@ parent waits at most (calls per worker x timeout + 30 s): a worker stuck in C co
 timer cannot interrupt is killed with its pool, and its unfinished completions count as timed out
 (Python's `re` does let the timer in: a catastrophic regex is stopped by the timer itself).
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -62,10 +63,10 @@ class Item:
 @dataclass(frozen=True)
 class Scored:
     rewards: dict[str, float]  # reward name -> unweighted value
-    total: float               # sum of weight * value
-    correct: bool              # the `correct` reward's verdict (False when truncated)
-    parsed: str | None         # the answer the `correct` reward's verifier read, if it is a verifier
-    timed_out: int = 0         # calls that ran over the time limit
+    total: float  # sum of weight * value
+    correct: bool  # the `correct` reward's verdict (False when truncated)
+    parsed: str | None  # the answer the `correct` reward's verifier read, if it is a verifier
+    timed_out: int = 0  # calls that ran over the time limit
 
 
 class ScoreTimeout(BaseException):
@@ -92,7 +93,7 @@ def call_with_timeout(fn, seconds: float, *args):
 
 def _clip(text: str, n: int = 80) -> str:
     text = repr(text)
-    return text if len(text) <= n else text[:n - 5] + "...'" + f" ({len(text)} chars)"
+    return text if len(text) <= n else text[: n - 5] + "...'" + f" ({len(text)} chars)"
 
 
 class Rewards:
@@ -129,14 +130,18 @@ class Rewards:
         except ScoreTimeout:
             raise
         except Exception as err:  # noqa: BLE001 -- the user's function: stop the run, naming it
-            raise RewardFunctionError(f"reward function {spec.function} (task.rewards {spec.name!r}) raised "
-                                      f"{type(err).__name__}: {' '.join(str(err).split())} on {item.where}, "
-                                      f"completion {_clip(item.completion)}") from None
+            raise RewardFunctionError(
+                f"reward function {spec.function} (task.rewards {spec.name!r}) raised "
+                f"{type(err).__name__}: {' '.join(str(err).split())} on {item.where}, "
+                f"completion {_clip(item.completion)}"
+            ) from None
         try:
             value, correct = read_result(out)
         except ValueError as err:
-            raise RewardFunctionError(f"reward function {spec.function} (task.rewards {spec.name!r}) {err} on "
-                                      f"{item.where}, completion {_clip(item.completion)}") from None
+            raise RewardFunctionError(
+                f"reward function {spec.function} (task.rewards {spec.name!r}) {err} on "
+                f"{item.where}, completion {_clip(item.completion)}"
+            ) from None
         return value, (value > 0 if correct is None else correct), None
 
 
@@ -176,7 +181,7 @@ class Scorer(Rewards):
             return [self.score(i) for i in items]
         pool = self._get_pool()
         size = max(1, math.ceil(len(items) / (4 * self.workers)))
-        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        chunks = [items[i : i + size] for i in range(0, len(items), size)]
         futures = [pool.submit(_score_chunk, c) for c in chunks]
         per_worker = math.ceil(len(chunks) / self.workers) * size * max(1, len(self.specs))
         done, pending = cf.wait(futures, timeout=per_worker * self.timeout + self.grace)
@@ -189,16 +194,21 @@ class Scorer(Rewards):
                     raise RewardFunctionError(part[-1][1])
                 results.extend(part)
             else:  # stuck past every timer, or a worker died: its completions count as timed out
-                results.extend(Scored({s.name: 0.0 for s in self.specs}, 0.0, False, None, len(self.specs))
-                               for _ in chunk)
+                results.extend(
+                    Scored({s.name: 0.0 for s in self.specs}, 0.0, False, None, len(self.specs)) for _ in chunk
+                )
         if pending or any(f.exception() is not None for f in done):
             self._kill_pool()
         return results
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                                initializer=_init_worker, initargs=(self.specs, self.correct, self.timeout))
+            self._pool = cf.ProcessPoolExecutor(
+                self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(self.specs, self.correct, self.timeout),
+            )
         return self._pool
 
     def _kill_pool(self) -> None:

@@ -27,12 +27,14 @@ A truncated completion is never correct: the scorer (scorer.py) decides that, no
     choice  a multiple-choice letter: \\boxed{B}, "answer: (B)", "(B)", or a line that is only
             the letter, the last one counting; options: choices (default "ABCDE").
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,9 @@ class Verdict:
 # not glued to a letter or a dot before it (x3, v1.2), not a prefix of a longer digit run
 _NUMBER = re.compile(r"(?<![\w.])([-\u2212]?)((?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:/(\d+))?(?![\d])")
 _GSM8K_MARK = "####"
-_ANSWER_LINE = re.compile(r"^[ \t*_]*(?:final[ \t]+)?answer[ \t*_]*(?:is)?[ \t]*[:=][ \t]*(.*?)[ \t]*$",
-                          re.IGNORECASE | re.MULTILINE)
+_ANSWER_LINE = re.compile(
+    r"^[ \t*_]*(?:final[ \t]+)?answer[ \t*_]*(?:is)?[ \t]*[:=][ \t]*(.*?)[ \t]*$", re.IGNORECASE | re.MULTILINE
+)
 
 
 def numbers(text: str) -> list[Fraction]:
@@ -108,7 +111,7 @@ def _top_level_boxes(text: str) -> list[str]:
         if depth:  # unclosed: look for a later, closed one
             pos = m.end()
             continue
-        out.append(text[m.end():i - 1])
+        out.append(text[m.end() : i - 1])
         pos = i
 
 
@@ -133,12 +136,13 @@ def _norm(text: str, case_sensitive: bool) -> str:
 
 # ----------------------------------------------------------------------------- the verifiers
 
+
 def gsm8k_answer(text: str) -> Fraction | None:
     """The number after the last "####" (None if there is none or no number follows it)."""
     at = text.rfind(_GSM8K_MARK)
     if at < 0:
         return None
-    found = numbers(text[at + len(_GSM8K_MARK):].split("\n", 1)[0])
+    found = numbers(text[at + len(_GSM8K_MARK) :].split("\n", 1)[0])
     return found[0] if found else None
 
 
@@ -201,9 +205,11 @@ def choice_letter(text: str, letters: str = "ABCDE") -> str | None:
         m = re.fullmatch(rf"\s*(?:\\text\s*\{{)?\s*\(?\s*({cls})\s*\)?\s*\}}?\s*\.?\s*", boxed)
         if m:
             return m.group(1)
-    patterns = (rf"answer(?:\s+is)?\s*[:=]?\s*\(?\s*({cls})\b\)?",   # "Answer: (B)", "the answer is B"
-                rf"\(({cls})\)",                                    # "(B)"
-                rf"^\s*({cls})\s*[).:]?\s*$")                       # a line that is only "B" / "B." / "B)"
+    patterns = (
+        rf"answer(?:\s+is)?\s*[:=]?\s*\(?\s*({cls})\b\)?",  # "Answer: (B)", "the answer is B"
+        rf"\(({cls})\)",  # "(B)"
+        rf"^\s*({cls})\s*[).:]?\s*$",
+    )  # a line that is only "B" / "B." / "B)"
     for p in patterns:
         found = re.findall(p, text, flags=re.MULTILINE | (re.IGNORECASE if p.startswith("answer") else 0))
         found = [f for f in found if f in letters]
@@ -252,13 +258,19 @@ def _math_text(text: str, wrap: bool) -> str:
 
 
 VERIFIERS: dict[str, Callable[[str, str, dict], Verdict]] = {
-    "math": verify_math, "gsm8k": verify_gsm8k, "number": verify_number, "exact": verify_exact,
-    "regex": verify_regex, "choice": verify_choice,
+    "math": verify_math,
+    "gsm8k": verify_gsm8k,
+    "number": verify_number,
+    "exact": verify_exact,
+    "regex": verify_regex,
+    "choice": verify_choice,
 }
 
 # options each verifier reads: name -> (type(s), required)
 OPTIONS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "math": {}, "gsm8k": {}, "number": {},
+    "math": {},
+    "gsm8k": {},
+    "number": {},
     "exact": {"case_sensitive": ((bool,), False)},
     "regex": {"pattern": ((str,), True), "group": ((int, str), False), "ignore_case": ((bool,), False)},
     "choice": {"choices": ((str,), False)},
@@ -270,8 +282,9 @@ def check_options(verifier: str, options: dict[str, Any]) -> None:
     allowed = OPTIONS[verifier]
     for key, value in options.items():
         if key not in allowed:
-            raise ValueError(f"options.{key} is not an option of verifier {verifier!r}; allowed: "
-                             f"{sorted(allowed) or 'none'}")
+            raise ValueError(
+                f"options.{key} is not an option of verifier {verifier!r}; allowed: {sorted(allowed) or 'none'}"
+            )
         types = allowed[key][0]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise ValueError(f"options.{key}={value!r} must be {' or '.join(t.__name__ for t in types)}")
@@ -284,10 +297,16 @@ def check_options(verifier: str, options: dict[str, Any]) -> None:
         except re.error as err:
             raise ValueError(f"options.pattern={options['pattern']!r} is not a regular expression: {err}") from None
         group = options.get("group", 1 if pattern.groups else 0)
-        if isinstance(group, int) and not 0 <= group <= pattern.groups or \
-                isinstance(group, str) and group not in pattern.groupindex:
-            raise ValueError(f"options.group={group!r}: options.pattern has {pattern.groups} group(s)"
-                             f"{' named ' + str(sorted(pattern.groupindex)) if pattern.groupindex else ''}")
+        if (
+            isinstance(group, int)
+            and not 0 <= group <= pattern.groups
+            or isinstance(group, str)
+            and group not in pattern.groupindex
+        ):
+            raise ValueError(
+                f"options.group={group!r}: options.pattern has {pattern.groups} group(s)"
+                f"{' named ' + str(sorted(pattern.groupindex)) if pattern.groupindex else ''}"
+            )
     if verifier == "choice" and "choices" in options:
         letters = options["choices"]
         if not letters or len(set(letters)) != len(letters) or not all(c.isalnum() for c in letters):

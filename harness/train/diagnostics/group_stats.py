@@ -5,7 +5,7 @@ Shapes: N prompt groups, G = group size, B = N*G rows (groups contiguous), T res
 `group_records(ep, adv, mask, step)` returns step metrics plus one record per group, which
 ride inside the step's metric record under `rundir.GROUP_RECORDS` and are written to
 DIR/groups.jsonl by `RunDir.flush` (so they are kept in the checkpoint and flushed after
-it, like every metric: see harness/train/run/rundir.py). A record:
+it, like every metric: see harness/train/core/rundir.py). A record:
 
     step, group (index within the step), difficulty, G, k (correct answers), p = k/G,
     reward_mean, reward_std (POPULATION std of the rewards the objective sees),
@@ -30,20 +30,21 @@ and, every `train.grad_share_every` steps, `extreme_grad_share`:
     grad/norm_extreme, grad/norm_rest, grad/norm_total (= ||g_E + g_R||), perf/grad_share_seconds
     (counted inside the step's perf/update_seconds)
 """
+
 from __future__ import annotations
 
 import math
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from harness.objective import inputs_needed
 from harness.objective.aggregation import batch_denominators
-from harness.train.batch import Batch
-from harness.train.rl.episode import Episode
-from harness.train.rl.update import forward_loss
-from harness.train.run.rundir import GROUP_RECORDS
+from harness.train.core.batch import Batch
+from harness.train.core.episode import Episode
+from harness.train.core.forward import forward_loss
+from harness.train.core.rundir import GROUP_RECORDS
 
 P_LOW, P_HIGH = 0.2, 0.8  # extreme groups: p < P_LOW (hard for the policy) or p > P_HIGH (easy)
 
@@ -81,23 +82,36 @@ def group_records(ep: Episode, adv: torch.Tensor, mask: torch.Tensor | None, ste
     p = k.double() / G
     extreme = (p < P_LOW) | (p > P_HIGH)
     total = float(abs_adv.sum())
-    records = [{"step": int(step), "group": i, "difficulty": prob.difficulty, "G": G, "k": int(k[i]),
-                "p": float(p[i]), "reward_mean": float(r[i].mean()), "reward_std": float(0.0 if same[i] else std[i]),
-                "abs_adv_sum": float(abs_adv[i])}
-               for i, prob in enumerate(ep.problems)]
-    return {"groups/zero_var_frac": float(same.double().mean()) if len(same) else float("nan"),
-            "adv/share_extreme": float(abs_adv[extreme].sum()) / total if total > 0 else float("nan"),
-            GROUP_RECORDS: records}
+    records = [
+        {
+            "step": int(step),
+            "group": i,
+            "difficulty": prob.difficulty,
+            "G": G,
+            "k": int(k[i]),
+            "p": float(p[i]),
+            "reward_mean": float(r[i].mean()),
+            "reward_std": float(0.0 if same[i] else std[i]),
+            "abs_adv_sum": float(abs_adv[i]),
+        }
+        for i, prob in enumerate(ep.problems)
+    ]
+    return {
+        "groups/zero_var_frac": float(same.double().mean()) if len(same) else float("nan"),
+        "adv/share_extreme": float(abs_adv[extreme].sum()) / total if total > 0 else float("nan"),
+        GROUP_RECORDS: records,
+    }
 
 
-def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int,
-                       components: Sequence = ()) -> dict[str, float]:
+def extreme_grad_share(
+    model, batch: Batch, ep: Episode, cfg, pad_id: int, components: Sequence = ()
+) -> dict[str, float]:
     """Gradient-norm share of the extreme groups (see the module docstring). One extra
     forward/backward over the batch's rows, split in two; the model's .grad is left empty.
 
     batch: as for policy_update (its routing (B,S,L,k) replayed when objective.routing_replay).
     The ratio is taken against the current policy (= the rollout policy, before the update), so
-    the gradient is the update's first-step direction. The loss is the update's own (rl/update.py
+    the gradient is the update's first-step direction. The loss is the update's own (core/forward.py
     forward_loss), so every input the objective needs is there (SimKO's top-K, λ-GRPO's λ from
     `components`); the components' .grad is left empty too."""
     t0 = time.perf_counter()
@@ -122,10 +136,14 @@ def extreme_grad_share(model, batch: Batch, ep: Episode, cfg, pad_id: int,
         c.zero_grad()
 
     def norm(gs) -> float:
-        return math.sqrt(sum(float((g ** 2).sum()) for g in gs if g is not None))
+        return math.sqrt(sum(float((g**2).sum()) for g in gs if g is not None))
 
     total = [ge if gr is None else (gr if ge is None else ge + gr) for ge, gr in zip(grads["extreme"], grads["rest"])]
     ne, nr = norm(grads["extreme"]), norm(grads["rest"])
-    return {"grad/share_extreme": ne / (ne + nr) if ne + nr > 0 else float("nan"),
-            "grad/norm_extreme": ne, "grad/norm_rest": nr, "grad/norm_total": norm(total),
-            "perf/grad_share_seconds": time.perf_counter() - t0}  # inside perf/update_seconds of the step
+    return {
+        "grad/share_extreme": ne / (ne + nr) if ne + nr > 0 else float("nan"),
+        "grad/norm_extreme": ne,
+        "grad/norm_rest": nr,
+        "grad/norm_total": norm(total),
+        "perf/grad_share_seconds": time.perf_counter() - t0,
+    }  # inside perf/update_seconds of the step

@@ -1,11 +1,13 @@
 """Rollout-side metrics (docs/objective.md §9) and the per-step accumulator of update metrics."""
+
 from __future__ import annotations
 
 from collections import defaultdict
 
 import torch
 
-from harness.train.rl.episode import Episode
+from harness.objective.aggregation import token_weights
+from harness.train.core.episode import Episode
 
 
 def _mean(x: torch.Tensor) -> float:
@@ -21,8 +23,10 @@ def rollout_metrics(ep: Episode, prefix: str = "") -> dict[str, float]:
     G = ep.group_size
     groups_std = r.view(-1, G).std(dim=1, unbiased=False) if G > 1 else torch.zeros(len(ep.problems))
     len_std = lengths.float().view(-1, G).std(dim=1, unbiased=False) if G > 1 else torch.zeros(len(ep.problems))
-    parts = {f"{prefix}reward/{name}": _mean(torch.tensor([s.parts.get(name, 0.0) for s in ep.scores]))
-             for name in dict.fromkeys(k for s in ep.scores for k in s.parts)}  # a dataset task's named rewards
+    parts = {
+        f"{prefix}reward/{name}": _mean(torch.tensor([s.parts.get(name, 0.0) for s in ep.scores]))
+        for name in dict.fromkeys(k for s in ep.scores for k in s.parts)
+    }  # a dataset task's named rewards
     return {
         **parts,
         f"{prefix}reward/mean": _mean(r),
@@ -75,8 +79,9 @@ class UpdateMetrics:
         return out
 
 
-def eos_weight_shares(obj, adv: torch.Tensor, mask: torch.Tensor, truncated: torch.Tensor,
-                      correct: torch.Tensor) -> dict[str, float]:
+def eos_weight_shares(
+    obj, adv: torch.Tensor, mask: torch.Tensor, truncated: torch.Tensor, correct: torch.Tensor
+) -> dict[str, float]:
     """How much of the update's gradient weight the aggregation puts on the END token of correct
     and of incorrect responses (the length-bias mechanism, Dr.GRPO arXiv 2503.20783 §3.1).
 
@@ -87,8 +92,6 @@ def eos_weight_shares(obj, adv: torch.Tensor, mask: torch.Tensor, truncated: tor
     Under token_mean every token weighs the same; under seq_mean_token_mean a long wrong
     answer's end token weighs 1/|o_i| of it, so ending is discouraged less the longer it ran.
     Truncated rows have no end token. NaN when no token carries an advantage."""
-    from harness.objective.aggregation import token_weights
-
     m = (mask > 0).double().cpu()
     w = token_weights(obj.agg, m, obj.norm_constant)
     a = adv.detach().double().cpu().abs()
@@ -100,5 +103,7 @@ def eos_weight_shares(obj, adv: torch.Tensor, mask: torch.Tensor, truncated: tor
     c = correct.cpu()
     if total <= 0:
         return {"agg/eos_share_correct": float("nan"), "agg/eos_share_incorrect": float("nan")}
-    return {"agg/eos_share_correct": float(at_end[c].sum()) / total,
-            "agg/eos_share_incorrect": float(at_end[~c].sum()) / total}
+    return {
+        "agg/eos_share_correct": float(at_end[c].sum()) / total,
+        "agg/eos_share_incorrect": float(at_end[~c].sum()) / total,
+    }

@@ -15,6 +15,7 @@ policy at the start of round r. A truncated sample is never used: both completio
 scored as text + EOS, which for a truncated sample is not what the policy produced.
 The file written is itself a valid `dpo.pairs` input for another run.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,11 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from harness.atomic import atomic_write_text
 from harness.config import ConfigError
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
-from harness.train.rl.collect import score, step_seed
-from harness.atomic import atomic_write_text
+from harness.train.core.collect import score, step_seed
 
 FIELDS = ("prompt", "chosen", "rejected", "difficulty")
 PAIRS_SALT = 4_321  # seeds of the pair-building prompts and samples (disjoint from the RL steps' salts)
@@ -50,8 +51,12 @@ def build_pairs(task: Task, backend: RolloutBackend, render, cfg, round_: int = 
     d = cfg.dpo
     G = d.samples_per_prompt
     problems = task.problems(d.num_prompts, seed=step_seed(cfg.seed, round_, PAIRS_SALT), split="train")
-    params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                            top_p=cfg.rollout.top_p, seed=step_seed(cfg.seed, round_, PAIRS_SALT + 1))
+    params = SamplingParams(
+        max_new_tokens=cfg.rollout.max_new_tokens,
+        temperature=cfg.rollout.temperature,
+        top_p=cfg.rollout.top_p,
+        seed=step_seed(cfg.seed, round_, PAIRS_SALT + 1),
+    )
     rollout = backend.generate([render(p) for p in problems], G, params)  # B = N*G rows, groups contiguous
     ep = score(task, problems, rollout, G, cfg.objective, cfg.rollout.max_new_tokens)
     pairs: list[PreferencePair] = []
@@ -69,7 +74,7 @@ def build_pairs(task: Task, backend: RolloutBackend, render, cfg, round_: int = 
             counts["only_truncated_wrong"] += 1
         else:
             counts["with_pairs"] += 1
-            for c, w in list(zip(correct, usable_wrong))[:d.pairs_per_prompt]:
+            for c, w in list(zip(correct, usable_wrong))[: d.pairs_per_prompt]:
                 pairs.append(PreferencePair(p.prompt, rollout.texts[c], rollout.texts[w], p.difficulty))
     report = {
         "source": "generate",
@@ -88,8 +93,11 @@ def build_pairs(task: Task, backend: RolloutBackend, render, cfg, round_: int = 
 
 
 def file_report(path: Path, pairs: list[PreferencePair]) -> dict:
-    return {"source": str(path), "pairs": len(pairs),
-            "pairs_by_difficulty": dict(sorted(Counter(x.difficulty for x in pairs).items()))}
+    return {
+        "source": str(path),
+        "pairs": len(pairs),
+        "pairs_by_difficulty": dict(sorted(Counter(x.difficulty for x in pairs).items())),
+    }
 
 
 def write_pairs(path: Path, pairs: list[PreferencePair]) -> None:
@@ -102,8 +110,9 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
     Blank lines are skipped; fields other than prompt/chosen/rejected/difficulty are ignored."""
     path = Path(path)
     if not path.is_file():
-        raise PairsFileError(f"dpo.pairs={str(path)!r}: no such file (use 'generate' or a JSONL file of "
-                             f"{{{', '.join(FIELDS)}}} objects)")
+        raise PairsFileError(
+            f"dpo.pairs={str(path)!r}: no such file (use 'generate' or a JSONL file of {{{', '.join(FIELDS)}}} objects)"
+        )
     pairs = []
     for n, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
@@ -114,7 +123,9 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
         except ValueError as err:
             raise PairsFileError(f"{where}: not valid JSON ({err})") from None
         if not isinstance(rec, dict):
-            raise PairsFileError(f"{where}: expected a JSON object with fields {list(FIELDS)}, got {type(rec).__name__}")
+            raise PairsFileError(
+                f"{where}: expected a JSON object with fields {list(FIELDS)}, got {type(rec).__name__}"
+            )
         for f in FIELDS:
             if f not in rec:
                 raise PairsFileError(f"{where}: field {f!r} is missing (required: {list(FIELDS)})")

@@ -25,6 +25,7 @@ Run directory, checkpoint/resume and MLflow are the run shell's (harness/train/r
 as for the RL trainer (a resumed run restarts at checkpoint step + 1 with the same batches,
 since batch order is a function of seed + round + step). Every round ends with a checkpoint, so the next round's pairs always come from a saved policy.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,18 +36,18 @@ from pathlib import Path
 
 import torch
 
-from harness.config import RunConfig
-from harness.objective import dpo_loss
-from harness.train.batch import micro_slices
-from harness.train.rl.collect import step_seed
-from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
-from harness.models.logprobs import response_logprobs
-from harness.train.run.nonfinite import NonFiniteUpdate
-from harness.train.run.components import check_finite, clip_and_step
-from harness.train.run.prepare import compute_precision
-from harness.train.run.shell import RunContext, Trainer
 from harness.atomic import atomic_write, atomic_write_text
-from harness.train.run.rundir import RunDir
+from harness.config import RunConfig
+from harness.models.logprobs import response_logprobs
+from harness.objective import dpo_loss
+from harness.train.core.batch import micro_slices
+from harness.train.core.collect import step_seed
+from harness.train.core.components import check_finite, clip_and_step
+from harness.train.core.nonfinite import NonFiniteUpdate
+from harness.train.core.policy import compute_precision
+from harness.train.core.rundir import RunDir
+from harness.train.core.trainer import RunContext, Trainer
+from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs
 
 
 @dataclass
@@ -62,13 +63,13 @@ class EncodedPairs:
 
 
 def encode_pairs(pairs: list[PreferencePair], tok, render) -> EncodedPairs:
-    """render: anything with a .prompt -> prompt ids, the policy's own (policy_init.make_render:
+    """render: anything with a .prompt -> prompt ids, the policy's own (warmstart.make_render:
     template + model.prompt_suffix), so pairs are scored on the prompts the policy samples from."""
+
     def resp(text: str) -> list[int]:
         return tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
 
-    return EncodedPairs([render(p) for p in pairs], [resp(p.chosen) for p in pairs],
-                        [resp(p.rejected) for p in pairs])
+    return EncodedPairs([render(p) for p in pairs], [resp(p.chosen) for p in pairs], [resp(p.rejected) for p in pairs])
 
 
 def sequence_logps(model, enc: EncodedPairs, idx: list[int], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,8 +81,8 @@ def sequence_logps(model, enc: EncodedPairs, idx: list[int], pad_id: int) -> tup
     ids = torch.full((2 * B, T), pad_id, dtype=torch.long)  # (2B, T)
     mask = torch.zeros((2 * B, T))
     for row, r in enumerate(responses):
-        ids[row, :len(r)] = torch.tensor(r, dtype=torch.long)
-        mask[row, :len(r)] = 1.0
+        ids[row, : len(r)] = torch.tensor(r, dtype=torch.long)
+        mask[row, : len(r)] = 1.0
     prompts = [enc.prompts[i] for i in idx] * 2
     logp, _, _ = response_logprobs(model, prompts, ids, mask, pad_id, temperature=1.0)  # (2B, T), 0 on padding
     seq = logp.sum(-1)  # (2B,)
@@ -104,7 +105,7 @@ def batch_indices(seed: int, step: int, n: int, batch_size: int) -> list[int]:
     per_epoch = math.ceil(n / batch_size)
     epoch, b = divmod(step, per_epoch)
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(step_seed(seed, epoch, PAIRS_SALT + 2))).tolist()
-    return perm[b * batch_size:(b + 1) * batch_size]
+    return perm[b * batch_size : (b + 1) * batch_size]
 
 
 def round_steps(cfg: RunConfig, n_pairs: int, done: int) -> int:
@@ -146,8 +147,10 @@ def _load_or_build_round(run: RunDir, cfg: RunConfig, r: int, task, backend, pol
             backend.sync_weights(policy)
             pairs, report = build_pairs(task, backend, render, cfg, r)
             if not pairs:
-                raise RuntimeError(f"no preference pairs in round {r}: {json.dumps(report)}; the policy solves every "
-                                   "prompt or none (raise dpo.num_prompts or dpo.samples_per_prompt, or change the task mix)")
+                raise RuntimeError(
+                    f"no preference pairs in round {r}: {json.dumps(report)}; the policy solves every "
+                    "prompt or none (raise dpo.num_prompts or dpo.samples_per_prompt, or change the task mix)"
+                )
         else:
             src = Path(cfg.dpo.pairs)
             pairs = read_pairs(src)
@@ -172,9 +175,15 @@ class DPOTrainer(Trainer):
     every round's end. The run shell (harness/train/run/shell.py) does the rest."""
 
     label = "dpo step"
-    print_keys = (("loss/policy", "loss"), ("rewards/margin", "margin"), ("rewards/accuracy", "acc"),
-                  ("logps/chosen", "logp_c"), ("logps/rejected", "logp_r"), ("eval/pass_at_1", "eval@1"),
-                  ("perf/step_seconds", "s"))
+    print_keys = (
+        ("loss/policy", "loss"),
+        ("rewards/margin", "margin"),
+        ("rewards/accuracy", "acc"),
+        ("logps/chosen", "logp_c"),
+        ("logps/rejected", "logp_r"),
+        ("eval/pass_at_1", "eval@1"),
+        ("perf/step_seconds", "s"),
+    )
 
     def preflight(self, run: RunDir) -> None:
         if self.cfg.dpo.pairs != "generate" and not (run.root / "pairs.jsonl").exists():
@@ -203,7 +212,7 @@ class DPOTrainer(Trainer):
                 self.rounds.append(self.rd)
             self.n_steps = round_steps(self.cfg, len(self.rd.enc), self.offset)
             self.seed = self.cfg.seed if r == 0 else step_seed(self.cfg.seed, r, PAIRS_SALT + 3)
-            for self.local in range(self.n_steps):
+            for self.local in range(self.n_steps):  # noqa: B020 -- the round's step is the trainer's state
                 if self.offset + self.local >= start:
                     yield self.offset + self.local
             self.offset += self.n_steps
@@ -222,16 +231,27 @@ class DPOTrainer(Trainer):
     def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
         rd, local, d, dev = self.rd, self.local, self.cfg.dpo, ctx.device
         if local == 0:
-            rec.update({f"pairs/{'count' if k == 'pairs' else k}": float(v) for k, v in rd.report.items()
-                        if isinstance(v, (int, float)) and k not in ("seconds", "samples_per_prompt")})
+            rec.update(
+                {
+                    f"pairs/{'count' if k == 'pairs' else k}": float(v)
+                    for k, v in rd.report.items()
+                    if isinstance(v, (int, float)) and k not in ("seconds", "samples_per_prompt")
+                }
+            )
         t0 = time.perf_counter()
         idx = batch_indices(self.seed, local, len(rd.enc), d.batch_size)
         ctx.model.train()
         with compute_precision(self.cfg, dev):  # train.autocast (docs/scale.md)
             pol_chosen, pol_rejected = sequence_logps(ctx.model, rd.enc, idx, ctx.pad_id)  # (B,), (B,)
         chosen_len = torch.tensor([len(rd.enc.chosen[i]) for i in idx], dtype=torch.float32, device=dev)
-        loss, metrics = dpo_loss(self.cfg.objective, pol_chosen, pol_rejected, rd.ref_chosen[idx].to(dev),
-                                 rd.ref_rejected[idx].to(dev), chosen_lengths=chosen_len)
+        loss, metrics = dpo_loss(
+            self.cfg.objective,
+            pol_chosen,
+            pol_rejected,
+            rd.ref_chosen[idx].to(dev),
+            rd.ref_rejected[idx].to(dev),
+            chosen_lengths=chosen_len,
+        )
         grad_norm = float("nan")
         try:
             for t in ctx.trained:
@@ -244,9 +264,16 @@ class DPOTrainer(Trainer):
         t_update = time.perf_counter() - t0
         n_tok = float(sum(len(rd.enc.chosen[i]) + len(rd.enc.rejected[i]) for i in idx))
         rec.update(metrics)
-        rec.update({"loss/policy": float(loss.detach()), "grad/norm": grad_norm,
-                    "epoch": float(local // math.ceil(len(rd.enc) / d.batch_size)), "dpo/round": float(rd.index),
-                    "perf/update_seconds": t_update, "perf/train_tokens_per_s": n_tok / max(t_update, 1e-9)})
+        rec.update(
+            {
+                "loss/policy": float(loss.detach()),
+                "grad/norm": grad_norm,
+                "epoch": float(local // math.ceil(len(rd.enc) / d.batch_size)),
+                "dpo/round": float(rd.index),
+                "perf/update_seconds": t_update,
+                "perf/train_tokens_per_s": n_tok / max(t_update, 1e-9),
+            }
+        )
         return []
 
     def summary(self) -> dict:
@@ -263,5 +290,8 @@ def _pair_metrics(policy, enc: EncodedPairs, ref_chosen, ref_rejected, cfg: RunC
     with compute_precision(cfg, policy.device):
         pc, pr = all_logps(policy, enc, pad_id, cfg.dpo.batch_size)
     margin = cfg.objective.dpo_beta * ((pc - ref_chosen) - (pr - ref_rejected))
-    return {"eval/pairs/logps_chosen": float(pc.mean()), "eval/pairs/logps_rejected": float(pr.mean()),
-            "eval/pairs/margin": float(margin.mean())}
+    return {
+        "eval/pairs/logps_chosen": float(pc.mean()),
+        "eval/pairs/logps_rejected": float(pr.mean()),
+        "eval/pairs/margin": float(margin.mean()),
+    }

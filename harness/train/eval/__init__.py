@@ -1,1 +1,3 @@
-"""Held-out evaluation: pass@k (evaluate.py), the cached step-0 eval (eval_cache.py), `harness eval` (final_eval.py), paired comparisons (paired.py)."""
+"""Held-out evaluation: pass@k (evaluate.py), paired comparisons (paired.py), `harness compare` (compare.py).
+The cached step-0 eval and `harness eval RUN_DIR` build on it in the run layer (harness/train/run/eval_cache.py,
+final_eval.py)."""

@@ -13,6 +13,7 @@ pass@k for k <= n (n = eval.n_samples) comes from each prompt's correct count c 
 with the unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al. 2021, eq. 1;
 harness/objective/passk.py): the same numbers the run logged as eval/pass_at_k.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,12 +28,30 @@ from harness.train.eval.evaluate import saved_evals
 from harness.train.eval.paired import paired_bootstrap
 
 # the config keys that fix which prompts an eval draws and how it samples them
-EVAL_IDENTITY = ("task.name", "task.difficulty_mix", "task.options", "eval.num_prompts", "eval.seed",
-                 "eval.n_samples", "eval.temperature", "rollout.max_new_tokens", "rollout.top_p",
-                 "task.data", "task.rewards", "task.correct", "rollout.stop", "rollout.max_prompt_tokens")
+EVAL_IDENTITY = (
+    "task.name",
+    "task.difficulty_mix",
+    "task.options",
+    "eval.num_prompts",
+    "eval.seed",
+    "eval.n_samples",
+    "eval.temperature",
+    "rollout.max_new_tokens",
+    "rollout.top_p",
+    "task.data",
+    "task.rewards",
+    "task.correct",
+    "rollout.stop",
+    "rollout.max_prompt_tokens",
+)
 # keys added after runs were recorded: a config.yaml without them had their default
-IDENTITY_DEFAULTS = {"task.data": None, "task.rewards": [], "task.correct": None, "rollout.stop": [],
-                     "rollout.max_prompt_tokens": None}
+IDENTITY_DEFAULTS = {
+    "task.data": None,
+    "task.rewards": [],
+    "task.correct": None,
+    "rollout.stop": [],
+    "rollout.max_prompt_tokens": None,
+}
 
 
 def dotted(cfg: dict, key: str):
@@ -56,8 +75,10 @@ def check_paired(cfg_a: dict, cfg_b: dict, run_a: Path, run_b: Path) -> None:
     for key in EVAL_IDENTITY:
         va, vb = (IDENTITY_DEFAULTS.get(key) if v is None else v for v in (dotted(cfg_a, key), dotted(cfg_b, key)))
         if va != vb:
-            raise ConfigError(f"{key}: {va!r} in {run_a} but {vb!r} in {run_b}; runs are compared prompt by prompt "
-                              f"only when their evals draw the same prompts the same way ({', '.join(EVAL_IDENTITY)})")
+            raise ConfigError(
+                f"{key}: {va!r} in {run_a} but {vb!r} in {run_b}; runs are compared prompt by prompt "
+                f"only when their evals draw the same prompts the same way ({', '.join(EVAL_IDENTITY)})"
+            )
 
 
 def pick_step(steps_a: dict, steps_b: dict, step: int | None, run_a: Path, run_b: Path) -> int:
@@ -69,8 +90,10 @@ def pick_step(steps_a: dict, steps_b: dict, step: int | None, run_a: Path, run_b
                 raise ConfigError(f"--step: {step} has no saved eval in {run}; its evals: {sorted(steps) or 'none'}")
         return step
     if not common:
-        raise ConfigError(f"--step: no eval step saved by both runs ({run_a}: {sorted(steps_a) or 'none'}; "
-                          f"{run_b}: {sorted(steps_b) or 'none'})")
+        raise ConfigError(
+            f"--step: no eval step saved by both runs ({run_a}: {sorted(steps_a) or 'none'}; "
+            f"{run_b}: {sorted(steps_b) or 'none'})"
+        )
     return common[-1]
 
 
@@ -83,8 +106,9 @@ def correct_counts(pass_at_1: list[float], n: int, where: Path) -> list[int]:
     return counts
 
 
-def compare_runs(run_a: str | Path, run_b: str | Path, step: int | None = None, ks: list[int] | None = None,
-                 n_boot: int = 2000) -> dict:
+def compare_runs(
+    run_a: str | Path, run_b: str | Path, step: int | None = None, ks: list[int] | None = None, n_boot: int = 2000
+) -> dict:
     """Per-prompt comparison of run B against run A at one eval step.
     -> {"step", "prompts", "n_samples", "runs": [A, B], "metrics": {"pass_at_k": {"a", "b", "delta", "lo", "hi",
     "p_le_0"}}}; delta = B - A, [lo, hi] the paired bootstrap 95% interval over prompts."""
@@ -111,11 +135,16 @@ def compare_runs(run_a: str | Path, run_b: str | Path, step: int | None = None, 
 def format_comparison(result: dict) -> str:
     """The comparison as a small table, one metric a line."""
     a, b = result["runs"]
-    lines = [f"A = {a}", f"B = {b}",
-             f"eval at step {result['step']}: {result['prompts']} prompts x {result['n_samples']} samples, "
-             "the same prompts and sampling seed in both runs; B - A with a paired bootstrap 95% interval over prompts",
-             f"{'metric':<12} {'A':>7} {'B':>7} {'B - A':>8}  95% interval         P(B - A <= 0)"]
+    lines = [
+        f"A = {a}",
+        f"B = {b}",
+        f"eval at step {result['step']}: {result['prompts']} prompts x {result['n_samples']} samples, "
+        "the same prompts and sampling seed in both runs; B - A with a paired bootstrap 95% interval over prompts",
+        f"{'metric':<12} {'A':>7} {'B':>7} {'B - A':>8}  95% interval         P(B - A <= 0)",
+    ]
     for name, m in result["metrics"].items():
-        lines.append(f"{name:<12} {m['a']:7.3f} {m['b']:7.3f} {m['delta']:+8.3f}  [{m['lo']:+.3f}, {m['hi']:+.3f}]"
-                     f"     {m['p_le_0']:.3f}")
+        lines.append(
+            f"{name:<12} {m['a']:7.3f} {m['b']:7.3f} {m['delta']:+8.3f}  [{m['lo']:+.3f}, {m['hi']:+.3f}]"
+            f"     {m['p_le_0']:.3f}"
+        )
     return "\n".join(lines)

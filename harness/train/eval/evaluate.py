@@ -6,6 +6,7 @@ Common random numbers: every eval of every run draws its samples with the same s
 reflects the policies more than a fresh draw of sampling noise (with 64 prompts x 8
 samples, redrawn samples alone move pass@1 by about +-0.02 at p ~ 0.1).
 """
+
 from __future__ import annotations
 
 import json
@@ -14,15 +15,16 @@ from pathlib import Path
 
 import torch
 
+from harness.atomic import atomic_write_text
 from harness.objective import pass_at_k
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Problem, Task
-from harness.train.rl.collect import score, step_seed
+from harness.train.core.collect import score, step_seed
 from harness.train.diagnostics.metrics import rollout_metrics
 from harness.train.eval.paired import paired_bootstrap
-from harness.atomic import atomic_write_text
 
 EVAL_PROMPTS = "eval_prompts"  # DIR/eval_prompts/step_N.json: per-prompt pass@1 of every eval
+EVAL_SAMPLING_SALT = 10_000  # step_seed salt of every eval's sampling: the same draws at every eval
 
 
 def is_eval_step(cfg, step: int, is_last: bool) -> bool:
@@ -30,15 +32,28 @@ def is_eval_step(cfg, step: int, is_last: bool) -> bool:
     return is_last or step == 0 or bool(cfg.eval.every and step % cfg.eval.every == 0)
 
 
-def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem], cfg, step: int,
-             per_prompt: dict | None = None, save_to: Path | None = None) -> dict[str, float]:
+def evaluate(
+    task: Task,
+    backend: RolloutBackend,
+    render,
+    problems: list[Problem],
+    cfg,
+    step: int,
+    per_prompt: dict | None = None,
+    save_to: Path | None = None,
+) -> dict[str, float]:
     """pass@k (overall, per bucket) and lengths on `problems`; if `per_prompt` is a dict, it
     receives "pass_at_k" -> (P,) per-prompt estimates, for paired comparisons (paired.py);
     with `save_to` (a run dir), the per-prompt pass@1 goes to DIR/eval_prompts/step_N.json."""
     per_prompt = {} if per_prompt is None else per_prompt
     ev = cfg.eval
-    params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=ev.temperature,
-                            top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=step_seed(cfg.eval.seed, 0, 10_000))  # same draws at every eval
+    params = SamplingParams(
+        max_new_tokens=cfg.rollout.max_new_tokens,
+        temperature=ev.temperature,
+        top_p=cfg.rollout.top_p,
+        stop=tuple(cfg.rollout.stop),
+        seed=step_seed(cfg.eval.seed, 0, EVAL_SAMPLING_SALT),
+    )
     rollout = backend.generate([render(p) for p in problems], ev.n_samples, params)
     # the task's reward only: the training objective's overlong shaping is no part of an eval score,
     # so eval/reward/mean is the same for every preset (and the step-0 cache is shared across them)
@@ -55,8 +70,13 @@ def evaluate(task: Task, backend: RolloutBackend, render, problems: list[Problem
         for name, idx in sorted(buckets.items()):
             out[f"eval/pass_at_{k}/{name}"] = float(scores[idx].mean())
     rm = rollout_metrics(ep, prefix="eval/")
-    for key in ("eval/length/mean", "eval/length/correct", "eval/length/incorrect", "eval/length/truncated_frac",
-                "eval/reward/mean"):
+    for key in (
+        "eval/length/mean",
+        "eval/length/correct",
+        "eval/length/incorrect",
+        "eval/length/truncated_frac",
+        "eval/reward/mean",
+    ):
         out[key] = rm[key]
     named = {s for sc in ep.scores for s in sc.parts}  # a dataset task's rewards: eval/reward/<name>
     out.update({k: v for k, v in rm.items() if k.rsplit("/", 1)[-1] in named})
@@ -90,5 +110,11 @@ def paired_rise(run_root: Path) -> dict | None:
     if a.shape != b.shape:
         return None
     cmp = paired_bootstrap(a, b)
-    return {"from_step": first["step"], "to_step": last["step"], "prompts": int(a.numel()),
-            "delta_pass_at_1": cmp["delta"], "ci95": [cmp["lo"], cmp["hi"]], "p_le_0": cmp["p_le_0"]}
+    return {
+        "from_step": first["step"],
+        "to_step": last["step"],
+        "prompts": int(a.numel()),
+        "delta_pass_at_1": cmp["delta"],
+        "ci95": [cmp["lo"], cmp["hi"]],
+        "p_le_0": cmp["p_le_0"],
+    }

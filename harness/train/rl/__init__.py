@@ -1,1 +1,1 @@
-"""The RL trainer: its step (step.py), rollouts and scoring (collect.py, episode.py), the policy update (update.py)."""
+"""The RL trainer: its step (step.py) and the policy update (update.py), on the train core (harness/train/core/)."""

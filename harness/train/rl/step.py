@@ -1,88 +1,60 @@
 """The RL trainer: the step of `harness train CONFIG` when `trainer: rl`.
 
-    step: N prompts -> G rollouts each -> rewards (verifier + overlong shaping)
-          -> [old / ref log-probs] -> advantages (the objective: group baselines, critic/GAE,
-             KL in the reward) -> K epochs x mini-batches x micro-batches of the objective's
-             loss -> optimizer steps of the policy and its components -> metrics
+    step: N prompts -> G rollouts each -> rewards (verifier + overlong shaping)       core/collect.py
+          -> [old / ref log-probs] -> advantages (the objective: group baselines,     core/scoring.py
+             critic/GAE, KL in the reward)
+          -> K epochs x mini-batches x micro-batches of the objective's loss          rl/update.py
+             -> optimizer steps of the policy and its components -> metrics
 
 Every algorithm is the same code path: the objective config decides the rest. The run shell
 (harness/train/run/shell.py) owns everything around the step (run directory, resume,
 checkpoints, eval schedule, signals, summary).
 """
+
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 
 import torch
 
 from harness.config import ConfigError
 from harness.models.moe import is_moe
-from harness.objective import advantages, inputs_needed, loss_mask
-from harness.objective.extensions import old_forward_extras
-from harness.train.batch import Batch
-from harness.train.rl.collect import collect, step_seed
-from harness.train.rl.episode import Episode
+from harness.objective import inputs_needed
+from harness.train.core.batch import Batch
+from harness.train.core.collect import collect, step_seed
+from harness.train.core.episode import Episode
+from harness.train.core.mismatch import MismatchStats, router_old_new
+from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
+from harness.train.core.scoring import frozen_reference, score_episode, single_pass
+from harness.train.core.trainer import RunContext, Trainer
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
-from harness.models.logprobs import response_forward
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
-from harness.train.diagnostics.mismatch import MismatchStats, router_old_new
-from harness.train.run.nonfinite import NonFiniteUpdate, first_nonfinite
-from harness.train.run.prepare import compute_precision, reference_of
-from harness.train.diagnostics.routing import capture_routing
-from harness.train.run.shell import RunContext, Trainer
 from harness.train.rl.update import policy_update
-
 
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
 
 
-@torch.no_grad()
-def batch_forward(model, batch: Batch, pad_id: int, temperature: float, micro: int | None, replay: bool = False,
-                  mismatch: MismatchStats | None = None, head=None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """One no-grad forward of `model` (pi_old, pi_ref, ...) over the batch's responses (response_mask), by
-    micro-batch -> (logp (B, T), what `head` reads from the logits, by name, B rows each: {} without a
-    head). head: the active extensions' `old_forward` (objective.old_forward_extras) when `model` is
-    pi_old (SimKO's top-K). replay: force the rollout's expert choices (batch.routing, MoE). mismatch:
-    a MismatchStats fed with these log-probs (as the old policy's) against the sampler's on the loss
-    mask, and with the routing."""
-    capture = mismatch is not None and is_moe(model)
-    lps, parts = [], []
-    for part in batch.micro_batches(micro):
-        routing = part.routing if replay else None
-        with capture_routing(model) if capture else nullcontext() as calls:
-            lp, _, read = response_forward(model, part.prompt_ids, part.response_ids, part.response_mask, pad_id,
-                                           temperature, routing=routing, head=head)
-        if mismatch is not None:
-            mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
-            if capture:
-                mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
-        lps.append(lp)
-        parts.append(read)
-    return torch.cat(lps), {k: torch.cat([p[k] for p in parts]) for k in (parts[0] if parts else {})}
-
-
-def batch_logprobs(model, batch: Batch, pad_id: int, temperature: float, micro: int | None,
-                   replay: bool = False, mismatch: MismatchStats | None = None) -> torch.Tensor:
-    """(B, T) log-probs of the batch's responses under `model` (pi_old, pi_ref or pi_theta; batch_forward)."""
-    return batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch)[0]
-
-
 class RLTrainer(Trainer):
     label = "step"
-    print_keys = (("reward/mean", "reward"), ("reward/accuracy", "acc"), ("length/mean", "len"),
-                  ("clip/frac", "clip"), ("entropy", "H"), ("eval/pass_at_1", "eval@1"), ("perf/step_seconds", "s"))
+    print_keys = (
+        ("reward/mean", "reward"),
+        ("reward/accuracy", "acc"),
+        ("length/mean", "len"),
+        ("clip/frac", "clip"),
+        ("entropy", "H"),
+        ("eval/pass_at_1", "eval@1"),
+        ("perf/step_seconds", "s"),
+    )
 
     def prepare(self, ctx: RunContext) -> None:
         cfg, obj = self.cfg, self.cfg.objective
-        self.needs = inputs_needed(obj)  # which tensors the objective asks for: the step branches on nothing else
-        self.ref = reference_of(ctx.model) if self.needs.ref_logp else None  # pi_ref = pi_0 (LoRA: adapters off)
+        self.ref = frozen_reference(cfg, ctx.model)  # pi_ref = pi_0, when the objective needs one
         self.moe = is_moe(ctx.model)
         if obj.routing_replay and not self.moe:
-            raise ConfigError(f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} "
-                              "has no routers")
-        self.single_pass = cfg.train.inner_epochs == 1 and cfg.train.mini_batches == 1 and not self.needs.old_logp_forward
-        self.old_from_rollout = cfg.reuses_rollout_logp()  # train.old_logp: the hf sampler's log-probs are pi_old's
+            raise ConfigError(
+                f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} has no routers"
+            )
+        self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
 
     def component_inputs(self) -> list[str]:
         """The inputs trained components give the objective (values: PPO's value model, ...)."""
@@ -109,7 +81,9 @@ class RLTrainer(Trainer):
         ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step)
         t_rollout = time.perf_counter() - t0
         t0 = time.perf_counter()
-        batch, mismatch, scored_metrics = self._score(ctx, ep)
+        batch, mismatch, scored_metrics = score_episode(
+            cfg, ep, ctx.model, self.ref, ctx.components, ctx.device, ctx.pad_id
+        )
         t_score = time.perf_counter() - t0
         t0 = time.perf_counter()
         rec.update(self._update(ctx, step, ep, batch, mismatch))
@@ -120,47 +94,30 @@ class RLTrainer(Trainer):
         rec.update(mismatch.result())
         rec.update(scored_metrics)  # e.g. PRIME's prm/loss, prm/accuracy, reward/process_mean
         adv, mask = batch.adv, batch.mask
-        rec["adv/abs_mean"] = float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
-        rec.update({"perf/rollout_seconds": t_rollout, "perf/score_seconds": t_score, "perf/update_seconds": t_update,
-                    "perf/rollout_tokens_per_s": n_tok / max(t_rollout, 1e-9),
-                    "perf/train_tokens_per_s": n_tok * tr.inner_epochs / max(t_update, 1e-9)})
+        rec["adv/abs_mean"] = (
+            float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
+        )
+        rec.update(
+            {
+                "perf/rollout_seconds": t_rollout,
+                "perf/score_seconds": t_score,
+                "perf/update_seconds": t_update,
+                "perf/rollout_tokens_per_s": n_tok / max(t_rollout, 1e-9),
+                "perf/train_tokens_per_s": n_tok * tr.inner_epochs / max(t_update, 1e-9),
+            }
+        )
         G = tr.group_size
-        return [{"step": step, "prompt": p.prompt, "difficulty": p.difficulty, "completion": ep.rollout.texts[i * G],
-                 "reward": float(ep.rewards[i * G]), "correct": bool(ep.scores[i * G].correct)}
-                for i, p in enumerate(ep.problems[:tr.samples_to_log])]
-
-    def _score(self, ctx: RunContext, ep: Episode) -> tuple[Batch, MismatchStats, dict]:
-        """The step's batch with old / ref log-probs, advantages and what the active modes keep for the
-        loss (extras: value targets, reward-model labels, pi_old's top-K, ...), and the scoring's metrics."""
-        cfg, obj, dev = self.cfg, self.cfg.objective, ctx.device
-        r = ep.rollout
-        mask = loss_mask(obj, r.response_mask.to(dev), r.truncated)
-        if obj.routing_replay and r.extras.get("routing") is None:  # routing replay (R3): every forward uses the rollout's choices
-            raise ConfigError(f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} "
-                              "returned no routing to replay")
-        batch = Batch.from_rollout(r, mask, dev)
-        micro, temperature, pad = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, ctx.pad_id
-        replay = obj.routing_replay
-        mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
-        head = (lambda view: old_forward_extras(obj, view)) if self.needs.old_forward else None
-        with compute_precision(cfg, dev):  # train.autocast: these forwards compute as the update's do
-            if self.single_pass:  # the update's first forward is pi_old's (what the extensions read from it too)
-                old_logp, read = None, {}
-            elif self.old_from_rollout:
-                old_logp, read = r.sampler_logp.to(dev), {}
-                if head is not None:  # the sampler gives no logits: one forward for what the extensions read
-                    read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, head=head)[1]
-            else:
-                old_logp, read = batch_forward(ctx.model, batch, pad, temperature, micro, replay, mismatch, head)
-            ref_logp = batch_logprobs(self.ref, batch, pad, temperature, micro) if self.ref is not None else None
-            cur = old_logp
-            if cur is None and self.needs.current_logp_for_kl:
-                cur = batch_logprobs(ctx.model, batch, pad, temperature, micro, replay)
-            given = {c.provides: c.predict(batch, pad, micro) for c in ctx.components if c.scores}  # values, prm_logp
-        scored = advantages(obj, ep.rewards.to(dev), mask, cfg.train.group_size, logp=cur, ref_logp=ref_logp,
-                            extras=given)
-        return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp,
-                           extras={**read, **scored.extras}), mismatch, scored.metrics
+        return [
+            {
+                "step": step,
+                "prompt": p.prompt,
+                "difficulty": p.difficulty,
+                "completion": ep.rollout.texts[i * G],
+                "reward": float(ep.rewards[i * G]),
+                "correct": bool(ep.scores[i * G].correct),
+            }
+            for i, p in enumerate(ep.problems[: tr.samples_to_log])
+        ]
 
     def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
         """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""
@@ -179,8 +136,19 @@ class RLTrainer(Trainer):
             warmup = step < tr.component_warmup_steps  # only the components learn (verl's critic_warmup)
             if tr.component_warmup_steps:
                 out["train/policy_updated"] = float(not warmup)
-            out.update(policy_update(ctx.policy, ctx.components, batch, cfg, ctx.pad_id, gen, self.single_pass,
-                                     mismatch, update_policy=not warmup))
+            out.update(
+                policy_update(
+                    ctx.policy,
+                    ctx.components,
+                    batch,
+                    cfg,
+                    ctx.pad_id,
+                    gen,
+                    self.single_pass,
+                    mismatch,
+                    update_policy=not warmup,
+                )
+            )
         except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update
             out.update(ctx.nonfinite(step, str(err)))
         if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch
@@ -189,4 +157,3 @@ class RLTrainer(Trainer):
         if self.ref is not None and obj.ref_update_every and (step + 1) % obj.ref_update_every == 0:
             self.ref.load_state_dict(ctx.model.state_dict())  # iterative GRPO: pi_ref <- pi_theta
         return out
-

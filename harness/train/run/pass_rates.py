@@ -10,6 +10,7 @@ folder key: model, task, data files' sha256, SFT settings), keyed also by the sa
 the prompt suffix, the dtype and the thread count, so every seed and arm of a study shares them.
 Sampling uses a fixed seed (not the run's), so the buckets are the same for every run seed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,10 +42,16 @@ def bucket_of(p: float, edges: list[float]) -> str:
 
 def cache_path(cfg) -> Path:
     spec = cfg.task.data.difficulty_by_pass_rate
-    key = {"samples": spec.samples, "rollout": {k: v for k, v in cfg.rollout.model_dump().items()
-                                                if k not in ("max_prompt_tokens", "overlong_prompts")},
-           "prompt_suffix": cfg.model.prompt_suffix, "dtype": cfg.model.dtype, "threads": torch.get_num_threads(),
-           "warm_start": cfg.uses_warm_start()}
+    key = {
+        "samples": spec.samples,
+        "rollout": {
+            k: v for k, v in cfg.rollout.model_dump().items() if k not in ("max_prompt_tokens", "overlong_prompts")
+        },
+        "prompt_suffix": cfg.model.prompt_suffix,
+        "dtype": cfg.model.dtype,
+        "threads": torch.get_num_threads(),
+        "warm_start": cfg.uses_warm_start(),
+    }
     digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return warm_start_folder(cfg) / CACHE_DIR / f"{digest}.json"
 
@@ -55,16 +62,24 @@ def measure(cfg, task, render, backend) -> dict[str, float]:
     problems = task.rows("train") + task.rows("eval")
     rates: dict[str, float] = {}
     for start in range(0, len(problems), CHUNK):
-        part = problems[start:start + CHUNK]
-        params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                                top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=SEED + start)
+        part = problems[start : start + CHUNK]
+        params = SamplingParams(
+            max_new_tokens=cfg.rollout.max_new_tokens,
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            stop=tuple(cfg.rollout.stop),
+            seed=SEED + start,
+        )
         out = backend.generate([render(p) for p in part], spec.samples, params)
         rows = [p for p in part for _ in range(spec.samples)]
         scores = task.score_batch(rows, out.texts, out.truncated.tolist())
         for i, p in enumerate(part):
-            rates[p.uid] = sum(s.correct for s in scores[i * spec.samples:(i + 1) * spec.samples]) / spec.samples
-        print(f"[harness] pass rates of the initial policy: {min(start + CHUNK, len(problems))}/{len(problems)} "
-              f"prompts x {spec.samples}", flush=True)
+            rates[p.uid] = sum(s.correct for s in scores[i * spec.samples : (i + 1) * spec.samples]) / spec.samples
+        print(
+            f"[harness] pass rates of the initial policy: {min(start + CHUNK, len(problems))}/{len(problems)} "
+            f"prompts x {spec.samples}",
+            flush=True,
+        )
     return rates
 
 
@@ -95,6 +110,8 @@ def label_by_pass_rate(cfg, task, render, policy_for_rates) -> dict:
     task.relabel({u: bucket_of(rates[u], spec.edges) for u in uids})
     mean = sum(rates[u] for u in uids) / len(uids)
     counts = task.bucket_counts()
-    print(f"[harness] difficulty buckets by pass rate (edges {spec.edges}, mean pass rate {mean:.3f}): {counts}",
-          flush=True)
+    print(
+        f"[harness] difficulty buckets by pass rate (edges {spec.edges}, mean pass rate {mean:.3f}): {counts}",
+        flush=True,
+    )
     return {"counts": counts, "mean_pass_rate": mean, "cache": str(path)}

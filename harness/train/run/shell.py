@@ -8,37 +8,41 @@
        (or when a signal asked to stop: then stop, KILLED), non-finite policy
     -> final record (eval of the trained policy) -> summary.json, FINISHED
 
-A trainer (the RL loop, the DPO trainer) supplies its step and its own extras (`Trainer`
-below); the config key `trainer:` (rl | dpo, set by the presets) chooses it (`make_trainer`).
-Crash safety: see harness/train/run/rundir.py (resume without lost or duplicated steps).
+A trainer (the RL loop, the DPO trainer) supplies its step and its own extras (`Trainer`,
+harness/train/core/trainer.py); the config key `trainer:` (rl | dpo, set by the presets) chooses it
+(`make_trainer`).
+Crash safety: see harness/train/core/rundir.py (resume without lost or duplicated steps).
 """
+
 from __future__ import annotations
 
 import resource
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
 from harness import threads
 from harness.config import RunConfig
+from harness.faults import RunFault, StopOnSignal, StoppedBySignal
+from harness.jsonl import read_jsonl
 from harness.rollout import make_backend
 from harness.tracking.pending import make_tracker, sync_pending
-from harness.train.eval.eval_cache import eval_at
+from harness.train.core.collect import eval_problems
+from harness.train.core.components import Component, Trained, adamw, build_components
+from harness.train.core.policy import (
+    check_resumed_base,
+    load_policy_weights,
+    policy_checkpoint_state,
+    read_policy_weights,
+)
+from harness.train.core.rundir import RunDir
+from harness.train.core.trainer import RunContext, Trainer
+from harness.train.dpo.step import DPOTrainer
 from harness.train.eval.evaluate import is_eval_step, paired_rise
-from harness.train.run.faults import RunFault, StoppedBySignal
-from harness.train.run.nonfinite import on_nonfinite
-from harness.train.run.prepare import check_resumed_base, load_policy_weights, policy_checkpoint_state, read_policy_weights
-from harness.train.run.resume import resume_point
-from harness.train.run.components import Component, Trained, adamw, build_components
-from harness.jsonl import read_jsonl
-from harness.train.run.rundir import RunDir
-from harness.train.run.setup import open_run, start_run
-from harness.train.run.stop import StopOnSignal
-
-EVAL_SEED_OFFSET = 7_777
+from harness.train.rl.step import RLTrainer
+from harness.train.run.eval_cache import eval_at
+from harness.train.run.setup import open_run, resume_point, start_run
 
 
 def peak_mem_mb() -> float:
@@ -54,104 +58,14 @@ def end_status(err: BaseException) -> str:
     return "FAILED" if isinstance(err, Exception) else "KILLED"
 
 
-@dataclass
-class RunContext:
-    """What a trainer's step may use: the run's objects, built and restored by the shell."""
-
-    cfg: RunConfig
-    run: RunDir
-    device: torch.device
-    task: object
-    tok: object
-    render: object                # Problem -> prompt token ids
-    pad_id: int
-    backend: object               # the rollout engine (sampling and eval)
-    policy: Trained               # the policy and its optimizer
-    components: list[Component] = field(default_factory=list)
-    last_ckpt: str | None = None  # the newest checkpoint written or resumed from
-
-    @property
-    def model(self) -> torch.nn.Module:
-        return self.policy.module
-
-    @property
-    def trained(self) -> list[Trained]:
-        """Every trained module, the policy first: each optimizer step steps them all."""
-        return [self.policy, *self.components]
-
-    def nonfinite(self, step: int, what: str) -> dict:
-        """train.nan_policy on a non-finite step: stop raises NonFiniteError; skip_step -> its metrics."""
-        return on_nonfinite(self.cfg.train.nan_policy, step, what, self.last_ckpt)
-
-
-class Trainer:
-    """What a trainer supplies to the shell. Its step fills the step's record; the rest has defaults."""
-
-    label = "step"                          # printed before the step number
-    print_keys: tuple = ()                  # (metric, short name) printed per step
-
-    def __init__(self, cfg: RunConfig):
-        self.cfg = cfg
-
-    def preflight(self, run: RunDir) -> None:
-        """Checks of inputs the config cannot see (files), before any model loads."""
-
-    def prepare(self, ctx: RunContext) -> None:
-        """After the initial policy is built, before a checkpoint is loaded."""
-
-    def component_inputs(self) -> list[str]:
-        """The objective inputs trained components must provide (e.g. ["values"])."""
-        return []
-
-    def schedule(self, start: int) -> Iterator[int]:
-        """The steps to run, from `start` (a resumed run skips the steps before it)."""
-        raise NotImplementedError
-
-    @property
-    def final_step(self) -> int:
-        """The final record's step (known once `schedule` is exhausted)."""
-        raise NotImplementedError
-
-    def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
-        """Run one step, adding its metrics to rec; returns its sample records."""
-        raise NotImplementedError
-
-    def checkpoint_due(self, step: int) -> bool:
-        """A checkpoint the trainer needs after `step` besides every train.checkpoint_every."""
-        return False
-
-    def eval_extras(self, ctx: RunContext, step: int) -> dict:
-        return {}
-
-    def state_dict(self) -> dict:
-        """The trainer's own checkpoint state (besides the trained modules)."""
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
-
-    def summary(self) -> dict:
-        return {}
-
-    def artifacts(self) -> list[str]:
-        """Files of DIR logged to the tracker at the end, besides config, summary and samples."""
-        return []
-
-
 def make_trainer(cfg: RunConfig) -> Trainer:
     """The trainer `cfg.trainer` names (rl | dpo)."""
-    if cfg.trainer == "dpo":
-        from harness.train.dpo.step import DPOTrainer
-
-        return DPOTrainer(cfg)
-    from harness.train.rl.step import RLTrainer
-
-    return RLTrainer(cfg)
+    return DPOTrainer(cfg) if cfg.trainer == "dpo" else RLTrainer(cfg)
 
 
 def run(cfg: RunConfig, out_dir: str | Path) -> dict:
     """Run (or resume) one run with the trainer `cfg.trainer` names; returns the summary written
-    to DIR/summary.json. SIGTERM / SIGINT stop it at the end of a step, checkpointed (stop.py)."""
+    to DIR/summary.json. SIGTERM / SIGINT stop it at the end of a step, checkpointed (harness/faults.py)."""
     with StopOnSignal() as stop:
         return Shell(cfg, make_trainer(cfg), stop).run(out_dir)
 
@@ -188,9 +102,17 @@ class Shell:
         su = start_run(run, cfg)
         policy = su.policy
         self.task_info = su.task_info  # a dataset task: prompts dropped, pass-rate buckets (-> summary.json)
-        ctx = RunContext(cfg, run, su.device, su.task, su.tok, su.render, su.pad_id,
-                         make_backend(cfg.rollout, policy, su.tok),
-                         Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)))
+        ctx = RunContext(
+            cfg,
+            run,
+            su.device,
+            su.task,
+            su.tok,
+            su.render,
+            su.pad_id,
+            make_backend(cfg.rollout, policy, su.tok),
+            Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)),
+        )
         self.trainer.prepare(ctx)
         ckpt, loaded = resume_point(run, lambda c: (read_policy_weights(policy, c), run.load_state(c)))
         if ckpt is not None:  # weights loaded in place: the optimizer and the rollout engine keep `policy`
@@ -213,7 +135,7 @@ class Shell:
         if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
             run.flush(state["pending_metrics"], state["pending_samples"])
             self.tracker.log_steps(state["pending_metrics"])
-        self.eval_problems = ctx.task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
+        self.eval_problems = eval_problems(ctx.task, cfg)
         self.t_run = time.perf_counter()
         return ctx, start
 
@@ -230,9 +152,15 @@ class Shell:
             if is_eval_step(self.cfg, step, False):
                 rec.update(self._eval(ctx, step))
             samples = self.trainer.step(ctx, step, rec)
-            rec.update({"perf/checkpoint_seconds": last_ckpt_seconds, "perf/step_seconds": time.perf_counter() - t_step,
-                        "perf/peak_mem_mb": peak_mem_mb(), "perf/elapsed_seconds": self._elapsed(),
-                        **threads.governor_metrics()})
+            rec.update(
+                {
+                    "perf/checkpoint_seconds": last_ckpt_seconds,
+                    "perf/step_seconds": time.perf_counter() - t_step,
+                    "perf/peak_mem_mb": peak_mem_mb(),
+                    "perf/elapsed_seconds": self._elapsed(),
+                    **threads.governor_metrics(),
+                }
+            )
             self.pending_metrics.append(rec)
             self.pending_samples.extend(samples)
             self._print(rec)
@@ -263,9 +191,15 @@ class Shell:
     def _checkpoint(self, ctx: RunContext, step: int) -> float:
         """Write the checkpoint of `step`, then flush the pending records; returns its seconds."""
         t0 = time.perf_counter()
-        state = {"step": step, "optimizer": ctx.policy.optimizer.state_dict(), **self.trainer.state_dict(),
-                 "elapsed": self._elapsed(), "pending_metrics": self.pending_metrics,
-                 "pending_samples": self.pending_samples, **policy_checkpoint_state(ctx.model)}
+        state = {
+            "step": step,
+            "optimizer": ctx.policy.optimizer.state_dict(),
+            **self.trainer.state_dict(),
+            "elapsed": self._elapsed(),
+            "pending_metrics": self.pending_metrics,
+            "pending_samples": self.pending_samples,
+            **policy_checkpoint_state(ctx.model),
+        }
         for c in ctx.components:
             state.update(c.state())
         ctx.run.save_checkpoint(step, ctx.model, state, ctx.tok)

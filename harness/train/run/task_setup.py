@@ -9,12 +9,14 @@ per split; and, with task.data.difficulty_by_pass_rate, labels every prompt's di
 by the initial policy's pass rate on it (pass_rates.py: measured once, cached). The run shell,
 `harness eval` and the probes call it, so they all see the same prompts and buckets.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from harness.config import ConfigError
-from harness.tasks import task_from_config
+from harness.tasks import task_from_config, task_identity
+from harness.train.run.pass_rates import label_by_pass_rate
 
 
 def build_task(cfg):
@@ -33,14 +35,19 @@ def drop_long_prompts(cfg, task, render) -> dict[str, int]:
         return {"train": 0, "eval": 0}
     if cfg.rollout.overlong_prompts == "error":
         longest = max((p for rows in over.values() for p in rows), key=lambda p: lengths[p.uid])
-        raise ConfigError(f"rollout.max_prompt_tokens={limit}: {len(over['train'])} train and {len(over['eval'])} eval "
-                          f"prompts are longer once rendered (the longest {lengths[longest.uid]} tokens, "
-                          f"{longest.meta['file']} row {longest.meta['row']}); raise it, or set "
-                          "rollout.overlong_prompts=drop")
+        raise ConfigError(
+            f"rollout.max_prompt_tokens={limit}: {len(over['train'])} train and {len(over['eval'])} eval "
+            f"prompts are longer once rendered (the longest {lengths[longest.uid]} tokens, "
+            f"{longest.meta['file']} row {longest.meta['row']}); raise it, or set "
+            "rollout.overlong_prompts=drop"
+        )
     dropped = task.keep(lambda p: lengths[p.uid] <= limit)
     total = {s: len(task.rows(s)) + dropped[s] for s in dropped}
-    print(f"[harness] rollout.max_prompt_tokens={limit}: dropped {dropped['train']} of {total['train']} train and "
-          f"{dropped['eval']} of {total['eval']} eval prompts (longer once rendered)", flush=True)
+    print(
+        f"[harness] rollout.max_prompt_tokens={limit}: dropped {dropped['train']} of {total['train']} train and "
+        f"{dropped['eval']} of {total['eval']} eval prompts (longer once rendered)",
+        flush=True,
+    )
     for split, rows in (("train", task.rows("train")), ("eval", task.rows("eval"))):
         if not rows:
             raise ConfigError(f"rollout.max_prompt_tokens={limit} drops every {split} prompt; raise it")
@@ -53,14 +60,13 @@ def prepare_task(cfg, task, tok, render, policy_for_rates: Callable | None = Non
     be measured (not cached). Returns what it did (dropped counts, bucket counts) for the run's summary."""
     if cfg.task.name != "dataset":
         return {}
-    from harness.tasks import task_identity
-
-    out: dict = {"data_files": task_identity(cfg.task)["files"], "rows": {s: len(task.rows(s)) for s in ("train", "eval")}}
+    out: dict = {
+        "data_files": task_identity(cfg.task)["files"],
+        "rows": {s: len(task.rows(s)) for s in ("train", "eval")},
+    }
     dropped = drop_long_prompts(cfg, task, render)
     if dropped:
         out["dropped_long_prompts"] = dropped
     if cfg.task.data.difficulty_by_pass_rate is not None:
-        from harness.train.run.pass_rates import label_by_pass_rate
-
         out["pass_rate_buckets"] = label_by_pass_rate(cfg, task, render, policy_for_rates)
     return out

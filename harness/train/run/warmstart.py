@@ -13,6 +13,7 @@ count) and the machine's kernel path (CPU capability, BLAS and oneDNN builds, to
 CPU with other kernels (AVX512 vs AVX2) is another warm start: it is rebuilt, never reused,
 and the run says why (`stale_warm_starts`).
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -25,26 +26,40 @@ from pathlib import Path
 import torch
 
 from harness import machine, threads
-from harness.models import build_model, render_problem, save_model
-from harness.tasks import task_from_config, task_identity
+from harness.models import build_model, load_model, render_problem, save_model
+from harness.rollout.base import SamplingParams
+from harness.rollout.hf import HFBackend
+from harness.tasks import task_code, task_from_config, task_identity
 
 SFT_VERSION = 1  # bump when the SFT recipe changes in a way the code digest cannot see
 # The modules whose code builds a warm start (the task's own modules are added from its class).
-SFT_MODULES = ("harness.train.run.warmstart", "harness.models.registry", "harness.models.tiny",
-               "harness.models.tokenizer", "harness.rollout.hf", "harness.rollout.base")
+SFT_MODULES = (
+    "harness.train.run.warmstart",
+    "harness.models.registry",
+    "harness.models.tiny",
+    "harness.models.tokenizer",
+    "harness.rollout.hf",
+    "harness.rollout.base",
+)
 
 
 def warm_start_key(cfg) -> dict:
     """Everything that changes the warm start's weights: the SFT recipe and settings, the code, the kernels."""
-    from harness.tasks import task_code
-
     code = machine.code_digest([*SFT_MODULES, *task_code(cfg.task.name)])
-    return {"version": SFT_VERSION, "model": cfg.model.name, "overrides": cfg.model.overrides,
-            "task": cfg.task.name, "task_options": cfg.task.options, "steps": cfg.warm_start.steps,
-            "batch_size": cfg.warm_start.batch_size, "lr": cfg.warm_start.lr,
-            **task_identity(cfg.task),  # a dataset task: its data, rewards and files' sha256 ({} otherwise)
-            **({"pretrained_sft": True} if cfg.warm_start.pretrained else {}),  # a pretrained model, SFT asked for
-            "code": code, "kernels": machine.kernel_path()}
+    return {
+        "version": SFT_VERSION,
+        "model": cfg.model.name,
+        "overrides": cfg.model.overrides,
+        "task": cfg.task.name,
+        "task_options": cfg.task.options,
+        "steps": cfg.warm_start.steps,
+        "batch_size": cfg.warm_start.batch_size,
+        "lr": cfg.warm_start.lr,
+        **task_identity(cfg.task),  # a dataset task: its data, rewards and files' sha256 ({} otherwise)
+        **({"pretrained_sft": True} if cfg.warm_start.pretrained else {}),  # a pretrained model, SFT asked for
+        "code": code,
+        "kernels": machine.kernel_path(),
+    }
 
 
 def warm_start_folder(cfg) -> Path:
@@ -105,9 +120,9 @@ def _batch(tok, task, problems, rng):
     labels = torch.full((len(seqs), L), -100, dtype=torch.long)
     att = torch.zeros((len(seqs), L), dtype=torch.long)
     for i, (a, b) in enumerate(seqs):
-        ids[i, :len(a) + len(b)] = torch.tensor(a + b)
-        labels[i, len(a):len(a) + len(b)] = torch.tensor(b)
-        att[i, :len(a) + len(b)] = 1
+        ids[i, : len(a) + len(b)] = torch.tensor(a + b)
+        labels[i, len(a) : len(a) + len(b)] = torch.tensor(b)
+        att[i, : len(a) + len(b)] = 1
     return ids, att, labels
 
 
@@ -117,7 +132,9 @@ def sft(cfg, folder: Path) -> None:
     model, tok = build_model(cfg.model.name, seed=0, overrides=cfg.model.overrides)
     task = task_from_config(cfg.task, mix=False)
     opt = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * max(0.05, 1 - s / max(ws.steps, 1)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 20) * max(0.05, 1 - s / max(ws.steps, 1))
+    )
     rng = random.Random(0)
     model.train()
     t0, losses = time.perf_counter(), []
@@ -135,9 +152,14 @@ def sft(cfg, folder: Path) -> None:
             print(f"[warm start] step {step:4d} loss {loss.item():.4f}", flush=True)
     seconds = time.perf_counter() - t0
     model.eval()
-    report = {"key": warm_start_key(cfg), "machine": machine.describe(), "commit": machine.git_commit(),
-              "final_loss": sum(losses[-10:]) / max(1, len(losses[-10:])),
-              "seconds": seconds, **_accuracy(model, tok, task, cfg)}
+    report = {
+        "key": warm_start_key(cfg),
+        "machine": machine.describe(),
+        "commit": machine.git_commit(),
+        "final_loss": sum(losses[-10:]) / max(1, len(losses[-10:])),
+        "seconds": seconds,
+        **_accuracy(model, tok, task, cfg),
+    }
     save_model(model, tok, folder)
     (folder / "warmstart.json").write_text(json.dumps(report, indent=2))
     print(f"[warm start] saved {folder}: {json.dumps({k: v for k, v in report.items() if k != 'key'})}", flush=True)
@@ -145,19 +167,71 @@ def sft(cfg, folder: Path) -> None:
 
 def _accuracy(model, tok, task, cfg, n_prompts: int = 128, n_samples: int = 4) -> dict:
     """Sampled (temperature 1) accuracy on the eval split, overall and per difficulty."""
-    from harness.rollout.base import SamplingParams
-    from harness.rollout.hf import HFBackend
-
     problems = task.problems(n_prompts, seed=4242, split="eval")
     backend = HFBackend(model, tok)
-    out = backend.generate([render_problem(tok, p) for p in problems], n_samples,
-                           SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=1.0, seed=0))
+    out = backend.generate(
+        [render_problem(tok, p) for p in problems],
+        n_samples,
+        SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=1.0, seed=0),
+    )
     rows = [p for p in problems for _ in range(n_samples)]
     correct = [s.correct for s in task.score_batch(rows, out.texts, out.truncated.tolist())]
     per: dict[str, list[bool]] = {}
     for p, c in zip(rows, correct):
         per.setdefault(p.difficulty, []).append(c)
-    return {"accuracy": sum(correct) / len(correct),
-            "accuracy_by_difficulty": {k: sum(v) / len(v) for k, v in sorted(per.items())},
-            "truncated_frac": float(out.truncated.float().mean()),
-            "mean_length": float(out.lengths.mean())}
+    return {
+        "accuracy": sum(correct) / len(correct),
+        "accuracy_by_difficulty": {k: sum(v) / len(v) for k, v in sorted(per.items())},
+        "truncated_frac": float(out.truncated.float().mean()),
+        "mean_length": float(out.lengths.mean()),
+    }
+
+
+# ----------------------------------------------------------------------------- the policy a run starts from
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def initial_policy(cfg, device: torch.device):
+    """-> (model on device, tokenizer, render: Problem -> prompt token ids)."""
+    dtype = DTYPES[cfg.model.dtype]
+    if cfg.uses_warm_start():  # a fresh tiny model, or a pretrained one with warm_start.pretrained
+        model, tok = load_model(ensure_warm_start(cfg), dtype=dtype)
+    else:
+        model, tok = build_model(cfg.model.name, seed=cfg.seed, overrides=cfg.model.overrides, dtype=dtype)
+    model.to(device)
+    return model, tok, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg))
+
+
+def system_prompt(cfg) -> str | None:
+    """A dataset task's task.data.system_prompt (None otherwise)."""
+    data = getattr(cfg.task, "data", None)
+    return data.system_prompt if cfg.task.name == "dataset" and data is not None else None
+
+
+def make_render(tok, suffix: str = "", system: str | None = None):
+    """Problem -> prompt token ids (the model's template around the problem's prompt + suffix, with a
+    dataset problem's system prompt and chat messages: render_problem), memoised. `system`: the system
+    prompt of anything without its own meta (a DPO pair's prompt)."""
+    cache: dict[str, list[int]] = {}
+
+    def render(problem) -> list[int]:
+        meta = getattr(problem, "meta", None)
+        if meta is None and system is not None:
+            meta = {"system": system}
+            problem = _WithMeta(problem.prompt, meta)
+        meta = meta or {}
+        key = (
+            problem.prompt
+            if not (meta.get("messages") or meta.get("system"))
+            else json.dumps([problem.prompt, meta.get("messages"), meta.get("system")])
+        )
+        if key not in cache:
+            cache[key] = render_problem(tok, problem, suffix)
+        return cache[key]
+
+    return render
+
+
+class _WithMeta:
+    def __init__(self, prompt: str, meta: dict):
+        self.prompt, self.meta = prompt, meta

@@ -10,53 +10,37 @@ files on the parent, and each cell's results as metrics.
                                     eval.json, groups.jsonl; metrics result/* = the cell's summary.csv row
 
 When each piece is written: `open_study` at the start of a Snakemake run (onstart), `nest_run`
-when a cell's run is created (harness/tracking/mlflow_tracker.py), `record_cells` by the summary
+when a cell's run is created (harness/tracking/runs.py, by harness/tracking/mlflow_tracker.py), `record_cells` by the summary
 rule, `log_study_outputs` by the figures rule; `sync` does all of it for a finished results folder
 (`harness mlflow-sync`, the migration of runs logged before this layout).
 """
+
 from __future__ import annotations
 
 import math
 import os
-import sys
+import time
 from pathlib import Path
 
 from harness.atomic import atomic_write_text
+from harness.experiment.results import load_index
+from harness.experiment.summary import cell_row
 from harness.tracking.experiment import NOTE_TAG, RESULT_PREFIX, ensure_experiment
-from harness.tracking.runs import run_id_of
-from harness.tracking.store import default_tracking_uri, ensure_store, retry_locked
+from harness.tracking.runs import PARENT_TAG, find_study_run, run_id_of
+from harness.tracking.store import client_for, retry_locked
 
-PARENT_TAG = "mlflow.parentRunId"
 STUDY_ID_FILE = "mlflow_study_run_id"
 CELL_FILES = ("eval.json", "groups.jsonl")  # cell files the trainer does not log itself
 STUDY_FILES = ("cells.json", "study.json", "probe.json", "summary.csv")
 
 
-def client_for(uri: str | None = None):
-    from mlflow.tracking import MlflowClient
-
-    uri = uri or default_tracking_uri()
-    ensure_store(uri)
-    return MlflowClient(uri), uri
-
-
-def _index(study_dir: Path) -> tuple[dict, list[dict]]:
-    from harness.experiment.results import load_index
-
-    return load_index(study_dir)
-
-
 def note(study: dict) -> str:
     axes = ", ".join(a for a in study.get("axes", []) if a != "seed") or "none"
-    return (f"Study `{study.get('name')}` at scale `{study.get('scale')}` ({study.get('study_file') or 'experiments/'}). "
-            f"Axes: {axes}; seeds {study.get('seeds')}. One run per cell, nested under `{study.get('name')}-summary` "
-            "(figures, summary.csv, cells.json). Results of a cell: metrics `result/*` (its summary.csv row).")
-
-
-def find_study_run(client, exp_id: str, name: str, scale: str):
-    """The study's parent run (tags kind=study, study, scale), newest first; None if there is none."""
-    runs = retry_locked(client.search_runs, [exp_id], "tags.kind = 'study'", order_by=["attributes.start_time DESC"])
-    return next((r for r in runs if r.data.tags.get("study") == name and r.data.tags.get("scale") == scale), None)
+    return (
+        f"Study `{study.get('name')}` at scale `{study.get('scale')}` ({study.get('study_file') or 'experiments/'}). "
+        f"Axes: {axes}; seeds {study.get('seeds')}. One run per cell, nested under `{study.get('name')}-summary` "
+        "(figures, summary.csv, cells.json). Results of a cell: metrics `result/*` (its summary.csv row)."
+    )
 
 
 def ensure_study_run(client, exp_id: str, study: dict, id_file: Path | None = None) -> str:
@@ -69,9 +53,16 @@ def ensure_study_run(client, exp_id: str, study: dict, id_file: Path | None = No
         except Exception:  # a run of another store (MLFLOW_TRACKING_URI changed, a copied folder): find or make one
             pass
     found = find_study_run(client, exp_id, study.get("name", ""), study.get("scale", ""))
-    run_id = found.info.run_id if found else retry_locked(
-        client.create_run, exp_id, run_name=f"{study.get('name')}-summary",
-        tags={"kind": "study", "study": study.get("name", ""), "scale": study.get("scale", "")}).info.run_id
+    run_id = (
+        found.info.run_id
+        if found
+        else retry_locked(
+            client.create_run,
+            exp_id,
+            run_name=f"{study.get('name')}-summary",
+            tags={"kind": "study", "study": study.get("name", ""), "scale": study.get("scale", "")},
+        ).info.run_id
+    )
     if id_file is not None:
         atomic_write_text(id_file, run_id)
     return run_id
@@ -81,7 +72,7 @@ def open_study(study_dir: str | os.PathLike, uri: str | None = None) -> str:
     """Experiment (kind, saved view, description) and study run of a results folder, with its
     cells.json and study.json attached; returns the study run's id. Idempotent."""
     d = Path(study_dir)
-    study, _ = _index(d)
+    study, _ = load_index(d)
     client, uri = client_for(uri)
     exp_id = ensure_experiment(client, study["experiment"], uri, axes=study.get("axes", []), note=note(study))
     run_id = ensure_study_run(client, exp_id, study, d / STUDY_ID_FILE)
@@ -92,27 +83,9 @@ def open_study(study_dir: str | os.PathLike, uri: str | None = None) -> str:
     return run_id
 
 
-def nest_run(client, exp_id: str, run_id: str, tags: dict) -> str | None:
-    """Put a cell's run under its study's run (by the cell's study/scale tags) if that run exists.
-    Only the UI's layout depends on it: a failure is printed, never raised (the summary rule nests again)."""
-    if "study" not in tags or "cell" not in tags:
-        return None
-    try:
-        parent = find_study_run(client, exp_id, tags["study"], tags.get("scale", ""))
-        if parent is None:
-            return None
-        retry_locked(client.set_tag, run_id, PARENT_TAG, parent.info.run_id)
-        return parent.info.run_id
-    except Exception as err:  # noqa: BLE001 - cosmetic
-        print(f"[harness] MLflow: run {run_id} not nested under its study run: {err}", file=sys.stderr)
-        return None
-
-
 def result_metrics(row: dict, step: int) -> list:
     """A cell's summary.csv row as metrics result/<column> (finite numbers only, axes left out)."""
-    import time
-
-    from mlflow.entities import Metric
+    from mlflow.entities import Metric  # late: mlflow takes seconds to import
 
     now = int(time.time() * 1000)
     out = []
@@ -126,12 +99,10 @@ def result_metrics(row: dict, step: int) -> list:
 def record_cells(study_dir: str | os.PathLike, uri: str | None = None) -> int:
     """After the study's evals: each cell's run gets eval.json and groups.jsonl, the `arm` axis as a
     param, its summary.csv row as result/* metrics, and its study run as parent. Returns how many."""
-    from mlflow.entities import Param
-
-    from harness.experiment.summary import cell_row
+    from mlflow.entities import Param  # late: mlflow takes seconds to import
 
     d = Path(study_dir)
-    study, cells = _index(d)
+    study, cells = load_index(d)
     todo = [(c, run_id_of(c["run_dir"])) for c in cells]
     todo = [(c, run_id) for c, run_id in todo if run_id]
     if not todo:
@@ -155,7 +126,7 @@ def log_study_outputs(study_dir: str | os.PathLike, paths: list[Path], uri: str 
     """The figures folder and the study's files (summary.csv, probe.json, ...) on the study run;
     figures/summary.md becomes the run's description. Returns the run id (None without an experiment)."""
     d = Path(study_dir)
-    study, _ = _index(d)
+    study, _ = load_index(d)
     if not study.get("experiment"):
         return None
     client, uri = client_for(uri)

@@ -2,6 +2,7 @@
 with --vs-initial, also of the policy the run started from (warm start or base model) on the
 same prompts and sampling seed, and the paired rise of pass@k with a bootstrap 95% interval
 (paired.py) -> RUN_DIR/eval.json."""
+
 from __future__ import annotations
 
 import json
@@ -9,21 +10,36 @@ from pathlib import Path
 
 import torch
 
-from harness.config import ConfigError, load_config
-from harness.rollout import make_backend
-from harness.train.eval.evaluate import evaluate
-from harness.train.run.shell import EVAL_SEED_OFFSET
-from harness.train.eval.paired import paired_bootstrap
-from harness.train.run.policy_init import initial_policy, make_render, system_prompt
-from harness.train.run.prepare import load_trained_policy
-from harness.train.run.task_setup import build_task, prepare_task
 from harness.atomic import atomic_write_text
-from harness.train.run.rundir import RunDir
+from harness.config import ConfigError, RunConfig, load_config
+from harness.models import load_model
+from harness.models.lora import load_adapter, read_adapter
+from harness.rollout import make_backend
 from harness.threads import start_governor
+from harness.train.core.collect import eval_problems
+from harness.train.core.policy import check_resumed_base, prepare_policy
+from harness.train.core.rundir import RunDir
+from harness.train.eval.evaluate import evaluate
+from harness.train.eval.paired import paired_bootstrap
+from harness.train.run.task_setup import build_task, prepare_task
+from harness.train.run.warmstart import DTYPES, initial_policy, make_render, system_prompt
 
 
-def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None,
-             vs_initial: bool = False) -> dict:
+def load_trained_policy(cfg: RunConfig, ckpt: Path, device: torch.device):
+    """(model, tokenizer) of a run's checkpoint for `harness eval`: the saved model (full fine-tuning), or the
+    base rebuilt from the config with the checkpoint's adapters (its base digest checked)."""
+    if cfg.model.lora is None:
+        return load_model(ckpt, dtype=DTYPES[cfg.model.dtype])
+    model, tok, _ = initial_policy(cfg, device)
+    model = prepare_policy(model, cfg)
+    check_resumed_base(model, RunDir.load_state(ckpt), ckpt.name)
+    load_adapter(model, read_adapter(ckpt))
+    return model.eval(), tok
+
+
+def eval_run(
+    run_dir: str | Path, n_samples: int | None = None, num_prompts: int | None = None, vs_initial: bool = False
+) -> dict:
     for name, value in (("n_samples", n_samples), ("num_prompts", num_prompts)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"harness eval: {name}={value!r} must be an integer >= 1")
@@ -48,15 +64,21 @@ def eval_run(run_dir: str | Path, n_samples: int | None = None, num_prompts: int
         return make_backend(cfg.rollout, init_model, init_tok)
 
     prepare_task(cfg, task, tok, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)), initial_backend)
-    problems = task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")
+    problems = eval_problems(task, cfg)
 
     def measure(model, tok) -> tuple[dict, dict]:
         backend = make_backend(cfg.rollout, model, tok)
         per_prompt: dict = {}
         try:
-            out = evaluate(task, backend, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)), problems, cfg,
-                           step=10**6,
-                           per_prompt=per_prompt)
+            out = evaluate(
+                task,
+                backend,
+                make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg)),
+                problems,
+                cfg,
+                step=10**6,
+                per_prompt=per_prompt,
+            )
         finally:
             backend.close()
         return out, per_prompt

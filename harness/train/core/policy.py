@@ -10,12 +10,13 @@
     read/load_policy_weights, policy_checkpoint_state, check_resumed_base
                                     a checkpoint's policy: the whole model, or the adapters plus the
                                     digest of the base they were trained on
-    load_trained_policy(cfg, ckpt)  a checkpoint's policy for `harness eval`
+    (a checkpoint's policy for `harness eval`: harness/train/run/final_eval.py load_trained_policy)
 
 With every knob off (model.lora null, gradient_checkpointing false, autocast null) nothing here
 changes what a run computes: the model is returned as it is, the context is empty, the reference
 and the checkpoint are those of full fine-tuning.
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,8 +26,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from harness.faults import RunFault
 from harness.models.lora import AdaptersOff, add_lora, base_digest, is_lora, load_adapter, read_adapter
-from harness.train.run.faults import RunFault
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16}
 BASE_KEY = "lora_base_digest"  # trainer_state.pt: the digest of the base the adapters were trained on
@@ -37,7 +38,7 @@ class BaseMismatch(RunFault):
 
 
 def prepare_policy(model: nn.Module, cfg) -> nn.Module:
-    """The module the run trains, from the initial policy (harness/train/run/policy_init.py):
+    """The module the run trains, from the initial policy (harness/train/run/warmstart.py):
     train.gradient_checkpointing -> transformers' gradient_checkpointing_enable (use_reentrant=False: no
     input needs requires_grad, frozen embeddings included; active in train mode); model.lora -> a peft
     PeftModel with adapters on model.lora.target_modules (the base frozen). Returns `model` itself when
@@ -68,7 +69,7 @@ def reference_of(model: nn.Module):
 
 # ---------------------------------------------------------------------------------- checkpoints
 def read_policy_weights(policy: nn.Module, ckpt: Path) -> dict[str, torch.Tensor]:
-    """The policy's saved tensors in `ckpt` (raises if unreadable: resume.py falls back to the checkpoint
+    """The policy's saved tensors in `ckpt` (raises if unreadable: run/setup.py falls back to the checkpoint
     before). Full fine-tuning: the saved model's state dict; LoRA: the adapters."""
     if is_lora(policy):
         return read_adapter(ckpt)
@@ -100,20 +101,5 @@ def check_resumed_base(policy: nn.Module, state: dict, ckpt: str) -> None:
             f"checkpoint {ckpt} holds LoRA adapters trained on a base whose weights digest to {saved}, but the base "
             f"built from this config now digests to {now} (a warm start rebuilt by other code or on another CPU "
             "kernel path, or another model folder); the adapters would be applied to other weights. Resume where "
-            "the base was built (or restore its warm-start folder), or start afresh with another --out.")
-
-
-def load_trained_policy(cfg, ckpt: Path, device: torch.device):
-    """(model, tokenizer) of a run's checkpoint for `harness eval`: the saved model (full fine-tuning), or the
-    base rebuilt from the config with the checkpoint's adapters (its base digest checked)."""
-    from harness.models import load_model
-    from harness.train.run.policy_init import DTYPES, initial_policy
-    from harness.train.run.rundir import RunDir
-
-    if cfg.model.lora is None:
-        return load_model(ckpt, dtype=DTYPES[cfg.model.dtype])
-    model, tok, _ = initial_policy(cfg, device)
-    model = prepare_policy(model, cfg)
-    check_resumed_base(model, RunDir.load_state(ckpt), ckpt.name)
-    load_adapter(model, read_adapter(ckpt))
-    return model.eval(), tok
+            "the base was built (or restore its warm-start folder), or start afresh with another --out."
+        )

@@ -2,6 +2,7 @@
 
 Shapes: N prompts, G group size, B = N*G rows (groups contiguous), T response length.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,11 +27,11 @@ def _cat_padded(tensors: list[torch.Tensor]) -> torch.Tensor:
 
 @dataclass
 class Episode:
-    problems: list[Problem]          # N
-    rollout: RolloutBatch            # B rows
-    scores: list[RewardBreakdown]    # B, from the task's verifier
-    rewards: torch.Tensor            # (B,) task reward + overlong shaping (what the objective sees)
-    overlong: torch.Tensor           # (B,) the overlong shaping term alone (<= 0)
+    problems: list[Problem]  # N
+    rollout: RolloutBatch  # B rows
+    scores: list[RewardBreakdown]  # B, from the task's verifier
+    rewards: torch.Tensor  # (B,) task reward + overlong shaping (what the objective sees)
+    overlong: torch.Tensor  # (B,) the overlong shaping term alone (<= 0)
     group_size: int
 
     @property
@@ -43,22 +44,33 @@ class Episode:
         """B labels, one per row."""
         return [p.difficulty for p in self.problems for _ in range(self.group_size)]
 
-    def select_groups(self, keep: torch.Tensor) -> "Episode":
+    def select_groups(self, keep: torch.Tensor) -> Episode:
         """Keep the groups where keep (N,) is True."""
         G = self.group_size
         groups = keep.nonzero().flatten().tolist()
         rows = [g * G + j for g in groups for j in range(G)]
         r = self.rollout
         idx = torch.tensor(rows, dtype=torch.long)
-        rb = RolloutBatch(prompt_ids=[r.prompt_ids[i] for i in rows], response_ids=r.response_ids[idx],
-                          response_mask=r.response_mask[idx], sampler_logp=r.sampler_logp[idx],
-                          truncated=r.truncated[idx], texts=[r.texts[i] for i in rows],
-                          extras={k: v[idx] for k, v in r.extras.items()})
-        return Episode([self.problems[g] for g in groups], rb, [self.scores[i] for i in rows],
-                       self.rewards[idx], self.overlong[idx], G)
+        rb = RolloutBatch(
+            prompt_ids=[r.prompt_ids[i] for i in rows],
+            response_ids=r.response_ids[idx],
+            response_mask=r.response_mask[idx],
+            sampler_logp=r.sampler_logp[idx],
+            truncated=r.truncated[idx],
+            texts=[r.texts[i] for i in rows],
+            extras={k: v[idx] for k, v in r.extras.items()},
+        )
+        return Episode(
+            [self.problems[g] for g in groups],
+            rb,
+            [self.scores[i] for i in rows],
+            self.rewards[idx],
+            self.overlong[idx],
+            G,
+        )
 
     @staticmethod
-    def concat(parts: list["Episode"]) -> "Episode":
+    def concat(parts: list[Episode]) -> Episode:
         parts = [p for p in parts if p.problems]
         T = max(p.rollout.response_ids.shape[1] for p in parts)
 
@@ -72,7 +84,13 @@ class Episode:
             sampler_logp=torch.cat([pad(p.rollout.sampler_logp, 0.0) for p in parts]),
             truncated=torch.cat([p.rollout.truncated for p in parts]),
             texts=[x for p in parts for x in p.rollout.texts],
-            extras={k: _cat_padded([p.rollout.extras[k] for p in parts]) for k in parts[0].rollout.extras})
-        return Episode([x for p in parts for x in p.problems], rb, [x for p in parts for x in p.scores],
-                       torch.cat([p.rewards for p in parts]), torch.cat([p.overlong for p in parts]),
-                       parts[0].group_size)
+            extras={k: _cat_padded([p.rollout.extras[k] for p in parts]) for k in parts[0].rollout.extras},
+        )
+        return Episode(
+            [x for p in parts for x in p.problems],
+            rb,
+            [x for p in parts for x in p.scores],
+            torch.cat([p.rewards for p in parts]),
+            torch.cat([p.overlong for p in parts]),
+            parts[0].group_size,
+        )

@@ -13,8 +13,8 @@ groups.jsonl hold several records per step; a step that a crash cut short in the
 flush is rewritten whole on the next flush.
 
 Checkpoints. The newest KEEP_CHECKPOINTS (2) stay on disk, each with a manifest (size and
-CRC-32 of every file, checkpoint_files.py); a rerun resumes from the newest one that verifies
-and loads and falls back to the one before it (resume.py). A failed write (disk full) removes
+CRC-32 of every file, written last: `write_manifest`, checked by `verify`); a rerun resumes from the newest one that verifies
+and loads and falls back to the one before it (run/setup.py resume_point). A failed write (disk full) removes
 its partial folder and raises CheckpointWriteError; the previous checkpoint stays the resume
 point. docs/faults.md has every fault and what the run does.
 
@@ -23,21 +23,29 @@ checkpoint, a logged step or summary.json: `has_completed_step`). An attempt tha
 before that holds nothing worth keeping, so a changed config may restart the directory:
 `clear_attempt` removes what that attempt wrote (setup.check_same_config).
 """
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import zlib
 from pathlib import Path
 
 import torch
 
 from harness.atomic import atomic_folder, atomic_write_text
+from harness.faults import CheckpointWriteError
 from harness.jsonl import read_jsonl
 
 KEEP_CHECKPOINTS = 2  # the newest checkpoint and the one before it (a fallback if the newest is unreadable)
 STALE = (".step_*.tmp-*", ".step_*.old-*", ".tmp_step_*")  # atomic_folder's temp names (and the older one)
 GROUP_RECORDS = "_groups"  # key of a metric record that holds the step's per-group records (-> groups.jsonl)
+MANIFEST = "manifest.json"  # a checkpoint's files: size and CRC-32 of each, written last
+REQUIRED = (
+    "config.json",
+    "trainer_state.pt",
+)  # besides *.safetensors; a LoRA checkpoint: adapter_config.json for config.json
 
 
 class RunDir:
@@ -89,9 +97,6 @@ class RunDir:
         manifest (size and CRC-32 of every file), then renamed. The newest KEEP_CHECKPOINTS stay on
         disk, so a checkpoint found unreadable later has one to fall back to. An OSError (disk
         full, quota, I/O) removes the partial write and raises CheckpointWriteError."""
-        from harness.train.run.checkpoint_files import write_manifest
-        from harness.train.run.faults import CheckpointWriteError
-
         self.ckpt_root.mkdir(exist_ok=True)
         name = f"step_{step:06d}"
         try:
@@ -108,7 +113,8 @@ class RunDir:
             raise CheckpointWriteError(
                 f"could not write checkpoint {name} to {self.ckpt_root}: {err.strerror or err} (errno {err.errno}); "
                 f"the partial write was removed and {kept}. Free space (or fix the error), then rerun the same "
-                f"command: it resumes from {prev[0] if prev else 'step 0'} (the steps after it are redone).") from err
+                f"command: it resumes from {prev[0] if prev else 'step 0'} (the steps after it are redone)."
+            ) from err
         for old in self.checkpoints()[KEEP_CHECKPOINTS:]:
             shutil.rmtree(old, ignore_errors=True)
         for pattern in STALE:  # partial writes of a killed attempt
@@ -148,15 +154,30 @@ class RunDir:
 
     # ------------------------------------------------------------------ attempts
     # what an attempt writes before its first checkpoint, all of it derived from its config
-    ATTEMPT_FILES = ("config.yaml", "run.json", "metrics.jsonl", "samples.jsonl", "groups.jsonl", "mlflow_run_id", ".mlflow_run_id.tmp*",
-                     "mlflow_pending.jsonl",
-                     "pairs*.jsonl", "pairs_report*.json", "pairs_ref*.pt", ".pairs_ref*.pt.tmp*")
+    ATTEMPT_FILES = (
+        "config.yaml",
+        "run.json",
+        "metrics.jsonl",
+        "samples.jsonl",
+        "groups.jsonl",
+        "mlflow_run_id",
+        ".mlflow_run_id.tmp*",
+        "mlflow_pending.jsonl",
+        "pairs*.jsonl",
+        "pairs_report*.json",
+        "pairs_ref*.pt",
+        ".pairs_ref*.pt.tmp*",
+    )
     ATTEMPT_DIRS = ("checkpoints", "eval_prompts")
 
     def has_completed_step(self) -> bool:
         """Whether any training step of this directory is complete (checkpointed, logged or summarised)."""
-        return (self.latest_checkpoint() is not None or any(self.ckpt_root.glob("*step_*"))
-                or self.summary_path.exists() or bool(read_jsonl(self.metrics_path)))
+        return (
+            self.latest_checkpoint() is not None
+            or any(self.ckpt_root.glob("*step_*"))
+            or self.summary_path.exists()
+            or bool(read_jsonl(self.metrics_path))
+        )
 
     def clear_attempt(self) -> list[str]:
         """Remove what an attempt that completed no step left behind (config.yaml, pairs, its MLflow
@@ -208,3 +229,53 @@ def _append_new(path: Path, records: list[dict]) -> None:
                 f.write(json.dumps(r, sort_keys=True) + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+
+# ---------------------------------------------------------------------- a checkpoint's manifest
+# The size and CRC-32 of every file, written last (before the rename that publishes the checkpoint), so
+# that a truncated or corrupted file is found before it is loaded (`verify`).
+def _crc32(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def write_manifest(folder: Path) -> None:
+    """folder/manifest.json: the size and CRC-32 of every other file in it."""
+    files = {
+        p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "crc32": _crc32(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+    (folder / MANIFEST).write_text(json.dumps({"files": files}, indent=1, sort_keys=True))
+
+
+def verify(folder: Path) -> str | None:
+    """None if the checkpoint is whole, else what is wrong with it (one phrase)."""
+    required = [
+        ("adapter_config.json" if n == "config.json" and (folder / "adapter_config.json").is_file() else n)
+        for n in REQUIRED
+    ]
+    missing = [name for name in required if not (folder / name).is_file()]
+    if not any(folder.glob("*.safetensors")):
+        missing.append("*.safetensors")
+    if missing:
+        return f"missing {', '.join(missing)}"
+    path = folder / MANIFEST
+    if not path.is_file():
+        return None  # written before manifests existed: loading it is the only check
+    try:
+        files = json.loads(path.read_text())["files"]
+    except (ValueError, KeyError, TypeError):
+        return f"unreadable {MANIFEST}"
+    for name, want in files.items():
+        f = folder / name
+        if not f.is_file():
+            return f"missing {name}"
+        if f.stat().st_size != want["size"]:
+            return f"{name} has {f.stat().st_size} bytes, {want['size']} were written (truncated?)"
+        if _crc32(f) != want["crc32"]:
+            return f"{name} does not match its checksum (corrupted)"
+    return None

@@ -9,16 +9,20 @@ components and never branch on a particular one.
 
 Shapes: B rows, T response length.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
 
-from harness.train.batch import Batch
-from harness.train.run.nonfinite import NonFiniteUpdate, describe
+from harness.models.implicit_prm import ImplicitPRM
+from harness.models.lora import is_lora, merged_copy
+from harness.models.value import ValueModel
+from harness.train.core.batch import Batch
+from harness.train.core.nonfinite import NonFiniteUpdate, describe
 
 
 def adamw(module: nn.Module, lr: float, betas, weight_decay: float | None = None) -> torch.optim.Optimizer:
@@ -57,8 +61,9 @@ class Trained:
 class Component(Trained):
     """A trained auxiliary model giving the objective the input `provides`."""
 
-    def __init__(self, name: str, provides: str, module: nn.Module, optimizer: torch.optim.Optimizer,
-                 scores: bool = True):
+    def __init__(
+        self, name: str, provides: str, module: nn.Module, optimizer: torch.optim.Optimizer, scores: bool = True
+    ):
         super().__init__(name, module, optimizer)
         self.provides = provides
         self.scores = scores  # its output before the update is an input of `advantages` (values, prm_logp)
@@ -76,20 +81,14 @@ class Component(Trained):
 def _full_weights(policy: nn.Module) -> nn.Module:
     """What a component copies its weights from: the policy, or a LoRA policy's base with its adapters merged
     (a plain model: the component trains every weight of its own copy; docs/scale.md)."""
-    from harness.models.lora import is_lora, merged_copy
-
     return merged_copy(policy) if is_lora(policy) else policy
 
 
 def _value_model(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
-    from harness.models.value import ValueModel
-
     return ValueModel(_full_weights(policy)), cfg.train.critic_lr
 
 
 def _implicit_prm(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
-    from harness.models.implicit_prm import ImplicitPRM
-
     return ImplicitPRM(_full_weights(policy), cfg.rollout.temperature), cfg.objective.prm_lr
 
 
@@ -131,8 +130,10 @@ def build_components(cfg, policy: nn.Module, wanted: list[str], device) -> list[
     out = []
     for provides in wanted:
         if provides not in COMPONENTS:
-            raise ValueError(f"the objective reads component {provides!r}, which no module registered; registered: "
-                             f"{sorted(COMPONENTS)} (harness.train.run.components.register_component)")
+            raise ValueError(
+                f"the objective reads component {provides!r}, which no module registered; registered: "
+                f"{sorted(COMPONENTS)} (harness.train.core.components.register_component)"
+            )
         name, build, scores = COMPONENTS[provides]
         module, lr, *wd = build(cfg, policy)
         module = module.to(device)
@@ -148,7 +149,9 @@ def check_finite(trained: list[Trained], name: str, value: torch.Tensor, where: 
         raise NonFiniteUpdate(f"{msg} {where}".rstrip())
 
 
-def clip_and_step(trained: list[Trained], max_norm: float | None, where: str = "", frozen: tuple[str, ...] = ()) -> float:
+def clip_and_step(
+    trained: list[Trained], max_norm: float | None, where: str = "", frozen: tuple[str, ...] = ()
+) -> float:
     """One optimizer step of every module but those named in `frozen` (train.component_warmup_steps
     freezes the policy): each gradient clipped on its own and checked finite (else NonFiniteUpdate,
     no module stepped); returns the first module's (the policy's) norm."""

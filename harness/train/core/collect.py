@@ -1,9 +1,12 @@
-"""One iteration's data: sample prompts, generate G responses each, score them.
+"""One iteration's data: sample prompts, generate G responses each, score them; and the held-out
+prompts every eval of a run draws (`eval_problems`). Every prompt draw and every sampling seed of a
+run comes from here (`step_seed` and the salts below), so a resumed run redraws the same ones.
 
 Dynamic sampling (DAPO, arXiv 2503.14476 §3.2): groups whose rewards are all equal carry
 no signal under a group baseline; they are dropped and new prompts are sampled until the
 batch holds N informative groups (at most `max_refill_rounds` extra rounds).
 """
+
 from __future__ import annotations
 
 import torch
@@ -11,7 +14,10 @@ import torch
 from harness.objective import dynamic_sampling_keep, overlong_penalty
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
-from harness.train.rl.episode import Episode
+from harness.train.core.episode import Episode
+
+EVAL_SEED_OFFSET = 7_777  # eval.seed + this seeds the held-out prompts (the same at every eval of a run)
+SAMPLING_SALT = 100  # step_seed salt of a step's sampling, + the refill round (the round alone salts its prompts)
 
 
 def step_seed(seed: int, step: int, salt: int = 0) -> int:
@@ -26,7 +32,9 @@ def score(task: Task, problems, rollout, group_size: int, objective, max_new_tok
     scores = task.score_batch(rows, rollout.texts, rollout.truncated.tolist())  # a dataset task: in worker processes
     base = torch.tensor([s.total for s in scores], dtype=torch.float32)
     if objective is not None and objective.overlong_buffer > 0:
-        shaping = overlong_penalty(rollout.lengths, max_new_tokens, objective.overlong_buffer, objective.overlong_penalty)
+        shaping = overlong_penalty(
+            rollout.lengths, max_new_tokens, objective.overlong_buffer, objective.overlong_penalty
+        )
     else:
         shaping = torch.zeros_like(base)
     return Episode(list(problems), rollout, scores, base + shaping, shaping, group_size)
@@ -40,9 +48,16 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
     max_rounds = 1 + (cfg.train.max_refill_rounds if obj.dynamic_sampling else 0)
     for rnd in range(max_rounds):
         want = N - have
-        problems = task.problems(want if rnd == 0 else max(want, N // 2), seed=step_seed(cfg.seed, step, rnd), split="train")
-        params = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                                top_p=cfg.rollout.top_p, stop=tuple(cfg.rollout.stop), seed=step_seed(cfg.seed, step, 100 + rnd))
+        problems = task.problems(
+            want if rnd == 0 else max(want, N // 2), seed=step_seed(cfg.seed, step, rnd), split="train"
+        )
+        params = SamplingParams(
+            max_new_tokens=cfg.rollout.max_new_tokens,
+            temperature=cfg.rollout.temperature,
+            top_p=cfg.rollout.top_p,
+            stop=tuple(cfg.rollout.stop),
+            seed=step_seed(cfg.seed, step, SAMPLING_SALT + rnd),
+        )
         rollout = backend.generate([render(p) for p in problems], G, params)
         ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
         if first_zero_frac is None:  # groups/zero_std_frac: all-equal rewards (as the objective sees them)
@@ -59,5 +74,14 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
     if have == 0:  # every group was uninformative in every round: train on nothing-informative first round
         ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
         parts, have = [ep], len(ep.problems)
-    return Episode.concat(parts), {"groups/zero_std_frac": first_zero_frac, "groups/refill_rounds": float(rounds),
-                                   "groups/kept": float(have)}
+    return Episode.concat(parts), {
+        "groups/zero_std_frac": first_zero_frac,
+        "groups/refill_rounds": float(rounds),
+        "groups/kept": float(have),
+    }
+
+
+def eval_problems(task: Task, cfg) -> list:
+    """The held-out prompts of every eval of a run: eval.num_prompts of the task's eval split, seeded by
+    eval.seed (the run shell, `harness eval` and the probes draw them here)."""
+    return task.problems(cfg.eval.num_prompts, seed=cfg.eval.seed + EVAL_SEED_OFFSET, split="eval")

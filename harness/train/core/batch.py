@@ -5,10 +5,11 @@ per token. `Batch.rows(idx)` selects rows (a mini-batch, a group subset); `micro
 walks them `size` rows at a time: every forward of the trainers over a step's rows goes through
 `micro_slices`, so the micro-batch boundaries (and hence the numbers) are defined here once.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
-from typing import Iterator
 
 import torch
 
@@ -24,13 +25,13 @@ def micro_slices(n: int, size: int | None) -> Iterator[list[int]]:
 class Batch:
     """One step's rows as the update reads them."""
 
-    prompt_ids: list[list[int]]          # B prompt id lists
-    response_ids: torch.Tensor           # (B, T) long
-    response_mask: torch.Tensor          # (B, T) 1 on the tokens the sampler generated
-    mask: torch.Tensor                   # (B, T) the loss mask (the objective's, e.g. truncated rows zeroed)
-    rollout_logp: torch.Tensor           # (B, T) the sampler's log-probs
+    prompt_ids: list[list[int]]  # B prompt id lists
+    response_ids: torch.Tensor  # (B, T) long
+    response_mask: torch.Tensor  # (B, T) 1 on the tokens the sampler generated
+    mask: torch.Tensor  # (B, T) the loss mask (the objective's, e.g. truncated rows zeroed)
+    rollout_logp: torch.Tensor  # (B, T) the sampler's log-probs
     routing: torch.Tensor | None = None  # (B, S, L, k) the rollout's expert choices (MoE), or None
-    adv: torch.Tensor | None = None      # (B,) or (B, T)
+    adv: torch.Tensor | None = None  # (B,) or (B, T)
     old_logp: torch.Tensor | None = None  # (B, T) pi_old; None: the update's first forward is pi_old
     ref_logp: torch.Tensor | None = None  # (B, T) pi_ref
     # what the active modes need beyond these, by name, each with B rows (harness/objective/extensions.py):
@@ -44,19 +45,21 @@ class Batch:
             self.index = list(range(len(self.prompt_ids)))
 
     @classmethod
-    def from_rollout(cls, r, mask: torch.Tensor, device=None) -> "Batch":
+    def from_rollout(cls, r, mask: torch.Tensor, device=None) -> Batch:
         """The rows of a RolloutBatch `r` with the loss mask `mask` (B, T); device: where the
         tensors the loss reads go (None: where they are)."""
+
         def to(t):
             return t if device is None else t.to(device)
 
-        return cls(r.prompt_ids, to(r.response_ids), r.response_mask, to(mask), to(r.sampler_logp),
-                   r.extras.get("routing"))
+        return cls(
+            r.prompt_ids, to(r.response_ids), r.response_mask, to(mask), to(r.sampler_logp), r.extras.get("routing")
+        )
 
     def __len__(self) -> int:
         return len(self.prompt_ids)
 
-    def rows(self, idx: list[int]) -> "Batch":
+    def rows(self, idx: list[int]) -> Batch:
         """The rows `idx` (positions in this batch), every field selected alike."""
         out = {}
         for f in fields(self):
@@ -71,10 +74,10 @@ class Batch:
                 out[f.name] = v[idx]
         return Batch(**out)
 
-    def micro_batches(self, size: int | None) -> Iterator["Batch"]:
+    def micro_batches(self, size: int | None) -> Iterator[Batch]:
         """The batch `size` rows at a time (None: whole)."""
         for idx in micro_slices(len(self), size):
             yield self.rows(idx)
 
-    def with_(self, **changes) -> "Batch":
+    def with_(self, **changes) -> Batch:
         return replace(self, **changes)

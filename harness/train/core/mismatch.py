@@ -21,15 +21,16 @@ response positions both forwards routed:
                             the updated policy's own top-k on the same batch (one extra no-grad
                             forward after the update, under the same replay as training)
 """
+
 from __future__ import annotations
 
 import math
 
 import torch
 
-from harness.train.batch import Batch
 from harness.models.logprobs import response_logprobs
-from harness.train.diagnostics.routing import capture_routing, one_forward, set_disagreement
+from harness.train.core.batch import Batch
+from harness.train.core.routing import capture_routing, one_forward, set_disagreement
 
 LOG2 = math.log(2.0)
 
@@ -73,8 +74,14 @@ class MismatchStats:
         dp = (train_logp.detach().float().exp() - rollout_logp.float().exp())[m].abs()  # |p_train - p_rollout|
         self.max_dp = max(self.max_dp, float(dp.max()))
 
-    def add_routing(self, rows: list[int], prompt_ids: list[list[int]], mask: torch.Tensor, calls,
-                    rollout_routing: torch.Tensor | None) -> None:
+    def add_routing(
+        self,
+        rows: list[int],
+        prompt_ids: list[list[int]],
+        mask: torch.Tensor,
+        calls,
+        rollout_routing: torch.Tensor | None,
+    ) -> None:
         """The routing `capture_routing` saw in one forward of the old policy on `rows`
         (mask: the response mask that forward packed); rollout_routing: (b, S, L, k) or None."""
         own, used = one_forward(calls, len(rows))  # (b, W, L, k) each
@@ -114,6 +121,13 @@ def router_old_new(model, batch: Batch, stats: MismatchStats, pad_id: int, tempe
     for i, (rows, _, _, mask) in enumerate(stats.old_routing):
         part = batch.rows(rows)
         with capture_routing(model) as calls:
-            response_logprobs(model, part.prompt_ids, part.response_ids, mask, pad_id, temperature,
-                              routing=part.routing if replay else None)
+            response_logprobs(
+                model,
+                part.prompt_ids,
+                part.response_ids,
+                mask,
+                pad_id,
+                temperature,
+                routing=part.routing if replay else None,
+            )
         stats.add_new_routing(i, calls)

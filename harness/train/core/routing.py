@@ -3,6 +3,7 @@
 Shapes: L MoE layers, b rows of a forward, W its packed width (harness.models.logprobs.pack),
 k experts per token, N = b * W.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ def capture_routing(model: nn.Module) -> Iterator[list[list[tuple[torch.Tensor, 
     """Yields `calls`: calls[l] gets one (own, used) pair of (N, k) index tensors per
     forward of layer l. own = the router's own top-k (of its unforced logits), used = the
     experts the layer actually mixed (the replayed ones under replay_routing)."""
+
     def own_and_used(out):
         logits, _, index = out
         return logits.detach().float().topk(index.shape[-1], dim=-1).indices, index.detach()

@@ -11,6 +11,7 @@ What MLflow cannot give back: metric values that were not finite (NaN steps are 
 so a key is absent from that step's record, which every reader already treats as "no value"),
 and checkpoints / eval_prompts/ (never logged; no figure reads them).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from harness.experiment.files import cells_index
+from harness.experiment.load import load_study
 from harness.tracking.experiment import RESULT_PREFIX
-from harness.tracking.store import retry_locked
+from harness.tracking.store import client_for, retry_locked
 
 RUN_FILES = ("summary.json", "eval.json", "config.yaml", "groups.jsonl", "samples.jsonl")
 STUDY_FILES = ("cells.json", "study.json", "probe.json")
@@ -62,8 +65,11 @@ def cell_runs(runs: list) -> dict:
 
 def study_run(runs: list, name: str, scale: str):
     """The study's parent run (tags kind=study, study, scale), the newest if several."""
-    found = [r for r in runs if r.data.tags.get("kind") == "study" and r.data.tags.get("study") == name
-             and r.data.tags.get("scale") == scale]
+    found = [
+        r
+        for r in runs
+        if r.data.tags.get("kind") == "study" and r.data.tags.get("study") == name and r.data.tags.get("scale") == scale
+    ]
     return max(found, key=lambda r: r.info.start_time or 0, default=None)
 
 
@@ -103,22 +109,29 @@ def study_index(client, srun, name: str, scale: str, out: Path) -> tuple[dict, l
     if srun is not None:
         download(client, srun.info.run_id, STUDY_FILES, out)
     if not (out / "cells.json").exists() or not (out / "study.json").exists():
-        from harness.experiment import cells_index, load_study
-
         study = load_study(name, scale)
         (out / "cells.json").write_text(json.dumps(cells_index(study, "results"), indent=1, default=str) + "\n")
-        (out / "study.json").write_text(json.dumps({"name": study.name, "scale": study.scale,
-                                                    "experiment": study.experiment, "axes": study.axis_names(),
-                                                    "seeds": study.seeds, "final_eval": study.final_eval,
-                                                    "study_file": str(study.path or "")}, indent=1) + "\n")
+        (out / "study.json").write_text(
+            json.dumps(
+                {
+                    "name": study.name,
+                    "scale": study.scale,
+                    "experiment": study.experiment,
+                    "axes": study.axis_names(),
+                    "seeds": study.seeds,
+                    "final_eval": study.final_eval,
+                    "study_file": str(study.path or ""),
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return json.loads((out / "study.json").read_text()), json.loads((out / "cells.json").read_text())
 
 
 def rebuild_study_dir(experiment: str, out: str | os.PathLike, uri: str | None = None) -> Path:
     """Write the run-folder contract of the experiment `<study>/<scale>` into `out` (replaced).
     Each cell's run_dir in cells.json points into out/runs/."""
-    from harness.tracking.study_runs import client_for
-
     client, uri = client_for(uri)
     name, _, scale = experiment.rpartition("/")
     out = Path(out)

@@ -10,6 +10,7 @@ the model dtype and torch's thread count (CPU matmuls may round differently acro
 counts, which can flip a near-tie sample), the machine's kernel path and a digest of the code that
 samples and scores (harness/machine.py): an eval cached by other code or on other kernels is redone.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,31 +20,48 @@ from pathlib import Path
 import torch
 
 from harness import machine
-from harness.train.eval.evaluate import evaluate, save_prompt_scores
 from harness.atomic import atomic_write_text
+from harness.tasks import task_code
+from harness.train.eval.evaluate import evaluate, save_prompt_scores
 from harness.train.run.warmstart import warm_start_folder
 
 CACHE_DIR = "eval_cache"
 # The modules whose code samples and scores an eval (the task's own modules are added from its class).
-EVAL_MODULES = ("harness.train.eval.evaluate", "harness.train.eval.eval_cache", "harness.train.rl.collect",
-                "harness.rollout.base", "harness.objective.passk", "harness.models.logprobs")
-_BACKEND_MODULES = {"hf": ("harness.rollout.hf",), "vllm": ("harness.rollout.vllm_backend", "harness.rollout.vllm_worker")}
+EVAL_MODULES = (
+    "harness.train.eval.evaluate",
+    "harness.train.run.eval_cache",
+    "harness.train.core.collect",
+    "harness.rollout.base",
+    "harness.objective.passk",
+    "harness.models.logprobs",
+)
+_BACKEND_MODULES = {
+    "hf": ("harness.rollout.hf",),
+    "vllm": ("harness.rollout.vllm_backend", "harness.rollout.vllm_worker"),
+}
 
 
 def eval_code_digest(cfg) -> str:
-    from harness.tasks import task_code
-
-    return machine.code_digest([*EVAL_MODULES, *_BACKEND_MODULES.get(cfg.rollout.backend, ()),
-                                *task_code(cfg.task.name)])
+    return machine.code_digest(
+        [*EVAL_MODULES, *_BACKEND_MODULES.get(cfg.rollout.backend, ()), *task_code(cfg.task.name)]
+    )
 
 
 def eval_cache_path(cfg, warm_folder: Path) -> Path:
     ev = {k: v for k, v in cfg.eval.model_dump().items() if k != "every"}
     # "scoring": evals score the task's reward alone (no objective shaping, evaluate.py); entries written
     # before that (a dapo run's eval/reward/mean carried its overlong shaping) have no such field: never read
-    key = {"scoring": "task_reward", "eval": ev, "rollout": cfg.rollout.model_dump(), "task": cfg.task.model_dump(),
-           "prompt_suffix": cfg.model.prompt_suffix, "dtype": cfg.model.dtype, "threads": torch.get_num_threads(),
-           "code": eval_code_digest(cfg), "kernels": machine.kernel_path()}
+    key = {
+        "scoring": "task_reward",
+        "eval": ev,
+        "rollout": cfg.rollout.model_dump(),
+        "task": cfg.task.model_dump(),
+        "prompt_suffix": cfg.model.prompt_suffix,
+        "dtype": cfg.model.dtype,
+        "threads": torch.get_num_threads(),
+        "code": eval_code_digest(cfg),
+        "kernels": machine.kernel_path(),
+    }
     digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return Path(warm_folder) / CACHE_DIR / f"{digest}.json"
 

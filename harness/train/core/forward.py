@@ -1,0 +1,131 @@
+"""The forwards of a step's rows, one place each: the no-grad log-probs of a batch under any policy
+(pi_old, pi_ref, pi_theta) and the loss of one micro-batch with gradient (the update's; a diagnostic
+takes the same one).
+
+Shapes: B rows, T padded response length, b rows of one micro-batch. Every forward goes micro-batch by
+micro-batch (Batch.micro_batches), so the micro-batch boundaries are the trainers' own; what a forward
+observes (the rollout/train mismatch, an MoE's routing) goes to the MismatchStats it is given.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import torch
+
+from harness.models.logprobs import response_forward
+from harness.models.moe import is_moe
+from harness.objective import LossInputs, inputs_needed
+from harness.objective import loss as objective_loss
+from harness.objective.extensions import forward_extras
+from harness.train.core.batch import Batch
+from harness.train.core.components import Component
+from harness.train.core.mismatch import MismatchStats
+from harness.train.core.policy import compute_precision
+from harness.train.core.routing import capture_routing
+
+
+@torch.no_grad()
+def batch_forward(
+    model,
+    batch: Batch,
+    pad_id: int,
+    temperature: float,
+    micro: int | None,
+    replay: bool = False,
+    mismatch: MismatchStats | None = None,
+    head=None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One no-grad forward of `model` (pi_old, pi_ref, ...) over the batch's responses (response_mask), by
+    micro-batch -> (logp (B, T), what `head` reads from the logits, by name, B rows each: {} without a
+    head). head: the active extensions' `old_forward` (objective.old_forward_extras) when `model` is
+    pi_old (SimKO's top-K). replay: force the rollout's expert choices (batch.routing, MoE). mismatch:
+    a MismatchStats fed with these log-probs (as the old policy's) against the sampler's on the loss
+    mask, and with the routing."""
+    capture = mismatch is not None and is_moe(model)
+    lps, parts = [], []
+    for part in batch.micro_batches(micro):
+        routing = part.routing if replay else None
+        with capture_routing(model) if capture else nullcontext() as calls:
+            lp, _, read = response_forward(
+                model,
+                part.prompt_ids,
+                part.response_ids,
+                part.response_mask,
+                pad_id,
+                temperature,
+                routing=routing,
+                head=head,
+            )
+        if mismatch is not None:
+            mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
+            if capture:
+                mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
+        lps.append(lp)
+        parts.append(read)
+    return torch.cat(lps), {k: torch.cat([p[k] for p in parts]) for k in (parts[0] if parts else {})}
+
+
+def batch_logprobs(
+    model,
+    batch: Batch,
+    pad_id: int,
+    temperature: float,
+    micro: int | None,
+    replay: bool = False,
+    mismatch: MismatchStats | None = None,
+) -> torch.Tensor:
+    """(B, T) log-probs of the batch's responses under `model` (pi_old, pi_ref or pi_theta; batch_forward)."""
+    return batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch)[0]
+
+
+def forward_loss(
+    model,
+    components: list[Component],
+    part: Batch,
+    cfg,
+    pad_id: int,
+    single_pass: bool,
+    mismatch: MismatchStats | None,
+    num_seqs: float,
+    num_tokens: float,
+):
+    """Forward of the policy `model` (and every component) on one micro-batch -> the objective's (loss, metrics).
+    single_pass: the forward's own log-probs are pi_old's (ratio 1 at the first step), and so is what the
+    active extensions read from pi_old's forward (SimKO's top-K)."""
+    obj = cfg.objective
+    observe = mismatch is not None and single_pass
+    capture = observe and is_moe(model)
+    replay = obj.routing_replay and part.routing is not None
+    needs = inputs_needed(obj)
+    head = (lambda view: forward_extras(obj, view, part.extras, single_pass)) if needs.train_forward else None
+    with capture_routing(model) if capture else nullcontext() as calls, compute_precision(cfg, part.mask.device):
+        logp, entropy, read = response_forward(
+            model,
+            part.prompt_ids,
+            part.response_ids,
+            part.mask,
+            pad_id,
+            cfg.rollout.temperature,
+            with_entropy=True,
+            routing=part.routing if replay else None,
+            head=head,
+        )
+    if observe:  # single pass: logp is the old policy's
+        mismatch.add_logprobs(logp, part.rollout_logp, part.mask)
+        if capture:
+            mismatch.add_routing(part.index, part.prompt_ids, part.mask, calls, part.routing)
+    old = logp.detach() if single_pass else part.old_logp
+    with compute_precision(cfg, part.mask.device):  # train.autocast (docs/scale.md)
+        live = {c.provides: c(part, pad_id) for c in components}  # values, prm_logp (b, T), lam: with gradient
+    x = LossInputs(
+        logp,
+        old,
+        part.adv,
+        part.mask,
+        entropy,
+        part.ref_logp,
+        part.rollout_logp,
+        extras={**part.extras, **read, **live},
+    )
+    return objective_loss(obj, x, num_seqs, num_tokens)

@@ -1,0 +1,90 @@
+"""Scoring a step's episode: everything the policy update reads, computed in one place for the RL
+trainer (harness/train/rl/step.py) and the probes (harness/probes/engine.py) alike.
+
+    episode --loss mask (objective.mask_truncated)--> the step's Batch
+      pi_old's log-probs: none on a single pass (the update's first forward is pi_old's), the sampler's
+        (train.old_logp), or a no-grad forward of the policy, which also feeds the rollout/train mismatch
+      pi_ref's log-probs (a frozen reference, when the objective needs one); pi_theta's for a KL in the reward
+      the scoring components' outputs (PPO's values, PRIME's reward model) --> advantages (the objective)
+    --> the batch with adv, old_logp, ref_logp and what the active modes keep (extras); the scoring's metrics
+
+The objective decides what is computed (`inputs_needed`); nothing here branches on a knob or a variant.
+Shapes: B rows, T response length.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.config import ConfigError
+from harness.objective import advantages, inputs_needed, loss_mask
+from harness.objective.extensions import old_forward_extras
+from harness.train.core.batch import Batch
+from harness.train.core.components import Component
+from harness.train.core.episode import Episode
+from harness.train.core.forward import batch_forward, batch_logprobs
+from harness.train.core.mismatch import MismatchStats
+from harness.train.core.policy import compute_precision, reference_of
+
+
+def single_pass(cfg) -> bool:
+    """Whether the update's first forward is pi_old's: one epoch of one mini-batch, and no mode asks for
+    a separate pi_old forward (TIS weighs pi_old, as the trainer computes it, against the sampler)."""
+    tr = cfg.train
+    return tr.inner_epochs == 1 and tr.mini_batches == 1 and not inputs_needed(cfg.objective).old_logp_forward
+
+
+def frozen_reference(cfg, model: torch.nn.Module) -> torch.nn.Module | None:
+    """pi_ref: the policy a run starts from, frozen (a copy of `model`, or a LoRA policy with its adapters off:
+    core/policy.py reference_of) when the objective needs one, else None."""
+    return reference_of(model) if inputs_needed(cfg.objective).ref_logp else None
+
+
+def score_episode(
+    cfg,
+    ep: Episode,
+    model: torch.nn.Module,
+    ref: torch.nn.Module | None,
+    components: list[Component],
+    device,
+    pad_id: int,
+) -> tuple[Batch, MismatchStats, dict]:
+    """The step's batch with old / ref log-probs, advantages and what the active modes keep for the
+    loss (extras: value targets, reward-model labels, pi_old's top-K, ...), the MismatchStats its
+    pi_old forward fed (the update feeds it on a single pass), and the scoring's metrics.
+    model: the policy (pi_old); ref: frozen_reference's; components: the run's trained components."""
+    obj, needs = cfg.objective, inputs_needed(cfg.objective)
+    r = ep.rollout
+    mask = loss_mask(obj, r.response_mask.to(device), r.truncated)
+    if (
+        obj.routing_replay and r.extras.get("routing") is None
+    ):  # routing replay (R3): every forward uses the rollout's choices
+        raise ConfigError(
+            f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} returned no routing to replay"
+        )
+    batch = Batch.from_rollout(r, mask, device)
+    micro, temperature, replay = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, obj.routing_replay
+    mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
+    head = (lambda view: old_forward_extras(obj, view)) if needs.old_forward else None
+    with compute_precision(cfg, device):  # train.autocast: these forwards compute as the update's do
+        if single_pass(cfg):  # the update's first forward is pi_old's (what the extensions read from it too)
+            old_logp, read = None, {}
+        elif cfg.reuses_rollout_logp():  # train.old_logp: the sampler's log-probs are pi_old's
+            old_logp, read = r.sampler_logp.to(device), {}
+            if head is not None:  # the sampler gives no logits: one forward for what the extensions read
+                read = batch_forward(model, batch, pad_id, temperature, micro, replay, head=head)[1]
+        else:
+            old_logp, read = batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch, head)
+        ref_logp = batch_logprobs(ref, batch, pad_id, temperature, micro) if ref is not None else None
+        current = old_logp
+        if current is None and needs.current_logp_for_kl:
+            current = batch_logprobs(model, batch, pad_id, temperature, micro, replay)
+        given = {c.provides: c.predict(batch, pad_id, micro) for c in components if c.scores}  # values, prm_logp
+    scored = advantages(
+        obj, ep.rewards.to(device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp, extras=given
+    )
+    return (
+        batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, extras={**read, **scored.extras}),
+        mismatch,
+        scored.metrics,
+    )
