@@ -132,6 +132,16 @@ def same_kernel_path(recorded: dict | None, now: dict) -> bool:
     return all(recorded.get(k) == now.get(k) for k in keys)
 
 
+def same_number(want: float, have: float, decimals: int | None = None) -> bool:
+    """Equal to the recorded decimals, or to EQUAL_REL; NaN equals NaN (a mean over an empty set, e.g.
+    the length of correct answers when none is correct, is NaN in the record and in the rerun)."""
+    if math.isnan(want) or math.isnan(have):
+        return math.isnan(want) and math.isnan(have)
+    if decimals is not None:
+        return round(have, decimals) == round(want, decimals)
+    return math.isclose(want, have, rel_tol=EQUAL_REL, abs_tol=1e-12)
+
+
 def compare(recorded: dict, got: dict, same_path: bool) -> list[dict]:
     """One row per recorded number: {name, report, rerun, verdict} with verdict in
     equal | DIFFERS (same kernel path), inside | OUTSIDE (an interval, another path), level (not judged),
@@ -149,11 +159,7 @@ def compare(recorded: dict, got: dict, same_path: bool) -> list[dict]:
             row["verdict"] = "MISSING"
             rows.append(row)
             continue
-        equal = (
-            round(have_value, decimals) == round(value, decimals)
-            if decimals is not None
-            else math.isclose(value, have_value, rel_tol=EQUAL_REL, abs_tol=1e-12)
-        )
+        equal = same_number(value, have_value, decimals)
         if same_path:
             row["verdict"] = "equal" if equal else "DIFFERS"
         elif ci and len(ci) == 2:

@@ -46,6 +46,13 @@ def test_compare_on_the_same_kernel_path_wants_every_number_equal():
     assert rows == {"paired_rise_pass_at_1": "equal", "mean mismatch/k3_kl": "DIFFERS", "max x": "MISSING"}
 
 
+def test_nan_equals_nan_and_nothing_else():
+    """A mean over an empty set (the length of correct answers when none is) is NaN in record and rerun."""
+    nan = float("nan")
+    rows = rp.compare({"a": nan, "b": nan, "c": 1.0}, {"a": nan, "b": 1.0, "c": nan}, same_path=True)
+    assert [r["verdict"] for r in rows] == ["equal", "DIFFERS", "DIFFERS"]
+
+
 def test_compare_on_another_kernel_path_judges_intervals_and_lists_levels():
     rec = {"paired_rise_pass_at_1": {"value": 0.055, "ci95": [0.042, 0.068]}, "initial_pass_at_1": 0.455}
     inside = rp.compare(rec, {"paired_rise_pass_at_1": {"value": 0.064}, "initial_pass_at_1": 0.35}, same_path=False)
