@@ -4,7 +4,7 @@
 
 CONFIG_JSON is a resolved harness run config (what `harness bench` writes for our trainer);
 the same workload is rebuilt for TRL:
-- model: the run's initial policy (harness.train.run.policy_init), saved as an HF folder that
+- model: the run's initial policy (harness.train.run.warmstart), saved as an HF folder that
   TRL loads by path (policy and reference);
 - prompts: per step the N train-split problems our trainer draws at that step (same task,
   seed and step_seed), rendered through the same chat template (checked token for token),
@@ -123,7 +123,7 @@ def run_trl(cfg_dict: dict) -> dict:
     from harness.models import save_model
     from harness.tasks import make_task
     from harness.train.core.collect import step_seed
-    from harness.train.run.policy_init import initial_policy
+    from harness.train.run.warmstart import initial_policy
 
     cfg = build_config(cfg_dict)
     tr, T = cfg.train, cfg.rollout.max_new_tokens
