@@ -75,10 +75,14 @@ def prime_rm_loss(
     return torch.where(rows, bce, torch.zeros_like(bce)).sum() / max(denom, 1.0)
 
 
+def _sequence_scores(q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B,) the PRM's score of each row, sum_t M q (no grad)."""
+    return torch.where(mask > 0, q.detach(), torch.zeros_like(q)).sum(-1)
+
+
 def prime_rm_accuracy(q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tensor) -> float:
     """`prm/accuracy`: share of sequences whose PRM score predicts the outcome (sum_t M q > 0 iff correct)."""
-    m = mask > 0
-    score = torch.where(m, q.detach(), torch.zeros_like(q)).sum(-1)
+    score = _sequence_scores(q, mask)
     return float(((score > 0) == (outcomes > 0.5)).to(torch.float64).mean().item())
 
 
@@ -86,8 +90,7 @@ def prime_rm_auc(q: torch.Tensor, mask: torch.Tensor, outcomes: torch.Tensor) ->
     """`prm/auc`: the probability that a correct response's PRM score sum_t M q exceeds a wrong one's
     (ties count 1/2), over every (correct, wrong) pair of rows; chance is 0.5 whatever the pass rate
     (prm/accuracy's chance is the share of the majority outcome). None without both outcomes."""
-    m = mask > 0
-    score = torch.where(m, q.detach(), torch.zeros_like(q)).sum(-1).to(torch.float64)
+    score = _sequence_scores(q, mask).to(torch.float64)
     pos, neg = score[outcomes > 0.5], score[outcomes <= 0.5]
     if len(pos) == 0 or len(neg) == 0:
         return None

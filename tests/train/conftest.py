@@ -34,3 +34,31 @@ def fast_config(fast_overrides):
         return load_config("experiments/runs/smoke.yaml", [*fast_overrides, *overrides])
 
     return make
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL at the line that raises it."""
+
+
+@pytest.fixture
+def train_killed_at_update(monkeypatch):
+    """train(cfg, run) killed inside its `call`-th policy update (call 4: step 3's, with train.steps=4 and
+    checkpoint_every=2 step_000001 is on disk and step 2 only in memory)."""
+    import harness.train.rl.step as rl_step
+    from harness.train import train
+
+    def run_killed(cfg, run, call: int = 4) -> None:
+        real, calls = rl_step.policy_update, {"n": 0}
+
+        def dying_update(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == call:
+                raise Killed(f"policy update {call}")
+            return real(*args, **kwargs)
+
+        with monkeypatch.context() as m:
+            m.setattr(rl_step, "policy_update", dying_update)
+            with pytest.raises(Killed):
+                train(cfg, run)
+
+    return run_killed

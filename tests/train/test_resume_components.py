@@ -10,10 +10,6 @@ import pytest
 import torch
 
 
-class Killed(BaseException):
-    """Stands for SIGKILL at the line that raises it."""
-
-
 def _metrics(run) -> list[dict]:
     return [
         {k: v for k, v in json.loads(line).items() if not k.startswith("perf/")}
@@ -26,9 +22,8 @@ def _metrics(run) -> list[dict]:
     [("ppo", "critic", "value/"), ("prime", "prm", "prm/"), ("lambda_grpo", "lambda", "agg/lambda")],
 )
 def test_killed_mid_way_resumes_the_component_and_its_optimizer(
-    preset, component, metric, tmp_path, fast_config, monkeypatch
+    preset, component, metric, tmp_path, fast_config, train_killed_at_update
 ):
-    import harness.train.rl.step as rl_step
     from harness.train import train
 
     cfg = fast_config(
@@ -42,18 +37,7 @@ def test_killed_mid_way_resumes_the_component_and_its_optimizer(
     train(cfg, clean)
 
     run = tmp_path / "killed"
-    real, calls = rl_step.policy_update, {"n": 0}
-
-    def dying_update(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 4:  # step 3's update: step_000001 is on disk, step 2 only in memory
-            raise Killed("step 3's update")
-        return real(*args, **kwargs)
-
-    with monkeypatch.context() as m:
-        m.setattr(rl_step, "policy_update", dying_update)
-        with pytest.raises(Killed):
-            train(cfg, run)
+    train_killed_at_update(cfg, run)  # in step 3's update: step_000001 on disk, step 2 in memory
     assert [r["step"] for r in _metrics(run)] == [0, 1]
     state = torch.load(run / "checkpoints" / "step_000001" / "trainer_state.pt", weights_only=False)
     assert set(state[component]) and state[f"{component}_optimizer"]["state"]  # its weights and Adam moments

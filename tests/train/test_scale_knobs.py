@@ -164,32 +164,16 @@ def test_lora_config_rules():
         cfg_of("model.lora={rank: 4}")
 
 
-class Killed(BaseException):
-    """Stands for SIGKILL at the line that raises it."""
-
-
-def test_a_killed_lora_run_resumes_to_the_uninterrupted_run(tmp_path, monkeypatch, warm):
+def test_a_killed_lora_run_resumes_to_the_uninterrupted_run(tmp_path, train_killed_at_update, warm):
     """Killed in step 3's update (step_000001 on disk: adapters + Adam moments of the adapters), the rerun
     loads the adapters in place and logs exactly the numbers of the uninterrupted run; the final adapters
     are equal bit for bit."""
-    import harness.train.rl.step as rl_step
 
     cfg = warm(LORA, "objective.preset=grpo", "train.steps=4", "train.checkpoint_every=2")
     clean = tmp_path / "clean"
     train(cfg, clean)
     run = tmp_path / "killed"
-    real, calls = rl_step.policy_update, {"n": 0}
-
-    def dying_update(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise Killed("step 3's update")
-        return real(*args, **kwargs)
-
-    with monkeypatch.context() as m:
-        m.setattr(rl_step, "policy_update", dying_update)
-        with pytest.raises(Killed):
-            train(cfg, run)
+    train_killed_at_update(cfg, run)
     assert [r["step"] for r in metrics(run)] == [0, 1]
     state = torch.load(_ckpt(run, 1) / "trainer_state.pt", weights_only=False)
     assert state["optimizer"]["state"] and len(state["optimizer"]["state"]) == 56  # Adam moments: adapters only
