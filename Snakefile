@@ -109,6 +109,9 @@ for _name, _cfg in WS_CONFIGS.items():
 # ---------------------------------------------------------------- resources (see profiles/slurm for the cluster)
 # CPU scales: one torch thread per training job (2 cells in parallel on 2 cores). GPU scale: one GPU per job.
 TRAIN_THREADS = {cid: (c.config.train.threads or (8 if GPU else 1)) for cid, c in CELLS.items()}
+# a cell with train.nproc = N is one run on N processes (`harness train` launches torchrun --nproc_per_node N
+# itself, docs/scale.md): N GPUs at the gpu scale, N times the threads on a CPU
+NPROC = {cid: c.config.train.nproc for cid, c in CELLS.items()}
 RUNTIME_MIN = {"smoke": 30, "cpu": 360, "gpu": 720, "dataset": 360}[STUDY.scale]
 NOTEBOOK = Path(workflow.basedir) / "analysis" / f"{STUDY.name}.py"
 EVAL_FLAGS = final_eval_flags(STUDY.final_eval)  # the study's `final_eval`: --n-samples N --num-prompts P --vs-initial
@@ -197,11 +200,11 @@ rule train:
         OUT / "logs" / "train" / "{cell}.log",
     params:
         run_dir=lambda w: OUT / "runs" / w.cell,
-    threads: lambda w: TRAIN_THREADS[w.cell]
+    threads: lambda w: TRAIN_THREADS[w.cell] * (1 if GPU else NPROC[w.cell])
     resources:
-        mem_mb=32000 if GPU else 3000,
+        mem_mb=lambda w: (32000 if GPU else 3000) * NPROC[w.cell],  # the SLURM profile may set its own
         runtime=RUNTIME_MIN,
-        gpu=1 if GPU else 0,
+        gpu=lambda w: NPROC[w.cell] if GPU else 0,
     shell:
         "OMP_NUM_THREADS={threads} {HARNESS} train {input.config} --out {params.run_dir} > {log} 2>&1"
 

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
 
+from harness import parallel
 from harness.argtypes import int_list, positive_int
 from harness.atomic import atomic_write_text
 from harness.bench import cli as bench_cli
@@ -70,6 +72,12 @@ def _add_config_commands(sub) -> None:
     p_train = sub.add_parser("train", help="train or resume one run")
     _add_config_args(p_train)
     p_train.add_argument("--out", required=True, help="run directory (rerun the same command to resume)")
+    p_train.add_argument(
+        "--nproc",
+        type=positive_int,
+        default=None,
+        help="processes of the run (train.nproc): launches torchrun --standalone --nproc_per_node N (docs/scale.md)",
+    )
 
     p_cfg = sub.add_parser("config", help="print the resolved config")
     _add_config_args(p_cfg)
@@ -242,9 +250,18 @@ def _warmstart(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config, args.overrides)  # a bad config fails before transformers loads
+    overrides = list(args.overrides)
+    if parallel.launched_world() > 1:  # under torchrun: the run has as many processes as it launched
+        overrides.append(f"train.nproc={parallel.launched_world()}")
+    elif args.nproc is not None:
+        overrides.append(f"train.nproc={args.nproc}")
+    cfg = load_config(args.config, overrides)  # a bad config fails before transformers loads
+    if cfg.train.nproc > 1 and parallel.launched_world() == 1:
+        return _torchrun(cfg.train.nproc, [args.config, *overrides, "--out", args.out])
     # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
     summary = train(cfg, args.out)
+    if not parallel.is_main():  # rank 0 reports the run
+        return 0
     fe = summary.get("final_eval", {})
     ie = summary.get("initial_eval", {})
     rise = summary.get("paired_rise") or {}
@@ -260,6 +277,16 @@ def _train(args: argparse.Namespace) -> int:
         f"run dir {args.out}"
     )
     return 0
+
+
+def _torchrun(nproc: int, train_args: list[str]) -> int:
+    """Replace this process by `torchrun --standalone --nproc_per_node N` running `harness train` on each rank
+    (a signal to this process reaches torchrun, which passes it to every rank)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    cmd += ["-m", "harness.cli", "train", *train_args]
+    print(f"[harness] {' '.join(cmd)}", flush=True)
+    os.execv(sys.executable, cmd)
+    return 1  # not reached
 
 
 COMMANDS = {

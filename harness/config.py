@@ -330,6 +330,13 @@ class RolloutSection(_Section):
     router_noise: float = Field(
         0.0, ge=0, description="MoE: std of Gaussian noise added to router logits at rollout only"
     )
+    seeding: Literal["batch", "prompt"] = Field(
+        "batch",
+        description="hf: how sampling is seeded. batch: one seed per generate call (a prompt's samples depend on "
+        "the other prompts of the batch); prompt: each row from its own seed (run seed, step, the prompt's index "
+        "in the batch, its sample number), so a prompt samples the same on any number of processes "
+        "(needed by train.nproc > 1; docs/scale.md). vllm always seeds per prompt",
+    )
     stop: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list,
         description="stop strings: a response ends after the first one it writes (kept in its "
@@ -414,6 +421,14 @@ class TrainSection(_Section):
         "in fp32 (model.dtype=float32); null = off. The rollout keeps rollout.dtype: "
         "mismatch/* shows the cost. CPUs without avx512_bf16/amx_bf16 run bf16 "
         "matmuls far slower than fp32 (a warning says so)",
+    )
+
+    nproc: int = Field(
+        1,
+        ge=1,
+        description="processes of one run (data parallel, torch.distributed: gloo on CPU, nccl on "
+        "CUDA); `harness train CONFIG --nproc N` sets it and launches torchrun. Not part of what the "
+        "run computes: a run may resume with another count (docs/scale.md). Needs rollout.seeding=prompt",
     )
 
     @field_validator("autocast", mode="before")
@@ -765,6 +780,12 @@ class RunConfig(_Section):
                     f"train.gradient_checkpointing=true: model.name={m.name!r} ({type(arch).__name__}) "
                     "does not support activation checkpointing in transformers; set it false"
                 )
+        if t.nproc > 1 and self.rollout.backend == "hf" and self.rollout.seeding != "prompt":
+            raise ValueError(
+                f"train.nproc={t.nproc} with rollout.seeding={self.rollout.seeding!r}: batch seeding draws a "
+                "prompt's samples from one seed per generate call, so they would depend on which process "
+                "drew the prompt; set rollout.seeding=prompt (and the same in the 1-process arm you compare with)"
+            )
         if t.autocast is not None:
             if m.dtype != "float32":
                 raise ValueError(

@@ -14,7 +14,7 @@ module is an edge: at module level, inside a function, and under `if TYPE_CHECKI
 
 The picture of issue 25 on the package's names (bottom first; docs/architecture.md says the same):
 
-    base        harness/{atomic,jsonl,machine,threads,faults,argtypes}.py: no harness import
+    base        harness/{atomic,jsonl,machine,threads,faults,argtypes,parallel}.py: no harness import
     objective   harness/objective/
     parts       harness/models/, harness/tasks/, harness/rollout/ (+ harness/tracking/: the run's log)
     config      harness/config.py: the run's YAML, checked against objective, models and tasks
@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "harness.threads",
             "harness.faults",
             "harness.argtypes",
+            "harness.parallel",
         ),
     ),
     ("objective", ("harness.objective",)),

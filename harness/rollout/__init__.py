@@ -10,7 +10,13 @@ BACKENDS = ("hf", "vllm")
 def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
     """rollout_cfg: the run config's `rollout` section."""
     if rollout_cfg.backend == "hf":
-        return HFBackend(model, tokenizer, dtype=rollout_cfg.dtype, router_noise=rollout_cfg.router_noise)
+        return HFBackend(
+            model,
+            tokenizer,
+            dtype=rollout_cfg.dtype,
+            router_noise=rollout_cfg.router_noise,
+            seeding=rollout_cfg.seeding,
+        )
     if rollout_cfg.backend == "vllm":
         return VLLMBackend(model, tokenizer, rollout_cfg)
     raise ValueError(f"rollout.backend={rollout_cfg.backend!r} is unknown; allowed: {list(BACKENDS)}")

@@ -19,6 +19,9 @@ class SamplingParams:
     top_p: float = 1.0
     seed: int = 0
     stop: tuple[str, ...] = ()  # stop strings (rollout.stop): a response ends with the token that completes one
+    # the index of prompts[0] in the whole batch: a process generating a shard of it (harness/rollout/sharded.py)
+    # draws each prompt's samples from the seed of its index in the whole batch (rollout.seeding: prompt)
+    first_prompt: int = 0
 
 
 def stop_index(tokenizer, ids: list[int], stops: tuple[str, ...]) -> int | None:

@@ -27,6 +27,7 @@ import torch
 from harness import threads
 from harness.models.moe import is_moe, noisy_routing, record_routing
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
+from harness.rollout.row_seeds import RowSampler, processors, row_seed
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -102,8 +103,17 @@ class HFBackend(RolloutBackend):
     """dtype: None or "float32" | "bfloat16" (the rollout engine's precision); router_noise:
     std of the noise on router logits during generation (MoE only)."""
 
-    def __init__(self, model, tokenizer, max_batch: int = 256, dtype: str | None = None, router_noise: float = 0.0):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        max_batch: int = 256,
+        dtype: str | None = None,
+        router_noise: float = 0.0,
+        seeding: str = "batch",
+    ):
         self.model = model
+        self.seeding = seeding  # rollout.seeding: batch (one seed per chunk) | prompt (one per row: row_seeds.py)
         self.tokenizer = tokenizer
         self.max_batch = max_batch
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -136,7 +146,10 @@ class HFBackend(RolloutBackend):
         gen = torch.Generator().manual_seed(params.seed)
         parts = [
             self._generate_chunk(
-                rows[i : i + self.max_batch], params, int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+                rows[i : i + self.max_batch],
+                params,
+                int(torch.randint(0, 2**31 - 1, (1,), generator=gen)),
+                self._row_seeds(params, group_size, range(i, min(i + self.max_batch, len(rows)))),
             )
             for i in range(0, len(rows), self.max_batch)
         ]
@@ -166,8 +179,25 @@ class HFBackend(RolloutBackend):
             extras=extras,
         )
 
-    def _generate_chunk(self, rows: list[list[int]], params: SamplingParams, seed: int):
+    def _row_seeds(self, params: SamplingParams, group_size: int, rows: range) -> list[int] | None:
+        """rollout.seeding=prompt: each row's seed, from its prompt's index in the whole batch and its sample number."""
+        if self.seeding != "prompt":
+            return None
+        return [row_seed(params.seed, params.first_prompt + r // group_size, r % group_size) for r in rows]
+
+    def _generate_chunk(self, rows: list[list[int]], params: SamplingParams, seed: int, row_seeds=None):
+        """row_seeds: None (one seed for the chunk: torch.manual_seed(seed)) or one per row (RowSampler)."""
         input_ids, attention = left_pad(rows, self.pad_id)
+        sampler = RowSampler(row_seeds) if row_seeds is not None else None
+        sampling = (
+            {"temperature": params.temperature, "top_p": params.top_p}
+            if sampler is None
+            else {
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "logits_processor": processors(params.temperature, params.top_p, sampler),
+            }
+        )
         torch.manual_seed(seed)
         model = self.engine
         was_training = model.training
@@ -185,9 +215,8 @@ class HFBackend(RolloutBackend):
                 input_ids=input_ids,
                 attention_mask=attention,
                 do_sample=True,
-                temperature=params.temperature,
-                top_p=params.top_p,
                 top_k=0,
+                **sampling,
                 max_new_tokens=params.max_new_tokens,
                 pad_token_id=self.pad_id,
                 eos_token_id=self.eos_id,
@@ -197,7 +226,8 @@ class HFBackend(RolloutBackend):
             )
         model.train(was_training)
         resp = out.sequences[:, input_ids.shape[1] :]  # (b, T)
-        scores = torch.stack(out.scores, dim=1).float()  # (b, T, V) processed logits
+        # (b, T, V) processed logits (under per-row seeds: what the sampler drew from, before its one-hot)
+        scores = torch.stack(out.scores if sampler is None else sampler.scores, dim=1).float()
         logp = torch.log_softmax(scores, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
         is_eos = resp == self.eos_id
         if params.stop:  # a stop string ends a row like EOS: mark the token that completes it as its end

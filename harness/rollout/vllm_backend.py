@@ -280,8 +280,10 @@ class VLLMBackend(RolloutBackend):
         from vllm.inputs import TokensPrompt
 
         gen = torch.Generator().manual_seed(params.seed)
-        # one seed per prompt; vLLM gives sample j of a request the seed (seed + j)
-        seeds = torch.randint(0, 2**31 - 1 - group_size, (len(prompts),), generator=gen).tolist()
+        # one seed per prompt, by its index in the whole batch (a shard starts at params.first_prompt);
+        # vLLM gives sample j of a request the seed (seed + j)
+        n = params.first_prompt + len(prompts)
+        seeds = torch.randint(0, 2**31 - 1 - group_size, (n,), generator=gen)[params.first_prompt :].tolist()
         requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         with self._engine_threads():
             outs = self.llm.generate(

@@ -25,12 +25,21 @@ TAIL = {"summary": 1, "figures": 1, "all": 1}
 @pytest.fixture(scope="module")
 def dry_runs(tmp_path_factory):
     """All dry runs at once (each parses the Snakefile, i.e. imports torch: run them in parallel)."""
+    from study_helpers import REPO
+
     jobs = {name: ["--quiet", "rules", "--config", f"study={name}", "scale=smoke"] for name in SHIPPED_STUDIES}
     # not quiet: the job blocks show the resources each sbatch call would get
     jobs["slurm:length_bias:gpu"] = ["--profile", "profiles/slurm", "--config", "study=length_bias", "scale=gpu"]
     jobs["configfile:demo"] = ["--quiet", "rules", "--configfile", "experiments/demo.yaml", "--config", "scale=smoke"]
-    from study_helpers import REPO
-
+    # a study whose cells are each one run on 2 processes (train.nproc: 2): 2 GPUs per train job
+    two = tmp_path_factory.mktemp("nproc2") / "passk_nproc2.yaml"
+    text = (
+        (REPO / "experiments" / "passk.yaml")
+        .read_text()
+        .replace("base: runs/smoke.yaml", "base: " + str(REPO / "experiments" / "runs" / "smoke.yaml"))
+    )
+    two.write_text(text.replace("  gpu:\n", "  gpu:\n    train.nproc: 2\n    rollout.seeding: prompt\n", 1))
+    jobs["slurm:nproc2:gpu"] = ["--profile", "profiles/slurm", "--config", f"study={two}", "scale=gpu"]
     procs = {}
     for key, args in jobs.items():
         wd = tmp_path_factory.mktemp(key.replace(":", "_"))
@@ -89,3 +98,12 @@ def test_slurm_profile_gpu_resources(dry_runs):
     res = block[block.index("resources:") :].splitlines()[0]
     for needle in ("gpu=1", "slurm_partition=gpu", "runtime=720", "mem_mb=32000", "cpus_per_task=8"):
         assert needle in res, res
+
+
+def test_slurm_profile_asks_one_gpu_per_process(dry_runs):
+    """A cell with train.nproc = 2 is one job with gpu=2 (`sbatch --gpus=2`); `harness train` starts torchrun."""
+    rc, text, _ = dry_runs["slurm:nproc2:gpu"]
+    assert rc == 0, text[-3000:]
+    block = text[text.index("rule train:") :]
+    res = block[block.index("resources:") :].splitlines()[0]
+    assert "gpu=2" in res, res

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 
 import torch
 
+from harness.parallel import shard
+
 
 def micro_slices(n: int, size: int | None) -> Iterator[list[int]]:
     """Row indices 0..n-1 in consecutive runs of `size` (None or 0: one run of all n); none when n = 0."""
@@ -73,6 +75,11 @@ class Batch:
             else:
                 out[f.name] = v[idx]
         return Batch(**out)
+
+    def shard(self) -> Batch:
+        """This process's contiguous share of the rows (harness/parallel.py shard; all of them on one process)."""
+        mine = shard(len(self))
+        return self if len(mine) == len(self) else self.rows(list(mine))
 
     def micro_batches(self, size: int | None) -> Iterator[Batch]:
         """The batch `size` rows at a time (None: whole)."""

@@ -21,6 +21,7 @@ from torch import nn
 from harness.models.implicit_prm import ImplicitPRM
 from harness.models.lora import is_lora, merged_copy
 from harness.models.value import ValueModel
+from harness.parallel import gather_objects, gather_rows
 from harness.train.core.batch import Batch
 from harness.train.core.nonfinite import NonFiniteUpdate, describe
 
@@ -74,8 +75,12 @@ class Component(Trained):
 
     @torch.no_grad()
     def predict(self, batch: Batch, pad_id: int, micro: int | None) -> torch.Tensor:
-        """(B, T) its output on every row (no gradient), micro-batch by micro-batch."""
-        return torch.cat([self(part, pad_id) for part in batch.micro_batches(micro)])
+        """(B, T) its output on every row (no gradient), micro-batch by micro-batch (on N processes: each its
+        share of the rows, gathered)."""
+        mine = batch.shard()
+        outs = [self(part, pad_id) for part in mine.micro_batches(micro)]
+        local = torch.cat(outs) if outs else batch.rollout_logp.new_zeros((0, batch.response_ids.shape[1]))
+        return gather_rows(local, len(batch))
 
 
 def _full_weights(policy: nn.Module) -> nn.Module:
@@ -141,12 +146,25 @@ def build_components(cfg, policy: nn.Module, wanted: list[str], device) -> list[
     return out
 
 
+def nonfinite_message(name: str, value: torch.Tensor, where: str = "") -> str | None:
+    """What is not finite in `value` (named, with where it was computed), or None."""
+    msg = describe(name, value)
+    return None if msg is None else f"{msg} {where}".rstrip()
+
+
 def check_finite(trained: list[Trained], name: str, value: torch.Tensor, where: str = "") -> None:
     """Raise NonFiniteUpdate (every module's gradient cleared, no optimizer step) if value is not finite."""
-    if (msg := describe(name, value)) is not None:
+    finite_everywhere(trained, nonfinite_message(name, value, where), agree=False)
+
+
+def finite_everywhere(trained: list[Trained], problem: str | None, agree: bool = True) -> None:
+    """Raise NonFiniteUpdate (every module's gradient cleared, no optimizer step) if this process found
+    `problem`, or (agree: on N processes) any process did: all of them skip or stop at the same update."""
+    problems = [p for p in (gather_objects(problem) if agree else [problem]) if p]
+    if problems:
         for t in trained:
             t.zero_grad()
-        raise NonFiniteUpdate(f"{msg} {where}".rstrip())
+        raise NonFiniteUpdate(problems[0])
 
 
 def clip_and_step(

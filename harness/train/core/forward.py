@@ -18,6 +18,7 @@ from harness.models.moe import is_moe
 from harness.objective import LossInputs, inputs_needed
 from harness.objective import loss as objective_loss
 from harness.objective.extensions import forward_extras
+from harness.parallel import gather_objects, gather_rows, world
 from harness.train.core.batch import Batch
 from harness.train.core.components import Component
 from harness.train.core.mismatch import MismatchStats
@@ -44,6 +45,7 @@ def batch_forward(
     mask, and with the routing."""
     capture = mismatch is not None and is_moe(model)
     lps, parts = [], []
+    whole, batch = batch, batch.shard()  # on N processes: this one's rows (harness/parallel.py), gathered below
     for part in batch.micro_batches(micro):
         routing = part.routing if replay else None
         with capture_routing(model) if capture else nullcontext() as calls:
@@ -63,7 +65,19 @@ def batch_forward(
                 mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
         lps.append(lp)
         parts.append(read)
-    return torch.cat(lps), {k: torch.cat([p[k] for p in parts]) for k in (parts[0] if parts else {})}
+    T = whole.response_ids.shape[1]
+    logp = torch.cat(lps) if lps else whole.rollout_logp.new_zeros((0, T))  # no rows on this process: none
+    read = {k: torch.cat([p[k] for p in parts]) for k in (parts[0] if parts else {})}
+    return gather_rows(logp, len(whole)), gather_reads(read)
+
+
+def gather_reads(read: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What a head read from this process's rows -> from every row, in row order (one process: `read`)."""
+    if world() == 1:
+        return read
+    parts = [p for p in gather_objects({k: v.cpu() for k, v in read.items()}) if p]
+    device = next(iter(read.values())).device if read else None
+    return {k: torch.cat([p[k] for p in parts]).to(device or "cpu") for k in (parts[0] if parts else {})}
 
 
 def batch_logprobs(

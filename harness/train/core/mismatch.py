@@ -29,6 +29,7 @@ import math
 import torch
 
 from harness.models.logprobs import response_logprobs
+from harness.parallel import gather_objects, world
 from harness.train.core.batch import Batch
 from harness.train.core.routing import capture_routing, one_forward, set_disagreement
 
@@ -100,6 +101,18 @@ class MismatchStats:
         new_own, _ = one_forward(calls, len(rows))
         d, n = set_disagreement(old_own, new_own.cpu(), valid.unsqueeze(-1).expand(old_own.shape[:-1]))
         self.on_diff, self.on_total = self.on_diff + d, self.on_total + n
+
+    SUMS = ("tokens", "k3_sum", "gt2", "rt_diff", "rt_total", "on_diff", "on_total")
+
+    def reduce(self) -> None:
+        """On N processes (each fed by the forwards of its rows): every count summed over the processes, the
+        max over them (harness/parallel.py); a no-op on one."""
+        if world() == 1:
+            return
+        parts = gather_objects({k: getattr(self, k) for k in (*self.SUMS, "max_dp")})
+        for k in self.SUMS:
+            setattr(self, k, sum(p[k] for p in parts))
+        self.max_dp = max(p["max_dp"] for p in parts)
 
     def result(self) -> dict[str, float]:
         out = {}

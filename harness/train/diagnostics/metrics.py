@@ -72,6 +72,23 @@ class UpdateMetrics:
     def end_minibatch(self) -> None:
         self.minibatches += 1
 
+    @classmethod
+    def merged(cls, parts: list[UpdateMetrics]) -> UpdateMetrics:
+        """The accumulators of the processes of one update (each over its rows) -> the whole update's: sums and
+        weights add, maxima take the max, the losses add (each process's is normalised by the whole mini-batch's
+        denominators); every process went through the same mini-batches."""
+        out = cls()
+        for p in parts:
+            for k, v in p.sums.items():
+                out.sums[k] += v
+                out.weights[k] += p.weights[k]
+            for k, v in p.maxes.items():
+                out.maxes[k] = max(out.maxes.get(k, v), v)
+            for k, v in p.loss_sums.items():
+                out.loss_sums[k] += v
+        out.minibatches = parts[0].minibatches
+        return out
+
     def result(self) -> dict[str, float]:
         out = {k: self.sums[k] / self.weights[k] for k in self.sums if self.weights[k] > 0}
         out.update(self.maxes)

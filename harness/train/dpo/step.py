@@ -40,6 +40,7 @@ from harness.atomic import atomic_write, atomic_write_text
 from harness.config import RunConfig
 from harness.models.logprobs import response_logprobs
 from harness.objective import dpo_loss
+from harness.parallel import all_reduce_grads, gather_rows_keep_grad, shard
 from harness.train.core.batch import micro_slices
 from harness.train.core.collect import step_seed
 from harness.train.core.components import check_finite, clip_and_step
@@ -87,6 +88,18 @@ def sequence_logps(model, enc: EncodedPairs, idx: list[int], pad_id: int) -> tup
     logp, _, _ = response_logprobs(model, prompts, ids, mask, pad_id, temperature=1.0)  # (2B, T), 0 on padding
     seq = logp.sum(-1)  # (2B,)
     return seq[:B], seq[B:]
+
+
+def sharded_sequence_logps(model, enc: EncodedPairs, idx: list[int], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """sequence_logps of pairs `idx`, each process computing its share of them (harness/parallel.py): the
+    whole (B,) tensors on every process, with gradient through this process's pairs only (their gradients
+    are summed over the processes after the backward)."""
+    mine = [idx[i] for i in shard(len(idx))]
+    if mine:
+        chosen, rejected = sequence_logps(model, enc, mine, pad_id)
+    else:
+        chosen = rejected = torch.zeros(0, device=next(model.parameters()).device)
+    return gather_rows_keep_grad(chosen, len(idx)), gather_rows_keep_grad(rejected, len(idx))
 
 
 @torch.no_grad()
@@ -242,7 +255,7 @@ class DPOTrainer(Trainer):
         idx = batch_indices(self.seed, local, len(rd.enc), d.batch_size)
         ctx.model.train()
         with compute_precision(self.cfg, dev):  # train.autocast (docs/scale.md)
-            pol_chosen, pol_rejected = sequence_logps(ctx.model, rd.enc, idx, ctx.pad_id)  # (B,), (B,)
+            pol_chosen, pol_rejected = sharded_sequence_logps(ctx.model, rd.enc, idx, ctx.pad_id)  # (B,), (B,)
         chosen_len = torch.tensor([len(rd.enc.chosen[i]) for i in idx], dtype=torch.float32, device=dev)
         loss, metrics = dpo_loss(
             self.cfg.objective,
@@ -257,7 +270,9 @@ class DPOTrainer(Trainer):
             for t in ctx.trained:
                 t.zero_grad()
             check_finite(ctx.trained, "loss/policy", loss.detach())
-            loss.backward()
+            if loss.requires_grad:  # False only on a process that holds none of the batch's pairs
+                loss.backward()
+            all_reduce_grads([t.module for t in ctx.trained])  # the processes' pairs -> the whole batch's gradient
             grad_norm = clip_and_step(ctx.trained, self.cfg.train.grad_clip)
         except NonFiniteUpdate as err:  # train.nan_policy: stop raises; skip_step goes on without this update
             rec.update(ctx.nonfinite(step, str(err)))

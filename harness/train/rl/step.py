@@ -19,7 +19,7 @@ import torch
 
 from harness.config import ConfigError
 from harness.models.moe import is_moe
-from harness.objective import inputs_needed
+from harness.objective import explained_variance, inputs_needed
 from harness.train.core.batch import Batch
 from harness.train.core.collect import collect, step_seed
 from harness.train.core.episode import Episode
@@ -32,6 +32,13 @@ from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.rl.update import policy_update
 
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
+
+
+def batch_explained_variance(batch: Batch) -> float:
+    """1 - Var[R - V] / Var[R] over the whole step's response tokens, V the critic's predictions before the
+    update (old_values; as CleanRL and Stable-Baselines log it): one number for the batch, whatever the
+    micro-batches or the number of processes (value_loss's per-call metric is over its micro-batch only)."""
+    return explained_variance(batch.extras["old_values"], batch.extras["returns"], batch.mask)
 
 
 class RLTrainer(Trainer):
@@ -87,10 +94,13 @@ class RLTrainer(Trainer):
         t_score = time.perf_counter() - t0
         t0 = time.perf_counter()
         rec.update(self._update(ctx, step, ep, batch, mismatch))
+        if "returns" in batch.extras:  # a critic: how much of the returns' variance its predictions explain
+            rec["value/explained_variance"] = batch_explained_variance(batch)
         t_update = time.perf_counter() - t0
         n_tok = float(ep.rollout.response_mask.sum())
         rec.update(rollout_metrics(ep))
         rec.update(coll)
+        mismatch.reduce()  # on N processes: each saw the forwards of its rows
         rec.update(mismatch.result())
         rec.update(scored_metrics)  # e.g. PRIME's prm/loss, prm/accuracy, reward/process_mean
         adv, mask = batch.adv, batch.mask

@@ -11,8 +11,15 @@ from __future__ import annotations
 import torch
 
 from harness.objective.aggregation import batch_denominators
+from harness.parallel import all_reduce_grads, gather_objects, shard, world
 from harness.train.core.batch import Batch
-from harness.train.core.components import Component, Trained, check_finite, clip_and_step
+from harness.train.core.components import (
+    Component,
+    Trained,
+    clip_and_step,
+    finite_everywhere,
+    nonfinite_message,
+)
 from harness.train.core.forward import forward_loss
 from harness.train.core.mismatch import MismatchStats
 from harness.train.diagnostics.metrics import UpdateMetrics
@@ -52,20 +59,25 @@ def policy_update(
             num_seqs, num_tokens = batch_denominators(mb.mask)  # of the whole mini-batch
             for t in trained:
                 t.zero_grad()
-            s = 0
-            for part in mb.micro_batches(tr.micro_batch_size):
+            mine = mb.shard()  # on N processes: this one's rows; their gradients are summed below
+            s = shard(len(mb)).start
+            bad = None
+            for part in mine.micro_batches(tr.micro_batch_size):
                 where = f"(epoch {epoch}, mini-batch {m}, rows {s}..{s + len(part) - 1})"
                 loss, metrics = forward_loss(
                     policy.module, components, part, cfg, pad_id, on_policy_single_pass, mismatch, num_seqs, num_tokens
                 )
-                check_finite(trained, "loss/policy", loss, where)
+                if (bad := nonfinite_message("loss/policy", loss, where)) is not None:
+                    break
                 loss.backward()
                 acc.add(metrics, float(part.mask.sum()))
                 s += len(part)
+            finite_everywhere(trained, bad)  # NonFiniteUpdate on every process if one found a bad loss
+            all_reduce_grads([t.module for t in trained])  # DDP's gradient sum: the whole mini-batch's gradient
             frozen = () if update_policy else (policy.name,)
             grad_norms.append(clip_and_step(trained, tr.grad_clip, f"(epoch {epoch}, mini-batch {m})", frozen))
             acc.end_minibatch()
-    out = acc.result()
+    out = (UpdateMetrics.merged(gather_objects(acc)) if world() > 1 else acc).result()
     out["grad/norm"] = sum(grad_norms) / len(grad_norms)
     out["grad/norm_max"] = max(grad_norms)
     return out

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from harness import machine
+from harness import machine, parallel
 from harness.atomic import atomic_write_text
 from harness.tasks import task_code
 from harness.train.eval.evaluate import evaluate, save_prompt_scores
@@ -90,9 +90,11 @@ def eval_at(task, backend, render, problems, cfg, step: int, run_root: Path) -> 
     if cached is not None:
         metrics, pass_at_1 = cached
         save_prompt_scores(run_root, 0, pass_at_1)
-        print(f"[harness] step-0 eval of the warm start: cached in {path}")
+        if parallel.is_main():
+            print(f"[harness] step-0 eval of the warm start: cached in {path}")
         return metrics
     per_prompt: dict = {}
     metrics = evaluate(task, backend, render, problems, cfg, 0, per_prompt=per_prompt, save_to=run_root)
-    save_eval(path, metrics, per_prompt["pass_at_1"].tolist())
+    if parallel.is_main():  # on N processes every rank computed the same eval; rank 0 caches it
+        save_eval(path, metrics, per_prompt["pass_at_1"].tolist())
     return metrics

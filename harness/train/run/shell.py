@@ -22,11 +22,12 @@ from pathlib import Path
 
 import torch
 
-from harness import threads
+from harness import parallel, threads
 from harness.config import RunConfig
 from harness.faults import RunFault, StopOnSignal, StoppedBySignal
 from harness.jsonl import read_jsonl
 from harness.rollout import make_backend
+from harness.rollout.sharded import ShardedBackend
 from harness.tracking.pending import make_tracker, sync_pending
 from harness.train.core.collect import eval_problems
 from harness.train.core.components import Component, Trained, adamw, build_components
@@ -42,6 +43,7 @@ from harness.train.dpo.step import DPOTrainer
 from harness.train.eval.evaluate import is_eval_step, paired_rise
 from harness.train.rl.step import RLTrainer
 from harness.train.run.eval_cache import eval_at
+from harness.train.run.ranks import check_same_start, cleanup, own_dir, quiet_config, rank_zero_first
 from harness.train.run.setup import open_run, resume_point, start_run
 
 
@@ -65,9 +67,15 @@ def make_trainer(cfg: RunConfig) -> Trainer:
 
 def run(cfg: RunConfig, out_dir: str | Path) -> dict:
     """Run (or resume) one run with the trainer `cfg.trainer` names; returns the summary written
-    to DIR/summary.json. SIGTERM / SIGINT stop it at the end of a step, checkpointed (harness/faults.py)."""
-    with StopOnSignal() as stop:
-        return Shell(cfg, make_trainer(cfg), stop).run(out_dir)
+    to DIR/summary.json. SIGTERM / SIGINT stop it at the end of a step, checkpointed (harness/faults.py).
+    Under torchrun (train.nproc > 1) every process calls this; rank 0 writes DIR (harness/train/run/ranks.py)."""
+    parallel.init_from_env(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    out, scratch = own_dir(out_dir)
+    try:
+        with StopOnSignal() as stop:
+            return Shell(quiet_config(cfg), make_trainer(cfg), stop).run(out)
+    finally:
+        cleanup(scratch)
 
 
 class Shell:
@@ -81,6 +89,7 @@ class Shell:
     def run(self, out_dir: str | Path) -> dict:
         cfg = self.cfg
         run, done = open_run(cfg, out_dir)
+        done = parallel.broadcast_object(done)  # rank 0's run directory decides (the others write scratch)
         if done is not None:
             sync_pending(cfg, run.root)  # what MLflow missed while it was down
             return done
@@ -99,8 +108,12 @@ class Shell:
     def _start(self, run: RunDir) -> tuple[RunContext, int]:
         """Build everything, restore the newest checkpoint; returns (context, first step to run)."""
         cfg, tr = self.cfg, self.cfg.train
-        su = start_run(run, cfg)
+        with rank_zero_first():  # rank 0 builds the warm start the others then read from its cache
+            su = start_run(run, cfg)
         policy = su.policy
+        backend = make_backend(cfg.rollout, policy, su.tok)
+        if parallel.world() > 1:  # each process samples its share of the prompts (harness/rollout/sharded.py)
+            backend = ShardedBackend(backend, su.pad_id)
         self.task_info = su.task_info  # a dataset task: prompts dropped, pass-rate buckets (-> summary.json)
         ctx = RunContext(
             cfg,
@@ -110,13 +123,19 @@ class Shell:
             su.tok,
             su.render,
             su.pad_id,
-            make_backend(cfg.rollout, policy, su.tok),
+            backend,
             Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)),
         )
         self.trainer.prepare(ctx)
-        ckpt, loaded = resume_point(run, lambda c: (read_policy_weights(policy, c), run.load_state(c)))
+        ckpt, loaded = (
+            resume_point(run, lambda c: (read_policy_weights(policy, c), run.load_state(c)))
+            if parallel.is_main()
+            else (None, None)
+        )
+        # every rank restores what rank 0 read (a run resumes on any number of processes)
+        ckpt, loaded = parallel.broadcast_object((ckpt.name if ckpt is not None else None, loaded))
         if ckpt is not None:  # weights loaded in place: the optimizer and the rollout engine keep `policy`
-            check_resumed_base(policy, loaded[1], ckpt.name)  # LoRA: the adapters' base is the one built now
+            check_resumed_base(policy, loaded[1], ckpt)  # LoRA: the adapters' base is the one built now
             load_policy_weights(policy, loaded[0])
             ctx.backend.sync_weights(policy)
         ctx.components = self._components(ctx)
@@ -129,12 +148,14 @@ class Shell:
             self.trainer.load_state_dict(state)
             start, self.elapsed0 = state["step"] + 1, state["elapsed"]
             run.truncate_after(state["step"])
-            ctx.last_ckpt = ckpt.name
-            print(f"[harness] resuming {run.root} at step {start} from {ckpt.name}")
+            ctx.last_ckpt = ckpt
+            if parallel.is_main():
+                print(f"[harness] resuming {run.root} at step {start} from {ckpt}")
         self.tracker = make_tracker(cfg, run.root)  # MLflow down: buffered on disk (harness/tracking/pending.py)
         if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
             run.flush(state["pending_metrics"], state["pending_samples"])
             self.tracker.log_steps(state["pending_metrics"])
+        check_same_start(ctx.model)  # on N processes: one initial policy
         self.eval_problems = eval_problems(ctx.task, cfg)
         self.t_run = time.perf_counter()
         return ctx, start
@@ -164,9 +185,10 @@ class Shell:
             self.pending_metrics.append(rec)
             self.pending_samples.extend(samples)
             self._print(rec)
-            due = (step + 1) % tr.checkpoint_every == 0 or self.trainer.checkpoint_due(step) or self.stop.requested
+            stopping = self._stop_requested()
+            due = (step + 1) % tr.checkpoint_every == 0 or self.trainer.checkpoint_due(step) or stopping
             last_ckpt_seconds = self._checkpoint(ctx, step) if due else 0.0
-            if self.stop.requested:
+            if stopping:
                 raise self.stop.stop(step, ctx.last_ckpt)
         final = self.trainer.final_step
         if final >= start:  # the final record holds the eval of the trained policy only
@@ -174,6 +196,14 @@ class Shell:
             rec["perf/elapsed_seconds"] = self._elapsed()
             self.pending_metrics.append(rec)
             self._checkpoint(ctx, final)
+
+    def _stop_requested(self) -> bool:
+        """A stop signal (SIGTERM, SIGINT) received by this process, or on N processes by any of them: all stop
+        after the same step."""
+        signals = [s for s in parallel.gather_objects(self.stop.requested) if s is not None]
+        if signals and self.stop.requested is None:
+            self.stop.requested = signals[0]  # another rank's signal
+        return bool(signals)
 
     def _eval(self, ctx: RunContext, step: int) -> dict:
         """pass@k on the held-out prompts (step 0: the warm start's, cached) and the trainer's eval extras.
@@ -191,6 +221,10 @@ class Shell:
     def _checkpoint(self, ctx: RunContext, step: int) -> float:
         """Write the checkpoint of `step`, then flush the pending records; returns its seconds."""
         t0 = time.perf_counter()
+        if not parallel.is_main():  # rank 0 writes the run's checkpoints and records (every rank holds the same state)
+            self.pending_metrics, self.pending_samples = [], []
+            ctx.last_ckpt = f"step_{step:06d}"
+            return 0.0
         state = {
             "step": step,
             "optimizer": ctx.policy.optimizer.state_dict(),
@@ -210,6 +244,8 @@ class Shell:
         return time.perf_counter() - t0
 
     def _print(self, rec: dict) -> None:
+        if not parallel.is_main():
+            return
         parts = [f"{short}={rec[k]:.3f}" for k, short in self.trainer.print_keys if k in rec]
         print(f"[harness] {self.trainer.label} {rec['step']:4d} " + " ".join(parts), flush=True)
 

@@ -1,0 +1,184 @@
+"""One run on 2 processes (`harness train --nproc 2`: torchrun, gloo) computes what it computes on 1.
+
+The 1-process run and the 2-process run use the same config (rollout.seeding=prompt: a prompt samples
+the same whichever process draws it). After the run every parameter is equal to 1e-6 and every logged
+metric (but timings) is equal to a float sum's rounding: 1e-6 absolute or 1e-5 relative. A
+representative set of presets runs by default (a group baseline, dynamic sampling with overlong shaping
+and token-mean aggregation, a critic, DPO's pairs); every preset in the slow suite.
+"""
+
+import glob
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from harness.config import load_config
+from harness.objective.presets import BUILTIN_PRESETS
+from harness.train import train
+
+SMOKE, DPO = "experiments/runs/smoke.yaml", "experiments/runs/dpo.yaml"
+RUN = ["train.steps=2", "train.checkpoint_every=1", "rollout.seeding=prompt"]
+DPO_FAST = ["rollout.max_new_tokens=40", "dpo.num_prompts=8", "dpo.samples_per_prompt=4", "dpo.batch_size=4"]
+DPO_FAST += ["dpo.max_steps=2", "dpo.rounds=1", "eval.every=0", "eval.num_prompts=8", "eval.n_samples=4"]
+DPO_FAST += ["eval.ks=[1,4]", "tracking.mlflow=false", "rollout.seeding=prompt", "train.checkpoint_every=1"]
+EXTRA = {"passk": ["objective.passk_k=2"]}
+DEFAULT = ["grpo", "dapo", "ppo"]
+SKIP = ("perf/", "threads/")  # timings and the thread governor differ between any two runs
+
+
+def _records(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _last_weights(run):
+    return load_file(sorted(glob.glob(str(run / "checkpoints" / "step_*")))[-1] + "/model.safetensors")
+
+
+def _config(preset, fast_overrides):
+    if preset == "dpo":
+        return DPO, DPO_FAST
+    return SMOKE, [*fast_overrides, f"objective.preset={preset}", *EXTRA.get(preset, []), *RUN]
+
+
+def _assert_same_run(one, two, param_tol: float = 1e-6):
+    """Every metric but timings equal (rel 1e-5, abs 1e-6) and the final weights within param_tol."""
+    a, b = _records(one), _records(two)
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for x, y in zip(a, b):
+        keys = {k for k in x if not k.startswith(SKIP)}
+        assert keys == {k for k in y if not k.startswith(SKIP)}, (x["step"], keys ^ set(y))
+        for k in keys:
+            if isinstance(x[k], float) and not (math.isnan(x[k]) and math.isnan(y[k])):
+                assert y[k] == pytest.approx(x[k], rel=1e-5, abs=1e-6), (x["step"], k, x[k], y[k])
+            elif not isinstance(x[k], float):
+                assert x[k] == y[k], (x["step"], k)
+    wa, wb = _last_weights(one), _last_weights(two)
+    worst = max(float((wa[k] - wb[k]).abs().max()) for k in wa)
+    assert worst <= param_tol, f"parameters differ by {worst:.2e} after the run"
+
+
+def _two_process_run(config, overrides, out):
+    cmd = [sys.executable, "-m", "harness.cli", "train", config, *overrides, "--out", str(out), "--nproc", "2"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def _check_preset(preset, fast_overrides, tmp_path):
+    config, overrides = _config(preset, fast_overrides)
+    train(load_config(config, overrides), tmp_path / "one")
+    out = _two_process_run(config, overrides, tmp_path / "two")
+    assert "torch.distributed.run" in out and "--nproc_per_node=2" in out
+    _assert_same_run(tmp_path / "one", tmp_path / "two")
+    assert not list((tmp_path / "two").glob("harness-rank*")), "rank 1 wrote into the run directory"
+
+
+@pytest.mark.parametrize("preset", DEFAULT)
+def test_two_processes_equal_one(preset, fast_overrides, tmp_path):
+    _check_preset(preset, fast_overrides, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", [p for p in BUILTIN_PRESETS if p not in DEFAULT])
+def test_two_processes_equal_one_every_preset(preset, fast_overrides, tmp_path):
+    _check_preset(preset, fast_overrides, tmp_path)
+
+
+def test_the_comparison_is_not_blind(fast_overrides, tmp_path):
+    """Another seed on the 2-process side must fail the comparison (the check sees a changed run)."""
+    config, overrides = _config("grpo", fast_overrides)
+    train(load_config(config, overrides), tmp_path / "one")
+    train(load_config(config, [*overrides, "seed=1"]), tmp_path / "other")
+    with pytest.raises(AssertionError):
+        _assert_same_run(tmp_path / "one", tmp_path / "other")
+
+
+def _start_two_process_run(config, overrides, out, env=None):
+    cmd = [sys.executable, "-m", "harness.cli", "train", config, *overrides, "--out", str(out), "--nproc", "2"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _rank_pid(launcher: subprocess.Popen, rank: int, timeout: float = 120.0) -> int:
+    """The pid of torchrun's worker with RANK=rank (a child of the launcher, which exec'd torchrun)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for child in Path("/proc").glob("[0-9]*"):
+            try:
+                stat = (child / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                env = (child / "environ").read_bytes().split(b"\0")
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == launcher.pid and f"RANK={rank}".encode() in env:
+                return int(child.name)
+        time.sleep(0.2)
+    raise AssertionError(f"no worker with RANK={rank} under pid {launcher.pid}")
+
+
+def _read_until(proc: subprocess.Popen, needle: str, lines: list[str]) -> None:
+    for line in proc.stdout:
+        lines.append(line)
+        if needle in line:
+            return
+    raise AssertionError(f"{needle!r} never printed:\n" + "".join(lines[-40:]))
+
+
+def test_sigterm_to_one_rank_stops_both_and_the_run_resumes_on_one_process(fast_overrides, tmp_path):
+    """SIGTERM to rank 1 alone: both ranks stop after the same step, rank 0 checkpoints it; the rerun on ONE
+    process resumes there, and the whole run equals an uninterrupted 1-process run (no step lost or twice)."""
+    config = SMOKE
+    overrides = [*fast_overrides, "objective.preset=grpo", "train.steps=5", "train.checkpoint_every=10"]
+    overrides.append("rollout.seeding=prompt")
+    train(load_config(config, overrides), tmp_path / "one")
+    run, lines = tmp_path / "two", []
+    proc = _start_two_process_run(config, overrides, run)
+    rank1 = _rank_pid(proc, 1)
+    _read_until(proc, "[harness] step    1", lines)
+    os.kill(rank1, signal.SIGTERM)
+    lines += proc.stdout.readlines()
+    assert proc.wait(timeout=300) != 0
+    text = "".join(lines)
+    stopped = re.findall(r"stopped by SIGTERM after step (\d+)", text)
+    assert len(stopped) == 2 and stopped[0] == stopped[1], text[-3000:]  # both ranks, the same step
+    at = int(stopped[0])
+    assert (run / "checkpoints" / "latest").read_text() == f"step_{at:06d}"
+    assert [r["step"] for r in _records(run)] == list(range(at + 1))
+    assert at < 4, "the stop came too late to test a resume"
+    train(load_config(config, overrides), run)  # resumed on 1 process
+    _assert_same_run(tmp_path / "one", run, param_tol=1e-5)  # 5 Adam steps: float sums' rounding adds up
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_takes_the_run_down_naming_it(fast_overrides, tmp_path):
+    """SIGKILL to rank 1 (no handler runs): torchrun stops rank 0 and names the failed rank; no hang. The rerun
+    resumes from the last checkpoint and completes."""
+    overrides = [*fast_overrides, "objective.preset=grpo", "train.steps=6", "train.checkpoint_every=2"]
+    overrides.append("rollout.seeding=prompt")
+    run, lines = tmp_path / "two", []
+    proc = _start_two_process_run(SMOKE, overrides, run)
+    rank1 = _rank_pid(proc, 1)
+    _read_until(proc, "[harness] step    2", lines)
+    os.kill(rank1, signal.SIGKILL)
+    lines += proc.stdout.readlines()
+    assert proc.wait(timeout=300) != 0
+    text = "".join(lines)
+    assert re.search(r"rank\s*: 1 \(local_rank: 1\)", text) and "SIGKILL" in text, text[-3000:]
+    assert (run / "checkpoints" / "latest").read_text() == "step_000001"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "train", SMOKE, *overrides, "--out", str(run), "--nproc", "2"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [r["step"] for r in _records(run)] == list(range(7))
