@@ -64,7 +64,7 @@ def test_a_dataset_run_logs_named_rewards(tmp_path):
     evals = [r for r in records if "eval/pass_at_1" in r]
     assert {"eval/reward/gsm8k", "eval/pass_at_1/easy"} <= set(evals[0])
     assert summary["paired_rise"]["prompts"] == 4
-    ws = next((tmp_path / "ws").glob("tiny-dense-dataset-*"))  # the warm start, keyed by the data files
+    ws = next(p for p in (tmp_path / "ws").glob("tiny-dense-dataset-*") if p.is_dir())  # keyed by the data files
     key = json.loads((ws / "warmstart.json").read_text())["key"]
     assert key["files"]["train"] and key["data"]["solution_key"] == "answer"
     assert summary["task"]["data_files"] == key["files"] and summary["task"]["rows"] == {"train": 64, "eval": 16}

@@ -178,6 +178,7 @@ class Shell:
                     "perf/checkpoint_seconds": last_ckpt_seconds,
                     "perf/step_seconds": time.perf_counter() - t_step,
                     "perf/peak_mem_mb": peak_mem_mb(),
+                    **self._ranks_peak_mem(),
                     "perf/elapsed_seconds": self._elapsed(),
                     **threads.governor_metrics(),
                 }
@@ -196,6 +197,13 @@ class Shell:
             rec["perf/elapsed_seconds"] = self._elapsed()
             self.pending_metrics.append(rec)
             self._checkpoint(ctx, final)
+
+    @staticmethod
+    def _ranks_peak_mem() -> dict:
+        """On N processes: the largest peak memory of any of them (perf/peak_mem_mb is rank 0's)."""
+        if parallel.world() == 1:
+            return {}
+        return {"perf/peak_mem_mb_ranks": max(parallel.gather_objects(peak_mem_mb()))}
 
     def _stop_requested(self) -> bool:
         """A stop signal (SIGTERM, SIGINT) received by this process, or on N processes by any of them: all stop
