@@ -260,7 +260,7 @@ def _train(args: argparse.Namespace) -> int:
         return _torchrun(cfg.train.nproc, [args.config, *overrides, "--out", args.out])
     # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
     summary = train(cfg, args.out)
-    if not parallel.is_main():  # rank 0 reports the run
+    if os.environ.get("RANK", "0") != "0":  # rank 0 reports the run (torchrun's RANK: vLLM may end the group)
         return 0
     fe = summary.get("final_eval", {})
     ie = summary.get("initial_eval", {})

@@ -250,11 +250,16 @@ def _prefixes(key: str) -> Iterable[str]:
 
 def save_plain(model: nn.Module, folder: str | Path) -> None:
     """save_pretrained of the plain model: a LoRA policy's base with the adapters merged (what an engine
-    that knows no adapters loads); any other model as it is."""
-    if is_lora(model):
-        base_of(model).save_pretrained(folder, state_dict=merged_state_dict(model))
-    else:
-        model.save_pretrained(folder)
+    that knows no adapters loads); any other model as it is. Written by this process whatever its rank:
+    the folder is its own (a rollout engine's), while transformers writes on rank 0 only once
+    torch.distributed is initialised."""
+    plain = base_of(model) if is_lora(model) else model
+    kwargs = {"state_dict": merged_state_dict(model)} if is_lora(model) else {}
+    plain.should_save_on_this_rank = lambda is_main_process: True  # this instance only
+    try:
+        plain.save_pretrained(folder, **kwargs)
+    finally:
+        del plain.should_save_on_this_rank
 
 
 def merged_copy(model: nn.Module) -> nn.Module:

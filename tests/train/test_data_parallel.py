@@ -40,7 +40,13 @@ def _records(run):
 
 
 def _last_weights(run):
-    return load_file(sorted(glob.glob(str(run / "checkpoints" / "step_*")))[-1] + "/model.safetensors")
+    last = Path(sorted(glob.glob(str(run / "checkpoints" / "step_*")))[-1])
+    return load_file(
+        str(
+            last
+            / ("adapter_model.safetensors" if (last / "adapter_model.safetensors").exists() else "model.safetensors")
+        )
+    )
 
 
 def _config(preset, fast_overrides):
@@ -91,6 +97,23 @@ def test_two_processes_equal_one(preset, fast_overrides, tmp_path):
 @pytest.mark.parametrize("preset", [p for p in BUILTIN_PRESETS if p not in DEFAULT])
 def test_two_processes_equal_one_every_preset(preset, fast_overrides, tmp_path):
     _check_preset(preset, fast_overrides, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "knobs, param_tol",
+    [
+        (["rollout.backend=vllm", "train.threads=1"], 1e-6),  # a vLLM engine per process (TRL's colocate mode)
+        (["model.lora={r: 8, alpha: 16}", "train.lr=1e-3"], 1e-5),  # adapters only, a 10x learning rate
+    ],
+    ids=["vllm", "lora"],
+)
+def test_two_processes_equal_one_engines_and_adapters(knobs, param_tol, fast_overrides, tmp_path):
+    config, overrides = _config("grpo", fast_overrides)
+    overrides = [*overrides, *knobs]
+    train(load_config(config, overrides), tmp_path / "one")
+    _two_process_run(config, overrides, tmp_path / "two")
+    _assert_same_run(tmp_path / "one", tmp_path / "two", param_tol)
 
 
 def test_the_comparison_is_not_blind(fast_overrides, tmp_path):

@@ -95,6 +95,18 @@ def test_micro_batch_of_one_gives_the_same_step_as_the_whole_batch():
     assert m_micro["entropy"] == pytest.approx(m_whole["entropy"], rel=1e-5)
 
 
+def test_sequence_metrics_do_not_depend_on_the_micro_batches():
+    """GSPO's ratio mean and clip fractions are means over sequences: merged over micro-batches by their
+    sequences, not their tokens (rows here have 5, 2, 3 and 1 tokens), they equal the whole batch's."""
+    batch = _batch(_model(), old_shift=0.3)  # ratios away from 1, some clipped
+    cfg = ("objective.preset=gspo",)
+    _, _, whole = _update(_cfg(*cfg), batch, single_pass=False)
+    _, _, micro = _update(_cfg(*cfg, "train.micro_batch_size=1"), batch, single_pass=False)
+    for k in ("ratio/mean", "clip/frac", "clip/frac_low", "clip/frac_high", "entropy"):
+        assert micro[k] == pytest.approx(whole[k], rel=1e-6, abs=1e-9), k
+    assert whole["ratio/mean"] != pytest.approx(1.0, abs=1e-3)  # the shift moved the ratios
+
+
 def test_one_sgd_step_is_the_gradient_of_policy_loss_on_the_whole_batch():
     cfg = _cfg()
     batch = _batch(_model())

@@ -58,16 +58,22 @@ class UpdateMetrics:
         self.loss_sums: dict[str, float] = defaultdict(float)
         self.minibatches = 0
 
-    def add(self, metrics: dict[str, float], tokens: float) -> None:
+    def add(self, metrics: dict[str, float], tokens: float, weights: dict[str, float] | None = None) -> None:
+        """One micro-batch's metrics; each mean weighs `tokens` (its response tokens) unless `weights` gives
+        the metric its own (the number of sequences, for a mean over sequences): then the merged value is the
+        mean over the whole batch, however it was cut into micro-batches or processes. A mean with weight 0
+        (a micro-batch with no token) and a NaN maximum add nothing."""
         for k, v in metrics.items():
             v = float(v)
+            w = (weights or {}).get(k, tokens)
             if k.startswith("loss/"):
                 self.loss_sums[k] += v
             elif k.endswith("/max"):
-                self.maxes[k] = max(self.maxes.get(k, v), v)
-            else:
-                self.sums[k] += v * tokens
-                self.weights[k] += tokens
+                if v == v:  # not NaN
+                    self.maxes[k] = max(self.maxes.get(k, v), v)
+            elif w > 0:
+                self.sums[k] += v * w
+                self.weights[k] += w
 
     def end_minibatch(self) -> None:
         self.minibatches += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from harness.objective.aggregation import batch_denominators
+from harness.objective.ratios import is_sequence_level
 from harness.parallel import all_reduce_grads, gather_objects, shard, world
 from harness.train.core.batch import Batch
 from harness.train.core.components import (
@@ -23,6 +24,17 @@ from harness.train.core.components import (
 from harness.train.core.forward import forward_loss
 from harness.train.core.mismatch import MismatchStats
 from harness.train.diagnostics.metrics import UpdateMetrics
+
+SEQUENCE_MEANS = ("clip/frac", "clip/frac_low", "clip/frac_high", "ratio/mean")
+
+
+def per_sequence(obj, mask: torch.Tensor, metrics: dict) -> dict[str, float]:
+    """The metrics that are means over sequences (those of a sequence-level ratio: GSPO's clip fractions and
+    ratio mean, objective/policy.py), each weighted by the micro-batch's sequences with a token."""
+    if not is_sequence_level(obj.ratio):
+        return {}
+    n = float(((mask > 0).sum(-1) > 0).sum())
+    return {k: n for k in SEQUENCE_MEANS if k in metrics}
 
 
 def policy_update(
@@ -70,7 +82,7 @@ def policy_update(
                 if (bad := nonfinite_message("loss/policy", loss, where)) is not None:
                     break
                 loss.backward()
-                acc.add(metrics, float(part.mask.sum()))
+                acc.add(metrics, float(part.mask.sum()), per_sequence(cfg.objective, part.mask, metrics))
                 s += len(part)
             finite_everywhere(trained, bad)  # NonFiniteUpdate on every process if one found a bad loss
             all_reduce_grads([t.module for t in trained])  # DDP's gradient sum: the whole mini-batch's gradient
