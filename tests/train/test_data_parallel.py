@@ -156,6 +156,19 @@ def _read_until(proc: subprocess.Popen, needle: str, lines: list[str]) -> None:
     raise AssertionError(f"{needle!r} never printed:\n" + "".join(lines[-40:]))
 
 
+def _signal_rank_1(config, overrides, run, after_step: int, sig: int) -> str:
+    """Start a 2-process run, send `sig` to rank 1 once rank 0 printed step `after_step`; the run must fail.
+    Returns everything it printed (both ranks and torchrun)."""
+    lines: list[str] = []
+    proc = _start_two_process_run(config, overrides, run)
+    rank1 = _rank_pid(proc, 1)
+    _read_until(proc, f"[harness] step {after_step:4d}", lines)
+    os.kill(rank1, sig)
+    lines += proc.stdout.readlines()
+    assert proc.wait(timeout=300) != 0
+    return "".join(lines)
+
+
 def test_sigterm_to_one_rank_stops_both_and_the_run_resumes_on_one_process(fast_overrides, tmp_path):
     """SIGTERM to rank 1 alone: both ranks stop after the same step, rank 0 checkpoints it; the rerun on ONE
     process resumes there, and the whole run equals an uninterrupted 1-process run (no step lost or twice)."""
@@ -163,14 +176,8 @@ def test_sigterm_to_one_rank_stops_both_and_the_run_resumes_on_one_process(fast_
     overrides = [*fast_overrides, "objective.preset=grpo", "train.steps=5", "train.checkpoint_every=10"]
     overrides.append("rollout.seeding=prompt")
     train(load_config(config, overrides), tmp_path / "one")
-    run, lines = tmp_path / "two", []
-    proc = _start_two_process_run(config, overrides, run)
-    rank1 = _rank_pid(proc, 1)
-    _read_until(proc, "[harness] step    1", lines)
-    os.kill(rank1, signal.SIGTERM)
-    lines += proc.stdout.readlines()
-    assert proc.wait(timeout=300) != 0
-    text = "".join(lines)
+    run = tmp_path / "two"
+    text = _signal_rank_1(config, overrides, run, after_step=1, sig=signal.SIGTERM)
     stopped = re.findall(r"stopped by SIGTERM after step (\d+)", text)
     assert len(stopped) == 2 and stopped[0] == stopped[1], text[-3000:]  # both ranks, the same step
     at = int(stopped[0])
@@ -187,14 +194,8 @@ def test_a_rank_that_dies_takes_the_run_down_naming_it(fast_overrides, tmp_path)
     resumes from the last checkpoint and completes."""
     overrides = [*fast_overrides, "objective.preset=grpo", "train.steps=6", "train.checkpoint_every=2"]
     overrides.append("rollout.seeding=prompt")
-    run, lines = tmp_path / "two", []
-    proc = _start_two_process_run(SMOKE, overrides, run)
-    rank1 = _rank_pid(proc, 1)
-    _read_until(proc, "[harness] step    2", lines)
-    os.kill(rank1, signal.SIGKILL)
-    lines += proc.stdout.readlines()
-    assert proc.wait(timeout=300) != 0
-    text = "".join(lines)
+    run = tmp_path / "two"
+    text = _signal_rank_1(SMOKE, overrides, run, after_step=2, sig=signal.SIGKILL)
     assert re.search(r"rank\s*: 1 \(local_rank: 1\)", text) and "SIGKILL" in text, text[-3000:]
     assert (run / "checkpoints" / "latest").read_text() == "step_000001"
     done = subprocess.run(
