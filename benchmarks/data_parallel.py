@@ -41,11 +41,10 @@ CONFIG = "experiments/runs/smoke.yaml"
 
 def flip_share(n_prompts: int, seeds: int = 3) -> tuple[int, int]:
     """(rows that differ, rows) between one generate call and two halves, over `seeds` sampling seeds."""
-    cfg = load_config(CONFIG, ["rollout.seeding=prompt"])
+    cfg = load_config(CONFIG, ["rollout.seeding=prompt", f"eval.num_prompts={n_prompts}"])
     model, tok, render = initial_policy(cfg, torch.device("cpu"))
     be = make_backend(cfg.rollout, model, tok)
-    cfg_n = load_config(CONFIG, ["rollout.seeding=prompt", f"eval.num_prompts={n_prompts}"])
-    prompts = [render(p) for p in eval_problems(build_task(cfg_n), cfg_n)]
+    prompts = [render(p) for p in eval_problems(build_task(cfg), cfg)]
     differ = rows = 0
     for seed in range(seeds):
         p = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature, seed=seed)

@@ -57,11 +57,6 @@ def init_from_env(device: torch.device) -> None:
     dist.init_process_group(backend, timeout=datetime.timedelta(minutes=TIMEOUT_MINUTES))
 
 
-def shutdown() -> None:
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
 def barrier() -> None:
     if world() > 1:
         dist.barrier()
@@ -95,15 +90,6 @@ def broadcast_object(obj):
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
-
-
-def any_true(flag: bool) -> bool:
-    """True on every process if it is True on any (a stop asked of one process stops all at one step)."""
-    if world() == 1:
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0])
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item() > 0)
 
 
 def _padded_gather(local: torch.Tensor, n: int) -> list[torch.Tensor]:

@@ -151,6 +151,11 @@ def policy_loss(
     return loss, metrics
 
 
+# the metrics that are means over sequences under a sequence-level ratio (`share` in _metrics below): a trainer
+# merging micro-batches weighs them by sequences, not tokens (harness/train/rl/update.py)
+SEQUENCE_MEAN_METRICS = ("clip/frac", "clip/frac_low", "clip/frac_high", "ratio/mean")
+
+
 def _metrics(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy) -> dict[str, float]:
     """§9's metrics of the batch (no grad): clip fractions, ratio stats, KL, entropy, the loss's parts."""
     loss_pg, loss_kl, loss_ent = parts

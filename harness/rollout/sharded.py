@@ -83,6 +83,3 @@ class ShardedBackend(RolloutBackend):
 
     def close(self) -> None:
         self.inner.close()
-
-    def __getattr__(self, name):  # the engine's own attributes (tokenizer, probes of the vLLM backend, ...)
-        return getattr(self.inner, name)

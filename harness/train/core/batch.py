@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import torch
 
-from harness.parallel import shard
+from harness.parallel import gather_rows, shard
 
 
 def micro_slices(n: int, size: int | None) -> Iterator[list[int]]:
@@ -88,3 +88,10 @@ class Batch:
 
     def with_(self, **changes) -> Batch:
         return replace(self, **changes)
+
+
+def gather_shard(outs: list[torch.Tensor], whole: Batch) -> torch.Tensor:
+    """(B, T): a forward's outputs on this process's rows of `whole` (whole.shard(), micro-batch by micro-batch)
+    -> on every row of `whole`, gathered from every process in row order (one process: their concatenation)."""
+    local = torch.cat(outs) if outs else whole.rollout_logp.new_zeros((0, whole.response_ids.shape[1]))
+    return gather_rows(local, len(whole))

@@ -21,8 +21,8 @@ from torch import nn
 from harness.models.implicit_prm import ImplicitPRM
 from harness.models.lora import is_lora, merged_copy
 from harness.models.value import ValueModel
-from harness.parallel import gather_objects, gather_rows
-from harness.train.core.batch import Batch
+from harness.parallel import gather_objects
+from harness.train.core.batch import Batch, gather_shard
 from harness.train.core.nonfinite import NonFiniteUpdate, describe
 
 
@@ -77,10 +77,7 @@ class Component(Trained):
     def predict(self, batch: Batch, pad_id: int, micro: int | None) -> torch.Tensor:
         """(B, T) its output on every row (no gradient), micro-batch by micro-batch (on N processes: each its
         share of the rows, gathered)."""
-        mine = batch.shard()
-        outs = [self(part, pad_id) for part in mine.micro_batches(micro)]
-        local = torch.cat(outs) if outs else batch.rollout_logp.new_zeros((0, batch.response_ids.shape[1]))
-        return gather_rows(local, len(batch))
+        return gather_shard([self(part, pad_id) for part in batch.shard().micro_batches(micro)], batch)
 
 
 def _full_weights(policy: nn.Module) -> nn.Module:
@@ -154,17 +151,20 @@ def nonfinite_message(name: str, value: torch.Tensor, where: str = "") -> str | 
 
 def check_finite(trained: list[Trained], name: str, value: torch.Tensor, where: str = "") -> None:
     """Raise NonFiniteUpdate (every module's gradient cleared, no optimizer step) if value is not finite."""
-    finite_everywhere(trained, nonfinite_message(name, value, where), agree=False)
+    _refuse_update(trained, nonfinite_message(name, value, where))
 
 
-def finite_everywhere(trained: list[Trained], problem: str | None, agree: bool = True) -> None:
-    """Raise NonFiniteUpdate (every module's gradient cleared, no optimizer step) if this process found
-    `problem`, or (agree: on N processes) any process did: all of them skip or stop at the same update."""
-    problems = [p for p in (gather_objects(problem) if agree else [problem]) if p]
-    if problems:
+def finite_everywhere(trained: list[Trained], problem: str | None) -> None:
+    """check_finite of a value each process computed on its own rows (`problem`: its nonfinite_message): on N
+    processes, NonFiniteUpdate on every one if any found a problem, so all skip or stop at the same update."""
+    _refuse_update(trained, next((p for p in gather_objects(problem) if p), None))
+
+
+def _refuse_update(trained: list[Trained], problem: str | None) -> None:
+    if problem is not None:
         for t in trained:
             t.zero_grad()
-        raise NonFiniteUpdate(problems[0])
+        raise NonFiniteUpdate(problem)
 
 
 def clip_and_step(

@@ -18,8 +18,8 @@ from harness.models.moe import is_moe
 from harness.objective import LossInputs, inputs_needed
 from harness.objective import loss as objective_loss
 from harness.objective.extensions import forward_extras
-from harness.parallel import gather_objects, gather_rows, world
-from harness.train.core.batch import Batch
+from harness.parallel import gather_objects, world
+from harness.train.core.batch import Batch, gather_shard
 from harness.train.core.components import Component
 from harness.train.core.mismatch import MismatchStats
 from harness.train.core.policy import compute_precision
@@ -65,10 +65,8 @@ def batch_forward(
                 mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
         lps.append(lp)
         parts.append(read)
-    T = whole.response_ids.shape[1]
-    logp = torch.cat(lps) if lps else whole.rollout_logp.new_zeros((0, T))  # no rows on this process: none
     read = {k: torch.cat([p[k] for p in parts]) for k in (parts[0] if parts else {})}
-    return gather_rows(logp, len(whole)), gather_reads(read)
+    return gather_shard(lps, whole), gather_reads(read)
 
 
 def gather_reads(read: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -42,10 +42,8 @@ KEEP_CHECKPOINTS = 2  # the newest checkpoint and the one before it (a fallback 
 STALE = (".step_*.tmp-*", ".step_*.old-*", ".tmp_step_*")  # atomic_folder's temp names (and the older one)
 GROUP_RECORDS = "_groups"  # key of a metric record that holds the step's per-group records (-> groups.jsonl)
 MANIFEST = "manifest.json"  # a checkpoint's files: size and CRC-32 of each, written last
-REQUIRED = (
-    "config.json",
-    "trainer_state.pt",
-)  # besides *.safetensors; a LoRA checkpoint: adapter_config.json for config.json
+# besides *.safetensors; a LoRA checkpoint holds adapter_config.json in place of config.json
+REQUIRED = ("config.json", "trainer_state.pt")
 
 
 class RunDir:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from harness.objective.aggregation import batch_denominators
+from harness.objective.policy import SEQUENCE_MEAN_METRICS
 from harness.objective.ratios import is_sequence_level
 from harness.parallel import all_reduce_grads, gather_objects, shard, world
 from harness.train.core.batch import Batch
@@ -25,8 +26,6 @@ from harness.train.core.forward import forward_loss
 from harness.train.core.mismatch import MismatchStats
 from harness.train.diagnostics.metrics import UpdateMetrics
 
-SEQUENCE_MEANS = ("clip/frac", "clip/frac_low", "clip/frac_high", "ratio/mean")
-
 
 def per_sequence(obj, mask: torch.Tensor, metrics: dict) -> dict[str, float]:
     """The metrics that are means over sequences (those of a sequence-level ratio: GSPO's clip fractions and
@@ -34,7 +33,7 @@ def per_sequence(obj, mask: torch.Tensor, metrics: dict) -> dict[str, float]:
     if not is_sequence_level(obj.ratio):
         return {}
     n = float(((mask > 0).sum(-1) > 0).sum())
-    return {k: n for k in SEQUENCE_MEANS if k in metrics}
+    return {k: n for k in SEQUENCE_MEAN_METRICS if k in metrics}
 
 
 def policy_update(
