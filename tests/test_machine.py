@@ -12,6 +12,9 @@ from harness import machine
 from harness.config import load_config
 from harness.train.run import warmstart
 
+# a kernel path no x86 machine runs: "another machine" whatever this one is (AVX2 or AVX512)
+OTHER_ISA = "SVE256"
+
 
 def test_describe_names_the_cpu_the_kernels_and_the_packages():
     d = machine.describe()
@@ -98,7 +101,7 @@ def ws_cfg(tmp_path):
 def test_warm_start_key_holds_the_code_and_the_kernel_path(ws_cfg, monkeypatch):
     base = warmstart.warm_start_folder(ws_cfg)
     here = machine.kernel_path()
-    monkeypatch.setattr(machine, "kernel_path", lambda: {**here, "cpu_capability": "AVX512"})
+    monkeypatch.setattr(machine, "kernel_path", lambda: {**here, "cpu_capability": OTHER_ISA})
     assert warmstart.warm_start_folder(ws_cfg) != base
     monkeypatch.setattr(machine, "kernel_path", lambda: here)
     assert warmstart.warm_start_folder(ws_cfg) == base
@@ -111,12 +114,12 @@ def test_a_warm_start_from_another_machine_or_code_is_named_not_reused(ws_cfg, m
     key = warmstart.warm_start_key(ws_cfg)
     other = warmstart.warm_start_folder(ws_cfg).parent / f"{ws_cfg.model.name}-{ws_cfg.task.name}-0123456789"
     other.mkdir(parents=True)
-    kernels = {**key["kernels"], "cpu_capability": "AVX512", "blas": "mkl 2023.1"}
+    kernels = {**key["kernels"], "cpu_capability": OTHER_ISA, "blas": "mkl 2023.1"}
     (other / "warmstart.json").write_text(json.dumps({"key": {**key, "kernels": kernels}}))
     stale = warmstart.stale_warm_starts(ws_cfg)
     assert len(stale) == 1 and stale[0][0] == other
     why = "; ".join(stale[0][1])
-    assert f"cpu_capability AVX512 -> {key['kernels']['cpu_capability']}" in why and "blas mkl 2023.1" in why
+    assert f"cpu_capability {OTHER_ISA} -> {key['kernels']['cpu_capability']}" in why and "blas mkl 2023.1" in why
     (other / "warmstart.json").write_text(json.dumps({"key": {**key, "code": "old"}}))
     assert warmstart.stale_warm_starts(ws_cfg)[0][1] == ["code"]
     # other SFT settings are another warm start, not a stale copy of this one

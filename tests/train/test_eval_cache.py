@@ -7,6 +7,9 @@ from harness.train import train
 from harness.train.run.eval_cache import eval_cache_path
 from harness.train.run.warmstart import ensure_warm_start
 
+# a kernel path no x86 machine runs: "another machine" whatever this one is (AVX2 or AVX512)
+OTHER_ISA = "SVE256"
+
 EVAL = [
     "train.steps=1",
     "train.checkpoint_every=1",
@@ -71,7 +74,7 @@ def test_other_kernels_or_code_miss_the_cache(fast_config, monkeypatch):
     folder = ensure_warm_start(cfg)
     base = eval_cache_path(cfg, folder)
     here = machine.kernel_path()
-    monkeypatch.setattr(machine, "kernel_path", lambda: {**here, "cpu_capability": "AVX512"})
+    monkeypatch.setattr(machine, "kernel_path", lambda: {**here, "cpu_capability": OTHER_ISA})
     assert eval_cache_path(cfg, folder) != base
     monkeypatch.setattr(machine, "kernel_path", lambda: here)
     assert eval_cache_path(cfg, folder) == base
