@@ -430,6 +430,14 @@ class TrainSection(_Section):
         "CUDA); `harness train CONFIG --nproc N` sets it and launches torchrun. Not part of what the "
         "run computes: a run may resume with another count (docs/scale.md). Needs rollout.seeding=prompt",
     )
+    parallel: Literal["ddp", "fsdp"] = Field(
+        "ddp",
+        description="how the processes of train.nproc > 1 hold the models: 'ddp' (each holds them whole; "
+        "gradients summed) or 'fsdp' (torch's FSDP2 fully_shard: each holds 1/N of every parameter, gradient "
+        "and AdamW moment; the whole weights are gathered for generation and the no-grad forwards). The "
+        "same update either way (docs/scale.md); checkpoints hold whole tensors under both. One process: no "
+        "difference",
+    )
 
     @field_validator("autocast", mode="before")
     @classmethod
@@ -786,6 +794,8 @@ class RunConfig(_Section):
                 "prompt's samples from one seed per generate call, so they would depend on which process "
                 "drew the prompt; set rollout.seeding=prompt (and the same in the 1-process arm you compare with)"
             )
+        if t.parallel == "fsdp":
+            self._fsdp_knobs()
         if t.autocast is not None:
             if m.dtype != "float32":
                 raise ValueError(
@@ -795,6 +805,21 @@ class RunConfig(_Section):
                 )
             if why := bf16_slow_reason():
                 warnings.warn(f"train.autocast={t.autocast!r}: {why}", ConfigWarning, stacklevel=2)
+
+    def _fsdp_knobs(self) -> None:
+        """What train.parallel=fsdp does not combine with (docs/scale.md)."""
+        if self.model.lora is not None:
+            raise ValueError(
+                "train.parallel='fsdp' with model.lora: sharded LoRA adapters are not built; LoRA's frozen base "
+                "is what makes the model fit, so run it with train.parallel=ddp (each process holds the base, "
+                "the adapters' gradients are summed), or drop model.lora"
+            )
+        if self.train.grad_share_every:
+            raise ValueError(
+                f"train.parallel='fsdp' with train.grad_share_every={self.train.grad_share_every}: the "
+                "extreme-group gradient diagnostic back-propagates on whole groups outside the update's "
+                "lockstep; set train.grad_share_every=0 (or train.parallel=ddp)"
+            )
 
     def _ignored_knobs(self) -> tuple[list[str], list[str]]:
         """(errors, warnings): knobs set away from their default (objective knobs: from the preset's

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import datetime
 import os
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule
+from torch.distributed.tensor import DTensor
 
 TIMEOUT_MINUTES = 60  # a collective waits this long (rank 0 may build a warm start while the others wait)
 
@@ -133,6 +136,8 @@ def all_reduce_grads(modules: list[torch.nn.Module]) -> None:
     if world() == 1:
         return
     for module in modules:
+        if is_sharded(module):  # FSDP2 reduce-scattered its gradients (summed: sharding.py) in the backward
+            continue
         params = [p for p in module.parameters() if p.requires_grad]
         if not params:
             continue
@@ -147,3 +152,76 @@ def all_reduce_grads(modules: list[torch.nn.Module]) -> None:
             n = p.numel()
             p.grad = flat[at : at + n].view_as(p).to(p.device).clone() if h else None
             at += n
+
+
+# ---------------------------------------------------------------------------------- FSDP2 (train.parallel=fsdp)
+# A module sharded by torch's fully_shard (harness/train/core/sharding.py) holds only its share of every
+# parameter (a DTensor). Its forwards all-gather each layer's parameters, so every process must run the same
+# forwards in the same order: the update does (harness/train/rl/update.py pads the micro-batches); the
+# forwards whose count differs per process (generation, the no-grad forwards over this process's rows) run
+# inside `full_params`, and whatever reads the weights (checkpoints, a rollout engine's sync) reads
+# `full_state`'s whole tensors. On unsharded modules every helper here is a no-op.
+
+
+def sharded_parts(module: torch.nn.Module) -> list[FSDPModule]:
+    """The FSDP2 units of `module` (itself and its layers), in module order; [] when it is not sharded (or not a
+    module: a LoRA policy's reference, harness/models/lora.py AdaptersOff)."""
+    if not isinstance(module, torch.nn.Module):
+        return []
+    return [m for m in module.modules() if isinstance(m, FSDPModule)]
+
+
+def is_sharded(module: torch.nn.Module) -> bool:
+    return isinstance(module, FSDPModule)
+
+
+@contextmanager
+def full_params(*modules: torch.nn.Module | None):
+    """Within the block the sharded `modules` hold their whole parameters (one all-gather of each unit on
+    entry, a reshard on exit), so each process may run forwards of its own number and shape (no
+    collective in them). A no-op for unsharded modules. Memory: the whole parameters for the block."""
+    units = [u for m in modules if m is not None for u in sharded_parts(m)]
+    for u in units:
+        u.unshard()
+        u.set_reshard_after_forward(False, recurse=False)
+    try:
+        yield
+    finally:
+        for u in units:
+            u.set_reshard_after_forward(True, recurse=False)
+            u.reshard()
+
+
+def full_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's whole tensor (all-gathered: every process must call it in the same order); `t` otherwise."""
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def full_state(obj, keep: bool = True):
+    """`obj` (a state dict, an optimizer's, nested dicts and lists) with every DTensor replaced by its whole
+    tensor on the CPU, in one walk every process takes alike (the same DTensor object twice gives one tensor:
+    a tied weight in `state_dict(keep_vars=True)`). keep=False (a process that writes nothing): the whole
+    tensors are dropped as they come."""
+    seen: dict[int, torch.Tensor | None] = {}
+
+    def walk(x):
+        if isinstance(x, DTensor):
+            if id(x) not in seen:
+                with torch.no_grad():
+                    whole = x.full_tensor()
+                seen[id(x)] = whole.detach().cpu() if keep else None
+            return seen[id(x)]
+        if isinstance(x, dict):
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(walk(v) for v in x)
+        return x
+
+    return walk(obj)
+
+
+def set_gradient_sync(module: torch.nn.Module, on: bool) -> None:
+    """FSDP2: whether this backward reduce-scatters the gradients (off: they accumulate unsharded until the
+    backward that has it on, as DDP's no_sync). A no-op for unsharded modules."""
+    if is_sharded(module):
+        module.set_requires_gradient_sync(on)

@@ -26,6 +26,7 @@ import torch
 
 from harness import threads
 from harness.models.moe import is_moe, noisy_routing, record_routing
+from harness.parallel import full_params, full_tensor
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
 from harness.rollout.row_seeds import RowSampler, processors, row_seed
 
@@ -137,7 +138,7 @@ class HFBackend(RolloutBackend):
         if self.engine is model:
             return
         for dst, src in zip(self.engine.parameters(), model.parameters(), strict=True):
-            dst.copy_(src)
+            dst.copy_(full_tensor(src))  # a sharded policy (FSDP): all-gathered
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], group_size: int, params: SamplingParams) -> RolloutBatch:
@@ -202,7 +203,7 @@ class HFBackend(RolloutBackend):
         model = self.engine
         was_training = model.training
         model.eval()
-        with ExitStack() as hooks:
+        with full_params(model), ExitStack() as hooks:  # full_params: a sharded policy's (FSDP) whole weights
             if self.router_noise > 0:  # entered first: the recorder sees the noisy choices
                 hooks.enter_context(noisy_routing(model, self.router_noise, seed))
             calls = hooks.enter_context(record_routing(model)) if self.moe else None

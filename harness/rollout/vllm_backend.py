@@ -64,6 +64,7 @@ import torch
 
 from harness.models.logprobs import response_logprobs
 from harness.models.lora import base_of, merged_state_dict, save_plain
+from harness.parallel import full_params, full_state
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
 
 # Set before vLLM is imported (its env reads are cached once an engine has started).
@@ -110,13 +111,17 @@ def checkpoint_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
       (measured: without it the probe is off by ~0.5-0.9), so the key is always sent.
     - a LoRA policy (model.lora): the base's weights with W + (alpha/r) B A in place of each adapted
       W (harness/models/lora.py merged_state_dict), so the engine runs plain weights.
+    - a sharded policy (train.parallel=fsdp): the whole tensors, all-gathered (every process syncs its
+      engine at the same time: harness/parallel.py full_state).
     """
     from transformers.core_model_loading import revert_weight_conversion
 
     plain = base_of(model)  # a LoRA policy (model.lora): its base, with the adapters merged into new tensors
-    state = revert_weight_conversion(plain, merged_state_dict(model))
+    whole = full_state(merged_state_dict(model))
+    state = revert_weight_conversion(plain, whole)
     if "lm_head.weight" not in state and getattr(plain.config, "tie_word_embeddings", False):
-        state["lm_head.weight"] = plain.get_input_embeddings().weight
+        embed = next(n for n, m in plain.named_modules() if m is plain.get_input_embeddings())
+        state["lm_head.weight"] = whole[f"{embed}.weight"]
     return state
 
 
@@ -386,7 +391,8 @@ class VLLMBackend(RolloutBackend):
         was_training = model.training
         model.eval()
         try:
-            logp, _, _ = response_logprobs(model, [list(s[:1]) for s in probe_ids], resp, mask, self.pad_id)
+            with full_params(model):  # FSDP: the whole weights for the probe's forward
+                logp, _, _ = response_logprobs(model, [list(s[:1]) for s in probe_ids], resp, mask, self.pad_id)
         finally:
             model.train(was_training)
         return [logp[i, : len(s) - 1].float().cpu() for i, s in enumerate(probe_ids)]

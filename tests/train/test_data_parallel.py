@@ -1,10 +1,20 @@
-"""One run on 2 processes (`harness train --nproc 2`: torchrun, gloo) computes what it computes on 1.
+"""One run on 2 processes (`harness train --nproc 2`: torchrun, gloo) computes what it computes on 1, with
+the models whole on every process (train.parallel=ddp) or sharded (train.parallel=fsdp, FSDP2).
 
-The 1-process run and the 2-process run use the same config (rollout.seeding=prompt: a prompt samples
+The 1-process run and the 2-process runs use the same config (rollout.seeding=prompt: a prompt samples
 the same whichever process draws it). After the run every parameter is equal to 1e-6 and every logged
 metric (but timings) is equal to a float sum's rounding: 1e-6 absolute or 1e-5 relative. A
 representative set of presets runs by default (a group baseline, dynamic sampling with overlong shaping
 and token-mean aggregation, a critic, DPO's pairs); every preset in the slow suite.
+
+The micro-batch is pinned to one process's share of a mini-batch (4 rows), so the two sides run forwards
+of the same shapes and what is compared is what the processes change: the sums over them. Forwards of
+other shapes round otherwise on some CPUs (AVX512: a 4-row and an 8-row matmul differ in the last bit),
+and PPO's critic amplifies that: its head starts at zero and Adam's first steps move every weight by
+about lr whatever the size of its gradient, so a gradient component at rounding level takes either sign
+(measured on an AMD EPYC with AVX512: 1 process with micro-batches of 8 vs of 4 rows, critic weights
+3e-3 apart after 2 steps). That is the micro-batch cut, not the process count: a 1-process and a
+2-process run with the same cut are equal bit for bit there.
 """
 
 import glob
@@ -29,6 +39,8 @@ SMOKE, DPO = "experiments/runs/smoke.yaml", "experiments/runs/dpo.yaml"
 # one torch thread on both sides, as each rank has: a CPU matmul rounds differently on 2 threads than on 1
 # (measured: PRIME's ratio/max 1e-5 apart at step 0 when the 1-process run took 2), which is not what is tested
 RUN = ["train.steps=2", "train.checkpoint_every=1", "rollout.seeding=prompt", "train.threads=1"]
+RUN += ["train.micro_batch_size=4"]  # one process's share of a mini-batch (32 rows / 4 mini-batches / 2): see above
+MODES = ["ddp", "fsdp"]
 DPO_FAST = ["rollout.max_new_tokens=40", "dpo.num_prompts=8", "dpo.samples_per_prompt=4", "dpo.batch_size=4"]
 DPO_FAST += ["dpo.max_steps=2", "dpo.rounds=1", "eval.every=0", "eval.num_prompts=8", "eval.n_samples=4"]
 DPO_FAST += [
@@ -80,20 +92,23 @@ def _assert_same_run(one, two, param_tol: float = 1e-6):
     assert worst <= param_tol, f"parameters differ by {worst:.2e} after the run"
 
 
-def _two_process_run(config, overrides, out):
-    cmd = [sys.executable, "-m", "harness.cli", "train", config, *overrides, "--out", str(out), "--nproc", "2"]
+def _two_process_run(config, overrides, out, parallel="ddp"):
+    cmd = [sys.executable, "-m", "harness.cli", "train", config, *overrides, f"train.parallel={parallel}"]
+    cmd += ["--out", str(out), "--nproc", "2"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 
 
 def _check_preset(preset, fast_overrides, tmp_path):
+    """The 1-process run, then a 2-process run of each layout (ddp, fsdp), each equal to it."""
     config, overrides = _config(preset, fast_overrides)
     train(load_config(config, overrides), tmp_path / "one")
-    out = _two_process_run(config, overrides, tmp_path / "two")
-    assert "torch.distributed.run" in out and "--nproc_per_node=2" in out
-    _assert_same_run(tmp_path / "one", tmp_path / "two")
-    assert not list((tmp_path / "two").glob("harness-rank*")), "rank 1 wrote into the run directory"
+    for mode in MODES:
+        out = _two_process_run(config, overrides, tmp_path / mode, mode)
+        assert "torch.distributed.run" in out and "--nproc_per_node=2" in out
+        _assert_same_run(tmp_path / "one", tmp_path / mode)
+        assert not list((tmp_path / mode).glob("harness-rank*")), "rank 1 wrote into the run directory"
 
 
 @pytest.mark.parametrize("preset", DEFAULT)
@@ -105,6 +120,17 @@ def test_two_processes_equal_one(preset, fast_overrides, tmp_path):
 @pytest.mark.parametrize("preset", [p for p in BUILTIN_PRESETS if p not in DEFAULT])
 def test_two_processes_equal_one_every_preset(preset, fast_overrides, tmp_path):
     _check_preset(preset, fast_overrides, tmp_path)
+
+
+def test_fsdp_pads_the_process_with_fewer_rows(fast_overrides, tmp_path):
+    """Shards of unequal size (7 prompts x 4 samples in 4 mini-batches of 7 rows: 3 on rank 0, 4 on rank 1, one
+    row a micro-batch): under FSDP rank 0 runs a pad of zero weight in step with rank 1's fourth micro-batch, and
+    the run still equals the 1-process run."""
+    config, overrides = _config("grpo", fast_overrides)
+    overrides = [*overrides, "train.prompts_per_step=7", "train.micro_batch_size=1"]
+    train(load_config(config, overrides), tmp_path / "one")
+    _two_process_run(config, overrides, tmp_path / "fsdp", "fsdp")
+    _assert_same_run(tmp_path / "one", tmp_path / "fsdp")
 
 
 @pytest.mark.slow
@@ -120,8 +146,9 @@ def test_two_processes_equal_one_engines_and_adapters(knobs, param_tol, fast_ove
     config, overrides = _config("grpo", fast_overrides)
     overrides = [*overrides, *knobs]
     train(load_config(config, overrides), tmp_path / "one")
-    _two_process_run(config, overrides, tmp_path / "two")
-    _assert_same_run(tmp_path / "one", tmp_path / "two", param_tol)
+    for mode in MODES if not any(k.startswith("model.lora") for k in knobs) else ["ddp"]:  # LoRA: ddp only
+        _two_process_run(config, overrides, tmp_path / mode, mode)
+        _assert_same_run(tmp_path / "one", tmp_path / mode, param_tol)
 
 
 def test_the_comparison_is_not_blind(fast_overrides, tmp_path):
@@ -177,14 +204,18 @@ def _signal_rank_1(config, overrides, run, after_step: int, sig: int) -> str:
     return "".join(lines)
 
 
-def test_sigterm_to_one_rank_stops_both_and_the_run_resumes_on_one_process(fast_overrides, tmp_path):
-    """SIGTERM to rank 1 alone: both ranks stop after the same step, rank 0 checkpoints it; the rerun on ONE
-    process resumes there, and the whole run equals an uninterrupted 1-process run (no step lost or twice)."""
+@pytest.mark.parametrize("parallel, resume_nproc", [("ddp", 1), ("fsdp", 2)])
+def test_sigterm_to_one_rank_stops_both_and_the_run_resumes(parallel, resume_nproc, fast_overrides, tmp_path):
+    """SIGTERM to rank 1 alone: both ranks stop after the same step, rank 0 checkpoints it (under FSDP both
+    gather the whole state for it); the rerun resumes there (ddp: on ONE process; fsdp: on 2, its optimizer
+    state cut into shards again), and the whole run equals an uninterrupted 1-process run (no step lost or
+    twice)."""
     config = SMOKE
     overrides = [*fast_overrides, "objective.preset=grpo", "train.steps=5", "train.checkpoint_every=10"]
-    overrides += ["rollout.seeding=prompt", "train.threads=1"]
+    overrides += ["rollout.seeding=prompt", "train.threads=1", "train.micro_batch_size=4"]
     train(load_config(config, overrides), tmp_path / "one")
     run = tmp_path / "two"
+    overrides.append(f"train.parallel={parallel}")
     text = _signal_rank_1(config, overrides, run, after_step=1, sig=signal.SIGTERM)
     stopped = re.findall(r"stopped by SIGTERM after step (\d+)", text)
     assert len(stopped) == 2 and stopped[0] == stopped[1], text[-3000:]  # both ranks, the same step
@@ -192,7 +223,11 @@ def test_sigterm_to_one_rank_stops_both_and_the_run_resumes_on_one_process(fast_
     assert (run / "checkpoints" / "latest").read_text() == f"step_{at:06d}"
     assert [r["step"] for r in _records(run)] == list(range(at + 1))
     assert at < 4, "the stop came too late to test a resume"
-    train(load_config(config, overrides), run)  # resumed on 1 process
+    if resume_nproc == 1:
+        train(load_config(config, overrides), run)  # resumed on 1 process
+    else:
+        out = _two_process_run(config, overrides, run, parallel)
+        assert f"resuming {run} at step {at + 1}" in out, out[-3000:]
     _assert_same_run(tmp_path / "one", run, param_tol=1e-5)  # 5 Adam steps: float sums' rounding adds up
 
 

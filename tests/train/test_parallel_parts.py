@@ -108,3 +108,45 @@ def test_nproc_needs_per_prompt_seeding():
     with pytest.raises(ConfigError, match=r"train.nproc=2 with rollout.seeding='batch'.*rollout.seeding=prompt"):
         load_config("experiments/runs/smoke.yaml", ["train.nproc=2"])
     assert load_config("experiments/runs/smoke.yaml", ["train.nproc=2", "rollout.seeding=prompt"]).train.nproc == 2
+
+
+def test_fsdp_config_rules():
+    """train.parallel: ddp | fsdp, named when wrong; fsdp refuses what it does not combine with, before any model loads."""
+    base = ["train.nproc=2", "rollout.seeding=prompt"]
+    assert load_config("experiments/runs/smoke.yaml", [*base, "train.parallel=fsdp"]).train.parallel == "fsdp"
+    with pytest.raises(ConfigError, match=r"train.parallel.*'ddp' or 'fsdp'"):
+        load_config("experiments/runs/smoke.yaml", [*base, "train.parallel=zero3"])
+    with pytest.raises(ConfigError, match=r"train.parallel='fsdp' with model.lora.*train.parallel=ddp"):
+        load_config("experiments/runs/smoke.yaml", [*base, "train.parallel=fsdp", "model.lora={r: 8}"])
+    with pytest.raises(ConfigError, match=r"train.parallel='fsdp' with train.grad_share_every=2"):
+        load_config("experiments/runs/smoke.yaml", [*base, "train.parallel=fsdp", "train.grad_share_every=2"])
+
+
+@pytest.mark.parametrize(
+    "rows, micro, want",
+    [
+        (7, 1, {0: [1, 1, 1, None], 1: [1, 1, 1, 1]}),  # 3 and 4 rows: rank 0 pads its fourth micro-batch
+        (7, None, {0: [3], 1: [4]}),  # the whole share: one forward each
+        (1, None, {0: [None], 1: [1]}),  # one row: rank 0 has none and pads
+        (8, 2, {0: [2, 2], 1: [2, 2]}),  # equal shares: no pad
+    ],
+)
+def test_lockstep_micro_batches_pad_the_shorter_share(rows, micro, want, monkeypatch):
+    """Batch.my_micro_batches(lockstep=True) (FSDP): each process's share in micro-batches, then None (a pad) up
+    to the count of the process with the most; without lockstep, no pad."""
+    import harness.parallel as parallel
+    from harness.train.core.batch import Batch
+
+    batch = Batch(
+        [[1]] * rows,
+        torch.zeros(rows, 2, dtype=torch.long),
+        torch.ones(rows, 2),
+        torch.ones(rows, 2),
+        torch.zeros(rows, 2),
+    )
+    monkeypatch.setattr(parallel, "world", lambda: 2)
+    for r in (0, 1):
+        monkeypatch.setattr(parallel, "rank", lambda r=r: r)
+        got = [None if p is None else len(p) for p in batch.my_micro_batches(micro, lockstep=True)]
+        assert got == want[r], (r, got)
+        assert None not in [None if p is None else len(p) for p in batch.my_micro_batches(micro)]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import torch
 
-from harness.parallel import gather_rows, shard
+from harness.parallel import bounds, gather_rows, shard
 
 
 def micro_slices(n: int, size: int | None) -> Iterator[list[int]]:
@@ -85,6 +85,17 @@ class Batch:
         """The batch `size` rows at a time (None: whole)."""
         for idx in micro_slices(len(self), size):
             yield self.rows(idx)
+
+    def my_micro_batches(self, size: int | None, lockstep: bool = False) -> list[Batch | None]:
+        """This process's share of the rows (`shard`), `size` rows at a time (None: its whole share). lockstep
+        (FSDP): followed by None up to the count of the process with the most, so that every process runs
+        the same number of forwards."""
+        parts: list[Batch | None] = list(self.shard().micro_batches(size))
+        if lockstep:
+            b = bounds(len(self))
+            widest = max(b[r + 1] - b[r] for r in range(len(b) - 1))
+            parts += [None] * (len(list(micro_slices(widest, size or widest))) - len(parts))
+        return parts
 
     def with_(self, **changes) -> Batch:
         return replace(self, **changes)

@@ -21,7 +21,7 @@ from torch import nn
 from harness.models.implicit_prm import ImplicitPRM
 from harness.models.lora import is_lora, merged_copy
 from harness.models.value import ValueModel
-from harness.parallel import gather_objects
+from harness.parallel import full_params, full_tensor, gather_objects
 from harness.train.core.batch import Batch, gather_shard
 from harness.train.core.nonfinite import NonFiniteUpdate, describe
 
@@ -44,11 +44,20 @@ class Trained:
         self.optimizer.zero_grad(set_to_none=True)
 
     def grad_norm(self, max_norm: float | None) -> float:
-        """The gradient's global L2 norm, clipped to max_norm when given (before clipping)."""
-        params = [p for p in self.module.parameters()]
-        if max_norm:
-            return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
-        return float(torch.sqrt(sum((p.grad.float() ** 2).sum() for p in params if p.grad is not None)))
+        """The gradient's global L2 norm (before clipping); every gradient scaled by max_norm / (norm + 1e-6) when
+        that is below 1 (torch's clip_grad_norm_). The sum of squares is taken in float64, so the norm, and with
+        it the clip factor, do not depend on how the gradient is cut: whole tensors, or FSDP's shards summed over
+        the processes (harness/train/core/sharding.py) round to the same float32 factor."""
+        grads = [p.grad for p in self.module.parameters() if p.grad is not None]
+        if not grads:
+            return 0.0
+        squares = sum(g.detach().double().pow(2).sum() for g in grads)  # a DTensor's: its shard's, summed below
+        norm = float(full_tensor(squares)) ** 0.5
+        coef = max_norm / (norm + 1e-6) if max_norm else 1.0
+        if coef < 1.0:
+            for g in grads:
+                g.mul_(coef)
+        return norm
 
     def state(self) -> dict:
         """What the checkpoint keeps of it (the policy's weights are saved as a model instead)."""
@@ -77,7 +86,8 @@ class Component(Trained):
     def predict(self, batch: Batch, pad_id: int, micro: int | None) -> torch.Tensor:
         """(B, T) its output on every row (no gradient), micro-batch by micro-batch (on N processes: each its
         share of the rows, gathered)."""
-        return gather_shard([self(part, pad_id) for part in batch.shard().micro_batches(micro)], batch)
+        with full_params(self.module):  # FSDP: the whole weights, for this process's own number of forwards
+            return gather_shard([self(part, pad_id) for part in batch.shard().micro_batches(micro)], batch)
 
 
 def _full_weights(policy: nn.Module) -> nn.Module:

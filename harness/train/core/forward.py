@@ -18,7 +18,7 @@ from harness.models.moe import is_moe
 from harness.objective import LossInputs, inputs_needed
 from harness.objective import loss as objective_loss
 from harness.objective.extensions import forward_extras
-from harness.parallel import gather_objects, world
+from harness.parallel import full_params, gather_objects, world
 from harness.train.core.batch import Batch, gather_shard
 from harness.train.core.components import Component
 from harness.train.core.mismatch import MismatchStats
@@ -46,25 +46,26 @@ def batch_forward(
     capture = mismatch is not None and is_moe(model)
     lps, parts = [], []
     whole, batch = batch, batch.shard()  # on N processes: this one's rows (harness/parallel.py), gathered below
-    for part in batch.micro_batches(micro):
-        routing = part.routing if replay else None
-        with capture_routing(model) if capture else nullcontext() as calls:
-            lp, _, read = response_forward(
-                model,
-                part.prompt_ids,
-                part.response_ids,
-                part.response_mask,
-                pad_id,
-                temperature,
-                routing=routing,
-                head=head,
-            )
-        if mismatch is not None:
-            mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
-            if capture:
-                mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
-        lps.append(lp)
-        parts.append(read)
+    with full_params(model):  # FSDP: the whole weights, for this process's own number of forwards
+        for part in batch.micro_batches(micro):
+            routing = part.routing if replay else None
+            with capture_routing(model) if capture else nullcontext() as calls:
+                lp, _, read = response_forward(
+                    model,
+                    part.prompt_ids,
+                    part.response_ids,
+                    part.response_mask,
+                    pad_id,
+                    temperature,
+                    routing=routing,
+                    head=head,
+                )
+            if mismatch is not None:
+                mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
+                if capture:
+                    mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
+            lps.append(lp)
+            parts.append(read)
     read = {k: torch.cat([p[k] for p in parts]) for k in (parts[0] if parts else {})}
     return gather_shard(lps, whole), gather_reads(read)
 
@@ -141,3 +142,11 @@ def forward_loss(
         extras={**part.extras, **read, **live},
     )
     return objective_loss(obj, x, num_seqs, num_tokens)
+
+
+def pad_backward(model, components: list[Component], row: Batch, cfg, pad_id: int, num_seqs, num_tokens) -> None:
+    """FSDP (harness/train/core/sharding.py): a process with fewer micro-batches than another runs this in
+    place of each missing one: the loss of one row times zero, forward and backward, so that every process
+    takes part in the same all-gathers and reduce-scatters. It adds nothing to any gradient or metric."""
+    loss, _ = forward_loss(model, components, row, cfg, pad_id, True, None, num_seqs, num_tokens)
+    (loss * 0.0).backward()

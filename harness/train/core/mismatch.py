@@ -29,7 +29,7 @@ import math
 import torch
 
 from harness.models.logprobs import response_logprobs
-from harness.parallel import gather_objects, world
+from harness.parallel import full_params, gather_objects, world
 from harness.train.core.batch import Batch
 from harness.train.core.routing import capture_routing, one_forward, set_disagreement
 
@@ -131,16 +131,17 @@ class MismatchStats:
 def router_old_new(model, batch: Batch, stats: MismatchStats, pad_id: int, temperature: float, replay: bool) -> None:
     """After the update: one no-grad forward of the updated policy over the same row groups
     the old policy's routing was captured on (same packing), under the same replay."""
-    for i, (rows, _, _, mask) in enumerate(stats.old_routing):
-        part = batch.rows(rows)
-        with capture_routing(model) as calls:
-            response_logprobs(
-                model,
-                part.prompt_ids,
-                part.response_ids,
-                mask,
-                pad_id,
-                temperature,
-                routing=part.routing if replay else None,
-            )
-        stats.add_new_routing(i, calls)
+    with full_params(model):  # FSDP: the whole weights, for this process's own number of forwards
+        for i, (rows, _, _, mask) in enumerate(stats.old_routing):
+            part = batch.rows(rows)
+            with capture_routing(model) as calls:
+                response_logprobs(
+                    model,
+                    part.prompt_ids,
+                    part.response_ids,
+                    mask,
+                    pad_id,
+                    temperature,
+                    routing=part.routing if replay else None,
+                )
+            stats.add_new_routing(i, calls)

@@ -89,17 +89,18 @@ class RunDir:
         path = self.ckpt_root / "latest"
         return path.read_text().strip() if path.is_file() else None
 
-    def save_checkpoint(self, step: int, model, state: dict, tokenizer=None) -> Path:
+    def save_checkpoint(self, step: int, model, state: dict, tokenizer=None, weights: dict | None = None) -> Path:
         """model: a PreTrainedModel (saved as safetensors, with the tokenizer, so the checkpoint
         loads on its own); state: optimizer, pending metrics, ... Written under a temp name with a
         manifest (size and CRC-32 of every file), then renamed. The newest KEEP_CHECKPOINTS stay on
         disk, so a checkpoint found unreadable later has one to fall back to. An OSError (disk
-        full, quota, I/O) removes the partial write and raises CheckpointWriteError."""
+        full, quota, I/O) removes the partial write and raises CheckpointWriteError. weights: the model's whole
+        state dict when the model holds only its shards (FSDP: harness/parallel.py full_state); None: its own."""
         self.ckpt_root.mkdir(exist_ok=True)
         name = f"step_{step:06d}"
         try:
             with atomic_folder(self.ckpt_root / name) as tmp:  # replaces a step redone after a fallback
-                model.save_pretrained(tmp, safe_serialization=True)
+                model.save_pretrained(tmp, safe_serialization=True, **({"state_dict": weights} if weights else {}))
                 if tokenizer is not None:
                     tokenizer.save_pretrained(tmp)
                 torch.save(state, tmp / "trainer_state.pt")

@@ -63,6 +63,11 @@ class Trainer:
     def prepare(self, ctx: RunContext) -> None:
         """After the initial policy is built, before a checkpoint is loaded."""
 
+    def frozen_modules(self) -> list[torch.nn.Module]:
+        """Models the trainer holds besides the trained ones (a frozen reference): sharded with them under
+        train.parallel=fsdp (harness/train/core/sharding.py)."""
+        return []
+
     def component_inputs(self) -> list[str]:
         """The objective inputs trained components must provide (e.g. ["values"])."""
         return []

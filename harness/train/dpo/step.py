@@ -40,7 +40,7 @@ from harness.atomic import atomic_write, atomic_write_text
 from harness.config import RunConfig
 from harness.models.logprobs import response_logprobs
 from harness.objective import dpo_loss
-from harness.parallel import all_reduce_grads, gather_rows_keep_grad, shard
+from harness.parallel import all_reduce_grads, full_params, gather_rows_keep_grad, is_sharded, shard
 from harness.train.core.batch import micro_slices
 from harness.train.core.collect import step_seed
 from harness.train.core.components import check_finite, clip_and_step
@@ -97,6 +97,9 @@ def sharded_sequence_logps(model, enc: EncodedPairs, idx: list[int], pad_id: int
     mine = [idx[i] for i in shard(len(idx))]
     if mine:
         chosen, rejected = sequence_logps(model, enc, mine, pad_id)
+    elif is_sharded(model):  # FSDP: a forward in step with the others, of no weight (no rows, a graph to the model)
+        c, r = sequence_logps(model, enc, idx[:1], pad_id)
+        chosen, rejected = c[:0] + 0.0 * c.sum(), r[:0] + 0.0 * r.sum()
     else:
         chosen = rejected = torch.zeros(0, device=next(model.parameters()).device)
     return gather_rows_keep_grad(chosen, len(idx)), gather_rows_keep_grad(rejected, len(idx))
@@ -107,7 +110,8 @@ def all_logps(model, enc: EncodedPairs, pad_id: int, chunk: int) -> tuple[torch.
     """(chosen (n,), rejected (n,)) sequence log-probs of every pair, in eval mode."""
     was_training = model.training
     model.eval()
-    parts = [sequence_logps(model, enc, idx, pad_id) for idx in micro_slices(len(enc), chunk)]
+    with full_params(model):  # FSDP: the whole weights for the block
+        parts = [sequence_logps(model, enc, idx, pad_id) for idx in micro_slices(len(enc), chunk)]
     model.train(was_training)
     return torch.cat([c for c, _ in parts]).float(), torch.cat([r for _, r in parts]).float()
 

@@ -63,6 +63,10 @@ class RLTrainer(Trainer):
             )
         self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
 
+    def frozen_modules(self) -> list[torch.nn.Module]:
+        """pi_ref when it is a copy of its own (with LoRA it is the policy with its adapters off)."""
+        return [self.ref] if isinstance(self.ref, torch.nn.Module) else []
+
     def component_inputs(self) -> list[str]:
         """The inputs trained components give the objective (values: PPO's value model, ...)."""
         return list(inputs_needed(self.cfg.objective).components)

@@ -13,7 +13,7 @@ import torch
 from harness.objective.aggregation import batch_denominators
 from harness.objective.policy import SEQUENCE_MEAN_METRICS
 from harness.objective.ratios import is_sequence_level
-from harness.parallel import all_reduce_grads, gather_objects, shard, world
+from harness.parallel import all_reduce_grads, gather_objects, is_sharded, set_gradient_sync, shard, world
 from harness.train.core.batch import Batch
 from harness.train.core.components import (
     Component,
@@ -22,7 +22,7 @@ from harness.train.core.components import (
     finite_everywhere,
     nonfinite_message,
 )
-from harness.train.core.forward import forward_loss
+from harness.train.core.forward import forward_loss, pad_backward
 from harness.train.core.mismatch import MismatchStats
 from harness.train.diagnostics.metrics import UpdateMetrics
 
@@ -43,15 +43,15 @@ def policy_update(
     cfg,
     pad_id: int,
     generator: torch.Generator,
-    on_policy_single_pass: bool,
+    single_pass: bool,
     mismatch: MismatchStats | None = None,
     update_policy: bool = True,
 ) -> dict[str, float]:
-    """batch.old_logp is None when on_policy_single_pass (the first forward is pi_old); batch.extras holds
+    """batch.old_logp is None when single_pass (the first forward is pi_old); batch.extras holds
     what the objective's active modes kept from the scoring (a value model's old_values and returns, ...);
     batch.routing, the rollout's expert
     choices, is replayed in every forward when objective.routing_replay.
-    mismatch: when given with on_policy_single_pass, every forward here is the old policy's:
+    mismatch: when given with single_pass, every forward here is the old policy's:
     its log-probs (and, on an MoE, its routing) feed the rollout/train mismatch metrics.
     update_policy False (a step of train.component_warmup_steps): only the components take their
     optimizer steps; the policy's gradient is measured (grad/norm) and dropped.
@@ -67,22 +67,9 @@ def policy_update(
         perm = torch.randperm(B, generator=generator).tolist()
         for m in range(tr.mini_batches):
             mb = batch.rows(perm[m * mb_size : (m + 1) * mb_size])
-            num_seqs, num_tokens = batch_denominators(mb.mask)  # of the whole mini-batch
             for t in trained:
                 t.zero_grad()
-            mine = mb.shard()  # on N processes: this one's rows; their gradients are summed below
-            s = shard(len(mb)).start
-            bad = None
-            for part in mine.micro_batches(tr.micro_batch_size):
-                where = f"(epoch {epoch}, mini-batch {m}, rows {s}..{s + len(part) - 1})"
-                loss, metrics = forward_loss(
-                    policy.module, components, part, cfg, pad_id, on_policy_single_pass, mismatch, num_seqs, num_tokens
-                )
-                if (bad := nonfinite_message("loss/policy", loss, where)) is not None:
-                    break
-                loss.backward()
-                acc.add(metrics, float(part.mask.sum()), per_sequence(cfg.objective, part.mask, metrics))
-                s += len(part)
+            bad = _backward_shard(policy, components, mb, cfg, pad_id, single_pass, mismatch, acc, (epoch, m))
             finite_everywhere(trained, bad)  # NonFiniteUpdate on every process if one found a bad loss
             all_reduce_grads([t.module for t in trained])  # DDP's gradient sum: the whole mini-batch's gradient
             frozen = () if update_policy else (policy.name,)
@@ -92,3 +79,33 @@ def policy_update(
     out["grad/norm"] = sum(grad_norms) / len(grad_norms)
     out["grad/norm_max"] = max(grad_norms)
     return out
+
+
+def _backward_shard(
+    policy: Trained, components, mb: Batch, cfg, pad_id, single_pass, mismatch, acc: UpdateMetrics, at
+) -> str | None:
+    """Forward and backward of this process's rows of the mini-batch `mb`, micro-batch by micro-batch, their
+    gradients accumulated (on N processes summed after: the caller); their metrics into `acc`. Returns what
+    was not finite in a loss, or None. FSDP (a sharded module): every process runs as many micro-batches
+    (pads of zero weight where it has fewer rows) and reduce-scatters at its last backward."""
+    trained = [policy, *components]
+    lockstep = any(is_sharded(t.module) for t in trained)
+    num_seqs, num_tokens = batch_denominators(mb.mask)  # of the whole mini-batch
+    parts = mb.my_micro_batches(cfg.train.micro_batch_size, lockstep)  # None: a pad
+    s, bad = shard(len(mb)).start, None
+    for i, part in enumerate(parts):
+        for t in trained:
+            set_gradient_sync(t.module, i == len(parts) - 1)
+        if part is None:
+            pad_backward(policy.module, components, mb.rows([0]), cfg, pad_id, num_seqs, num_tokens)
+            continue
+        where = f"(epoch {at[0]}, mini-batch {at[1]}, rows {s}..{s + len(part) - 1})"
+        loss, metrics = forward_loss(
+            policy.module, components, part, cfg, pad_id, single_pass, mismatch, num_seqs, num_tokens
+        )
+        if bad is None and (bad := nonfinite_message("loss/policy", loss, where)) is not None and not lockstep:
+            break
+        loss.backward()  # FSDP with a bad loss: the backward still runs in step; the update is refused after
+        acc.add(metrics, float(part.mask.sum()), per_sequence(cfg.objective, part.mask, metrics))
+        s += len(part)
+    return bad

@@ -41,9 +41,9 @@ def check_same_config(run: RunDir, cfg: RunConfig) -> None:
     if isinstance(old, dict):
         old.setdefault("trainer", new.get("trainer"))  # recorded before the key existed: the preset's, as now
         old = _with_new_defaults(old)  # keys added to the config since the run began: their defaults, as now
-        for d in (old, new):  # the number of processes is not part of what a run computes: it may resume on another
-            if isinstance(d.get("train"), dict):
-                d["train"] = {k: v for k, v in d["train"].items() if k != "nproc"}
+        for d in (old, new):  # how many processes and how they hold the models are not part of what a run
+            if isinstance(d.get("train"), dict):  # computes: it may resume on another count or layout
+                d["train"] = {k: v for k, v in d["train"].items() if k not in ("nproc", "parallel")}
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     else:
         diff = ["<unreadable config.yaml>"]

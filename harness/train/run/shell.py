@@ -38,6 +38,7 @@ from harness.train.core.policy import (
     read_policy_weights,
 )
 from harness.train.core.rundir import RunDir
+from harness.train.core.sharding import shard_trained
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.dpo.step import DPOTrainer
 from harness.train.eval.evaluate import is_eval_step, paired_rise
@@ -156,6 +157,8 @@ class Shell:
             run.flush(state["pending_metrics"], state["pending_samples"])
             self.tracker.log_steps(state["pending_metrics"])
         check_same_start(ctx.model)  # on N processes: one initial policy
+        if cfg.train.parallel == "fsdp" and parallel.world() > 1:  # built and restored whole, now sharded
+            shard_trained(ctx.trained, self.trainer.frozen_modules())
         self.eval_problems = eval_problems(ctx.task, cfg)
         self.t_run = time.perf_counter()
         return ctx, start
@@ -229,7 +232,8 @@ class Shell:
     def _checkpoint(self, ctx: RunContext, step: int) -> float:
         """Write the checkpoint of `step`, then flush the pending records; returns its seconds."""
         t0 = time.perf_counter()
-        if not parallel.is_main():  # rank 0 writes the run's checkpoints and records (every rank holds the same state)
+        sharded = any(parallel.is_sharded(t.module) for t in ctx.trained)  # FSDP: every rank gathers the state
+        if not parallel.is_main() and not sharded:  # rank 0 writes the checkpoints and records (all hold the same)
             self.pending_metrics, self.pending_samples = [], []
             ctx.last_ckpt = f"step_{step:06d}"
             return 0.0
@@ -244,7 +248,15 @@ class Shell:
         }
         for c in ctx.components:
             state.update(c.state())
-        ctx.run.save_checkpoint(step, ctx.model, state, ctx.tok)
+        weights = None
+        if sharded:  # the whole tensors, as a 1-process run saves them (any process count resumes from them)
+            state = parallel.full_state(state, keep=parallel.is_main())
+            weights = parallel.full_state(ctx.model.state_dict(keep_vars=True), keep=parallel.is_main())  # ties kept
+            if not parallel.is_main():
+                self.pending_metrics, self.pending_samples = [], []
+                ctx.last_ckpt = f"step_{step:06d}"
+                return 0.0
+        ctx.run.save_checkpoint(step, ctx.model, state, ctx.tok, weights)
         ctx.run.flush(self.pending_metrics, self.pending_samples)
         self.tracker.log_steps(self.pending_metrics)
         self.pending_metrics, self.pending_samples = [], []
