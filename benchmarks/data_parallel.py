@@ -7,11 +7,12 @@ each process costs. Figures, never assertions.
 1. Flips: at the smoke config's warm start, --prompts prompts x 8 samples generated in one call and in
    two halves (as 2 processes do, rollout.seeding=prompt); prints the share of rows whose tokens differ
    (a near-tie at a CDF boundary, from logits rounded in a batch padded to another width).
-2. Cost: `harness train --nproc N` for N = 1, 2 on the smoke config (rollout.seeding=prompt), --repeats
-   times each, alternating; per N the median and range over repeats of the mean step time (steps after
-   the first), rollout and train tokens/s, and the peak resident memory of the processes
-   (perf/peak_mem_mb_ranks: max over the ranks). Prints the CPU and its core count: on 2 cores, 2
-   processes of 1 thread each against 1 process of 2 threads.
+2. Cost: `harness train --nproc N` for N = 1, and N = 2 under each layout of --layouts (train.parallel:
+   ddp, fsdp), on the smoke config (rollout.seeding=prompt), --repeats times each, alternating; per arm
+   the median and range over repeats of the mean step time (steps after the first), rollout and train
+   tokens/s, and the peak resident memory of the processes (perf/peak_mem_mb_ranks: max over the
+   ranks). Prints the CPU and its core count: on 2 cores, 2 processes of 1 thread each against 1
+   process of 2 threads.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ def flip_share(n_prompts: int, seeds: int = 3) -> tuple[int, int]:
     return differ, rows
 
 
-def one_run(nproc: int, steps: int, out: Path) -> dict:
+def one_run(nproc: int, steps: int, out: Path, layout: str = "ddp") -> dict:
     cmd = [sys.executable, "-m", "harness.cli", "train", CONFIG, "rollout.seeding=prompt", f"train.steps={steps}"]
+    cmd += [f"train.parallel={layout}"]
     cmd += ["eval.every=0", "eval.num_prompts=8", "tracking.mlflow=false", "--out", str(out), "--nproc", str(nproc)]
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc))}
     subprocess.run(cmd, check=True, capture_output=True, env=env)
@@ -82,6 +84,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--layouts", default="ddp,fsdp", help="train.parallel of the 2-process arms")
     ap.add_argument("--skip-flips", action="store_true")
     ap.add_argument("--flips-only", action="store_true", help="only part 1 (no timing: fine on a busy machine)")
     args = ap.parse_args()
@@ -91,17 +94,19 @@ def main() -> None:
         print(f"flips: {d} of {n} rows ({100 * d / n:.2f}%) differ between one generate call and two halves")
     if args.flips_only:
         return
-    runs: dict[int, list[dict]] = {1: [], 2: []}
+    arms = [(1, "ddp")] + [(2, layout) for layout in args.layouts.split(",")]
+    runs: dict[tuple, list[dict]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
-            for nproc in (1, 2):
-                runs[nproc].append(one_run(nproc, args.steps, Path(tmp) / f"n{nproc}-r{r}"))
-    for nproc, rs in runs.items():
+            for nproc, layout in arms:
+                out = Path(tmp) / f"n{nproc}-{layout}-r{r}"
+                runs[(nproc, layout)].append(one_run(nproc, args.steps, out, layout))
+    for (nproc, layout), rs in runs.items():
         cells = []
         for k in ("step_s", "rollout_tok_s", "train_tok_s", "peak_mem_mb"):
             v = [x[k] for x in rs]
             cells.append(f"{k} {statistics.median(v):.1f} [{min(v):.1f}, {max(v):.1f}]")
-        print(f"nproc {nproc}: " + "; ".join(cells))
+        print(f"nproc {nproc}{f' {layout}' if nproc > 1 else ''}: " + "; ".join(cells))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 Figures, never assertions.
 
     python benchmarks/memory_fit.py                          # Llama-shaped 1.1B (TinyLlama's shape), every layout
-    python benchmarks/memory_fit.py --size 0.5b --modes full,fsdp
+    python benchmarks/memory_fit.py --size 0.4b --rows 8 --tokens 256     # more activations
+    python benchmarks/memory_fit.py --modes fsdp,fsdp+ckpt --no-generate     # the update step only
     python benchmarks/memory_fit.py --ref                    # with a frozen reference copy (a KL term)
 
 The model is built from a transformers config with random weights (nothing downloaded). Each layout runs in
@@ -11,9 +12,10 @@ transformers' gradient checkpointing, harness.models.lora.add_lora, harness.trai
 AdamW, then one update step (forward of B rows x T tokens, the response log-probs the trainer computes, a
 policy-gradient loss, backward, clip, AdamW step) and one short generation (the whole weights gathered under
 FSDP, harness.parallel.full_params). Per process it prints the peak resident memory of the update step and
-of the generation (sampled every 20 ms; freed memory returned to the OS between phases) and the step's
-seconds. A layout whose predicted total (all its processes on this machine) exceeds the memory available
-here is not run: its prediction is printed instead.
+of the generation (sampled every 20 ms; freed memory returned to the OS between phases). Each process runs
+its own B rows (the per-device batch), so the seconds of a 2-process layout on a 2-core machine are not a
+speed figure and are not printed. A layout whose predicted total (all its processes on this machine)
+exceeds the memory available here is not run: its prediction is printed instead.
 
     layout      processes  per process holds (fp32 bytes, P parameters, N processes)
     full        1          weights 4P + gradients 4P + AdamW 8P (+ reference 4P with --ref)
@@ -43,7 +45,7 @@ import torch
 SIZES = {  # Llama-shaped configs (transformers LlamaConfig), random weights
     "1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
                  num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=False),  # TinyLlama-1.1B's shape
-    "0.5b": dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
+    "0.4b": dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
                  num_key_value_heads=4, vocab_size=32000, tie_word_embeddings=True),
 }  # fmt: skip
 MODES = {"full": 1, "full+ckpt": 1, "lora": 1, "ddp": 2, "fsdp": 2, "fsdp+ckpt": 2}
@@ -148,17 +150,20 @@ def worker(args) -> None:
     params = sum(p.numel() for p in model.parameters()) * (parallel.world() if args.worker.startswith("fsdp") else 1)
     load_peak = psutil.Process().memory_info().rss
     with PeakRSS() as upd:
-        seconds = step(model, reference, opt, args.rows, args.tokens)
+        step(model, reference, opt, args.rows, args.tokens)
     release_freed()
-    with PeakRSS() as gen:
-        generate(model)
+    gen = None
+    if args.generate:
+        with PeakRSS() as gen:
+            generate(model)
     out = {"mode": args.worker, "rank": parallel.rank(), "params": params, "after_build_gb": load_peak / GB,
-           "update_peak_gb": upd.peak / GB, "generate_peak_gb": gen.peak / GB, "step_s": seconds}  # fmt: skip
+           "update_peak_gb": upd.peak / GB, "generate_peak_gb": gen.peak / GB if gen else None}  # fmt: skip
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def predicted_total_gb(size: str, mode: str, ref: bool) -> float:
-    """Bytes all of a layout's processes need on this machine, from the parameter count (no activations)."""
+def predicted_total_gb(size: str, mode: str, ref: bool, generate: bool) -> float:
+    """Bytes all of a layout's processes need on this machine, from the parameter count (no activations):
+    fsdp's generation holds the whole weights on each process besides the shards."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     with torch.device("meta"):
@@ -167,16 +172,22 @@ def predicted_total_gb(size: str, mode: str, ref: bool) -> float:
     if mode == "lora":
         return 4 * P / GB
     state = (16 + (4 if ref else 0)) * P
-    return (n * state if mode == "ddp" else state + (n * 4 * P if mode.startswith("fsdp") else 0)) / GB
+    gathered = n * 4 * P if mode.startswith("fsdp") and generate else 0
+    return (n * state if mode == "ddp" else state + gathered) / GB
 
 
 def run_mode(args, mode: str) -> list[dict]:
     n = MODES[mode]
     me = [os.path.abspath(__file__), "--worker", mode, "--size", args.size, "--rows", str(args.rows)]
-    me += ["--tokens", str(args.tokens)] + (["--ref"] if args.ref else [])
+    me += (
+        ["--tokens", str(args.tokens)] + (["--ref"] if args.ref else []) + ([] if args.generate else ["--no-generate"])
+    )
     cmd = [sys.executable, *me] if n == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                                  f"--nproc_per_node={n}", *me]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    # allocations of 64 KiB and more are mapped and unmapped at once: the resident size is what is alive (glibc
+    # otherwise keeps freed blocks, and a peak sampled mid-step counts them: measured +1 GB on a 0.4B model)
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     rows = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or len(rows) != n:
         print(f"  {mode}: failed (exit {done.returncode}): {(done.stderr or done.stdout)[-800:]}")
@@ -190,6 +201,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=4, help="rows of the update step (B)")
     ap.add_argument("--tokens", type=int, default=64, help="response tokens per row (T)")
     ap.add_argument("--ref", action="store_true", help="hold a frozen reference copy and add a KL term")
+    ap.add_argument("--generate", action=argparse.BooleanOptionalAction, default=True,
+                    help="measure a short generation after the step (fsdp: the whole weights gathered)")  # fmt: skip
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -199,16 +212,17 @@ def main() -> None:
     avail = psutil.virtual_memory().available / GB
     print(f"# {cpu_model()}, {os.cpu_count()} cores, {psutil.virtual_memory().total / GB:.1f} GB "
           f"({avail:.1f} available); size {args.size}, B={args.rows} x T={args.tokens}, ref={args.ref}")  # fmt: skip
-    print("| layout | processes | predicted, all processes (GB) | per process: after build | update step peak "
-          "| generation peak (GB) | step (s) |\n|---|---|---|---|---|---|---|")  # fmt: skip
+    print("| layout | processes | predicted, all processes (GB) | per process (GB): after build | update step "
+          "peak | generation peak |\n|---|---|---|---|---|---|")  # fmt: skip
     for mode in args.modes.split(","):
-        need = predicted_total_gb(args.size, mode, args.ref)
+        need = predicted_total_gb(args.size, mode, args.ref, args.generate)
         if need > 0.9 * avail:
-            print(f"| {mode} | {MODES[mode]} | {need:.1f} | not run: over this machine's {avail:.1f} GB | | | |")
+            print(f"| {mode} | {MODES[mode]} | {need:.1f} | not run: over this machine's {avail:.1f} GB | | |")
             continue
         for r in run_mode(args, mode):
+            gen = "-" if r["generate_peak_gb"] is None else f"{r['generate_peak_gb']:.1f}"
             print(f"| {mode} | {MODES[mode]} (rank {r['rank']}) | {need:.1f} | {r['after_build_gb']:.1f} | "
-                  f"{r['update_peak_gb']:.1f} | {r['generate_peak_gb']:.1f} | {r['step_s']:.1f} |", flush=True)  # fmt: skip
+                  f"{r['update_peak_gb']:.1f} | {gen} |", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
