@@ -7,11 +7,14 @@ trainer's log-probs equal the sampler's (the importance ratio starts at 1).
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from contextlib import nullcontext
 
 import torch
 
+from harness.models.lora import AdaptersOff
 from harness.models.moe import replay_routing
 from harness.objective.extensions import TokenLogits
 
@@ -36,6 +39,23 @@ def pack(prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask:
     start = torch.tensor(lens).unsqueeze(1) - 1
     index = (start + torch.arange(T).unsqueeze(0)).clamp(max=L - 1)
     return ids, att, index
+
+
+def takes_logits_to_keep(model) -> bool:
+    """Whether `model(...)` computes its output head on chosen positions only (transformers' causal LMs:
+    `logits_to_keep`, an int or the positions); a model without it gets the head on every position. A LoRA
+    policy (peft) and its adapters-off reference pass it on to their base model."""
+    owner = getattr(model, "model", model) if isinstance(model, AdaptersOff) else model
+    get_base = getattr(owner, "get_base_model", None)
+    return _forward_takes_logits_to_keep(type(get_base() if callable(get_base) else owner))
+
+
+@functools.cache
+def _forward_takes_logits_to_keep(cls: type) -> bool:
+    try:
+        return "logits_to_keep" in inspect.signature(cls.forward).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
 
 
 def replay_choices(routing: torch.Tensor, width: int) -> torch.Tensor:
@@ -99,10 +119,14 @@ def _response_logits(
     ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id)
     ids, att, index = ids.to(model.device), att.to(model.device), index.to(model.device)
     replay = replay_routing(model, replay_choices(routing, ids.shape[1])) if routing is not None else nullcontext()
+    kwargs, first = dict(model_kwargs or {}), 0
+    if takes_logits_to_keep(model):  # the output head only where a response token is predicted (not the prompts)
+        first = int(index.min())
+        kwargs["logits_to_keep"] = torch.arange(first, ids.shape[1], device=ids.device)  # (L - first,)
     with replay:
-        out = model(input_ids=ids, attention_mask=att, use_cache=False, **(model_kwargs or {}))
+        out = model(input_ids=ids, attention_mask=att, use_cache=False, **kwargs)
     V = out.logits.shape[-1]
-    logits = out.logits.gather(1, index.unsqueeze(-1).expand(-1, -1, V)).float() / temperature  # (B, T, V)
+    logits = out.logits.gather(1, (index - first).unsqueeze(-1).expand(-1, -1, V)).float() / temperature  # (B, T, V)
     logz = torch.logsumexp(logits, dim=-1)  # (B, T)
     tok = response_ids.to(logits.device).unsqueeze(-1)
     mask = response_mask.to(logits.device)
