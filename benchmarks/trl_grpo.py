@@ -74,7 +74,7 @@ def trl_args(cfg, out_dir: str) -> dict:
         use_cpu=True,
         use_vllm=False,
         seed=cfg.seed,
-        bf16=False,
+        bf16=bool(cfg.train.autocast),  # train.autocast=bf16: bf16 compute over fp32 weights, as ours
         fp16=False,
         model_init_kwargs={"dtype": cfg.model.dtype},
         per_device_train_batch_size=micro,
@@ -121,19 +121,16 @@ def run_trl(cfg_dict: dict) -> dict:
 
     from harness.config import build_config
     from harness.models import save_model
-    from harness.tasks import make_task
+    from harness.models.registry import problem_messages
     from harness.train.core.collect import step_seed
+    from harness.train.run.task_setup import build_task
     from harness.train.run.warmstart import initial_policy
 
     cfg = build_config(cfg_dict)
     tr, T = cfg.train, cfg.rollout.max_new_tokens
     if tr.threads:
         torch.set_num_threads(tr.threads)
-    task = make_task(
-        cfg.task.name,
-        **({"difficulty_mix": cfg.task.difficulty_mix} if cfg.task.difficulty_mix else {}),
-        **cfg.task.options,
-    )
+    task = build_task(cfg)  # a generated task, or a dataset's rows (harness/tasks)
     problems = [
         p
         for step in range(tr.steps)
@@ -141,9 +138,7 @@ def run_trl(cfg_dict: dict) -> dict:
     ]
     by_uid = {p.uid: p for p in problems}
     suffix = cfg.model.prompt_suffix
-    data = Dataset.from_list(
-        [{"prompt": [{"role": "user", "content": p.prompt + suffix}], "uid": p.uid} for p in problems]
-    )
+    data = Dataset.from_list([{"prompt": problem_messages(p, suffix), "uid": p.uid} for p in problems])
 
     work = tempfile.mkdtemp(prefix="trl-grpo-")
     model, tok, render = initial_policy(cfg, torch.device("cpu"))
@@ -151,7 +146,7 @@ def run_trl(cfg_dict: dict) -> dict:
     del model
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     trl_ids = tok.apply_chat_template(
-        [[{"role": "user", "content": problems[0].prompt + suffix}]],
+        [problem_messages(problems[0], suffix)],
         add_generation_prompt=True,
         tokenize=True,
         return_dict=True,

@@ -81,3 +81,21 @@ def test_bench_bad_option_names_the_flag(capsys):
     assert "--models" in err and "tiny-dense" in err
     assert main(["bench", "--backends", "hf,sglang", "--no-trl"]) == 2
     assert "--backends" in capsys.readouterr().err
+
+
+def test_repeats_give_median_range_and_ratios_paired_by_repeat():
+    from harness.bench.report import repeated, spread
+
+    assert spread([3.0, 1.0, 2.0]) == "2.00 [1.00, 3.00]" and spread([1.0, 2.0]) == "1.50 [1.00, 2.00]"
+    assert spread([4.0]) == "4.00" and spread([None]) == "-"
+    case = {"model": "m", "rollout_s": 1.0, "score_s": 1.0, "update_s": 1.0}
+    rows = [
+        {**case, "trainer": "ours", "backend": "hf", "repeat": 0, "step_s": 2.0},
+        {**case, "trainer": "trl", "backend": "hf (TRL)", "repeat": 0, "step_s": 4.0},
+        {**case, "trainer": "ours", "backend": "hf", "repeat": 1, "step_s": 3.0},
+        {**case, "trainer": "trl", "backend": "hf (TRL)", "repeat": 1, "step_s": 10.0},
+    ]
+    ours, trl = repeated(rows)
+    assert ours["step_s"] == "2.50 [2.00, 3.00]" and ours["repeats"] == 2
+    assert ours["ratio"] == "0.40 [0.30, 0.50]"  # 2/4 and 3/10, each repeat against its own TRL run
+    assert trl["ratio"] == "-"

@@ -67,6 +67,20 @@ def add_command(sub) -> None:
         "governor, unless OMP_WAIT_POLICY is set), passive, active, or unset (libgomp's spin without "
         "the governor); harness/threads.py",
     )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override of every case's workload (a lever on or off: train.autocast=bf16, "
+        "rollout.dtype=bfloat16, ...); TRL's side follows train.autocast (bf16=True); repeatable",
+    )
+    p.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=1,
+        help="run every case N times, ours and TRL alternating; the summary gives the median and range (default 1)",
+    )
     p.add_argument("--out-dir", default="results/bench", help="where <timestamp>.json goes (default results/bench)")
 
 
@@ -113,6 +127,7 @@ def _case(trainer: str, model: str, backend: str, args, work: Path) -> dict:
         group_size=args.group_size,
         max_new_tokens=args.max_new_tokens,
         checkpoint_every=args.checkpoint_every,
+        extra=args.set,
     )
     tr = cfg.train
     row = {
@@ -130,6 +145,7 @@ def _case(trainer: str, model: str, backend: str, args, work: Path) -> dict:
         "kl_coef": cfg.objective.kl_coef,
     }
     name = f"{trainer}-{model}-{backend}"
+    work.mkdir(parents=True, exist_ok=True)
     spec, out = work / f"{name}.config.json", work / f"{name}.out.json"
     spec.write_text(json.dumps(cfg.to_dict()))
     print(f"[bench] {name}: {row['workload']} (N x G x T), {tr.steps} steps", file=sys.stderr, flush=True)
@@ -180,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
                     group_size=args.group_size,
                     max_new_tokens=args.max_new_tokens,
                     checkpoint_every=args.checkpoint_every,
+                    extra=args.set,
                 )
     except ValueError as err:  # ConfigError is a ValueError
         if getattr(args, "debug", False):  # harness --debug: the traceback
@@ -199,17 +216,20 @@ def run(args: argparse.Namespace) -> int:
         "run_trl": args.trl,
         "busy_processes": args.busy,
         "omp_wait_policy": describe_policy(wait_policy_env(args.omp_wait_policy, os.environ)),
+        "overrides": list(args.set),
+        "repeats": args.repeats,
     }
     rows = []
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp, busy_processes(args.busy) as busy:
         if busy:
             print(f"[bench] {len(busy)} busy-loop process(es) beside the benchmark: pids {busy}", file=sys.stderr)
         work = Path(tmp)
-        for model in models:
-            for backend in backends:
-                rows.append(_case("ours", model, backend, args, work))
-            if args.trl:
-                rows.append(_case("trl", model, "hf", args, work))
+        for repeat in range(args.repeats):  # alternating, so a drift of the machine reaches every case alike
+            for model in models:
+                for backend in backends:
+                    rows.append({**_case("ours", model, backend, args, work / f"r{repeat}"), "repeat": repeat})
+                if args.trl:
+                    rows.append({**_case("trl", model, "hf", args, work / f"r{repeat}"), "repeat": repeat})
     meta["loadavg_after"] = os.getloadavg()
     print(render(rows, meta), end="")
     path = write_json(args.out_dir, rows, meta)

@@ -67,6 +67,48 @@ def ratios(rows: list[dict]) -> list[dict]:
     return out
 
 
+def spread(values: list[float]) -> str:
+    """median [min, max] of repeated figures (one value: itself)."""
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return "-"
+    med = v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+    return f"{med:.2f}" if len(v) == 1 else f"{med:.2f} [{v[0]:.2f}, {v[-1]:.2f}]"
+
+
+def repeated(rows: list[dict]) -> list[dict]:
+    """Over the repeats of each case (trainer, model, backend): step, rollout, score and update seconds as
+    median [min, max]; for ours, s/step ours/TRL paired by repeat (each repeat's ours over the same repeat's TRL)."""
+    cases: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r.get("step_s"):
+            cases.setdefault((r["trainer"], r["model"], r["backend"]), []).append(r)
+    trl = {k[1]: {r.get("repeat"): r for r in v} for k, v in cases.items() if k[0] == "trl"}
+    out = []
+    for (trainer, model, backend), rs in cases.items():
+        item = {"trainer": trainer, "model": model, "backend": backend, "repeats": len(rs)}
+        for key in ("step_s", "rollout_s", "score_s", "update_s"):
+            item[key] = spread([r.get(key) for r in rs])
+        ref = trl.get(model, {})
+        paired = [r["step_s"] / ref[r.get("repeat")]["step_s"] for r in rs if r.get("repeat") in ref]
+        item["ratio"] = spread(paired) if trainer == "ours" and paired else "-"
+        out.append(item)
+    return out
+
+
+REPEAT_COLUMNS = (
+    ("trainer", "trainer", "{}"),
+    ("model", "model", "{}"),
+    ("backend", "backend", "{}"),
+    ("repeats", "repeats", "{}"),
+    ("step_s", "step_s", "{}"),
+    ("rollout_s", "rollout_s", "{}"),
+    ("score_s", "score_s", "{}"),
+    ("update_s", "update_s", "{}"),
+    ("s/step ours/TRL (paired by repeat)", "ratio", "{}"),
+)
+
+
 def render(rows: list[dict], meta: dict) -> str:
     """The whole stdout report (markdown)."""
     parts = [
@@ -82,7 +124,15 @@ def render(rows: list[dict], meta: dict) -> str:
     failed = [r for r in rows if r.get("error")]
     for r in failed:
         parts.append(f"- FAILED {r['trainer']} {r['model']} {r['backend']}: {r['error']}")
-    rat = ratios(rows)
+    if meta.get("repeats", 1) > 1:
+        parts += [
+            "",
+            f"Over {meta['repeats']} repeats (cases alternating): median [min, max]"
+            + (f"; overrides: {' '.join(meta['overrides'])}" if meta.get("overrides") else ""),
+            "",
+            markdown(repeated(rows), REPEAT_COLUMNS),
+        ]
+    rat = ratios([r for r in rows if r.get("repeat", 0) == 0])
     if rat:
         parts += [
             "",

@@ -1,7 +1,7 @@
 """The benchmark workload: one run config per (model, backend), shared by our trainer and TRL.
 
-The config is the model's run YAML (smoke.yaml for the tiny models, smollm2.yaml for
-SmolLM2) plus overrides: no warm start, no MLflow, `steps` policy iterations, a checkpoint
+The config is the model's run YAML (smoke.yaml for the tiny models; bench_smollm2.yaml for SmolLM2:
+the GSM8K-format sample, on which its rewards vary from the first step) plus overrides: no warm start, no MLflow, `steps` policy iterations, a checkpoint
 every step (so its cost is measured), and an eval reduced to 2 prompts x 1 sample (ours
 evaluates at step 0 and after the last step; TRL does not evaluate). prompts_per_step (N),
 group_size (G) and max_new_tokens (T) keep the YAML's values unless given.
@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.config import RunConfig, load_config
 
 REPO = Path(__file__).resolve().parents[2]
-RUN_YAMLS = {"tiny-dense": "smoke.yaml", "tiny-moe": "smoke.yaml", "smollm2-135m": "smollm2.yaml"}
+RUN_YAMLS = {"tiny-dense": "smoke.yaml", "tiny-moe": "smoke.yaml", "smollm2-135m": "bench_smollm2.yaml"}
 BACKENDS = ("hf", "vllm")
 
 

@@ -101,12 +101,22 @@ def render_prompt(
 def render_problem(tokenizer: PreTrainedTokenizerBase, problem, suffix: str = "") -> list[int]:
     """render_prompt of a task problem (anything with .prompt; a dataset problem's meta may hold chat
     `messages` and a `system` prompt): the prompt, `suffix` appended to its (last) user message."""
+    return render_prompt(tokenizer, "", messages=problem_messages(problem, suffix))
+
+
+def problem_messages(problem, suffix: str = "") -> list[dict]:
+    """The chat messages render_problem renders: the problem's `system` prompt (if any), then its own chat
+    `messages` or one user message of its prompt, `suffix` appended to the last user message (what another
+    trainer is given to render the same tokens: benchmarks/trl_grpo.py)."""
     meta = getattr(problem, "meta", None) or {}
     messages = meta.get("messages")
-    if messages is not None and suffix:
+    if messages is None:
+        messages = [{"role": "user", "content": problem.prompt + suffix}]
+    elif suffix:
         last = max(i for i, m in enumerate(messages) if m["role"] == "user")
         messages = [dict(m, content=m["content"] + suffix) if i == last else m for i, m in enumerate(messages)]
-    return render_prompt(tokenizer, problem.prompt + suffix, system=meta.get("system"), messages=messages)
+    system = meta.get("system")
+    return [{"role": "system", "content": system}, *messages] if system is not None else list(messages)
 
 
 def param_count(model: torch.nn.Module, trainable_only: bool = False) -> int:
