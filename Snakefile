@@ -180,7 +180,7 @@ rule warmstart:
         OUT / "warmstart" / "{ws}.json",
     log:
         OUT / "logs" / "warmstart" / "{ws}.log",
-    threads: 8 if GPU else 2
+    threads: lambda w: 8 if GPU else WS_CONFIGS[w.ws]["warm_start"]["threads"]  # the SFT runs on exactly these
     resources:
         mem_mb=16000 if GPU else 4000,
         runtime=120 if GPU else 60,

@@ -3,17 +3,21 @@ each phase against its compute floor. Figures, never assertions.
 
     python benchmarks/profile_step.py --model tiny-dense --prompts 16          # the bench's tiny workload
     python benchmarks/profile_step.py --model smollm2-135m --prompts 16        # the bench's SmolLM2 workload
-    python benchmarks/profile_step.py --model smollm2-135m --prompts 16 --set train.autocast=bf16
+    python benchmarks/profile_step.py --model smollm2-135m --set train.autocast=bf16
 
 The workload is `harness bench`'s (harness/bench/workload.py: the model's run YAML, no warm start, one
-optimizer step per batch, a checkpoint after the step). Steps 0 and 1 run; step 1 is profiled (step 0 holds
-lazy initialisation and the initial eval). Printed:
+optimizer step per batch, a checkpoint after each step). Steps 0 and 1 run; step 1 is profiled (step 0
+holds lazy initialisation and the initial eval). Printed:
 
 1. the phases of step 1 (rollout, score, update, checkpoint) in seconds, from the run's own perf/* metrics;
-2. per phase, the FLOPs of its matrix products (torch.profiler's with_flops: aten::mm, addmm, bmm, matmul,
-   linear; attention's softmax and the elementwise work are not counted) and the floor they set: FLOPs /
-   this CPU's measured matmul throughput (torch.mm of a (tokens x hidden) by (hidden x 4 hidden) product
-   at the phase's precision, fp32 and bf16, on the step's threads) -- how far each phase is from the limit;
+2. per phase, the FLOPs of its matrix products counted from the step's tokens and the model's shape: a
+   forward is 2 x (weights outside the embedding) per token through the layers, 2 x hidden x vocabulary per
+   position through the output head, and attention's two score products; the rollout is the prefill of
+   every row's prompt then one forward per generated token over the growing cache; the score phase one
+   reference forward; the update a forward and a backward (3 forwards). Elementwise work is not counted.
+   The floor is FLOPs / this CPU's measured matmul throughput (torch.mm of a (tokens x hidden) by
+   (hidden x 4 hidden) product, fp32 and bf16, on the step's threads): how far each phase is from the limit.
+   (torch.profiler's own with_flops held 19 GB for one SmolLM2 step and was killed by the OOM killer.)
 3. the top operators of the step by self CPU time.
 """
 
@@ -51,78 +55,74 @@ def matmul_gflops(m: int, k: int, n: int, dtype: torch.dtype, seconds: float = 1
     return 2 * m * k * n / times[len(times) // 2] / 1e9
 
 
-@contextmanager
-def phases_recorded():
-    """Label the trainer's phases for the profiler (record_function around collect, score_episode,
-    policy_update and the checkpoint), by wrapping the functions the RL step calls."""
-    import harness.train.rl.step as step_mod
-    import harness.train.run.shell as shell_mod
-
-    saved = {}
-
-    def wrap(owner, name, label):
-        real = getattr(owner, name)
-        saved[(owner, name)] = real
-
-        def wrapper(*a, **k):
-            with record_function(f"phase::{label}"):
-                return real(*a, **k)
-
-        setattr(owner, name, wrapper)
-
-    wrap(step_mod, "collect", "rollout")
-    wrap(step_mod, "score_episode", "score")
-    wrap(step_mod, "policy_update", "update")
-    wrap(shell_mod.Shell, "_checkpoint", "checkpoint")
-    try:
-        yield
-    finally:
-        for (owner, name), real in saved.items():
-            setattr(owner, name, real)
-
-
-class ProfileStep:
-    """Profile the trainer's step `which` (the RL trainer's step method) and nothing else."""
+class StepProfile:
+    """Profile the RL trainer's step `which` (torch.profiler, CPU), its phases labelled (record_function around
+    collect, score_episode, policy_update and the checkpoint after it), and keep that step's prompt lengths."""
 
     def __init__(self, which: int):
-        self.which, self.prof = which, None
+        self.which, self.prof, self.prompt_lens = which, None, []
 
     @contextmanager
     def installed(self):
         import harness.train.rl.step as step_mod
+        import harness.train.run.shell as shell_mod
 
-        real = step_mod.RLTrainer.step
-        me = self
-
-        def step(trainer, ctx, step, rec):
-            if step != me.which:
-                return real(trainer, ctx, step, rec)
-            me.prof = profile(activities=[ProfilerActivity.CPU], with_flops=True, record_shapes=False)
-            with me.prof:
-                return real(trainer, ctx, step, rec)
-
-        step_mod.RLTrainer.step = step
+        saved = [
+            (step_mod, "collect"),
+            (step_mod, "score_episode"),
+            (step_mod, "policy_update"),
+            (shell_mod.Shell, "_checkpoint"),
+            (step_mod.RLTrainer, "step"),
+        ]
+        saved = [(owner, name, getattr(owner, name)) for owner, name in saved]
+        for (owner, name, real), label in zip(saved[:4], PHASES):
+            setattr(owner, name, self._labelled(real, label))
+        step_mod.RLTrainer.step = self._profiled(saved[4][2])
         try:
-            yield
+            yield self
         finally:
-            step_mod.RLTrainer.step = real
+            for owner, name, real in saved:
+                setattr(owner, name, real)
+
+    def _labelled(self, real, label):
+        def wrapper(*a, **k):
+            with record_function(f"phase::{label}"):
+                out = real(*a, **k)
+            if label == "rollout" and self.prof is not None and not self.prompt_lens:
+                self.prompt_lens = [len(p) for p in out[0].rollout.prompt_ids]
+            return out
+
+        return wrapper
+
+    def _profiled(self, real):
+        def step(trainer, ctx, step, rec):
+            if step != self.which:
+                return real(trainer, ctx, step, rec)
+            self.prof = profile(activities=[ProfilerActivity.CPU])
+            with self.prof:
+                return real(trainer, ctx, step, rec)
+
+        return step
 
 
-def phase_flops(prof) -> dict[str, float]:
-    """FLOPs of the profiled matrix products, by the phase (record_function range) they ran in."""
-    events = prof.events()
-    ranges = [
-        (e.name.split("::", 1)[1], e.time_range.start, e.time_range.end) for e in events if e.name.startswith("phase::")
-    ]
-    out = {p: 0.0 for p in PHASES}
-    for e in events:
-        if not getattr(e, "flops", 0):
-            continue
-        for name, start, end in ranges:
-            if start <= e.time_range.start <= end:
-                out[name] += e.flops
-                break
-    return out
+def forward_flops(arch, lengths: list[int], head_positions: float) -> float:
+    """Matrix-product FLOPs of one forward over rows of `lengths` tokens, the head on `head_positions`."""
+    c = arch.config
+    body = sum(p.numel() for n, p in arch.named_parameters() if "embed" not in n and "lm_head" not in n)
+    attn = sum(2 * c.hidden_size * L * L for L in lengths) * c.num_hidden_layers  # QK^T and AV, causal: half
+    return 2 * body * sum(lengths) + 2 * c.hidden_size * c.vocab_size * head_positions + attn
+
+
+def phase_flops(arch, prompt_lens: list[int], response_tokens: float) -> dict[str, float]:
+    """Per phase, for rows of the given prompt lengths and `response_tokens` generated in all."""
+    c, rows = arch.config, len(prompt_lens)
+    resp = response_tokens / rows  # mean response length
+    prefill = forward_flops(arch, prompt_lens, rows)  # the head on each row's last prompt token
+    per_token = forward_flops(arch, [1], 1) - 2 * c.hidden_size * c.num_hidden_layers  # one decoded token
+    cache = 4 * c.hidden_size * c.num_hidden_layers * (sum(prompt_lens) / rows + resp / 2)  # over the cache
+    decode = (per_token + cache) * response_tokens
+    one = forward_flops(arch, [int(p + resp) for p in prompt_lens], response_tokens)
+    return {"rollout": prefill + decode, "score": one, "update": 3 * one, "checkpoint": 0.0}
 
 
 def main() -> None:
@@ -135,35 +135,33 @@ def main() -> None:
     args = ap.parse_args()
     cfg = bench_config(args.model, "hf", steps=2, threads=args.threads, prompts=args.prompts, extra=args.set)
     torch.set_num_threads(args.threads)
+    from harness.models.lora import meta_model
     from harness.train import train
 
-    prof = ProfileStep(1)
-    with tempfile.TemporaryDirectory() as tmp, phases_recorded(), prof.installed():
+    with tempfile.TemporaryDirectory() as tmp, StepProfile(1).installed() as sp:
         train(cfg, Path(tmp) / "run")
         recs = [json.loads(line) for line in (Path(tmp) / "run" / "metrics.jsonl").read_text().splitlines()]
     rec = next(r for r in recs if r.get("step") == 1 and "perf/rollout_seconds" in r)
-    ckpt = next((r.get("perf/checkpoint_seconds") for r in recs if r.get("step") == 2), None)
     seconds = {
         "rollout": rec["perf/rollout_seconds"],
         "score": rec["perf/score_seconds"],
         "update": rec["perf/update_seconds"],
-        "checkpoint": ckpt,
+        "checkpoint": next((r.get("perf/checkpoint_seconds") for r in recs if r.get("step") == 2), None),
     }
-    from harness.models.lora import meta_model
-
     arch = meta_model(cfg.model.name, cfg.model.overrides)
     H = arch.config.hidden_size
-    tokens = int(rec["perf/rollout_tokens_per_s"] * rec["perf/rollout_seconds"])
-    fp32 = matmul_gflops(max(256, min(tokens, 4096)), H, 4 * H, torch.float32)
-    bf16 = matmul_gflops(max(256, min(tokens, 4096)), H, 4 * H, torch.bfloat16)
-    autocast = bool(cfg.train.autocast)
-    flops = phase_flops(prof.prof)
+    tokens = rec["perf/rollout_tokens_per_s"] * rec["perf/rollout_seconds"]
+    m = max(256, min(int(tokens), 4096))
+    fp32, bf16 = matmul_gflops(m, H, 4 * H, torch.float32), matmul_gflops(m, H, 4 * H, torch.bfloat16)
+    flops = phase_flops(arch, sp.prompt_lens, tokens)
+    bf16_phases = {"score", "update"} if cfg.train.autocast else set()
     print(f"# {cpu_model()}, {os.cpu_count()} cores, {args.threads} threads; torch {torch.__version__}")
-    print(f"# {args.model}: N={cfg.train.prompts_per_step} x G={cfg.train.group_size} x T<={cfg.rollout.max_new_tokens}, "
-          f"{tokens} completion tokens in step 1; overrides: {' '.join(args.set) or 'none'}")  # fmt: skip
     print(
-        f"# torch.mm ({max(256, min(tokens, 4096))} x {H}) @ ({H} x {4 * H}): fp32 {fp32:.0f} GFLOP/s, bf16 {bf16:.0f} GFLOP/s"
+        f"# {args.model}: N={cfg.train.prompts_per_step} x G={cfg.train.group_size} x T<={cfg.rollout.max_new_tokens}; "
+        f"step 1: {tokens:.0f} completion tokens, prompts {min(sp.prompt_lens)}-{max(sp.prompt_lens)} tokens; "
+        f"overrides: {' '.join(args.set) or 'none'}"
     )
+    print(f"# torch.mm ({m} x {H}) @ ({H} x {4 * H}): fp32 {fp32:.0f} GFLOP/s, bf16 {bf16:.0f} GFLOP/s")
     print(
         "| phase | seconds | matmul GFLOP | floor at fp32 (s) | floor at bf16 (s) | seconds / floor at its precision |"
     )
@@ -172,12 +170,11 @@ def main() -> None:
         s, f = seconds[p], flops[p] / 1e9
         if s is None:
             continue
-        prec = bf16 if autocast and p in ("score", "update") else fp32
-        ratio = s / (f / prec) if f > 0 else float("nan")
-        print(f"| {p} | {s:.2f} | {f:.1f} | {f / fp32:.2f} | {f / bf16:.2f} | {ratio:.1f} |")
+        floor = f / (bf16 if p in bf16_phases else fp32)
+        ratio = f"{s / floor:.1f}" if floor > 0 else "-"
+        print(f"| {p} | {s:.2f} | {f:.1f} | {f / fp32:.2f} | {f / bf16:.2f} | {ratio} |")
     print()
-    table = prof.prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top, max_name_column_width=40)
-    print(table)
+    print(sp.prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.top, max_name_column_width=50))
 
 
 if __name__ == "__main__":

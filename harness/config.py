@@ -307,6 +307,13 @@ class WarmStartSection(_Section):
     steps: int = Field(300, ge=0, description="SFT optimizer steps")
     batch_size: int = Field(64, ge=1)
     lr: float = Field(3e-3, gt=0)
+    threads: int = Field(
+        2,
+        ge=1,
+        description="torch CPU threads of the SFT, held fixed whatever the load (the thread governor does "
+        "not act) and part of the cache key: the thread count changes a long SFT's weights, so the same "
+        "warm start is rebuilt from the same config on the same CPU (docs/reproducibility.md)",
+    )
     cache_dir: str = Field(
         "results/warmstart", description="checkpoints are cached here, keyed by model+task+SFT settings"
     )
@@ -336,6 +343,13 @@ class RolloutSection(_Section):
         "the other prompts of the batch); prompt: each row from its own seed (run seed, step, the prompt's index "
         "in the batch, its sample number), so a prompt samples the same on any number of processes "
         "(needed by train.nproc > 1; docs/scale.md). vllm always seeds per prompt",
+    )
+    share_prefix: bool = Field(
+        False,
+        description="hf: prefill each prompt once and copy its KV cache to its group_size rows (G x fewer "
+        "prefill rows; the prefill rounds as a batch of other width, so a sampled token may differ at a "
+        "near-tie: off by default, so runs and reports keep their numbers). vllm shares prefixes always. "
+        "Not with an MoE (its routing record reads generate's own prefill)",
     )
     stop: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list,
@@ -930,6 +944,11 @@ class RunConfig(_Section):
             raise ValueError(
                 f"objective.routing_replay=true needs an MoE model; model.name={self.model.name!r} is dense "
                 "(use tiny-moe or an MoE folder)"
+            )
+        if moe and r.share_prefix and r.backend == "hf":
+            raise ValueError(
+                f"rollout.share_prefix=true with model.name={self.model.name!r}, an MoE: the routing record "
+                "reads generate's own prefill of every row; set rollout.share_prefix=false"
             )
         if moe is False and r.router_noise > 0:
             raise ValueError(

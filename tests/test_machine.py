@@ -109,6 +109,13 @@ def test_warm_start_key_holds_the_code_and_the_kernel_path(ws_cfg, monkeypatch):
     assert warmstart.warm_start_folder(ws_cfg) != base
 
 
+def test_warm_start_key_holds_its_thread_count(ws_cfg):
+    """warm_start.threads changes the SFT's weights (measured: a 200-step tiny-moe SFT on 1 and on 2 threads ends
+    apart on an AVX512 EPYC), so another count is another cache folder."""
+    other = ws_cfg.model_copy(update={"warm_start": ws_cfg.warm_start.model_copy(update={"threads": 1})})
+    assert ws_cfg.warm_start.threads == 2 and warmstart.warm_start_folder(other) != warmstart.warm_start_folder(ws_cfg)
+
+
 def test_a_warm_start_from_another_machine_or_code_is_named_not_reused(ws_cfg, monkeypatch):
     """stale_warm_starts lists a cached warm start of the same settings built elsewhere, with why."""
     key = warmstart.warm_start_key(ws_cfg)

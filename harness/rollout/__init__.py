@@ -16,6 +16,7 @@ def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
             dtype=rollout_cfg.dtype,
             router_noise=rollout_cfg.router_noise,
             seeding=rollout_cfg.seeding,
+            share_prefix=rollout_cfg.share_prefix,
         )
     if rollout_cfg.backend == "vllm":
         return VLLMBackend(model, tokenizer, rollout_cfg)

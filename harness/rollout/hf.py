@@ -87,6 +87,27 @@ def assemble_routing(
     return torch.where(valid[:, :, None, None], out.long(), torch.full_like(out, -1, dtype=torch.long))
 
 
+def shared_prefix(model, rows: list[list[int]], input_ids: torch.Tensor, attention: torch.Tensor):
+    """rollout.share_prefix: the KV cache of every row's prompt but its last token, computed once per run of
+    identical consecutive rows (a prompt's G samples) and copied to each of them, for generate to go on from.
+    input_ids, attention: (b, P) the left-padded rows. Returns a transformers DynamicCache of b rows, P - 1
+    positions. The prefill then multiplies b / G times fewer rows; its logits round as a batch of other
+    width does (the sampled tokens may differ at a near-tie: docs/rollout.md)."""
+    from transformers import DynamicCache
+
+    firsts = [i for i in range(len(rows)) if i == 0 or rows[i] != rows[i - 1]]
+    ends = [*firsts[1:], len(rows)]
+    ids, att = input_ids[firsts, :-1], attention[firsts, :-1]  # (U, P - 1)
+    position_ids = (att.cumsum(-1) - 1).clamp(min=0)  # as generate numbers a left-padded row
+    cache = DynamicCache(config=model.config)
+    dev = model.device
+    model(input_ids=ids.to(dev), attention_mask=att.to(dev), position_ids=position_ids.to(dev),
+          past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
+    counts = torch.tensor([e - f for f, e in zip(firsts, ends)])
+    cache.batch_select_indices(torch.repeat_interleave(torch.arange(len(firsts)), counts).to(dev))
+    return cache
+
+
 class _StopStrings:
     """generate's stopping criterion for rollout.stop: a row is done once its decoded response (special
     tokens skipped, as RolloutBatch.texts) contains a stop string. (transformers' own stop_strings
@@ -112,8 +133,10 @@ class HFBackend(RolloutBackend):
         dtype: str | None = None,
         router_noise: float = 0.0,
         seeding: str = "batch",
+        share_prefix: bool = False,
     ):
         self.model = model
+        self.share_prefix = share_prefix  # rollout.share_prefix: a prompt's G rows share one prefill (shared_prefix)
         self.seeding = seeding  # rollout.seeding: batch (one seed per chunk) | prompt (one per row: row_seeds.py)
         self.tokenizer = tokenizer
         self.max_batch = max_batch
@@ -125,6 +148,11 @@ class HFBackend(RolloutBackend):
                 f"rollout.router_noise={router_noise} needs an MoE model (this one has a single expert per layer)"
             )
         self.router_noise = float(router_noise)
+        if share_prefix and self.moe:  # a folder whose architecture the config check could not know
+            raise ValueError(
+                "rollout.share_prefix=true with an MoE model: the routing record reads generate's own prefill of "
+                "every row; set rollout.share_prefix=false"
+            )
         if dtype is not None and dtype not in DTYPES:
             raise ValueError(f"rollout.dtype={dtype!r} is unknown; allowed: {list(DTYPES)}")
         # a separate engine copy only when its precision differs from the policy's
@@ -190,14 +218,10 @@ class HFBackend(RolloutBackend):
         """row_seeds: None (one seed for the chunk: torch.manual_seed(seed)) or one per row (RowSampler)."""
         input_ids, attention = left_pad(rows, self.pad_id)
         sampler = RowSampler(row_seeds) if row_seeds is not None else None
-        sampling = (
-            {"temperature": params.temperature, "top_p": params.top_p}
+        sampling = (  # per-row seeds: the processors draw the token, generate's argmax takes it (no multinomial)
+            {"do_sample": True, "top_k": 0, "temperature": params.temperature, "top_p": params.top_p}
             if sampler is None
-            else {
-                "temperature": 1.0,
-                "top_p": 1.0,
-                "logits_processor": processors(params.temperature, params.top_p, sampler),
-            }
+            else {"do_sample": False, "logits_processor": processors(params.temperature, params.top_p, sampler)}
         )
         torch.manual_seed(seed)
         model = self.engine
@@ -212,11 +236,11 @@ class HFBackend(RolloutBackend):
                 if params.stop
                 else {}
             )
+            cache = shared_prefix(model, rows, input_ids, attention) if self.share_prefix else None
             out = model.generate(
                 input_ids=input_ids,
                 attention_mask=attention,
-                do_sample=True,
-                top_k=0,
+                past_key_values=cache,  # rollout.share_prefix: each distinct prompt prefilled once
                 **sampling,
                 max_new_tokens=params.max_new_tokens,
                 pad_token_id=self.pad_id,

@@ -28,9 +28,10 @@ def row_seed(seed: int, prompt_index: int, sample: int) -> int:
 
 class RowSampler:
     """The last logits processor of a sampling `generate`: draws each row's token with its own generator and
-    returns scores that put all mass on it (so generate's multinomial picks it); keeps the processed scores
-    it sampled from (`scores`: one (b, V) tensor per step) for the sampler's log-probs.
-    Use with generate(temperature=1.0, top_p=1.0, top_k=0) and the warpers in front of this (`processors`)."""
+    returns scores that put all mass on it (0 there, -inf elsewhere: generate's greedy argmax takes it, no
+    multinomial draw over the vocabulary); keeps the processed scores it sampled from (`scores`: one (b, V)
+    tensor per step) for the sampler's log-probs. Use with generate(do_sample=False) and the warpers in front
+    of this (`processors`)."""
 
     def __init__(self, seeds: list[int]):
         self.gens = [torch.Generator().manual_seed(s) for s in seeds]

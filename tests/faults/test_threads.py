@@ -189,3 +189,19 @@ def test_bench_busy_flag(tmp_path, capsys):
 def test_bench_rejects_bad_busy(capsys):
     assert main(["bench", "--models", "tiny-dense", "--no-trl", "--busy", "-1"]) == 2
     assert "--busy" in capsys.readouterr().err
+
+
+def test_fixed_holds_the_thread_count_whatever_the_governor_sees(monkeypatch):
+    """threads.fixed(n) (the SFT warm start): exactly n torch threads inside, the governor's ticks do nothing, the
+    previous count after."""
+    import torch
+
+    import harness.threads as th
+
+    calls = []
+    monkeypatch.setattr(th, "_STARTED", True)
+    monkeypatch.setattr(th, "_GOVERNOR", type("G", (), {"tick": lambda self: calls.append(1) or 1})())
+    before = torch.get_num_threads()
+    with th.fixed(3):
+        assert torch.get_num_threads() == 3 and th.tick() is None and not calls
+    assert torch.get_num_threads() == before and th.tick() == 1 and calls == [1]

@@ -55,6 +55,7 @@ def warm_start_key(cfg) -> dict:
         "steps": cfg.warm_start.steps,
         "batch_size": cfg.warm_start.batch_size,
         "lr": cfg.warm_start.lr,
+        "threads": cfg.warm_start.threads,  # the SFT's fixed thread count: another count, other weights
         **task_identity(cfg.task),  # a dataset task: its data, rewards and files' sha256 ({} otherwise)
         **({"pretrained_sft": True} if cfg.warm_start.pretrained else {}),  # a pretrained model, SFT asked for
         "code": code,
@@ -137,10 +138,30 @@ def sft(cfg, folder: Path) -> None:
     )
     rng = random.Random(0)
     model.train()
-    t0, losses = time.perf_counter(), []
-    for step in range(ws.steps):
-        threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
-        ids, att, labels = _batch(tok, task, task.problems(ws.batch_size, seed=10_000 + step, split="train"), rng)
+    t0 = time.perf_counter()
+    with threads.fixed(ws.threads):  # warm_start.threads, whatever the load: the same weights at every build
+        losses = _sft_steps(model, tok, task, opt, sched, rng, ws.steps, ws.batch_size)
+        seconds = time.perf_counter() - t0
+        model.eval()
+        accuracy = _accuracy(model, tok, task, cfg)
+    report = {
+        "key": warm_start_key(cfg),
+        "machine": machine.describe(),
+        "commit": machine.git_commit(),
+        "final_loss": sum(losses[-10:]) / max(1, len(losses[-10:])),
+        "seconds": seconds,
+        **accuracy,
+    }
+    save_model(model, tok, folder)
+    (folder / "warmstart.json").write_text(json.dumps(report, indent=2))
+    print(f"[warm start] saved {folder}: {json.dumps({k: v for k, v in report.items() if k != 'key'})}", flush=True)
+
+
+def _sft_steps(model, tok, task, opt, sched, rng, steps: int, batch_size: int) -> list[float]:
+    """The SFT loop: `steps` optimizer steps on batches of demonstrations; returns each step's loss."""
+    losses = []
+    for step in range(steps):
+        ids, att, labels = _batch(tok, task, task.problems(batch_size, seed=10_000 + step, split="train"), rng)
         loss = model(input_ids=ids, attention_mask=att, labels=labels, use_cache=False).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -148,21 +169,9 @@ def sft(cfg, folder: Path) -> None:
         opt.step()
         sched.step()
         losses.append(loss.item())
-        if step % 50 == 0 or step == ws.steps - 1:
+        if step % 50 == 0 or step == steps - 1:
             print(f"[warm start] step {step:4d} loss {loss.item():.4f}", flush=True)
-    seconds = time.perf_counter() - t0
-    model.eval()
-    report = {
-        "key": warm_start_key(cfg),
-        "machine": machine.describe(),
-        "commit": machine.git_commit(),
-        "final_loss": sum(losses[-10:]) / max(1, len(losses[-10:])),
-        "seconds": seconds,
-        **_accuracy(model, tok, task, cfg),
-    }
-    save_model(model, tok, folder)
-    (folder / "warmstart.json").write_text(json.dumps(report, indent=2))
-    print(f"[warm start] saved {folder}: {json.dumps({k: v for k, v in report.items() if k != 'key'})}", flush=True)
+    return losses
 
 
 def _accuracy(model, tok, task, cfg, n_prompts: int = 128, n_samples: int = 4) -> dict:
