@@ -92,7 +92,7 @@ def shared_prefix(model, rows: list[list[int]], input_ids: torch.Tensor, attenti
     identical consecutive rows (a prompt's G samples) and copied to each of them, for generate to go on from.
     input_ids, attention: (b, P) the left-padded rows. Returns a transformers DynamicCache of b rows, P - 1
     positions. The prefill then multiplies b / G times fewer rows; its logits round as a batch of other
-    width does (the sampled tokens may differ at a near-tie: docs/rollout.md)."""
+    width does (a sampled token may differ at a near-tie: docs/speed.md)."""
     from transformers import DynamicCache
 
     firsts = [i for i in range(len(rows)) if i == 0 or rows[i] != rows[i - 1]]
