@@ -18,6 +18,7 @@ from unittest import mock
 
 import torch
 
+from harness.bench.report import spread
 from harness.machine import cpu_model
 from harness.models import build_model
 from harness.models import logprobs as lp
@@ -46,10 +47,6 @@ def forward(model, prompts, response, mask, keep: bool, grad: bool) -> torch.Ten
             (logp.sum() + entropy.sum()).backward()
             model.zero_grad(set_to_none=True)
     return logp.detach()
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} [{min(values):.2f}, {max(values):.2f}]"
 
 
 def main() -> None:

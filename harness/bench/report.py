@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def spread(values: list[float]) -> str:
     v = sorted(x for x in values if x is not None)
     if not v:
         return "-"
-    med = v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+    med = statistics.median(v)
     return f"{med:.2f}" if len(v) == 1 else f"{med:.2f} [{v[0]:.2f}, {v[-1]:.2f}]"
 
 

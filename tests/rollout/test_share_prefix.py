@@ -2,6 +2,7 @@
 prefill runs on each distinct prompt once, and generate goes on from the copied cache: the same samples as
 without it but where the prefill's rounding (a batch of another width) moves a near-tie."""
 
+import pytest
 import torch
 
 from harness.config import load_config
@@ -30,3 +31,9 @@ def test_a_prompt_is_prefilled_once_for_its_group_and_samples_the_same():
     assert int(same.sum()) >= 15, f"{int((~same).sum())} of 16 rows differ"
     close = torch.allclose(shared.sampler_logp[same], plain.sampler_logp[same], atol=1e-4, rtol=0)
     assert close and float(plain.response_mask.sum()) > 16
+
+
+def test_share_prefix_with_an_moe_is_refused_naming_the_key():
+    """An MoE's routing record reads generate's own prefill of every row: refused when the config loads."""
+    with pytest.raises(ValueError, match=r"rollout\.share_prefix=true with model\.name='tiny-moe'"):
+        load_config("experiments/runs/smoke.yaml", ["model.name=tiny-moe", "rollout.share_prefix=true"])
