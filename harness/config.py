@@ -428,6 +428,14 @@ class TrainSection(_Section):
         "are recomputed in the backward instead of kept; same gradients, less memory, "
         "one more forward per layer",
     )
+    share_prefix: bool = Field(
+        False,
+        description="the trainer's forwards (update, pi_old, pi_ref) run a prompt once for its rows of a "
+        "micro-batch (the G samples of a group, contiguous) and the responses on its KV cache, the gradient "
+        "flowing back through it (harness/models/prefix_groups.py): (G - 1) x the prompt's tokens less work a "
+        "group. The same log-probs and gradients up to rounding (~1e-5: docs/speed.md), so off by default. Not "
+        "with an MoE, train.gradient_checkpointing or train.parallel=fsdp",
+    )
     autocast: Literal["bf16"] | None = Field(
         None,
         description="mixed precision: the trainer's forwards (update, "
@@ -808,6 +816,12 @@ class RunConfig(_Section):
                 "prompt's samples from one seed per generate call, so they would depend on which process "
                 "drew the prompt; set rollout.seeding=prompt (and the same in the 1-process arm you compare with)"
             )
+        if t.share_prefix and t.gradient_checkpointing:
+            raise ValueError(
+                "train.share_prefix=true with train.gradient_checkpointing=true: transformers turns the KV cache "
+                "off under activation checkpointing, and the responses run on their prompt's cache; set one of "
+                "them false"
+            )
         if t.parallel == "fsdp":
             self._fsdp_knobs()
         if t.autocast is not None:
@@ -827,6 +841,12 @@ class RunConfig(_Section):
                 "train.parallel='fsdp' with model.lora: sharded LoRA adapters are not built; LoRA's frozen base "
                 "is what makes the model fit, so run it with train.parallel=ddp (each process holds the base, "
                 "the adapters' gradients are summed), or drop model.lora"
+            )
+        if self.train.share_prefix:
+            raise ValueError(
+                "train.parallel='fsdp' with train.share_prefix=true: a micro-batch's two forwards (the prompts, "
+                "then the responses on their cache) under fully_shard are not tested; set train.share_prefix=false "
+                "(or train.parallel=ddp)"
             )
         if self.train.grad_share_every:
             raise ValueError(
@@ -945,6 +965,11 @@ class RunConfig(_Section):
                 f"objective.routing_replay=true needs an MoE model; model.name={self.model.name!r} is dense "
                 "(use tiny-moe or an MoE folder)"
             )
+        if moe and self.train.share_prefix:
+            raise ValueError(
+                f"train.share_prefix=true with model.name={self.model.name!r}, an MoE: routing replay and the "
+                "router metrics read the plain forward's layout of every row; set train.share_prefix=false"
+            )
         if moe and r.share_prefix and r.backend == "hf":
             raise ValueError(
                 f"rollout.share_prefix=true with model.name={self.model.name!r}, an MoE: the routing record "
@@ -1005,6 +1030,7 @@ RL_TRAIN_KNOBS = (
     "samples_to_log",
     "grad_share_every",
     "component_warmup_steps",
+    "share_prefix",
 )
 # from_pretrained options that model.overrides may pass for smollm2-135m or a model folder
 LOAD_OPTIONS = (

@@ -16,6 +16,7 @@ import torch
 
 from harness.models.lora import AdaptersOff
 from harness.models.moe import replay_routing
+from harness.models.prefix_groups import grouped_response_logits
 from harness.objective.extensions import TokenLogits
 
 
@@ -99,23 +100,23 @@ def response_forward(
     with_entropy: bool = False,
     routing: torch.Tensor | None = None,
     head: Callable[[TokenLogits], dict] | None = None,
+    share_prefix: bool = False,
 ):
     """`response_logprobs` plus what `head` reads from the same forward's logits -> (logp (B, T),
     entropy (B, T) or None, head's tensors: a dict, {} without a head). head gets the forward's
     TokenLogits (harness/objective/extensions.py: logits (B, T, V) at the temperature, their
     log-sum-exp, the mask, the sampled tokens): an extension's `old_forward` / `train_forward`
-    (SimKO's top-K log-probs). Gradients flow unless under no_grad."""
+    (SimKO's top-K log-probs). Gradients flow unless under no_grad. share_prefix: train.share_prefix (each run
+    of identical prompts through the model once: harness/models/prefix_groups.py)."""
     logp, entropy, (logits, logz, mask), _ = _response_logits(
-        model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, None, routing
+        model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, None, routing, share_prefix
     )
     extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
     return logp, entropy, extras
 
 
-def _response_logits(
-    model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, model_kwargs, routing
-):
-    """One forward -> (logp (B, T), entropy or None, (logits (B, T, V), logz (B, T), mask (B, T)), out)."""
+def _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing):
+    """The plain forward: every row [prompt | response] (pack) -> (logits (B, T, V) in the model's dtype, out)."""
     ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id)
     ids, att, index = ids.to(model.device), att.to(model.device), index.to(model.device)
     replay = replay_routing(model, replay_choices(routing, ids.shape[1])) if routing is not None else nullcontext()
@@ -126,7 +127,31 @@ def _response_logits(
     with replay:
         out = model(input_ids=ids, attention_mask=att, use_cache=False, **kwargs)
     V = out.logits.shape[-1]
-    logits = out.logits.gather(1, (index - first).unsqueeze(-1).expand(-1, -1, V)).float() / temperature  # (B, T, V)
+    return out.logits.gather(1, (index - first).unsqueeze(-1).expand(-1, -1, V)), out
+
+
+def _response_logits(
+    model,
+    prompt_ids,
+    response_ids,
+    response_mask,
+    pad_id,
+    temperature,
+    with_entropy,
+    model_kwargs,
+    routing,
+    share_prefix=False,
+):
+    """One forward -> (logp (B, T), entropy or None, (logits (B, T, V), logz (B, T), mask (B, T)), out).
+    share_prefix (train.share_prefix): each run of identical prompts goes through the model once
+    (harness/models/prefix_groups.py; out is then None)."""
+    if share_prefix:
+        if routing is not None or model_kwargs:
+            raise ValueError("train.share_prefix: no routing replay and no extra model arguments (an MoE is refused)")
+        logits, out = grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id), None
+    else:
+        logits, out = _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing)
+    logits = logits.float() / temperature  # (B, T, V)
     logz = torch.logsumexp(logits, dim=-1)  # (B, T)
     tok = response_ids.to(logits.device).unsqueeze(-1)
     mask = response_mask.to(logits.device)

@@ -36,13 +36,15 @@ def batch_forward(
     replay: bool = False,
     mismatch: MismatchStats | None = None,
     head=None,
+    share_prefix: bool = False,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One no-grad forward of `model` (pi_old, pi_ref, ...) over the batch's responses (response_mask), by
     micro-batch -> (logp (B, T), what `head` reads from the logits, by name, B rows each: {} without a
     head). head: the active extensions' `old_forward` (objective.old_forward_extras) when `model` is
     pi_old (SimKO's top-K). replay: force the rollout's expert choices (batch.routing, MoE). mismatch:
     a MismatchStats fed with these log-probs (as the old policy's) against the sampler's on the loss
-    mask, and with the routing."""
+    mask, and with the routing. share_prefix: train.share_prefix (a prompt's rows of a micro-batch run
+    it once: harness/models/prefix_groups.py)."""
     capture = mismatch is not None and is_moe(model)
     lps, parts = [], []
     whole, batch = batch, batch.shard()  # on N processes: this one's rows (harness/parallel.py), gathered below
@@ -59,6 +61,7 @@ def batch_forward(
                     temperature,
                     routing=routing,
                     head=head,
+                    share_prefix=share_prefix,
                 )
             if mismatch is not None:
                 mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
@@ -87,9 +90,10 @@ def batch_logprobs(
     micro: int | None,
     replay: bool = False,
     mismatch: MismatchStats | None = None,
+    share_prefix: bool = False,
 ) -> torch.Tensor:
     """(B, T) log-probs of the batch's responses under `model` (pi_old, pi_ref or pi_theta; batch_forward)."""
-    return batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch)[0]
+    return batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch, share_prefix=share_prefix)[0]
 
 
 def forward_loss(
@@ -123,6 +127,7 @@ def forward_loss(
             with_entropy=True,
             routing=part.routing if replay else None,
             head=head,
+            share_prefix=cfg.train.share_prefix,
         )
     if observe:  # single pass: logp is the old policy's
         mismatch.add_logprobs(logp, part.rollout_logp, part.mask)

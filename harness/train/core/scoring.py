@@ -64,6 +64,7 @@ def score_episode(
         )
     batch = Batch.from_rollout(r, mask, device)
     micro, temperature, replay = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, obj.routing_replay
+    shared = cfg.train.share_prefix  # a prompt's rows of a micro-batch run it once (harness/models/prefix_groups.py)
     mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
     head = (lambda view: old_forward_extras(obj, view)) if needs.old_forward else None
     with compute_precision(cfg, device):  # train.autocast: these forwards compute as the update's do
@@ -72,13 +73,17 @@ def score_episode(
         elif cfg.reuses_rollout_logp():  # train.old_logp: the sampler's log-probs are pi_old's
             old_logp, read = r.sampler_logp.to(device), {}
             if head is not None:  # the sampler gives no logits: one forward for what the extensions read
-                read = batch_forward(model, batch, pad_id, temperature, micro, replay, head=head)[1]
+                read = batch_forward(model, batch, pad_id, temperature, micro, replay, head=head, share_prefix=shared)[
+                    1
+                ]
         else:
-            old_logp, read = batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch, head)
-        ref_logp = batch_logprobs(ref, batch, pad_id, temperature, micro) if ref is not None else None
+            old_logp, read = batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch, head, shared)
+        ref_logp = (
+            batch_logprobs(ref, batch, pad_id, temperature, micro, share_prefix=shared) if ref is not None else None
+        )
         current = old_logp
         if current is None and needs.current_logp_for_kl:
-            current = batch_logprobs(model, batch, pad_id, temperature, micro, replay)
+            current = batch_logprobs(model, batch, pad_id, temperature, micro, replay, share_prefix=shared)
         given = {c.provides: c.predict(batch, pad_id, micro) for c in components if c.scores}  # values, prm_logp
     scored = advantages(
         obj, ep.rewards.to(device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp, extras=given
