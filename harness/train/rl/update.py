@@ -66,7 +66,7 @@ def policy_update(
     for epoch in range(tr.inner_epochs):
         perm = torch.randperm(B, generator=generator).tolist()
         for m in range(tr.mini_batches):
-            mb = batch.rows(perm[m * mb_size : (m + 1) * mb_size])
+            mb = batch.rows(_mini_batch_rows(perm, m, mb_size, tr.share_prefix))
             for t in trained:
                 t.zero_grad()
             bad = _backward_shard(policy, components, mb, cfg, pad_id, single_pass, mismatch, acc, (epoch, m))
@@ -79,6 +79,14 @@ def policy_update(
     out["grad/norm"] = sum(grad_norms) / len(grad_norms)
     out["grad/norm_max"] = max(grad_norms)
     return out
+
+
+def _mini_batch_rows(perm: list[int], m: int, size: int, share_prefix: bool) -> list[int]:
+    """The rows of mini-batch m: the shuffle's m-th slice. train.share_prefix: the same rows in batch order, so a
+    prompt's rows in the mini-batch are contiguous and its micro-batch runs the prompt once
+    (harness/models/prefix_groups.py); the mini-batch's gradient is the same sum over the same rows."""
+    rows = perm[m * size : (m + 1) * size]
+    return sorted(rows) if share_prefix else rows
 
 
 def _backward_shard(
