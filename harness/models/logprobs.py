@@ -148,7 +148,8 @@ def _response_logits(
     if share_prefix:
         if routing is not None or model_kwargs:
             raise ValueError("train.share_prefix: no routing replay and no extra model arguments (an MoE is refused)")
-        logits, out = grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id), None
+        keep = takes_logits_to_keep(model)
+        logits, out = grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id, keep), None
     else:
         logits, out = _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing)
     logits = logits.float() / temperature  # (B, T, V)

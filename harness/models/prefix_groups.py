@@ -41,11 +41,17 @@ def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torc
 
 
 def grouped_response_logits(
-    model, prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor, pad_id: int
+    model,
+    prompt_ids: list[list[int]],
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    pad_id: int,
+    keep: bool = True,
 ) -> torch.Tensor:
     """The logits (B, T, V) at the positions that predict each response token (row i, token t: the
     position P_i - 1 + t, as the plain forward's), the prompts run once per run of identical rows.
-    Gradients flow unless under no_grad. The model: a transformers causal LM (or peft's / AdaptersOff)."""
+    Gradients flow unless under no_grad. The model: a transformers causal LM (or peft's / AdaptersOff).
+    keep: the model takes `logits_to_keep` (the output head on the needed positions only)."""
     from transformers import DynamicCache
 
     dev = model.device
@@ -59,8 +65,8 @@ def grouped_response_logits(
         position_ids=(att.cumsum(-1) - 1).clamp(min=0),  # a left-padded row numbered from its first token
         past_key_values=cache,
         use_cache=True,
-        logits_to_keep=1,
-    ).logits  # (U, 1, V)
+        **({"logits_to_keep": 1} if keep else {}),
+    ).logits[:, -1:]  # (U, 1, V)
     first = head[run]  # (B, 1, V)
     T = response_ids.shape[1]
     if T == 1:
@@ -74,6 +80,6 @@ def grouped_response_logits(
         position_ids=position_ids,
         past_key_values=cache,
         use_cache=True,
-        logits_to_keep=torch.arange(T - 1, device=dev),
-    ).logits  # (B, T - 1, V)
+        **({"logits_to_keep": torch.arange(T - 1, device=dev)} if keep else {}),
+    ).logits[:, : T - 1]  # (B, T - 1, V)
     return torch.cat([first, rest], dim=1)

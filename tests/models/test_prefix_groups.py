@@ -99,3 +99,25 @@ def test_a_response_of_one_token_takes_the_prompts_logits_only():
 def test_what_share_prefix_does_not_combine_with_is_refused_naming_the_keys(overrides, match):
     with pytest.raises((ConfigError, ValueError), match=match):
         load_config("experiments/runs/smoke.yaml", ["train.share_prefix=true", *overrides])
+
+
+def test_a_model_without_logits_to_keep_gets_the_head_everywhere_and_the_same_logprobs(monkeypatch):
+    """A model whose forward takes no `logits_to_keep`: the head runs on every position, the needed ones are cut."""
+    model = build_model("tiny-dense", seed=0)[0]
+    rows, resp, mask = _batch(model.config.vocab_size)
+    with torch.no_grad():
+        want = response_forward(model, rows, resp, mask, 0, share_prefix=False)[0]
+        monkeypatch.setattr("harness.models.logprobs.takes_logits_to_keep", lambda m: False)
+        real = type(model).forward
+        monkeypatch.setattr(
+            type(model),
+            "forward",
+            lambda self, *a, logits_to_keep=None, **k: _no_keep(real, self, logits_to_keep, a, k),
+        )
+        got = response_forward(model, rows, resp, mask, 0, share_prefix=True)[0]
+    assert float((got - want).abs().max()) <= 1e-5
+
+
+def _no_keep(forward, model, logits_to_keep, args, kwargs):
+    assert logits_to_keep is None, "logits_to_keep passed to a model that does not take it"
+    return forward(model, *args, **kwargs)

@@ -139,14 +139,16 @@ def test_fsdp_pads_the_process_with_fewer_rows(fast_overrides, tmp_path):
     [
         (["rollout.backend=vllm"], 1e-6),  # a vLLM engine per process (TRL's colocate mode)
         (["model.lora={r: 8, alpha: 16}", "train.lr=1e-3"], 1e-5),  # adapters only, a 10x learning rate
+        (["train.share_prefix=true"], 1e-5),  # a process's micro-batches run other prompt runs: rounding
     ],
-    ids=["vllm", "lora"],
+    ids=["vllm", "lora", "share_prefix"],
 )
 def test_two_processes_equal_one_engines_and_adapters(knobs, param_tol, fast_overrides, tmp_path):
     config, overrides = _config("grpo", fast_overrides)
     overrides = [*overrides, *knobs]
     train(load_config(config, overrides), tmp_path / "one")
-    for mode in MODES if not any(k.startswith("model.lora") for k in knobs) else ["ddp"]:  # LoRA: ddp only
+    ddp_only = any(k.startswith(("model.lora", "train.share_prefix")) for k in knobs)  # fsdp refuses them
+    for mode in ["ddp"] if ddp_only else MODES:
         _two_process_run(config, overrides, tmp_path / mode, mode)
         _assert_same_run(tmp_path / "one", tmp_path / mode, param_tol)
 
