@@ -22,15 +22,13 @@ import torch
 
 def prompt_groups(prompt_ids: list[list[int]]) -> tuple[list[int], torch.Tensor]:
     """-> (the first row of each run of identical consecutive prompts (U,), each row's run (B,) long)."""
-    firsts = [i for i in range(len(prompt_ids)) if i == 0 or prompt_ids[i] != prompt_ids[i - 1]]
-    run = torch.zeros(len(prompt_ids), dtype=torch.long)
-    for u, f in enumerate(firsts):
-        run[f:] = u
-    return firsts, run
+    starts = [i == 0 or prompt_ids[i] != prompt_ids[i - 1] for i in range(len(prompt_ids))]
+    return [i for i, s in enumerate(starts) if s], torch.tensor(starts, dtype=torch.long).cumsum(0) - 1
 
 
 def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """U id lists -> input_ids (U, P) left-padded, attention_mask (U, P)."""
+    """U id lists -> input_ids (U, P) left-padded, attention_mask (U, P) (as harness/rollout/hf.py left_pad lays out
+    generate's rows; models may not import the rollout layer)."""
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     att = torch.zeros((len(prompts), width), dtype=torch.long)

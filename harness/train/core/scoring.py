@@ -73,9 +73,9 @@ def score_episode(
         elif cfg.reuses_rollout_logp():  # train.old_logp: the sampler's log-probs are pi_old's
             old_logp, read = r.sampler_logp.to(device), {}
             if head is not None:  # the sampler gives no logits: one forward for what the extensions read
-                read = batch_forward(model, batch, pad_id, temperature, micro, replay, head=head, share_prefix=shared)[
-                    1
-                ]
+                _, read = batch_forward(
+                    model, batch, pad_id, temperature, micro, replay, head=head, share_prefix=shared
+                )
         else:
             old_logp, read = batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch, head, shared)
         ref_logp = (
