@@ -26,9 +26,9 @@ def prompt_groups(prompt_ids: list[list[int]]) -> tuple[list[int], torch.Tensor]
     return [i for i, s in enumerate(starts) if s], torch.tensor(starts, dtype=torch.long).cumsum(0) - 1
 
 
-def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """U id lists -> input_ids (U, P) left-padded, attention_mask (U, P) (as harness/rollout/hf.py left_pad lays out
-    generate's rows; models may not import the rollout layer)."""
+def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """U id lists -> input_ids (U, P) left-padded, attention_mask (U, P): the layout of generate's rows
+    (harness/rollout/hf.py) and of the prefix forward here."""
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     att = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -54,7 +54,7 @@ def grouped_response_logits(
 
     dev = model.device
     firsts, run = prompt_groups(prompt_ids)
-    ids, att = _left_pad([prompt_ids[f] for f in firsts], pad_id)  # (U, P)
+    ids, att = left_pad([prompt_ids[f] for f in firsts], pad_id)  # (U, P)
     ids, att, run = ids.to(dev), att.to(dev), run.to(dev)
     cache = DynamicCache()
     head = model(  # the prompts once: their KV cache and the logits predicting response token 0

@@ -1,7 +1,8 @@
 """`rollout.backend=hf`: transformers `generate` on the training module itself.
 
 Sampler log-probs come from the processed scores (after temperature / top-p), i.e. the
-distribution the tokens were actually drawn from. Stop strings (`rollout.stop`) end a row with the
+distribution the tokens were actually drawn from, taken at each decoding step by the logits
+processor that draws the token (harness/rollout/samplers.py; no (b, T, V) scores are kept). Stop strings (`rollout.stop`) end a row with the
 token that completes the first one (kept, as EOS is; `_StopStrings`, matched on the decoded text),
 and its text is cut after the stop string.
 
@@ -26,22 +27,13 @@ import torch
 
 from harness import threads
 from harness.models.moe import is_moe, noisy_routing, record_routing
+from harness.models.prefix_groups import left_pad, prompt_groups
 from harness.parallel import full_params, full_tensor
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
-from harness.rollout.row_seeds import RowSampler, processors, row_seed
+from harness.rollout.row_seeds import RowSampler, row_seed
+from harness.rollout.samplers import BatchSampler, processors
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """list of B id lists -> input_ids (B, P) left-padded, attention_mask (B, P)."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    att = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-        att[i, width - len(p) :] = 1
-    return ids, att
 
 
 def assemble_routing(
@@ -95,16 +87,14 @@ def shared_prefix(model, rows: list[list[int]], input_ids: torch.Tensor, attenti
     width does (a sampled token may differ at a near-tie: docs/speed.md)."""
     from transformers import DynamicCache
 
-    firsts = [i for i in range(len(rows)) if i == 0 or rows[i] != rows[i - 1]]
-    ends = [*firsts[1:], len(rows)]
+    firsts, run = prompt_groups(rows)
     ids, att = input_ids[firsts, :-1], attention[firsts, :-1]  # (U, P - 1)
     position_ids = (att.cumsum(-1) - 1).clamp(min=0)  # as generate numbers a left-padded row
     cache = DynamicCache(config=model.config)
     dev = model.device
     model(input_ids=ids.to(dev), attention_mask=att.to(dev), position_ids=position_ids.to(dev),
           past_key_values=cache, use_cache=True, logits_to_keep=1)  # fmt: skip
-    counts = torch.tensor([e - f for f, e in zip(firsts, ends)])
-    cache.batch_select_indices(torch.repeat_interleave(torch.arange(len(firsts)), counts).to(dev))
+    cache.batch_select_indices(run.to(dev))
     return cache
 
 
@@ -217,12 +207,8 @@ class HFBackend(RolloutBackend):
     def _generate_chunk(self, rows: list[list[int]], params: SamplingParams, seed: int, row_seeds=None):
         """row_seeds: None (one seed for the chunk: torch.manual_seed(seed)) or one per row (RowSampler)."""
         input_ids, attention = left_pad(rows, self.pad_id)
-        sampler = RowSampler(row_seeds) if row_seeds is not None else None
-        sampling = (  # per-row seeds: the processors draw the token, generate's argmax takes it (no multinomial)
-            {"do_sample": True, "top_k": 0, "temperature": params.temperature, "top_p": params.top_p}
-            if sampler is None
-            else {"do_sample": False, "logits_processor": processors(params.temperature, params.top_p, sampler)}
-        )
+        # the last processor draws the token and records its log-prob; generate's argmax takes it (samplers.py)
+        sampler = RowSampler(row_seeds) if row_seeds is not None else BatchSampler()
         torch.manual_seed(seed)
         model = self.engine
         was_training = model.training
@@ -241,19 +227,17 @@ class HFBackend(RolloutBackend):
                 input_ids=input_ids,
                 attention_mask=attention,
                 past_key_values=cache,  # rollout.share_prefix: each distinct prompt prefilled once
-                **sampling,
+                do_sample=False,
+                logits_processor=processors(params.temperature, params.top_p, sampler),
                 max_new_tokens=params.max_new_tokens,
                 pad_token_id=self.pad_id,
                 eos_token_id=self.eos_id,
-                output_scores=True,
                 return_dict_in_generate=True,
                 **stops,
             )
         model.train(was_training)
         resp = out.sequences[:, input_ids.shape[1] :]  # (b, T)
-        # (b, T, V) processed logits (under per-row seeds: what the sampler drew from, before its one-hot)
-        scores = torch.stack(out.scores if sampler is None else sampler.scores, dim=1).float()
-        logp = torch.log_softmax(scores, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
+        logp = sampler.sampled_logp()  # (b, T) of the drawn tokens (a row's after its end: masked below)
         is_eos = resp == self.eos_id
         if params.stop:  # a stop string ends a row like EOS: mark the token that completes it as its end
             for i in range(resp.shape[0]):

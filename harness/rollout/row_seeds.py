@@ -19,6 +19,8 @@ import hashlib
 
 import torch
 
+from harness.rollout.samplers import TokenSampler
+
 
 def row_seed(seed: int, prompt_index: int, sample: int) -> int:
     """The seed of sample `sample` of the prompt at `prompt_index` of a generate call seeded `seed`."""
@@ -26,38 +28,19 @@ def row_seed(seed: int, prompt_index: int, sample: int) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") % (2**63 - 1)
 
 
-class RowSampler:
-    """The last logits processor of a sampling `generate`: draws each row's token with its own generator and
-    returns scores that put all mass on it (0 there, -inf elsewhere: generate's greedy argmax takes it, no
-    multinomial draw over the vocabulary); keeps the processed scores it sampled from (`scores`: one (b, V)
-    tensor per step) for the sampler's log-probs. Use with generate(do_sample=False) and the warpers in front
-    of this (`processors`)."""
+class RowSampler(TokenSampler):
+    """The token draw under per-row seeds (harness/rollout/samplers.py): row i draws its token with its own
+    generator, one uniform number a step, by inverse CDF of the processed distribution."""
 
     def __init__(self, seeds: list[int]):
+        super().__init__()
         self.gens = [torch.Generator().manual_seed(s) for s in seeds]
-        self.scores: list[torch.Tensor] = []
 
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        self.scores.append(scores)
+    def draw(self, scores: torch.Tensor) -> torch.Tensor:
         probs = torch.softmax(scores.float(), dim=-1)  # (b, V)
         cdf = probs.cumsum(-1)
         u = torch.cat([torch.rand(1, generator=g) for g in self.gens]).to(scores.device)  # (b,) in [0, 1)
         tok = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)  # first cdf > u
         tok = tok.clamp(max=scores.shape[-1] - 1)
         zero = probs.gather(1, tok.unsqueeze(1)).squeeze(1) <= 0  # rounding past the last token with mass
-        tok = torch.where(zero, probs.argmax(-1), tok)
-        out = torch.full_like(scores, float("-inf"))
-        return out.scatter_(1, tok.unsqueeze(1), 0.0)
-
-
-def processors(temperature: float, top_p: float, sampler: RowSampler) -> list:
-    """The logits processors of a per-row seeded `generate`: transformers' own temperature and top-p warpers
-    (the same classes, in the same order, generate applies), then the sampler."""
-    from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
-
-    out = []
-    if temperature != 1.0:
-        out.append(TemperatureLogitsWarper(temperature))
-    if top_p < 1.0:
-        out.append(TopPLogitsWarper(top_p))
-    return [*out, sampler]
+        return torch.where(zero, probs.argmax(-1), tok)

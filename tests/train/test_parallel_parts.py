@@ -28,7 +28,7 @@ def test_row_sampler_takes_the_token_where_the_cdf_first_exceeds_u():
     s = RowSampler([7])
     out = s(None, scores.clone())
     assert int(out.argmax()) == want and torch.isinf(out).sum() == 3 and out.max() == 0.0
-    assert torch.equal(s.scores[0], scores)  # the distribution it drew from, for the sampler's log-probs
+    assert torch.equal(s.logps[0], torch.log_softmax(scores, -1)[0, want].reshape(1))  # the sampler's log-prob
 
 
 def test_row_sampler_never_picks_a_token_without_mass():
