@@ -13,6 +13,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from harness import malloc
 from harness.argtypes import positive_int  # >= 1: a 0 would silently mean "the run YAML's value"
 from harness.bench.figures import summarize_steps
 from harness.bench.load import WAIT_POLICIES, busy_processes, describe_policy, wait_policy_env
@@ -216,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
         "run_trl": args.trl,
         "busy_processes": args.busy,
         "omp_wait_policy": describe_policy(wait_policy_env(args.omp_wait_policy, os.environ)),
+        "malloc": malloc.describe(),  # ours; TRL's process keeps glibc's defaults unless MALLOC_* are set
         "overrides": list(args.set),
         "repeats": args.repeats,
     }

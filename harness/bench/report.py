@@ -115,7 +115,8 @@ def render(rows: list[dict], meta: dict) -> str:
     parts = [
         f"## harness bench ({meta['timestamp']}, torch threads {meta['threads']}, "
         f"{meta['cpu_count']} CPUs, load {meta['loadavg_before'][0]:.1f} before, "
-        f"OMP wait policy {meta.get('omp_wait_policy', '?')}, {meta.get('busy_processes', 0)} busy-loop processes beside)",
+        f"OMP wait policy {meta.get('omp_wait_policy', '?')}, {meta.get('busy_processes', 0)} busy-loop processes beside, "
+        f"ours: {meta.get('malloc', '?')})",
         "",
         markdown(rows),
         "",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from harness import parallel, threads
+from harness import malloc, parallel, threads
 from harness.config import RunConfig
 from harness.faults import RunFault, StopOnSignal, StoppedBySignal
 from harness.jsonl import read_jsonl
@@ -70,6 +70,7 @@ def run(cfg: RunConfig, out_dir: str | Path) -> dict:
     """Run (or resume) one run with the trainer `cfg.trainer` names; returns the summary written
     to DIR/summary.json. SIGTERM / SIGINT stop it at the end of a step, checkpointed (harness/faults.py).
     Under torchrun (train.nproc > 1) every process calls this; rank 0 writes DIR (harness/train/run/ranks.py)."""
+    malloc.tune()  # freed tensors' memory kept for the next step's (harness/malloc.py)
     parallel.init_from_env(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
     out, scratch = own_dir(out_dir)
     try:
