@@ -59,6 +59,17 @@ def tune() -> bool:
     return _state["tuned"]
 
 
+def glibc_env() -> dict[str, str]:
+    """SETTINGS as glibc's environment variables: another process (TRL's, in `harness bench --trl-malloc
+    ours`) gets the same allocator from its start."""
+    names = {
+        M_MMAP_THRESHOLD: "MALLOC_MMAP_THRESHOLD_",
+        M_TRIM_THRESHOLD: "MALLOC_TRIM_THRESHOLD_",
+        M_TOP_PAD: "MALLOC_TOP_PAD_",
+    }
+    return {names[k]: str(v) for k, v in SETTINGS.items()}
+
+
 def describe(env: dict | None = None) -> str:
     """One line for a report's header: what a training run started with `env` (default: this process's)
     runs its allocator with."""

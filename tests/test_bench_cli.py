@@ -99,3 +99,35 @@ def test_repeats_give_median_range_and_ratios_paired_by_repeat():
     assert ours["step_s"] == "2.50 [2.00, 3.00]" and ours["repeats"] == 2
     assert ours["ratio"] == "0.40 [0.30, 0.50]"  # 2/4 and 3/10, each repeat against its own TRL run
     assert trl["ratio"] == "-"
+
+
+def test_trl_malloc_ours_gives_trls_process_our_allocator(tmp_path, monkeypatch, capsys):
+    """--trl-malloc ours: TRL's child process starts with glibc's variables set to harness/malloc.py's settings
+    (default: none of them), so a comparison can leave the allocator out; the header says which."""
+    import harness.bench.cli as bench_cli
+    from harness import malloc
+
+    seen = {}
+
+    def child(cmd, threads, wait_policy="inherit", extra_env=None):
+        seen[cmd[1].rsplit("/", 1)[-1]] = dict(extra_env or {})
+        raise RuntimeError("not run")  # the case is recorded as failed; its figures are not the point here
+
+    monkeypatch.setattr(bench_cli, "_child", child)
+    for flag in ("ours", "glibc"):
+        main(["bench", "--models", "tiny-dense", "--backends", "hf", "--steps", "1", "--trl", "--trl-malloc", flag,
+              "--out-dir", str(tmp_path)])  # fmt: skip
+        header = capsys.readouterr().out.splitlines()[0]
+        if flag == "ours":
+            assert (
+                seen["trl_grpo.py"]
+                == malloc.glibc_env()
+                == {
+                    "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+                    "MALLOC_TRIM_THRESHOLD_": str((1 << 31) - 1),
+                    "MALLOC_TOP_PAD_": str(256 << 20),
+                }
+            )
+            assert "TRL: the same allocator" in header
+        else:
+            assert seen["trl_grpo.py"] == {} and "TRL: glibc defaults" in header

