@@ -28,7 +28,13 @@ import os
 # mallopt parameters (glibc malloc.h)
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
 SETTINGS = {M_MMAP_THRESHOLD: 32 << 20, M_TRIM_THRESHOLD: (1 << 31) - 1, M_TOP_PAD: 256 << 20}
-GLIBC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
+# the environment variable glibc reads each of them from at a process's start
+ENV_NAMES = {
+    M_MMAP_THRESHOLD: "MALLOC_MMAP_THRESHOLD_",
+    M_TRIM_THRESHOLD: "MALLOC_TRIM_THRESHOLD_",
+    M_TOP_PAD: "MALLOC_TOP_PAD_",
+}
+GLIBC_ENV = tuple(ENV_NAMES.values())
 
 _state = {"tuned": False}
 
@@ -62,18 +68,13 @@ def tune() -> bool:
 def glibc_env() -> dict[str, str]:
     """SETTINGS as glibc's environment variables: another process (TRL's, in `harness bench --trl-malloc
     ours`) gets the same allocator from its start."""
-    names = {
-        M_MMAP_THRESHOLD: "MALLOC_MMAP_THRESHOLD_",
-        M_TRIM_THRESHOLD: "MALLOC_TRIM_THRESHOLD_",
-        M_TOP_PAD: "MALLOC_TOP_PAD_",
-    }
-    return {names[k]: str(v) for k, v in SETTINGS.items()}
+    return {ENV_NAMES[k]: str(v) for k, v in SETTINGS.items()}
 
 
-def describe(env: dict | None = None) -> str:
-    """One line for a report's header: what a training run started with `env` (default: this process's)
-    runs its allocator with."""
-    env = os.environ if env is None else env
+def describe() -> str:
+    """One line for a report's header: what a training run started from this process's environment runs its
+    allocator with."""
+    env = os.environ
     mine = [f"{k}={env[k]}" for k in GLIBC_ENV if k in env]
     if mine:
         return "glibc malloc from " + ", ".join(mine)

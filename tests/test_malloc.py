@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import malloc
+
 ROOT = Path(__file__).resolve().parents[1]
 glibc = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 
@@ -30,9 +32,15 @@ RUN = [  # tiny-dense, batches whose activations are megabytes (above glibc's in
 ]
 
 
+def _env(**env) -> dict:
+    """This process's environment without any allocator setting of its own, plus `env`."""
+    mine = ("HARNESS_MALLOC", *malloc.GLIBC_ENV)
+    return {**{k: v for k, v in os.environ.items() if k not in mine}, **env}
+
+
 def _python(code: str, **env) -> str:
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env}, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(**env), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -40,20 +48,14 @@ def _python(code: str, **env) -> str:
 @glibc
 def test_tune_applies_once_and_respects_an_opt_out():
     code = "from harness import malloc; print(malloc.tune(), malloc.tune(), malloc.describe())"
-    env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_MALLOC", "MALLOC_TOP_PAD_")}
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(os, "environ", env)
-        assert _python(code) == "True True glibc malloc tuned (harness/malloc.py)"
-        assert _python(code, HARNESS_MALLOC="off") == "False False malloc defaults (HARNESS_MALLOC=off)"
-        assert _python(code, MALLOC_TOP_PAD_="0") == "False False glibc malloc from MALLOC_TOP_PAD_=0"
+    assert _python(code) == "True True glibc malloc tuned (harness/malloc.py)"
+    assert _python(code, HARNESS_MALLOC="off") == "False False malloc defaults (HARNESS_MALLOC=off)"
+    assert _python(code, MALLOC_TOP_PAD_="0") == "False False glibc malloc from MALLOC_TOP_PAD_=0"
 
 
 def _metrics(run: Path, **env) -> list[dict]:
     cmd = [sys.executable, "-m", "harness.cli", "train", "experiments/runs/smoke.yaml", *RUN, "--out", str(run)]
-    full = {**os.environ, "OMP_NUM_THREADS": "2", "HARNESS_THREAD_GOVERNOR": "off", **env}
-    for k in ("HARNESS_MALLOC", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_"):
-        if k not in env:
-            full.pop(k, None)
+    full = _env(OMP_NUM_THREADS="2", HARNESS_THREAD_GOVERNOR="off", **env)
     done = subprocess.run(cmd, cwd=ROOT, env=full, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -22,21 +22,25 @@ def _prompts(n: int = 4):
     return [torch.randint(3, 20, (k,), generator=g).tolist() for k in (6, 9, 4, 7)[:n]]
 
 
-def _reference(model, tok, prompts, group, params, seed):
-    """transformers' sampling generate (its multinomial draw) and the stacked-scores log-probs."""
+def _generate(model, tok, prompts, group, seed, max_new_tokens, **sampling):
+    """generate on the left-padded rows (each prompt `group` times) under torch.manual_seed(seed) -> (its output,
+    the prompt width)."""
     from harness.models.prefix_groups import left_pad
 
-    rows = [p for p in prompts for _ in range(group)]
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    ids, att = left_pad(rows, pad)
+    ids, att = left_pad([p for p in prompts for _ in range(group)], pad)
     torch.manual_seed(seed)
     with torch.no_grad():
-        out = model.generate(
-            input_ids=ids, attention_mask=att, do_sample=True, top_k=0, temperature=params.temperature,
-            top_p=params.top_p, max_new_tokens=params.max_new_tokens, pad_token_id=pad,
-            eos_token_id=tok.eos_token_id, output_scores=True, return_dict_in_generate=True,
-        )  # fmt: skip
-    resp = out.sequences[:, ids.shape[1] :]
+        out = model.generate(input_ids=ids, attention_mask=att, max_new_tokens=max_new_tokens, pad_token_id=pad,
+                             eos_token_id=tok.eos_token_id, return_dict_in_generate=True, **sampling)  # fmt: skip
+    return out, ids.shape[1]
+
+
+def _reference(model, tok, prompts, group, params, seed):
+    """transformers' sampling generate (its multinomial draw) and the stacked-scores log-probs."""
+    out, width = _generate(model, tok, prompts, group, seed, params.max_new_tokens, do_sample=True, top_k=0,
+                           temperature=params.temperature, top_p=params.top_p, output_scores=True)  # fmt: skip
+    resp = out.sequences[:, width:]
     scores = torch.stack(out.scores, dim=1).float()  # (b, T, V)
     return resp, torch.log_softmax(scores, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
 
@@ -47,24 +51,14 @@ def test_batch_draw_equals_generates_own_sampling_bit_for_bit(temperature, top_p
     model.eval()
     params = SamplingParams(max_new_tokens=16, temperature=temperature, top_p=top_p)
     want_ids, want_logp = _reference(model, tok, _prompts(), 4, params, seed=11)
-    from harness.models.prefix_groups import left_pad
-
-    rows = [p for p in _prompts() for _ in range(4)]
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    ids, att = left_pad(rows, pad)
     sampler = BatchSampler()
-    torch.manual_seed(11)
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=ids, attention_mask=att, do_sample=False,
-            logits_processor=processors(temperature, top_p, sampler), max_new_tokens=16, pad_token_id=pad,
-            eos_token_id=tok.eos_token_id,
-        )  # fmt: skip
-    got_ids = out[:, ids.shape[1] :]
+    out, width = _generate(model, tok, _prompts(), 4, 11, 16, do_sample=False,
+                           logits_processor=processors(temperature, top_p, sampler))  # fmt: skip
+    got_ids = out.sequences[:, width:]
     assert torch.equal(got_ids, want_ids)
     eos = got_ids == tok.eos_token_id
     live = (eos.cumsum(-1) - eos.long()) == 0  # up to and including a row's EOS (generate pads a row after it)
-    assert len(sampler.logps) == want_ids.shape[1] and 0 < int(eos.any(-1).sum()) < len(rows)
+    assert len(sampler.logps) == want_ids.shape[1] and 0 < int(eos.any(-1).sum()) < len(got_ids)
     assert torch.equal(sampler.sampled_logp()[live], want_logp[live])  # bit for bit
 
 
