@@ -17,6 +17,7 @@ import torch
 from harness.models.lora import AdaptersOff
 from harness.models.moe import replay_routing
 from harness.models.prefix_groups import grouped_response_logits
+from harness.models.token_stats import token_stats
 from harness.objective.extensions import TokenLogits
 
 
@@ -109,7 +110,17 @@ def response_forward(
     (SimKO's top-K log-probs). Gradients flow unless under no_grad. share_prefix: train.share_prefix (each run
     of identical prompts through the model once: harness/models/prefix_groups.py)."""
     logp, entropy, (logits, logz, mask), _ = _response_logits(
-        model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, None, routing, share_prefix
+        model,
+        prompt_ids,
+        response_ids,
+        response_mask,
+        pad_id,
+        temperature,
+        with_entropy,
+        None,
+        routing,
+        share_prefix,
+        keep_logits=head is not None,
     )
     extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
     return logp, entropy, extras
@@ -141,10 +152,12 @@ def _response_logits(
     model_kwargs,
     routing,
     share_prefix=False,
+    keep_logits=False,
 ):
     """One forward -> (logp (B, T), entropy or None, (logits (B, T, V), logz (B, T), mask (B, T)), out).
     share_prefix (train.share_prefix): each run of identical prompts goes through the model once
-    (harness/models/prefix_groups.py; out is then None)."""
+    (harness/models/prefix_groups.py; out is then None). keep_logits: a head reads the (B, T, V) logits at the
+    temperature; without, they are None and the token statistics are taken a few rows at a time."""
     if share_prefix:
         if routing is not None or model_kwargs:
             raise ValueError("train.share_prefix: no routing replay and no extra model arguments (an MoE is refused)")
@@ -152,10 +165,13 @@ def _response_logits(
         logits, out = grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id, keep), None
     else:
         logits, out = _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing)
+    mask = response_mask.to(logits.device)
+    if not keep_logits:  # a few rows at a time, bit for bit the whole-tensor formulas (token_stats.py)
+        logp, logz, entropy = token_stats(logits, response_ids, temperature, with_entropy)
+        return logp * mask, entropy * mask if with_entropy else None, (None, logz, mask), out
     logits = logits.float() / temperature  # (B, T, V)
     logz = torch.logsumexp(logits, dim=-1)  # (B, T)
     tok = response_ids.to(logits.device).unsqueeze(-1)
-    mask = response_mask.to(logits.device)
     logp = (logits.gather(-1, tok).squeeze(-1) - logz) * mask
     entropy = None
     if with_entropy:
