@@ -83,10 +83,11 @@ def test_chunk_bounds_cover_every_row_in_near_equal_chunks_of_two_rows_or_more()
     assert chunk_bounds(1, 49152, row) == [(0, 1)]
 
 
-@pytest.mark.parametrize("share_prefix", [False, True])
-def test_the_trainer_forward_is_the_same_through_either_path(share_prefix):
+@pytest.mark.parametrize("share_prefix,autocast", [(False, False), (True, False), (False, True)])
+def test_the_trainer_forward_is_the_same_through_either_path(share_prefix, autocast):
     """response_forward without a head (the chunks) against with a head that reads nothing (the whole tensor):
-    log-probs, entropies and the gradient of every weight equal bit for bit."""
+    log-probs, entropies and the gradient of every weight equal bit for bit; also under train.autocast's bf16
+    (the forward in autocast, the backward outside it, as the trainer runs them)."""
     model = build_model("tiny-dense", seed=0)
     model = (model[0] if isinstance(model, tuple) else model).train()
     g, vocab = torch.Generator().manual_seed(1), model.config.vocab_size
@@ -97,9 +98,10 @@ def test_the_trainer_forward_is_the_same_through_either_path(share_prefix):
     results = []
     for head in (None, lambda view: {}):
         model.zero_grad()
-        logp, ent, _ = lp.response_forward(
-            model, prompts, resp, mask, 0, 0.8, with_entropy=True, head=head, share_prefix=share_prefix
-        )
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logp, ent, _ = lp.response_forward(
+                model, prompts, resp, mask, 0, 0.8, with_entropy=True, head=head, share_prefix=share_prefix
+            )
         (logp.sum() + 0.1 * ent.sum()).backward()
         results.append([logp, ent] + [p.grad.clone() for p in model.parameters() if p.grad is not None])
     assert len(results[0]) == len(results[1]) > 2
