@@ -109,19 +109,8 @@ def response_forward(
     log-sum-exp, the mask, the sampled tokens): an extension's `old_forward` / `train_forward`
     (SimKO's top-K log-probs). Gradients flow unless under no_grad. share_prefix: train.share_prefix (each run
     of identical prompts through the model once: harness/models/prefix_groups.py)."""
-    logp, entropy, (logits, logz, mask), _ = _response_logits(
-        model,
-        prompt_ids,
-        response_ids,
-        response_mask,
-        pad_id,
-        temperature,
-        with_entropy,
-        None,
-        routing,
-        share_prefix,
-        keep_logits=head is not None,
-    )
+    rows = (model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, None, routing)
+    logp, entropy, (logits, logz, mask), _ = _response_logits(*rows, share_prefix, keep_logits=head is not None)
     extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
     return logp, entropy, extras
 
