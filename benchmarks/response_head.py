@@ -49,6 +49,14 @@ def forward(model, prompts, response, mask, keep: bool, grad: bool) -> torch.Ten
     return logp.detach()
 
 
+def print_on_off(times: dict[tuple[str, bool], list[float]], on_label: str, off_label: str) -> None:
+    """The markdown table of a lever on and off: times[(phase, on)] = seconds of each repeat, per phase."""
+    print(f"| phase | {on_label} | {off_label} | ratio |\n|---|---|---|---|")
+    for phase in ("no-grad forward", "forward + backward"):
+        on, off = times[(phase, True)], times[(phase, False)]
+        print(f"| {phase} | {spread(on)} | {spread(off)} | {statistics.median(on) / statistics.median(off):.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m")
@@ -75,10 +83,7 @@ def main() -> None:
         f"{args.model}, {args.rows} rows, prompts {args.prompt_len[0]}-{args.prompt_len[1]} + {args.response_len}"
         f" response tokens, {args.threads} threads, {cpu_model()}, {args.repeats} repeats"
     )
-    print("| phase | head on responses only (s) | head everywhere (s) | ratio |\n|---|---|---|---|")
-    for phase in ("no-grad forward", "forward + backward"):
-        on, off = times[(phase, True)], times[(phase, False)]
-        print(f"| {phase} | {spread(on)} | {spread(off)} | {statistics.median(on) / statistics.median(off):.2f} |")
+    print_on_off(times, "head on responses only (s)", "head everywhere (s)")
     print(f"largest |log-prob difference|: {diff:.2e}")
 
 

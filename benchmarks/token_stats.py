@@ -16,13 +16,11 @@ times both, alternating; median [min, max].
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
-from response_head import batch, timed
+from response_head import batch, print_on_off, timed
 
 from harness import malloc
-from harness.bench.report import spread
 from harness.machine import cpu_model
 from harness.models import build_model
 from harness.models import logprobs as lp
@@ -76,13 +74,9 @@ def main() -> None:
     print(
         f"{args.model}, {args.rows} rows ({args.group} a prompt), prompts {args.prompt_len[0]}-{args.prompt_len[1]}"
         f" + {args.response_len} response tokens, share_prefix={args.share_prefix}, autocast bf16={args.autocast},"
-        f" {args.threads} threads,"
-        f" {cpu_model()}, {args.repeats} repeats"
+        f" {args.threads} threads, {cpu_model()}, {args.repeats} repeats"
     )
-    print("| phase | a few rows at a time (s) | the whole tensor (s) | ratio |\n|---|---|---|---|")
-    for phase in ("no-grad forward", "forward + backward"):
-        on, off = times[(phase, True)], times[(phase, False)]
-        print(f"| {phase} | {spread(on)} | {spread(off)} | {statistics.median(on) / statistics.median(off):.2f} |")
+    print_on_off(times, "a few rows at a time (s)", "the whole tensor (s)")
     print(f"log-probs, entropies and {len(outs[True]) - 2} weight gradients bit for bit the same: {same}")
 
 

@@ -72,16 +72,16 @@ class _ChunkedStats(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g_logp, g_logz, g_entropy):
+        """Called with at least one gradient given (None for an output nothing used: not materialised). The
+        entropy is recomputed only where a gradient reaches it (a metric-only entropy costs no softmax here)."""
         logits, tokens = ctx.saved_tensors
-        grad = torch.zeros_like(logits) if ctx.bounds == [] else torch.empty_like(logits)
+        grad = torch.empty_like(logits)
+        with_entropy = ctx.with_entropy and g_entropy is not None
         for s, e in ctx.bounds:
             with torch.enable_grad():
                 x = logits[s:e].detach().requires_grad_()
-                outs = _formulas(x, tokens[s:e], ctx.temperature, ctx.with_entropy)
+                outs = _formulas(x, tokens[s:e], ctx.temperature, with_entropy)
                 pairs = [(o, g[s:e]) for o, g in zip(outs, (g_logp, g_logz, g_entropy)) if g is not None]
-                if not pairs:
-                    grad[s:e] = 0
-                    continue
                 (grad[s:e],) = torch.autograd.grad([o for o, _ in pairs], x, [g for _, g in pairs])
         return grad, None, None, None, None
 

@@ -3,8 +3,8 @@
 Sampler log-probs come from the processed scores (after temperature / top-p), i.e. the
 distribution the tokens were actually drawn from, taken at each decoding step by the logits
 processor that draws the token (harness/rollout/samplers.py; no (b, T, V) scores are kept).
-Stop strings (`rollout.stop`) end a row with the token that completes the first one (kept, as EOS is; `_StopStrings`, matched on the decoded text),
-and its text is cut after the stop string.
+Stop strings (`rollout.stop`) end a row with the token that completes the first one (kept, as EOS is;
+`_StopStrings`, matched on the decoded text), and its text is cut after the stop string.
 
 Rollout/train mismatch knobs (docs/studies.md (c)):
 - `rollout.dtype` different from the policy's dtype (bfloat16 rollout, float32 training):
