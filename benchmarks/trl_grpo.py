@@ -1,4 +1,5 @@
-"""The benchmark's GRPO workload through TRL's GRPOTrainer (CPU, transformers generate, no vLLM).
+"""The benchmark's GRPO workload through TRL's GRPOTrainer (transformers generate, no vLLM; on the
+GPU when torch sees one, as our trainer, else on the CPU).
 
     .venv/bin/python benchmarks/trl_grpo.py CONFIG_JSON OUT_JSON
 
@@ -40,9 +41,10 @@ AGG_TO_LOSS = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_to
 SCALE_TO_TRL = {"group_std": "group", "batch_std": "batch", "none": "none"}
 
 
-def trl_args(cfg, out_dir: str) -> dict:
+def trl_args(cfg, out_dir: str, use_cpu: bool = True) -> dict:
     """GRPOConfig keyword arguments matching run config `cfg` (a RunConfig); raises ValueError
-    naming the objective knob that TRL cannot reproduce."""
+    naming the objective knob that TRL cannot reproduce. use_cpu: False where a GPU is at hand
+    (our trainer takes it too: harness/train/run/setup.py)."""
     obj, tr, ro = cfg.objective, cfg.train, cfg.rollout
     unsupported = {
         "objective.baseline": (obj.baseline, "group_mean"),
@@ -71,7 +73,7 @@ def trl_args(cfg, out_dir: str) -> dict:
     accum = rows // micro
     return dict(
         output_dir=out_dir,
-        use_cpu=True,
+        use_cpu=use_cpu,
         use_vllm=False,
         seed=cfg.seed,
         bf16=bool(cfg.train.autocast),  # train.autocast=bf16: bf16 compute over fp32 weights, as ours
@@ -141,6 +143,7 @@ def run_trl(cfg_dict: dict) -> dict:
     data = Dataset.from_list([{"prompt": problem_messages(p, suffix), "uid": p.uid} for p in problems])
 
     work = tempfile.mkdtemp(prefix="trl-grpo-")
+    use_cpu = not torch.cuda.is_available()
     model, tok, render = initial_policy(cfg, torch.device("cpu"))
     folder = str(save_model(model, tok, Path(work) / "policy"))
     del model
@@ -199,7 +202,7 @@ def run_trl(cfg_dict: dict) -> dict:
     trainer = TimedGRPOTrainer(
         model=folder,
         reward_funcs=verifier_reward,
-        args=GRPOConfig(**trl_args(cfg, work)),
+        args=GRPOConfig(**trl_args(cfg, work, use_cpu)),
         train_dataset=data,
         processing_class=tok,
         callbacks=[StepTimer()],
@@ -230,7 +233,7 @@ def run_trl(cfg_dict: dict) -> dict:
         "per_step": per_step,
         "setup_s": setup,
         "trl_version": trl.__version__,
-        "trl_args": {k: v for k, v in trl_args(cfg, work).items() if k != "output_dir"},
+        "trl_args": {k: v for k, v in trl_args(cfg, work, use_cpu).items() if k != "output_dir"},
     }
 
 

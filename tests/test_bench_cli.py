@@ -4,6 +4,8 @@ warm-up exclusion of the figures, and clear errors on bad options. Figures only:
 import json
 import sys
 
+from harness import machine
+from harness.bench import cli as bench_cli
 from harness.bench.figures import summarize_steps
 from harness.bench.report import COLUMNS
 from harness.cli import main
@@ -64,7 +66,33 @@ def test_bench_one_step_table_and_json(tmp_path, capsys):
     assert 0 < row["tokens_per_step"] <= 2 * 2 * 8  # 2 prompts x G 2 x at most 8 tokens (EOS may end one early)
     assert [s["step"] for s in row["per_step"]] == [0]
     assert report["ratios"] == [] and report["meta"]["run_trl"] is False
+    assert report["meta"]["complete"] is True  # written after each case with False, once more at the end
+    assert report["meta"]["machine"] == machine.one_line() and machine.cpu_model() in next(
+        ln for ln in out.splitlines() if ln.startswith("## harness bench")
+    )
     assert "trl" not in sys.modules  # TRL stays a benchmark-only dependency
+
+
+def test_a_killed_bench_keeps_the_cases_it_finished(tmp_path, monkeypatch):
+    """The JSON is rewritten after every case (complete: false), so a bench stopped in its second case (a
+    timeout, Ctrl-C) keeps the first case's figures."""
+    done = []
+
+    def case(trainer, model, backend, args, work):
+        if done:
+            raise KeyboardInterrupt
+        done.append(trainer)
+        return {"trainer": trainer, "model": model, "backend": backend, "step_s": 1.0}
+
+    monkeypatch.setattr(bench_cli, "_case", case)
+    args = ["bench", "--models", "tiny-dense", "--backends", "hf", "--trl", "--out-dir", str(tmp_path)]
+    try:
+        main(args)
+    except KeyboardInterrupt:
+        pass
+    (path,) = tmp_path.glob("*.json")
+    report = json.loads(path.read_text())
+    assert report["meta"]["complete"] is False and [r["trainer"] for r in report["rows"]] == ["ours"]
 
 
 def test_summarize_excludes_warmup_step():

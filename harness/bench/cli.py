@@ -13,7 +13,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from harness import malloc
+from harness import machine, malloc
 from harness.argtypes import positive_int  # >= 1: a 0 would silently mean "the run YAML's value"
 from harness.bench.figures import summarize_steps
 from harness.bench.load import WAIT_POLICIES, busy_processes, describe_policy, wait_policy_env
@@ -193,6 +193,7 @@ def _meta(args, models: list[str], backends: list[str]) -> dict:
     """What the report's header and the JSON say about the run: machine, versions, options."""
     return {
         "timestamp": timestamp(),
+        "machine": machine.one_line(),  # the CPU, its kernel path, and the GPU where torch sees one
         "threads": args.threads,
         "cpu_count": os.cpu_count(),
         "loadavg_before": os.getloadavg(),
@@ -249,9 +250,12 @@ def run(args: argparse.Namespace) -> int:
             for model in models:
                 for backend in backends:
                     rows.append({**_case("ours", model, backend, args, work / f"r{repeat}"), "repeat": repeat})
+                    write_json(args.out_dir, rows, {**meta, "complete": False})  # a kill keeps the cases done
                 if args.trl:
                     rows.append({**_case("trl", model, "hf", args, work / f"r{repeat}"), "repeat": repeat})
+                    write_json(args.out_dir, rows, {**meta, "complete": False})
     meta["loadavg_after"] = os.getloadavg()
+    meta["complete"] = True
     print(render(rows, meta), end="")
     path = write_json(args.out_dir, rows, meta)
     print(f"[bench] JSON: {path}", file=sys.stderr)

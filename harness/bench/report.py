@@ -113,7 +113,7 @@ REPEAT_COLUMNS = (
 def render(rows: list[dict], meta: dict) -> str:
     """The whole stdout report (markdown)."""
     parts = [
-        f"## harness bench ({meta['timestamp']}, torch threads {meta['threads']}, "
+        f"## harness bench ({meta['timestamp']}, {meta.get('machine', '?')}, torch threads {meta['threads']}, "
         f"{meta['cpu_count']} CPUs, load {meta['loadavg_before'][0]:.1f} before, "
         f"OMP wait policy {meta.get('omp_wait_policy', '?')}, {meta.get('busy_processes', 0)} busy-loop processes beside, "
         f"ours: {meta.get('malloc', '?')}, TRL: {'the same allocator' if meta.get('trl_malloc') == 'ours' else 'glibc defaults'})",

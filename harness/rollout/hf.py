@@ -206,11 +206,13 @@ class HFBackend(RolloutBackend):
 
     def _generate_chunk(self, rows: list[list[int]], params: SamplingParams, seed: int, row_seeds=None):
         """row_seeds: None (one seed for the chunk: torch.manual_seed(seed)) or one per row (RowSampler)."""
-        input_ids, attention = left_pad(rows, self.pad_id)
+        model = self.engine
+        # on the model's device: generate copies each step's logits to input_ids' device, so ids left on the
+        # host would run the draw (softmax, cumsum or multinomial over (b, V)) on the CPU of a GPU run
+        input_ids, attention = (t.to(model.device) for t in left_pad(rows, self.pad_id))
         # the last processor draws the token and records its log-prob; generate's argmax takes it (samplers.py)
         sampler = RowSampler(row_seeds) if row_seeds is not None else BatchSampler()
         torch.manual_seed(seed)
-        model = self.engine
         was_training = model.training
         model.eval()
         with full_params(model), ExitStack() as hooks:  # full_params: a sharded policy's (FSDP) whole weights
