@@ -54,14 +54,15 @@ def markdown(rows: list[dict], columns=COLUMNS) -> str:
 
 
 def ratios(rows: list[dict]) -> list[dict]:
-    """One row per (model, our backend) that has a TRL row of the same model: ours / TRL."""
-    trl = {r["model"]: r for r in rows if r["trainer"] == "trl" and r.get("step_s")}
+    """One row per (model, our backend, repeat) that has a TRL row of the same model and repeat: ours / TRL,
+    each repeat against its own TRL run."""
+    trl = {(r["model"], r.get("repeat", 0)): r for r in rows if r["trainer"] == "trl" and r.get("step_s")}
     out = []
     for r in rows:
-        ref = trl.get(r["model"])
+        ref = trl.get((r["model"], r.get("repeat", 0)))
         if r["trainer"] != "ours" or ref is None or not r.get("step_s"):
             continue
-        item = {"model": r["model"], "backend": r["backend"]}
+        item = {"model": r["model"], "backend": r["backend"], "repeat": r.get("repeat", 0)}
         for key in ("step_s", "rollout_s", "update_s", "tok_s"):
             item[f"{key}_ratio"] = r[key] / ref[key] if r.get(key) is not None and ref.get(key) else None
         out.append(item)
@@ -139,7 +140,9 @@ def render(rows: list[dict], meta: dict) -> str:
         parts += [
             "",
             "Ours / TRL (same model, prompts, G, T, steps, lr, clip, KL; < 1 = ours faster for s, "
-            "> 1 = ours faster for tok/s):",
+            "> 1 = ours faster for tok/s)"
+            + ("; the first repeat (all repeats: the table above)" if meta.get("repeats", 1) > 1 else "")
+            + ":",
             "",
             markdown(rat, RATIO_COLUMNS),
         ]
