@@ -1,8 +1,9 @@
 """hf generate's KV cache on this CPU: transformers' dynamic cache (what the rollout uses), a static cache, a
 static cache with the model's forward under torch.compile, and a bare decoding loop (the model's forwards on a
-dynamic cache and a multinomial draw a step, none of generate's bookkeeping: what a loop of our own would save). Seconds per generate call of the SmolLM2 bench's
-shape (16 prompts x 4 samples, 43-token prompts, 64 new tokens, sampled); figures, never assertions. One mode a
-process (a compiled forward must not leak into the next mode):
+dynamic cache and a multinomial draw a step, none of generate's bookkeeping: what a loop of our own would
+save). Seconds per generate call, by default of the SmolLM2 bench's shape (16 prompts x 4 samples, 43-token
+prompts, 64 new tokens, sampled; the tiny model's: --prompts 16 --group 8 --prompt-tokens 12 --new-tokens 48);
+figures, never assertions. One mode a process (a compiled forward must not leak into the next mode):
 
     python benchmarks/generate_cache.py --mode dynamic
     python benchmarks/generate_cache.py --mode static
@@ -52,31 +53,36 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompts", type=int, default=16, help="distinct prompts (default 16: the SmolLM2 bench's)")
+    ap.add_argument("--group", type=int, default=4, help="rows a prompt (default 4)")
+    ap.add_argument("--prompt-tokens", type=int, default=43, help="tokens a prompt (default 43)")
+    ap.add_argument("--new-tokens", type=int, default=64, help="tokens generated a row (default 64)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, tok = build_model(args.model, seed=0)
     model.eval()
-    ids, att = prompts(model.config.vocab_size, 16, 4, 43)
+    ids, att = prompts(model.config.vocab_size, args.prompts, args.group, args.prompt_tokens)
+    T = args.new_tokens
     kwargs = {} if args.mode in ("dynamic", "loop") else {"cache_implementation": "static", "disable_compile": True}
     if args.mode == "compiled":
         model.forward = torch.compile(model.forward, dynamic=False)
     print(
-        f"{args.model}, {'a bare decoding loop' if args.mode == 'loop' else args.mode + ' cache'}, {ids.shape[0]} rows x 43 + 64 tokens, {args.threads} threads, {cpu_model()}"
+        f"{args.model}, {'a bare decoding loop' if args.mode == 'loop' else args.mode + ' cache'}, {ids.shape[0]} rows x {args.prompt_tokens} + {T} tokens, {args.threads} threads, {cpu_model()}"
     )
     for call in range(args.calls):
         torch.manual_seed(0)
         start = time.perf_counter()
         with torch.no_grad():
             if args.mode == "loop":
-                bare_loop(model, ids, att, 64)
+                bare_loop(model, ids, att, T)
             else:
                 model.generate(
                     input_ids=ids,
                     attention_mask=att,
                     do_sample=True,
                     top_k=0,
-                    max_new_tokens=64,
-                    min_new_tokens=64,
+                    max_new_tokens=T,
+                    min_new_tokens=T,
                     pad_token_id=tok.pad_token_id or 0,
                     **kwargs,
                 )
