@@ -66,8 +66,9 @@ def main() -> None:
     kwargs = {} if args.mode in ("dynamic", "loop") else {"cache_implementation": "static", "disable_compile": True}
     if args.mode == "compiled":
         model.forward = torch.compile(model.forward, dynamic=False)
+    what = "a bare decoding loop" if args.mode == "loop" else f"{args.mode} cache"
     print(
-        f"{args.model}, {'a bare decoding loop' if args.mode == 'loop' else args.mode + ' cache'}, {ids.shape[0]} rows x {args.prompt_tokens} + {T} tokens, {args.threads} threads, {cpu_model()}"
+        f"{args.model}, {what}, {ids.shape[0]} rows x {args.prompt_tokens} + {T} tokens, {args.threads} threads, {cpu_model()}"
     )
     for call in range(args.calls):
         torch.manual_seed(0)

@@ -7,7 +7,7 @@ import sys
 from harness import machine
 from harness.bench import cli as bench_cli
 from harness.bench.figures import summarize_steps
-from harness.bench.report import COLUMNS
+from harness.bench.report import COLUMNS, ratios
 from harness.cli import main
 
 HEADER = [h for h, _, _ in COLUMNS]
@@ -127,8 +127,6 @@ def test_repeats_give_median_range_and_ratios_paired_by_repeat():
     assert ours["step_s"] == "2.50 [2.00, 3.00]" and ours["repeats"] == 2
     assert ours["ratio"] == "0.40 [0.30, 0.50]"  # 2/4 and 3/10, each repeat against its own TRL run
     assert trl["ratio"] == "-"
-    from harness.bench.report import ratios
-
     # the JSON's ratios: each repeat against its own TRL run too (not every repeat against the last TRL row)
     assert [(r["repeat"], r["step_s_ratio"]) for r in ratios(rows)] == [(0, 0.5), (1, 0.3)]
 

@@ -248,12 +248,9 @@ def run(args: argparse.Namespace) -> int:
         work = Path(tmp)
         for repeat in range(args.repeats):  # alternating, so a drift of the machine reaches every case alike
             for model in models:
-                for backend in backends:
-                    rows.append({**_case("ours", model, backend, args, work / f"r{repeat}"), "repeat": repeat})
+                for trainer, backend in [("ours", b) for b in backends] + ([("trl", "hf")] if args.trl else []):
+                    rows.append({**_case(trainer, model, backend, args, work / f"r{repeat}"), "repeat": repeat})
                     write_json(args.out_dir, rows, {**meta, "complete": False})  # a kill keeps the cases done
-                if args.trl:
-                    rows.append({**_case("trl", model, "hf", args, work / f"r{repeat}"), "repeat": repeat})
-                    write_json(args.out_dir, rows, {**meta, "complete": False})
     meta["loadavg_after"] = os.getloadavg()
     meta["complete"] = True
     print(render(rows, meta), end="")

@@ -85,15 +85,14 @@ def repeated(rows: list[dict]) -> list[dict]:
     for r in rows:
         if r.get("step_s"):
             cases.setdefault((r["trainer"], r["model"], r["backend"]), []).append(r)
-    trl = {k[1]: {r.get("repeat"): r for r in v} for k, v in cases.items() if k[0] == "trl"}
+    paired = ratios(rows)  # each repeat's ours over the same repeat's TRL
     out = []
     for (trainer, model, backend), rs in cases.items():
         item = {"trainer": trainer, "model": model, "backend": backend, "repeats": len(rs)}
         for key in ("step_s", "rollout_s", "score_s", "update_s"):
             item[key] = spread([r.get(key) for r in rs])
-        ref = trl.get(model, {})
-        paired = [r["step_s"] / ref[r.get("repeat")]["step_s"] for r in rs if r.get("repeat") in ref]
-        item["ratio"] = spread(paired) if trainer == "ours" and paired else "-"
+        mine = [p["step_s_ratio"] for p in paired if (p["model"], p["backend"]) == (model, backend)]
+        item["ratio"] = spread(mine) if trainer == "ours" and mine else "-"
         out.append(item)
     return out
 
