@@ -399,6 +399,13 @@ class TrainSection(_Section):
         4, ge=0, description="dynamic sampling: extra sampling rounds to refill dropped groups"
     )
     checkpoint_every: int = Field(5, ge=1, description="checkpoint (and flush metrics) every N steps")
+    checkpoint_background: bool = Field(
+        False,
+        description="write each checkpoint (and then flush its metrics) in a thread while the next steps run: the "
+        "step waits only for a copy of the weights and optimizer state (memory for one more copy of them) and for "
+        "the previous write. Still atomic and resumable; a write's error surfaces at the next checkpoint. The "
+        "same run either way (docs/faults.md)",
+    )
     samples_to_log: int = Field(8, ge=0, description="completions written to samples.jsonl per step")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None = torch default)")
     nan_policy: Literal["stop", "skip_step"] = Field(

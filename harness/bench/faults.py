@@ -1,6 +1,6 @@
 """Kill/resume reliability benchmark (benchmarks/faults.py; docs/faults.md).
 
-    python benchmarks/faults.py [--trials N] [--steps S] [--kills K] [--signal kill|term] [--seed X]
+    python benchmarks/faults.py [--trials N] [--steps S] [--kills K] [--signal kill|term] [--seed X] [--set KEY=VALUE]
 
 One uninterrupted reference run of a tiny config (real `harness train` subprocess, MLflow on a
 sqlite store in a temp folder), then N trials: each starts the same command, kills it K times
@@ -85,7 +85,11 @@ def _file_steps(run: Path) -> list[int]:
     return [json.loads(x)["step"] for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def run_trials(trials: int, steps: int, kills: int, sig: int, seed: int, work: Path, ckpt_every: int) -> dict:
+def run_trials(
+    trials: int, steps: int, kills: int, sig: int, seed: int, work: Path, ckpt_every: int, overrides: tuple = ()
+) -> dict:
+    """`trials` runs of the tiny config (+ `overrides`, KEY=VALUE), each killed `kills` times at random moments
+    and rerun until it finishes; a reference run without kills first."""
     uri = f"sqlite:///{work}/mlflow.db"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONUNBUFFERED": "1"}
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -100,6 +104,7 @@ def run_trials(trials: int, steps: int, kills: int, sig: int, seed: int, work: P
             *RUN,
             f"train.steps={steps}",
             f"train.checkpoint_every={ckpt_every}",
+            *overrides,
             "--out",
             str(out),
         ]
@@ -188,6 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--signal", choices=["kill", "term"], default="kill", help="SIGKILL (default) or SIGTERM")
     p.add_argument("--seed", type=int, default=0, help="seed of the kill moments")
     p.add_argument("--work", default=None, help="keep the runs here (default: a temp folder, removed)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override of every run, repeatable (e.g. train.checkpoint_background=true)",
+    )
     args = p.parse_args(argv)
     for name in ("trials", "steps", "checkpoint_every", "kills"):
         if getattr(args, name) < 1:
@@ -196,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="harness-faults-") as tmp:
         work = Path(args.work) if args.work else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        res = run_trials(args.trials, args.steps, args.kills, sig, args.seed, work, args.checkpoint_every)
+        res = run_trials(
+            args.trials, args.steps, args.kills, sig, args.seed, work, args.checkpoint_every, tuple(args.set)
+        )
     print(render(res, signal.Signals(sig).name), end="")
     return 0
 

@@ -34,21 +34,25 @@ def _full_disk_on_call(monkeypatch, nth: int):
     monkeypatch.setattr(torch, "save", save)
 
 
-def test_disk_full_during_checkpoint(tmp_path, mlflow_uri, monkeypatch, capsys):
+@pytest.mark.parametrize("background", [False, True], ids=["sync", "background"])
+def test_disk_full_during_checkpoint(background, tmp_path, mlflow_uri, monkeypatch, capsys):
+    """train.checkpoint_background: the write's error is raised at the loop's next wait for the writer (the
+    final checkpoint's here); the same checkpoints and records are left."""
     from harness.train import train
 
     run = tmp_path / "run"
+    cfg = tiny(*(["train.checkpoint_background=true"] if background else []))
     with monkeypatch.context() as m:
         _full_disk_on_call(m, 3)  # step 2's checkpoint
         with pytest.raises(CheckpointWriteError) as e:
-            train(tiny(), run)
+            train(cfg, run)
     msg = str(e.value)
     assert "No space left on device" in msg and "step_000002" in msg and "step_000001 is intact" in msg, msg
     ckpts = run / "checkpoints"
     assert sorted(p.name for p in ckpts.iterdir() if p.name != "latest") == ["step_000000", "step_000001"]
     assert verify(ckpts / "step_000001") is None and (ckpts / "latest").read_text() == "step_000001"
     assert file_steps(run) == [0, 1]
-    train(tiny(), run)  # space freed: the rerun resumes from step_000001
+    train(cfg, run)  # space freed: the rerun resumes from step_000001
     assert_complete(mlflow_uri, run)
 
 

@@ -1,5 +1,7 @@
 """A run killed during rollout, update, checkpoint write, metrics flush or MLflow flush, then
-rerun with the same config, finishes with every step exactly once in metrics.jsonl and in MLflow.
+rerun with the same config, finishes with every step exactly once in metrics.jsonl and in MLflow; with the
+checkpoint written in a thread too (train.checkpoint_background: a kill in the writer reaches the loop at its
+next wait for the writer, as the whole process would have died there).
 
 The kill is `Killed` (a BaseException) raised at the chosen line, standing for SIGKILL there:
 the trainer's code after that line never runs (its `except BaseException` only marks the MLflow
@@ -50,14 +52,15 @@ def _mlflow_log_batch(monkeypatch, kill_step: int):
 PHASES = ["rollout", "update", "checkpoint_write", "metrics_flush", "mlflow_flush"]
 
 
+@pytest.mark.parametrize("background", [False, True], ids=["sync", "background"])  # train.checkpoint_background
 @pytest.mark.parametrize("phase", PHASES)
-def test_killed_then_rerun_has_every_step_once(phase, tmp_path, mlflow_uri, monkeypatch):
+def test_killed_then_rerun_has_every_step_once(phase, background, tmp_path, mlflow_uri, monkeypatch):
     import harness.train.rl.step as loop
     from harness.train import train
     from harness.train.core.rundir import RunDir
 
     run = tmp_path / "run"
-    cfg = tiny()
+    cfg = tiny(*(["train.checkpoint_background=true"] if background else []))
     with monkeypatch.context() as m:
         if phase == "rollout":
             _kill_on_call(m, loop, "collect", 3)  # step 2's rollout

@@ -43,6 +43,7 @@ from harness.train.core.trainer import RunContext, Trainer
 from harness.train.dpo.step import DPOTrainer
 from harness.train.eval.evaluate import is_eval_step, paired_rise
 from harness.train.rl.step import RLTrainer
+from harness.train.run.ckpt_writer import BackgroundWriter, snapshot
 from harness.train.run.eval_cache import eval_at
 from harness.train.run.ranks import check_same_start, cleanup, own_dir, quiet_config, rank_zero_first
 from harness.train.run.setup import open_run, resume_point, start_run
@@ -87,6 +88,7 @@ class Shell:
         self.pending_samples: list[dict] = []
         self.elapsed0 = 0.0
         self.t_run = time.perf_counter()
+        self.writer = BackgroundWriter()  # train.checkpoint_background's writer thread
 
     def run(self, out_dir: str | Path) -> dict:
         cfg = self.cfg
@@ -100,6 +102,7 @@ class Shell:
         try:
             self._steps(ctx, start)
         except BaseException as err:
+            self._drain_writer()
             self.tracker.finish(end_status(err))
             ctx.backend.close()
             raise
@@ -192,7 +195,8 @@ class Shell:
             self._print(rec)
             stopping = self._stop_requested()
             due = (step + 1) % tr.checkpoint_every == 0 or self.trainer.checkpoint_due(step) or stopping
-            last_ckpt_seconds = self._checkpoint(ctx, step) if due else 0.0
+            background = tr.checkpoint_background and not stopping  # a stop waits for its checkpoint
+            last_ckpt_seconds = self._checkpoint(ctx, step, background) if due else 0.0
             if stopping:
                 raise self.stop.stop(step, ctx.last_ckpt)
         final = self.trainer.final_step
@@ -201,6 +205,15 @@ class Shell:
             rec["perf/elapsed_seconds"] = self._elapsed()
             self.pending_metrics.append(rec)
             self._checkpoint(ctx, final)
+        self.writer.wait()
+
+    def _drain_writer(self) -> None:
+        """The run ends by an error: the write in flight finishes first (its checkpoint and records kept), and its
+        own error, if it has one, is printed (the run's error is the one raised)."""
+        try:
+            self.writer.wait()
+        except BaseException as err:  # noqa: BLE001 -- reported; the run's own error follows
+            print(f"[harness] the background checkpoint write failed too: {type(err).__name__}: {err}", flush=True)
 
     @staticmethod
     def _ranks_peak_mem() -> dict:
@@ -230,14 +243,33 @@ class Shell:
     def _elapsed(self) -> float:
         return self.elapsed0 + time.perf_counter() - self.t_run
 
-    def _checkpoint(self, ctx: RunContext, step: int) -> float:
-        """Write the checkpoint of `step`, then flush the pending records; returns its seconds."""
+    def _checkpoint(self, ctx: RunContext, step: int, background: bool = False) -> float:
+        """Write the checkpoint of `step`, then flush the pending records; with `background` both happen in the
+        writer thread on a snapshot (train.checkpoint_background: harness/train/run/ckpt_writer.py). Returns the
+        seconds the step loop spent on it (the snapshot, and waiting for the previous write)."""
         t0 = time.perf_counter()
+        self.writer.wait()  # one write at a time; a background write's error is raised here
+        name = f"step_{step:06d}"
         sharded = any(parallel.is_sharded(t.module) for t in ctx.trained)  # FSDP: every rank gathers the state
-        if not parallel.is_main() and not sharded:  # rank 0 writes the checkpoints and records (all hold the same)
-            self.pending_metrics, self.pending_samples = [], []
-            ctx.last_ckpt = f"step_{step:06d}"
+        state, weights = self._checkpoint_state(ctx, step, sharded)
+        metrics, samples = self.pending_metrics, self.pending_samples
+        self.pending_metrics, self.pending_samples = [], []
+        ctx.last_ckpt = name
+        if state is None:  # rank 0 writes the checkpoints and records (all hold the same)
             return 0.0
+        if background:
+            state = snapshot(state)
+            weights = snapshot(weights if weights is not None else ctx.model.state_dict(keep_vars=True))
+            self.writer.submit(lambda: self._write(ctx, step, state, weights, metrics, samples), name)
+        else:
+            self._write(ctx, step, state, weights, metrics, samples)
+        return time.perf_counter() - t0
+
+    def _checkpoint_state(self, ctx: RunContext, step: int, sharded: bool) -> tuple[dict | None, dict | None]:
+        """(what trainer_state.pt holds, the model's whole weights when FSDP shards them else None); (None, None)
+        on a process that writes nothing."""
+        if not parallel.is_main() and not sharded:
+            return None, None
         state = {
             "step": step,
             "optimizer": ctx.policy.optimizer.state_dict(),
@@ -249,20 +281,18 @@ class Shell:
         }
         for c in ctx.components:
             state.update(c.state())
-        weights = None
-        if sharded:  # the whole tensors, as a 1-process run saves them (any process count resumes from them)
-            state = parallel.full_state(state, keep=parallel.is_main())
-            weights = parallel.full_state(ctx.model.state_dict(keep_vars=True), keep=parallel.is_main())  # ties kept
-            if not parallel.is_main():
-                self.pending_metrics, self.pending_samples = [], []
-                ctx.last_ckpt = f"step_{step:06d}"
-                return 0.0
+        if not sharded:
+            return state, None
+        # the whole tensors, as a 1-process run saves them (any process count resumes from them)
+        state = parallel.full_state(state, keep=parallel.is_main())
+        weights = parallel.full_state(ctx.model.state_dict(keep_vars=True), keep=parallel.is_main())  # ties kept
+        return (state, weights) if parallel.is_main() else (None, None)
+
+    def _write(self, ctx: RunContext, step: int, state: dict, weights, metrics: list, samples: list) -> None:
+        """The checkpoint on disk, then the records it holds flushed (metrics.jsonl, samples.jsonl, MLflow)."""
         ctx.run.save_checkpoint(step, ctx.model, state, ctx.tok, weights)
-        ctx.run.flush(self.pending_metrics, self.pending_samples)
-        self.tracker.log_steps(self.pending_metrics)
-        self.pending_metrics, self.pending_samples = [], []
-        ctx.last_ckpt = f"step_{step:06d}"
-        return time.perf_counter() - t0
+        ctx.run.flush(metrics, samples)
+        self.tracker.log_steps(metrics)
 
     def _print(self, rec: dict) -> None:
         if not parallel.is_main():
