@@ -130,7 +130,9 @@ def main() -> None:
     ap.add_argument("--model", default="tiny-dense")
     ap.add_argument("--prompts", type=int, default=None)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--set", nargs="*", default=[], help="extra config overrides (a lever on or off)")
+    ap.add_argument(
+        "--set", action="extend", nargs="*", default=[], help="extra config overrides (a lever on or off), repeatable"
+    )
     ap.add_argument("--top", type=int, default=15)
     args = ap.parse_args()
     cfg = bench_config(args.model, "hf", steps=2, threads=args.threads, prompts=args.prompts, extra=args.set)
