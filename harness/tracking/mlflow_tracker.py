@@ -84,14 +84,21 @@ class MlflowTracker(Tracker):
                 Path(run_dir) / RUN_ID_FILE, run_id
             )  # right away: a crash from here on resumes this run, never a new one
             nest_run(self.client, exp_id, run_id, tags)  # under its study's run (harness/experiment/study_runs.py)
-        # on resume too (a crash may have come before them); re-logging an identical param is allowed
-        params = [self._Param(k, v) for k, v in flatten(config).items()]
-        for i in range(0, len(params), 100):
-            retry_locked(self.client.log_batch, run_id, params=params[i : i + 100])
+        self._log_params(run_id, flatten(config))
         # the machine of this attempt (run.json lists every attempt's): tags, since a resumed run may move
         retry_locked(self.client.log_batch, run_id, tags=[self._RunTag(k, v) for k, v in machine_tags().items()])
         self.run_id = run_id
         self._last = max((m.step for m in retry_locked(self.client.get_metric_history, run_id, SENTINEL)), default=-1)
+
+    def _log_params(self, run_id: str, params: dict[str, str]) -> None:
+        """The config as params, on resume too (a crash may have come before them). MLflow refuses to change a
+        param: a key the run already has keeps its first value (a run resumes with another value only of keys
+        that change how it runs, not what it computes: train.nproc, train.checkpoint_background; DIR/config.yaml holds
+        the latest attempt's config)."""
+        have = retry_locked(self.client.get_run, run_id).data.params
+        new = [self._Param(k, v) for k, v in params.items() if k not in have]
+        for i in range(0, len(new), 100):
+            retry_locked(self.client.log_batch, run_id, params=new[i : i + 100])
 
     def last_step(self) -> int:
         return self._last

@@ -3,7 +3,8 @@
 A run with it is the same run (every record but the timings, every checkpoint's weights and optimizer state,
 bit for bit), even when each write is slowed down so that the next step's update lands while the previous
 checkpoint is being written (the snapshot, not the live weights, is written); the step loop really runs
-during a write (the order of the events says so); a LoRA run's checkpoints hold its adapters alike. The kills
+during a write (the order of the events says so); a LoRA run's checkpoints hold its adapters alike; a run
+resumes with the knob on or off. The kills
 and the full disk of test_kill_phases.py and test_disk_full.py run with it too (parametrized there)."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 import pytest
 import torch
-from faults_helpers import assert_complete, tiny
+from faults_helpers import Killed, assert_complete, tiny
 from safetensors.torch import load_file
 
 from harness.train.core.rundir import RunDir
@@ -108,3 +109,25 @@ def test_without_it_the_loop_waits_for_each_write(tmp_path, mlflow_uri, monkeypa
     for step in range(3):
         start, end = events.index(f"write {step} start"), events.index(f"write {step} end")
         assert not [e for e in events[start:end] if e.startswith("update")], events
+
+
+def test_a_run_resumes_with_the_checkpoint_written_either_way(tmp_path, mlflow_uri, monkeypatch):
+    """It changes how the run goes, not what it computes: a run killed with it off resumes with it on."""
+    import harness.train.rl.step as loop
+    from harness.train import train
+
+    run = tmp_path / "run"
+    real, calls = loop.policy_update, {"n": 0}
+
+    def killed_at_step_2(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise Killed("step 2's update")
+        return real(*args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(loop, "policy_update", killed_at_step_2)
+        with pytest.raises(Killed):
+            train(tiny(), run)
+    train(tiny(BACKGROUND), run)
+    assert_complete(mlflow_uri, run)

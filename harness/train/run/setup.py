@@ -26,6 +26,9 @@ from harness.train.core.rundir import RunDir, verify
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.train.run.warmstart import initial_policy
 
+# `train` keys a run may resume with another value of: they change how it runs, not what it computes
+RESUMABLE_WITH_OTHER = ("nproc", "parallel", "checkpoint_background")
+
 
 def check_same_config(run: RunDir, cfg: RunConfig) -> None:
     """Refuse a config other than the one recorded in the run directory once a step of it is
@@ -41,9 +44,9 @@ def check_same_config(run: RunDir, cfg: RunConfig) -> None:
     if isinstance(old, dict):
         old.setdefault("trainer", new.get("trainer"))  # recorded before the key existed: the preset's, as now
         old = _with_new_defaults(old)  # keys added to the config since the run began: their defaults, as now
-        for d in (old, new):  # how many processes and how they hold the models are not part of what a run
-            if isinstance(d.get("train"), dict):  # computes: it may resume on another count or layout
-                d["train"] = {k: v for k, v in d["train"].items() if k not in ("nproc", "parallel")}
+        for d in (old, new):  # how many processes, how they hold the models and whether the checkpoint is
+            if isinstance(d.get("train"), dict):  # written in a thread are not part of what a run computes
+                d["train"] = {k: v for k, v in d["train"].items() if k not in RESUMABLE_WITH_OTHER}
         diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     else:
         diff = ["<unreadable config.yaml>"]
