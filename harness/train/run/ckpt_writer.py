@@ -24,10 +24,13 @@ import torch
 def snapshot(obj):
     """`obj` (a state dict, an optimizer's, nested dicts, lists and tuples) with every tensor copied, detached,
     once: the same tensor object twice gives one copy (a tied weight in `state_dict(keep_vars=True)`, so that
-    save_pretrained still sees the tie). Whatever is not a tensor or a container is deep-copied."""
+    save_pretrained still sees the tie). A frozen parameter (requires_grad False: a LoRA policy's base) is kept,
+    not copied: no step changes it. Whatever is not a tensor or a container is deep-copied."""
     seen: dict[int, torch.Tensor] = {}
 
     def walk(x):
+        if isinstance(x, torch.nn.Parameter) and not x.requires_grad:
+            return x
         if isinstance(x, torch.Tensor):
             if id(x) not in seen:
                 seen[id(x)] = x.detach().clone()
