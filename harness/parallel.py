@@ -197,27 +197,39 @@ def full_tensor(t: torch.Tensor) -> torch.Tensor:
     return t.full_tensor() if isinstance(t, DTensor) else t
 
 
-def full_state(obj, keep: bool = True):
-    """`obj` (a state dict, an optimizer's, nested dicts and lists) with every DTensor replaced by its whole
-    tensor on the CPU, in one walk every process takes alike (the same DTensor object twice gives one tensor:
-    a tied weight in `state_dict(keep_vars=True)`). keep=False (a process that writes nothing): the whole
-    tensors are dropped as they come."""
-    seen: dict[int, torch.Tensor | None] = {}
+def map_tensors(obj, fn, other=lambda x: x):
+    """`obj` (a state dict, an optimizer's, nested dicts, lists and tuples) with fn(t) in place of every tensor t,
+    called once per tensor object (the same object twice gives one result: a tied weight in
+    `state_dict(keep_vars=True)`), and other(x) in place of anything else (default: x itself)."""
+    seen: dict[int, object] = {}
 
     def walk(x):
-        if isinstance(x, DTensor):
+        if isinstance(x, torch.Tensor):
             if id(x) not in seen:
-                with torch.no_grad():
-                    whole = x.full_tensor()
-                seen[id(x)] = whole.detach().cpu() if keep else None
+                seen[id(x)] = fn(x)
             return seen[id(x)]
         if isinstance(x, dict):
             return {k: walk(v) for k, v in x.items()}
         if isinstance(x, (list, tuple)):
             return type(x)(walk(v) for v in x)
-        return x
+        return other(x)
 
     return walk(obj)
+
+
+def full_state(obj, keep: bool = True):
+    """`obj` (a state dict, an optimizer's, nested dicts and lists) with every DTensor replaced by its whole
+    tensor on the CPU, in one walk every process takes alike (map_tensors: a tied weight's DTensor gathered
+    once). keep=False (a process that writes nothing): the whole tensors are dropped as they come."""
+
+    def whole(t: torch.Tensor):
+        if not isinstance(t, DTensor):
+            return t
+        with torch.no_grad():
+            gathered = t.full_tensor()
+        return gathered.detach().cpu() if keep else None
+
+    return map_tensors(obj, whole)
 
 
 def set_gradient_sync(module: torch.nn.Module, on: bool) -> None:

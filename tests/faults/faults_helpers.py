@@ -29,6 +29,8 @@ TINY = [
     "tracking.experiment=faults",
 ]
 
+BACKGROUND = "train.checkpoint_background=true"  # the checkpoint written in a thread (ckpt_writer.py)
+
 
 class Killed(BaseException):
     """Stands for SIGKILL at a chosen line: nothing after it runs in the trainer's own code."""

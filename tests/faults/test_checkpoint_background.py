@@ -4,8 +4,8 @@ A run with it is the same run (every record but the timings, every checkpoint's 
 bit for bit), even when each write is slowed down so that the next step's update lands while the previous
 checkpoint is being written (the snapshot, not the live weights, is written); the step loop really runs
 during a write (the order of the events says so); a LoRA run's checkpoints hold its adapters alike; a run
-resumes with the knob on or off. The kills
-and the full disk of test_kill_phases.py and test_disk_full.py run with it too (parametrized there)."""
+resumes with the knob on or off. The kills and the full disk of test_kill_phases.py and test_disk_full.py run
+with it too (parametrized there)."""
 
 from __future__ import annotations
 
@@ -14,20 +14,18 @@ import time
 
 import pytest
 import torch
-from faults_helpers import Killed, assert_complete, tiny
+from faults_helpers import BACKGROUND, Killed, assert_complete, tiny
 from safetensors.torch import load_file
 
+from harness.jsonl import read_jsonl
 from harness.train.core.rundir import RunDir
 
-BACKGROUND = "train.checkpoint_background=true"
 # the tiny model never answers right (every advantage 0): an entropy bonus gives every step a gradient, so the
 # weights a step later differ from the checkpoint's
 MOVING = "objective.entropy_coef=0.01"
 
 
 def _records(run) -> list[dict]:
-    from harness.jsonl import read_jsonl
-
     return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in read_jsonl(run / "metrics.jsonl")]
 
 

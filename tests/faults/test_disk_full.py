@@ -12,7 +12,7 @@ import os
 
 import pytest
 import torch
-from faults_helpers import TINY, assert_complete, file_steps, mlflow_status, tiny
+from faults_helpers import BACKGROUND, TINY, assert_complete, file_steps, mlflow_status, tiny
 
 from harness.cli import main
 from harness.faults import CheckpointWriteError
@@ -41,7 +41,7 @@ def test_disk_full_during_checkpoint(background, tmp_path, mlflow_uri, monkeypat
     from harness.train import train
 
     run = tmp_path / "run"
-    cfg = tiny(*(["train.checkpoint_background=true"] if background else []))
+    cfg = tiny(*([BACKGROUND] if background else []))
     with monkeypatch.context() as m:
         _full_disk_on_call(m, 3)  # step 2's checkpoint
         with pytest.raises(CheckpointWriteError) as e:

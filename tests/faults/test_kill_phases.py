@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from faults_helpers import Killed, assert_complete, file_steps, tiny
+from faults_helpers import BACKGROUND, Killed, assert_complete, file_steps, tiny
 
 
 def _kill_on_call(monkeypatch, owner, name: str, nth: int, partial_write: bool = False):
@@ -60,7 +60,7 @@ def test_killed_then_rerun_has_every_step_once(phase, background, tmp_path, mlfl
     from harness.train.core.rundir import RunDir
 
     run = tmp_path / "run"
-    cfg = tiny(*(["train.checkpoint_background=true"] if background else []))
+    cfg = tiny(*([BACKGROUND] if background else []))
     with monkeypatch.context() as m:
         if phase == "rollout":
             _kill_on_call(m, loop, "collect", 3)  # step 2's rollout

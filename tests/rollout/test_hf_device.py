@@ -27,8 +27,7 @@ class HostIds(torch.Tensor):
 
 def test_generate_gets_its_prompt_ids_sent_to_the_models_device(monkeypatch):
     cfg = load_config("experiments/runs/smoke.yaml", ["rollout.seeding=prompt"])
-    built = build_model("tiny-dense", seed=0)
-    model, tok = built if isinstance(built, tuple) else (built, None)
+    model, tok = build_model("tiny-dense", seed=0)
     be = make_backend(cfg.rollout, model, tok)
     on_host = hf.left_pad
     monkeypatch.setattr(hf, "left_pad", lambda rows, pad: tuple(t.as_subclass(HostIds) for t in on_host(rows, pad)))

@@ -20,29 +20,19 @@ from collections.abc import Callable
 
 import torch
 
+from harness.parallel import map_tensors
+
 
 def snapshot(obj):
     """`obj` (a state dict, an optimizer's, nested dicts, lists and tuples) with every tensor copied, detached,
-    once: the same tensor object twice gives one copy (a tied weight in `state_dict(keep_vars=True)`, so that
-    save_pretrained still sees the tie). A frozen parameter (requires_grad False: a LoRA policy's base) is kept,
-    not copied: no step changes it. Whatever is not a tensor or a container is deep-copied."""
-    seen: dict[int, torch.Tensor] = {}
+    once (map_tensors: a tied weight gives one copy, so that save_pretrained still sees the tie). A frozen
+    parameter (requires_grad False: a LoRA policy's base) is kept, not copied: no step changes it. Whatever is not
+    a tensor or a container is deep-copied."""
 
-    def walk(x):
-        if isinstance(x, torch.nn.Parameter) and not x.requires_grad:
-            return x
-        if isinstance(x, torch.Tensor):
-            if id(x) not in seen:
-                seen[id(x)] = x.detach().clone()
-            return seen[id(x)]
-        if isinstance(x, dict):
-            return {k: walk(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return type(x)(walk(v) for v in x)
-        return copy.deepcopy(x)
+    def copied(t: torch.Tensor) -> torch.Tensor:
+        return t if isinstance(t, torch.nn.Parameter) and not t.requires_grad else t.detach().clone()
 
-    with torch.no_grad():
-        return walk(obj)
+    return map_tensors(obj, copied, other=copy.deepcopy)
 
 
 class BackgroundWriter:
