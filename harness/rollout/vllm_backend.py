@@ -26,10 +26,12 @@ top_p=1 this equals the trainer's `log_softmax(logits / T)`.
 Process-global side effects of an in-process vLLM and how they are contained:
 - vLLM seeds the global torch / numpy / random RNGs at start: their states are restored.
 - vLLM's CPU worker replaces `torch.set_num_threads` by a no-op that only warns: the
-  original function is put back. Generation runs with `engine_threads` torch threads
-  (default: cpu_count - 1, at least 1, what vLLM's own CPU auto-binding gives its worker;
-  measured here, 2 threads on a loaded 2-core machine ran 5-7x slower than 1); the
-  trainer's thread count is restored afterwards.
+  original function is put back. Generation runs on the trainer's torch threads as they
+  are at the call (train.threads, lowered by the thread governor while other processes hold
+  a core: harness/threads.py), or on `engine_threads` when given, restored afterwards. (The
+  default was cpu_count - 1 before the governor existed, against the 5-7x slowdown of 2
+  spinning threads on a loaded 2-core machine; on a quiet one it left a core idle: the
+  SmolLM2 bench's bf16 generate call took 14.9 s on 1 thread against 9.9 s on 2.)
 - vLLM's CPU OpenMP auto-binding would pin the process to cores: it is disabled
   (`VLLM_CPU_OMP_THREADS_BIND=nobind`) unless the user set it.
 - On CPU the KV cache is sized explicitly (`kv_cache_bytes`: max_num_seqs full sequences,
@@ -155,7 +157,7 @@ class VLLMBackend(RolloutBackend):
     verify_tol: max |dlogp| allowed on the probe (default by dtype, DEFAULT_TOL).
     probe_ids: token-id sequences the probe scores (every token after the first);
         default: [bos] + the tokenised PROBE_TEXT, at most 64 tokens.
-    engine_threads: torch threads while vLLM generates (None: cpu_count - 1, >= 1).
+    engine_threads: torch threads while vLLM generates (None: the trainer's, as they are at each call).
     max_model_len: prompt + response budget of a sequence (None: min(model max, 1024)).
     seed: engine seed (sampling itself is seeded per request from SamplingParams.seed).
     engine_kwargs: extra `vllm.LLM(...)` arguments (override the defaults here).
@@ -188,7 +190,7 @@ class VLLMBackend(RolloutBackend):
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_id = tokenizer.eos_token_id
-        self.engine_threads = engine_threads or max(1, (os.cpu_count() or 2) - 1)
+        self.engine_threads = engine_threads
         self.probe_ids = [list(p) for p in probe_ids] if probe_ids is not None else [self._default_probe(tokenizer)]
         self.num_syncs = 0
         self.last_sync_seconds = float("nan")
@@ -257,7 +259,7 @@ class VLLMBackend(RolloutBackend):
     @contextlib.contextmanager
     def _engine_threads(self) -> Iterator[None]:
         n = torch.get_num_threads()
-        torch.set_num_threads(self.engine_threads)
+        torch.set_num_threads(self.engine_threads or n)
         try:
             yield
         finally:

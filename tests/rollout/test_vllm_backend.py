@@ -111,6 +111,30 @@ def test_same_seed_same_samples(setup):
     assert len({tuple(x.tolist()) for x in a.response_ids[:4]}) > 1
 
 
+def test_the_engine_generates_on_the_trainers_threads(setup, monkeypatch):
+    """The in-process engine runs on torch's thread count as the trainer has it at the call (the thread
+    governor's), or on engine_threads when given; the trainer's count is restored after the call."""
+    backend, _, _, prompts = setup
+    seen, generate = [], backend.llm.generate
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(backend.llm, "generate", recording)
+    monkeypatch.setattr(backend, "engine_threads", None)
+    before = torch.get_num_threads()
+    try:
+        for trainer, engine in ((2, None), (1, None), (2, 1)):
+            torch.set_num_threads(trainer)
+            backend.engine_threads = engine
+            backend.generate(prompts[:1], 2, SamplingParams(max_new_tokens=2, seed=0))
+            assert torch.get_num_threads() == trainer
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [2, 1, 1]
+
+
 def test_greedy_equals_hf_greedy(setup):
     backend, model, tok, prompts = setup
     prompts = prompts[:4]
