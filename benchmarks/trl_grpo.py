@@ -31,6 +31,7 @@ benchmark-only dependency (requirements-bench.txt); the harness package never im
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -116,6 +117,16 @@ def trl_args(cfg, out_dir: str, use_cpu: bool = True) -> dict:
 
 
 def run_trl(cfg_dict: dict) -> dict:
+    """The TRL case's timings (see the module doc), run in a temporary folder (the policy TRL loads, its
+    output_dir: ~0.5 GB for SmolLM2) that is removed afterwards, whatever the outcome."""
+    work = tempfile.mkdtemp(prefix="trl-grpo-")
+    try:
+        return _run_trl_in(cfg_dict, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_trl_in(cfg_dict: dict, work: str) -> dict:
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
@@ -142,7 +153,6 @@ def run_trl(cfg_dict: dict) -> dict:
     suffix = cfg.model.prompt_suffix
     data = Dataset.from_list([{"prompt": problem_messages(p, suffix), "uid": p.uid} for p in problems])
 
-    work = tempfile.mkdtemp(prefix="trl-grpo-")
     use_cpu = not torch.cuda.is_available()
     model, tok, render = initial_policy(cfg, torch.device("cpu"))
     folder = str(save_model(model, tok, Path(work) / "policy"))
