@@ -11,6 +11,7 @@ Tokens/s counts generated tokens (EOS included). Engine warm-up is excluded.
 
     .venv/bin/python benchmarks/rollout_throughput.py                    # tiny-dense and smollm2-135m
     .venv/bin/python benchmarks/rollout_throughput.py --models tiny-dense --threads 1
+    .venv/bin/python benchmarks/rollout_throughput.py --models smollm2-135m --backends vllm --dtype bfloat16 --threads 2
 """
 
 from __future__ import annotations
@@ -115,7 +116,12 @@ def main() -> None:
     ap.add_argument("--backends", default="hf,vllm")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="vLLM engine dtype")
     ap.add_argument("--max-num-seqs", type=int, default=256, help="vLLM: sequences decoded together")
-    ap.add_argument("--threads", type=int, default=None, help="torch threads for the hf side (default: torch's)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (default: torch's): hf generate's and vLLM's in-process engine's",
+    )
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
