@@ -6,7 +6,8 @@ For each model: N prompts x G samples x max_new_tokens (sampling, T=1, fixed see
          sync time (sync_weights without its check, mean of 3 after an Adam step),
          probe |dlogp| engine vs trainer: right after start, after a sync, and with a
          step NOT synced (how far a missed sync moves it), and the max |dlogp| between
-         the sampler's log-probs of the batch and the trainer's recomputation.
+         the sampler's log-probs of the batch and the trainer's recomputation; on more than one
+         torch thread, how far the engine on 1 thread draws the same batch (rows, |dlogp|).
 Tokens/s counts generated tokens (EOS included). Engine warm-up is excluded.
 
     .venv/bin/python benchmarks/rollout_throughput.py                    # tiny-dense and smollm2-135m
@@ -60,6 +61,22 @@ def _timed_generate(backend, prompts, G, tokens, seed=0):
     return batch, dt, float(batch.response_mask.sum())
 
 
+def _one_thread_against_many(backend, prompts, G: int, T: int) -> dict:
+    """The same batch (seed 0) drawn on the trainer's threads and on 1 engine thread, the prefix cache emptied
+    before each (each prefill computed anew): how many rows have the same tokens, and the largest |dlogp| of the
+    sampler's log-probs on those rows (0: bit for bit)."""
+    batches = []
+    for threads in (None, 1):
+        backend.llm.reset_prefix_cache()
+        backend.engine_threads = threads
+        batches.append(_timed_generate(backend, prompts, G, T)[0])
+    backend.engine_threads = None
+    a, b = batches
+    same = (a.response_ids == b.response_ids).all(dim=1)  # (B,)
+    dlogp = (a.sampler_logp[same] - b.sampler_logp[same]).abs().max() if same.any() else torch.tensor(float("nan"))
+    return {"rows_same_tokens": int(same.sum()), "rows": len(same), "max_abs_dlogp_same_rows": float(dlogp)}
+
+
 def bench(name: str, backends: list[str], dtype: str, max_num_seqs: int = 256) -> dict:
     from harness.models import build_model
     from harness.models.logprobs import response_logprobs
@@ -91,6 +108,8 @@ def bench(name: str, backends: list[str], dtype: str, max_num_seqs: int = 256) -
                     model, batch.prompt_ids, batch.response_ids, batch.response_mask, tok.pad_token_id
                 )
             res["sampler_vs_trainer_max_abs_dlogp"] = float((logp - batch.sampler_logp).abs().max())
+            if torch.get_num_threads() > 1:
+                res["vllm_1_thread_against_many"] = _one_thread_against_many(be, prompts, G, T)
             syncs = []
             for _ in range(3):
                 _adam_step(model, batch, tok.pad_token_id)

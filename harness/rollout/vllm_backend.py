@@ -31,7 +31,9 @@ Process-global side effects of an in-process vLLM and how they are contained:
   a core: harness/threads.py), or on `engine_threads` when given, restored afterwards. (The
   default was cpu_count - 1 before the governor existed, against the 5-7x slowdown of 2
   spinning threads on a loaded 2-core machine; on a quiet one it left a core idle: the
-  SmolLM2 bench's bf16 generate call took 14.9 s on 1 thread against 9.9 s on 2.)
+  SmolLM2 bench's bf16 generate call took 10.4-11.0 s on 1 thread against 6.5-7.1 s on 2,
+  benchmarks/README.md.) The thread count moves the engine's log-probs by rounding, as it
+  does the trainer's.
 - vLLM's CPU OpenMP auto-binding would pin the process to cores: it is disabled
   (`VLLM_CPU_OMP_THREADS_BIND=nobind`) unless the user set it.
 - On CPU the KV cache is sized explicitly (`kv_cache_bytes`: max_num_seqs full sequences,
