@@ -103,6 +103,23 @@ def fingerprint(paths: str | list[str]) -> str:
     return h.hexdigest()[:16]
 
 
+def check_utf8(files: list[str], key: str) -> None:
+    """ValueError naming `key`, the file and the line of the first byte that is not UTF-8 (JSON Lines and CSV
+    are read as UTF-8 text; a compressed file is left to the reader)."""
+    for f in files:
+        if f.lower().endswith(_COMPRESSED):
+            continue
+        with open(f, "rb") as fh:
+            for n, line in enumerate(fh, 1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise ValueError(
+                        f"{key}: {f} line {n} is not UTF-8 text (byte {line[err.start]:#04x} at column "
+                        f"{err.start + 1}); save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                    ) from None
+
+
 def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key: str) -> tuple[list[dict], list[str]]:
     """(rows, column names) of a file, folder or list of them; ValueError naming `key` when a path is
     missing, the format unknown or the file does not parse."""
@@ -129,6 +146,8 @@ def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key:
     kind = kinds[ps[0]]
     memo = (stat_key(ps), kind, split)
     if memo not in _MEMO:
+        if kind in ("json", "csv"):
+            check_utf8([f for p in ps for f in _files(p, kind)], key)
         _MEMO[memo] = _read(ps, kind, split, key, split_key)
     rows, columns = _MEMO[memo]
     return [dict(r) for r in rows], list(columns)
