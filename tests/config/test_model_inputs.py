@@ -107,7 +107,9 @@ def test_max_new_tokens_that_fill_the_models_positions_are_refused(saved):
         "rollout.max_new_tokens=512 leaves no room for a prompt in the 512 positions (max_position_embeddings) "
         "of model.name='tiny-dense'; allowed: below 512, less the longest prompt"
     )
-    assert "in the 128 positions" in err(["model.overrides={max_position_embeddings: 128}", "rollout.max_new_tokens=200"])
+    assert "in the 128 positions" in err(
+        ["model.overrides={max_position_embeddings: 128}", "rollout.max_new_tokens=200"]
+    )
     assert "in the 512 positions" in err([f"model.name={saved}", "rollout.max_new_tokens=600"])
     load_config(SMOKE, ["rollout.max_new_tokens=511", "warm_start.enabled=false"])
 
