@@ -27,6 +27,8 @@ def int_list(text: str) -> list[int]:
 def out_dir(text: str) -> str:
     """argparse type: a folder to write into, created if missing: not a file, and creatable (a folder is made
     and removed in its nearest existing ancestor, which tells more than permission bits do: /proc, root)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a folder (it is created if missing)")
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder; name a folder (it is created if missing)")

@@ -797,6 +797,9 @@ class RunConfig(_Section):
                 )
         if m.overrides:
             _check_model_overrides(m.name, m.overrides)
+        n = m.overrides.get("max_position_embeddings", 1)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"model.overrides.max_position_embeddings={n!r}: allowed: an integer >= 1")
         positions = model_positions(m.name, m.overrides)
         if positions is not None and self.rollout.max_new_tokens >= positions:
             raise ValueError(

@@ -112,6 +112,9 @@ def test_max_new_tokens_that_fill_the_models_positions_are_refused(saved):
     )
     assert "in the 512 positions" in err([f"model.name={saved}", "rollout.max_new_tokens=600"])
     load_config(SMOKE, ["rollout.max_new_tokens=511", "warm_start.enabled=false"])
+    for n in (0, -5):
+        msg = err([f"model.overrides={{max_position_embeddings: {n}}}"])
+        assert msg.endswith(f"model.overrides.max_position_embeddings={n!r}: allowed: an integer >= 1"), msg
 
 
 def test_every_reward_weight_zero_is_refused(tmp_path):

@@ -34,6 +34,9 @@ def test_out_naming_a_file_or_a_path_under_one(command, tmp_path, capsys):
 
 
 def test_out_that_cannot_be_created(tmp_path, capsys):
+    assert refused(["train", SMOKE, "--out", ""], capsys).endswith(
+        "argument --out: an empty path; name a folder (it is created if missing)"
+    )
     line = refused(["sample-data", "--out", "/proc/harness-no/such"], capsys)
     assert "argument --out: '/proc/harness-no/such' cannot be created in '/proc' (" in line
 

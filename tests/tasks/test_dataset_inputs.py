@@ -5,6 +5,7 @@ UTF-8."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -53,6 +54,10 @@ def test_a_file_that_is_not_utf8_names_the_file_and_line(tmp_path):
     with pytest.raises(ValueError) as e:
         task(train=str(path), prompt_key="question")
     assert str(e.value).startswith(f"task.data.train: {path} line 4 is not UTF-8 text (byte 0xe9 at column 18)")
+    packed = tmp_path / "latin1.jsonl.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    with pytest.raises(ValueError, match=rf"task.data.train: {packed} line 4 is not UTF-8 text \(byte 0xe9"):
+        task(train=str(packed), prompt_key="question")
     csv = tmp_path / "rows.csv"
     csv.write_bytes("question,answer\nq\xe9,1\n".encode("latin-1"))
     with pytest.raises(ValueError, match=rf"task.data.eval: {csv} line 2 is not UTF-8"):

@@ -20,7 +20,10 @@ sample dataset under results/data is written first (harness/tasks/sample_data.py
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
+import lzma
 import os
 import tempfile
 from pathlib import Path
@@ -40,6 +43,7 @@ _SUFFIXES = {
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 _FORMAT_NAMES = {"json": "JSON Lines / JSON", "parquet": "Parquet", "csv": "CSV", "arrow": "a save_to_disk folder"}
 _MEMO: dict = {}
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": None}
 
 
 def _datasets():
@@ -105,19 +109,24 @@ def fingerprint(paths: str | list[str]) -> str:
 
 def check_utf8(files: list[str], key: str) -> None:
     """ValueError naming `key`, the file and the line of the first byte that is not UTF-8 (JSON Lines and CSV
-    are read as UTF-8 text; a compressed file is left to the reader)."""
+    are read as UTF-8 text; a compressed file's lines once decompressed, but for .zst)."""
     for f in files:
-        if f.lower().endswith(_COMPRESSED):
-            continue
-        with open(f, "rb") as fh:
-            for n, line in enumerate(fh, 1):
-                try:
+        opener = _OPENERS.get(Path(f.lower()).suffix, open)
+        if opener is None:
+            continue  # .zst: read by the library only
+        n, line = 0, b""
+        try:
+            with opener(f, "rb") as fh:
+                for line in fh:
+                    n += 1
                     line.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise ValueError(
-                        f"{key}: {f} line {n} is not UTF-8 text (byte {line[err.start]:#04x} at column "
-                        f"{err.start + 1}); save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-                    ) from None
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{key}: {f} line {n} is not UTF-8 text (byte {line[err.start]:#04x} at column "
+                f"{err.start + 1}); save the file as UTF-8 (iconv -f <its encoding> -t utf-8)"
+            ) from None
+        except (OSError, EOFError, lzma.LZMAError):
+            continue  # a broken archive: the reader names it ("does not parse")
 
 
 def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key: str) -> tuple[list[dict], list[str]]:
