@@ -123,6 +123,13 @@ def folder_problem(folder: Path) -> str | None:
         return problem
     if not any((folder / f).is_file() for f in TOKENIZER):
         return f"no tokenizer files in {folder} ({', '.join(TOKENIZER)})"
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json"):
+        path = folder / name
+        if path.is_file():
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError) as err:
+                return f"{path} is not valid JSON ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
     return None
 
 

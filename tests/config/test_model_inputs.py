@@ -91,6 +91,13 @@ def test_other_weights_files_are_checked(saved, tmp_path):
     assert "model.gguf is not a GGUF file" in err([f"model.name={folder}"])
 
 
+def test_a_tokenizer_file_that_is_not_json_is_refused(saved, tmp_path):
+    folder = copy(saved, tmp_path)
+    name = next(n for n in ("tokenizer.json", "tokenizer_config.json") if (folder / n).is_file())
+    (folder / name).write_text("<html>rate limited</html>")
+    assert f"{folder / name} is not valid JSON (JSONDecodeError: " in err([f"model.name={folder}"])
+
+
 def test_cli_a_garbage_model_folder_exits_2_before_any_model_loads(no_model, saved, tmp_path, capsys):  # noqa: F811
     from harness.cli import main
 

@@ -37,6 +37,12 @@ def test_repeated_ids_are_refused_naming_the_file_the_rows_and_the_id(tmp_path):
         task(train=str(mixed), prompt_key="question", id_key="id")
 
 
+def test_an_id_that_is_a_list_or_a_mapping_is_refused(tmp_path):
+    rows = [dict(r, id={"n": i}) for i, r in enumerate(gsm8k_rows(3))]
+    with pytest.raises(ValueError, match=r"task.data.id_key='id': train row 0's id is a dict \(\{'n': 0\}\); an id"):
+        task(train=str(write_jsonl(tmp_path / "t.jsonl", rows)), prompt_key="question", id_key="id")
+
+
 def test_unique_ids_and_rows_without_ids_load(tmp_path):
     rows = [dict(r, id=f"q{i}") for i, r in enumerate(gsm8k_rows(20))]
     t = task(train=str(write_jsonl(tmp_path / "train.jsonl", rows)), prompt_key="question", id_key="id")
@@ -71,6 +77,8 @@ def test_a_file_that_is_not_utf8_names_the_file_and_line(tmp_path):
         ("Q: {question:.2f}", "has {question:.2f}, whose format spec does not apply to text"),
         ("{question:{width}}", "has {question:{width}}, whose format spec does not apply to text"),
         ("{question!x}", "has {question!x}: allowed conversions are !s, !r and !a (or none)"),
+        ("{question:>100000000000}", "has {question:>100000000000}, whose format spec does not apply to text"),
+        ("{question:>20000}", "has {question:>20000}, which pads a field to 20000 characters; allowed: <= 10000"),
     ],
 )
 def test_a_template_spec_that_does_not_apply_to_text_is_refused(gsm8k_file, template, needle):
@@ -113,6 +121,8 @@ def test_score_a_completions_file_that_is_not_utf8(tmp_path, capsys):
     )
     path = tmp_path / "completions.jsonl"
     path.write_bytes(b'{"row": 0, "completion": "#### 1"}\n{"row": 1, "completion": "caf\xe9 #### 3"}\n')
+    assert main(["score", str(cfg), str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"harness: completions file {str(tmp_path)!r} is a folder, not a file\n"
     code = main(["score", str(cfg), str(path)])
     out = capsys.readouterr()
     assert code == 2 and out.out == ""

@@ -11,6 +11,7 @@ import string
 from typing import Any
 
 _MISSING = object()
+_MAX_WIDTH = 10_000  # a format spec's padding, in characters (a 10**11 width asks for 100 GB a row)
 ROLES = ("system", "user", "assistant")
 
 
@@ -81,12 +82,15 @@ def _check_spec(name: str, spec: str, conversion: str | None) -> None:
     if conversion not in (None, "s", "r", "a"):
         raise ValueError(f"has {{{name}!{conversion}}}: allowed conversions are !s, !r and !a (or none)")
     try:
-        format("text", spec)
-    except (ValueError, TypeError) as err:
+        width = len(format("text", spec))
+    except (ValueError, TypeError, OverflowError, MemoryError) as err:
+        why = str(err) or type(err).__name__  # MemoryError: no message
         raise ValueError(
-            f"has {{{name}:{spec}}}, whose format spec does not apply to text ({err}); every field is "
-            f"formatted as text: write a string spec such as {{{name}:.200}} or {{{name}:>10}}, or none"
+            f"has {{{name}:{spec}}}, whose format spec does not apply to text ({why}); every "
+            f"field is formatted as text: write a string spec such as {{{name}:.200}} or {{{name}:>10}}, or none"
         ) from None
+    if width > _MAX_WIDTH:
+        raise ValueError(f"has {{{name}:{spec}}}, which pads a field to {width} characters; allowed: <= {_MAX_WIDTH}")
 
 
 def as_text(value: Any) -> str:

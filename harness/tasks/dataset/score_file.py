@@ -29,7 +29,8 @@ class ScoreFileError(ValueError):
 def read_completions(path: str | Path) -> list[dict]:
     p = Path(path)
     if not p.is_file():
-        raise ScoreFileError(f"completions file {str(p)!r} does not exist")
+        what = "is a folder, not a file" if p.is_dir() else "does not exist"
+        raise ScoreFileError(f"completions file {str(p)!r} {what}")
     out = []
     for n, raw in enumerate(p.read_bytes().splitlines(), 1):
         try:

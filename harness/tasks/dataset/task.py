@@ -310,6 +310,11 @@ class DatasetTask(Task):
             raw = lookup(row, d["id_key"])
             if raw is _MISSING or raw is None:
                 raise ValueError(f"task.data.id_key={d['id_key']!r}: {where} has no id")
+            if isinstance(raw, (dict, list)):
+                raise ValueError(
+                    f"task.data.id_key={d['id_key']!r}: {where}'s id is a {type(raw).__name__} ({raw!r:.60}); "
+                    "an id is text or a number"
+                )
             uid = f"{file}:{raw}"
         meta = {
             "file": file,
