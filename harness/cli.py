@@ -35,7 +35,7 @@ import warnings
 from pathlib import Path
 
 from harness import parallel
-from harness.argtypes import int_list, positive_int
+from harness.argtypes import int_list, out_dir, positive_int
 from harness.atomic import atomic_write_text
 from harness.bench import cli as bench_cli
 from harness.config import ConfigError, ConfigWarning, dump_config, explain_config, load_config
@@ -71,7 +71,7 @@ def _add_config_commands(sub) -> None:
     """The commands that take a run config: train, config, warmstart."""
     p_train = sub.add_parser("train", help="train or resume one run")
     _add_config_args(p_train)
-    p_train.add_argument("--out", required=True, help="run directory (rerun the same command to resume)")
+    p_train.add_argument("--out", required=True, type=out_dir, help="run directory (rerun the same command to resume)")
     p_train.add_argument(
         "--nproc",
         type=positive_int,
@@ -143,7 +143,9 @@ def _add_data_commands(sub) -> None:
         help="write the sample dataset: GSM8K-format word problems "
         "(gsm8k_sample/, math_sample/ with \\boxed{} answers), train.jsonl and test.jsonl each",
     )
-    p_sample.add_argument("--out", default="results/data", help="folder to write into (default: results/data)")
+    p_sample.add_argument(
+        "--out", default="results/data", type=out_dir, help="folder to write into (default: results/data)"
+    )
     p_sample.add_argument("--rows", type=positive_int, default=None, help="problems in all (default 4000)")
     p_sample.add_argument("--seed", type=int, default=0, help="generator seed (default 0: the shipped sample)")
 

@@ -61,7 +61,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from harness.machine import bf16_slow_reason
 from harness.models import MODEL_NAMES, is_moe
+from harness.models.folder import folder_problem
 from harness.models.lora import check_lora_targets, meta_model
+from harness.models.registry import model_positions
 from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
 from harness.objective import PRESETS, ObjectiveConfig, inputs_needed
 from harness.objective import knobs as knob_rules
@@ -365,8 +367,9 @@ class RolloutSection(_Section):
     )
     overlong_prompts: Literal["drop", "error"] = Field(
         "drop",
-        description="a prompt over max_prompt_tokens: drop it (the count per split is printed and logged) or "
-        "stop with an error naming the longest (verl: data.filter_overlong_prompts)",
+        description="a prompt over max_prompt_tokens, or over the model's positions less max_new_tokens: drop it "
+        "(the count per split is printed and logged) or stop with an error naming the longest "
+        "(verl: data.filter_overlong_prompts)",
     )
 
 
@@ -763,6 +766,11 @@ class RunConfig(_Section):
                 "name the solution field, or set warm_start.enabled=false (warm_start.pretrained=false for a "
                 "pretrained model)"
             )
+        if self.trainer == "rl" and t.rewards and all(r.weight == 0 for r in t.rewards):
+            raise ValueError(
+                f"task.rewards: every weight is 0 ({[r.weight for r in t.rewards]}), so every completion's reward "
+                "is 0 and the policy has nothing to learn; give at least one reward a weight other than 0"
+            )
         memo = json.dumps([t.model_dump(mode="json"), self.model.name], sort_keys=True, default=str)
         stats = _data_stats(d)
         if _CHECKED_DATA.get(memo) == stats:
@@ -781,7 +789,7 @@ class RunConfig(_Section):
         """A model.name folder must hold a model; model.overrides keys and values must fit its config class."""
         m = self.model
         if m.name not in MODEL_NAMES:
-            problem = _not_a_model(Path(m.name))
+            problem = folder_problem(Path(m.name))
             if problem:
                 raise ValueError(
                     f"model.name={m.name!r} is a folder but not a Hugging Face model: {problem}; "
@@ -789,6 +797,16 @@ class RunConfig(_Section):
                 )
         if m.overrides:
             _check_model_overrides(m.name, m.overrides)
+        n = m.overrides.get("max_position_embeddings", 1)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"model.overrides.max_position_embeddings={n!r}: allowed: an integer >= 1")
+        positions = model_positions(m.name, m.overrides)
+        if positions is not None and self.rollout.max_new_tokens >= positions:
+            raise ValueError(
+                f"rollout.max_new_tokens={self.rollout.max_new_tokens} leaves no room for a prompt in the {positions} "
+                f"positions (max_position_embeddings) of model.name={m.name!r}; allowed: below {positions}, less "
+                "the longest prompt"
+            )
 
     def _scale_knobs(self) -> None:
         """model.lora: its target modules exist on the model (built without weights) and it is not combined with
@@ -898,7 +916,11 @@ class RunConfig(_Section):
             errors.append(
                 f"warm_start.pretrained=true asks for an SFT warm start of a pretrained model, and {why}: drop it"
             )
-        if r.max_prompt_tokens is None and r.overlong_prompts != _field_default(RolloutSection, "overlong_prompts"):
+        if (
+            r.max_prompt_tokens is None
+            and self.task.name != "dataset"
+            and r.overlong_prompts != _field_default(RolloutSection, "overlong_prompts")
+        ):
             errors.append(
                 f"rollout.overlong_prompts={r.overlong_prompts!r} says what to do with prompts over "
                 "rollout.max_prompt_tokens, which is not set"
@@ -1087,26 +1109,6 @@ def _field_default(model: type[BaseModel], key: str) -> Any:
 
 def _show(v: Any) -> str:
     return repr(list(v)) if isinstance(v, tuple) else repr(v)
-
-
-def _not_a_model(folder: Path) -> str | None:
-    """Why `folder` cannot be loaded as a Hugging Face model and tokenizer (None: it can)."""
-    config = folder / "config.json"
-    if not config.is_file():
-        return f"no config.json in {folder}"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        return f"{config} is not valid JSON ({err})"
-    if not isinstance(data, dict) or not data.get("model_type"):
-        return f"{config} has no model_type"
-    weights = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "*.gguf")
-    if not any(any(folder.glob(w)) for w in weights):
-        return f"no weights in {folder} (model.safetensors, pytorch_model.bin or a sharded index)"
-    tokenizer = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-    if not any((folder / f).is_file() for f in tokenizer):
-        return f"no tokenizer files in {folder} ({', '.join(tokenizer)})"
-    return None
 
 
 def _config_keys(cls) -> set[str]:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.atomic import atomic_folder
-from harness.models.smollm2 import smollm2_folder
+from harness.models.folder import folder_positions
+from harness.models.smollm2 import FOLDER_NAME, model_cache_root, smollm2_folder
 from harness.models.tiny import TINY_CONFIGS
 from harness.models.tokenizer import char_tokenizer
 
@@ -55,6 +56,16 @@ def build_model(
     if Path(name).is_dir():
         return load_model(name, dtype=dtype, **(overrides or {}))
     raise ValueError(f"unknown model {name!r}: expected one of {MODEL_NAMES} or an existing local HF folder")
+
+
+def model_positions(name: str, overrides: dict | None = None) -> int | None:
+    """The positions (max_position_embeddings) a prompt and its completion share on model `name`, from its
+    config without building it (smollm2-135m: from its converted folder, None before the first conversion);
+    None: the config does not say."""
+    if name in TINY_CONFIGS:
+        return TINY_CONFIGS[name](**(overrides or {})).max_position_embeddings
+    folder = model_cache_root() / FOLDER_NAME if name == "smollm2-135m" else Path(name)
+    return folder_positions(folder, overrides)
 
 
 def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:

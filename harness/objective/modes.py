@@ -29,6 +29,7 @@ its `switch` knob says so (SimKO: simko_top_k > 0).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -268,6 +269,14 @@ def _check_knobs(mode: Mode, kind: str, name: str) -> None:
                 f"{kind} {name!r} declares knob {knob.name!r}: a knob name is an identifier that is not "
                 "already a field of every config (it may read one: reads=[...])"
             )
+        if knob.default is not None or not (knob.nullable or knob.required):
+            try:
+                knob.validate(knob.default)
+            except KnobError as err:
+                raise ValueError(
+                    f"{kind} {name!r} declares knob {knob.name!r} with default {knob.default!r}, outside its own "
+                    f"range ({err.reason}); allowed: a default that is {knob.range_text()}"
+                ) from None
         for other_kind, reg in KINDS.items():
             for other_name, other in reg.modes.items():
                 if (other_kind, other_name) == (kind, name):
@@ -281,6 +290,63 @@ def _check_knobs(mode: Mode, kind: str, name: str) -> None:
 
 # ----------------------------------------------------------------------------- the decorator
 _LOADING: list[str] = []  # the plugin module being imported (plugins.py): the origin of what it registers
+
+# kind -> the arguments its function is called with (docs/extending.md), and its build keywords' functions'
+CALLS: dict[str, tuple[str, ...]] = {
+    "baseline": ("rewards", "cfg"),
+    "scale": ("centred", "rewards", "cfg"),
+    "batch_std_of": ("r", "u"),
+    "ratio": ("logp", "old_logp", "mask", "adv", "cfg"),
+    "clip": ("ratio", "adv", "logp", "old_logp", "cfg"),
+    "agg": ("loss", "mask", "num_seqs", "num_tokens", "cfg"),
+    "kl_estimator": ("d",),
+    "dpo_loss_type": ("h", "beta"),
+    "extension": ("cfg",),
+    "clip masks": ("ratio", "adv", "logp", "old_logp", "cfg"),
+    "ratio masks": ("logp", "old_logp", "adv", "cfg"),
+    "agg weights": ("mask", "num_seqs", "num_tokens", "cfg"),
+    "hook advantages": ("cfg", "rewards", "mask", "group_size", "inputs"),
+    "hook scoring": ("cfg", "rewards", "mask", "group_size"),
+    "hook old_forward": ("cfg", "logits"),
+    "hook train_forward": ("cfg", "logits", "extras"),
+    "hook token_loss": ("cfg", "logp", "old_logp", "adv", "mask", "entropy", "extras"),
+    "hook row_weights": ("cfg", "extras"),
+    "hook loss_term": ("cfg", "inputs", "num_seqs", "num_tokens"),
+}
+
+
+def check_call(fn: Any, call: str, where: str) -> None:
+    """ValueError (one line) unless `fn` can be called as CALLS[call] says (positionally); a callable
+    without a signature (a builtin) passes."""
+    params = CALLS[call]
+    if not callable(fn):
+        raise ValueError(f"{where}: {fn!r} is not a function; it is called as fn({', '.join(params)})")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*params)
+    except TypeError as err:
+        name = getattr(fn, "__name__", type(fn).__name__)
+        raise ValueError(
+            f"{where}: {name}{sig} cannot be called as fn({', '.join(params)}) ({err}); a {call} function "
+            "takes those arguments, in that order (docs/extending.md)"
+        ) from None
+
+
+def _check_calls(kind: str, name: str, fn: Callable, build: dict, hooks: Any) -> None:
+    """The decorated function, its build keywords' functions and its hooks fit the calls they will get."""
+    where = f"{kind} {name!r}"
+    if kind in CALLS:
+        check_call(fn, kind, where)
+    for key, value in build.items():
+        if f"{kind} {key}" in CALLS and value is not None:
+            check_call(value, f"{kind} {key}", f"{where} {key}=")
+    for key in ("advantages", "scoring", "old_forward", "train_forward", "token_loss", "row_weights", "loss_term"):
+        value = getattr(hooks, key, None)
+        if value is not None:
+            check_call(value, f"hook {key}", f"{where} hooks.{key}")
 
 
 def _origin(fn: Any) -> str:
@@ -313,6 +379,7 @@ def register(
     reg = KINDS[kind]
 
     def decorate(fn: Callable) -> Callable:
+        _check_calls(kind, name, fn, build, hooks)
         mode = Mode(
             reg.build(fn, **build),
             doc,

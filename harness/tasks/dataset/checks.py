@@ -1,10 +1,10 @@
 """The check before training that a task's verifier reads its data's answers.
 
 The first `task.data.check_answers` train rows' reference answers (the answer field, as the
-file stores it; a bare number gets gsm8k's "#### " first) are scored as if they were completions
-by the reward that defines "correct";
-each must come out correct. A verifier that cannot read the file's answer format (gsm8k on
-bare numbers is fine, math on "#### 72" is fine, choice on "72" is not) fails here, in one line,
+file stores it; a bare number, and nothing else, gets gsm8k's "#### " first) are scored as if
+they were completions by the reward that defines "correct"; each must come out correct. A verifier
+that cannot read the file's answer format (gsm8k on bare numbers is fine, math on "#### 72" is
+fine, choice on "72" is not, gsm8k on "\\boxed{72}" is not) fails here, in one line,
 before hours of training give every completion 0. A regex verifier is not checked (its pattern
 reads a completion's format, which a reference answer need not have); a function is called as
 it will be in training, so one that raises or returns a wrong type fails here too.
@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from harness.tasks.dataset.task import HINTS, DatasetTask
 from harness.tasks.rewards.functions import RewardFunctionError
-from harness.tasks.rewards.verifiers import VERIFIERS
+from harness.tasks.rewards.verifiers import VERIFIERS, is_number
 
 
 def as_completion(verifier: str, reference: str) -> str:
     """A reference answer written as a completion the verifier reads: a bare number gets gsm8k's "#### "
-    (verl's ground_truth "72"); every other verifier reads a reference as it stands."""
-    if verifier == "gsm8k" and "####" not in reference:
-        return f"#### {reference}"
+    (verl's ground_truth "72"); every other reference, and every other verifier's, is read as it stands
+    (a MATH solution's "\\boxed{72}" is not gsm8k's answer line: the check fails on it, as training would)."""
+    if verifier == "gsm8k" and "####" not in reference and is_number(reference):
+        return f"#### {reference.strip()}"
     return reference
 
 
@@ -50,6 +51,8 @@ def check_reference_answers(task: DatasetTask, n: int) -> None:
             ok, read = scored.correct, None
         if not ok:
             hint = f"; {HINTS[spec.verifier]}" if spec.verifier else ""
+            if spec.verifier == "gsm8k" and "####" not in p.answer:
+                hint += " (a reference without one is read as its answer line only when it is a bare number)"
             shown = p.answer if len(p.answer) <= 60 else p.answer[:28] + " ... " + p.answer[-27:]
             raise ValueError(
                 f"task.rewards[{index}] ({what}) does not read the data's answers: {p.meta['file']} row "

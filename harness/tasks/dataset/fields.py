@@ -11,6 +11,7 @@ import string
 from typing import Any
 
 _MISSING = object()
+_MAX_WIDTH = 10_000  # a format spec's padding, in characters (a 10**11 width asks for 100 GB a row)
 ROLES = ("system", "user", "assistant")
 
 
@@ -66,11 +67,30 @@ def template_fields(template: str) -> list[str]:
             f"is not a valid template ({err}); write fields as {{name}} and a literal brace as {{{{ }}}}"
         ) from None
     fields = [name for _, name, _, _ in parts if name is not None]
+    for _, name, spec, conversion in parts:
+        if name:
+            _check_spec(name, spec, conversion)
     if any(not f for f in fields):
         raise ValueError("has an empty {} placeholder; name a field, e.g. {question}")
     if not fields:
         raise ValueError("names no field; write fields as {name}, e.g. '{question}'")
     return fields
+
+
+def _check_spec(name: str, spec: str, conversion: str | None) -> None:
+    """A placeholder's conversion and format spec must apply to text (every field is formatted as text)."""
+    if conversion not in (None, "s", "r", "a"):
+        raise ValueError(f"has {{{name}!{conversion}}}: allowed conversions are !s, !r and !a (or none)")
+    try:
+        width = len(format("text", spec))
+    except (ValueError, TypeError, OverflowError, MemoryError) as err:
+        why = str(err) or type(err).__name__  # MemoryError: no message
+        raise ValueError(
+            f"has {{{name}:{spec}}}, whose format spec does not apply to text ({why}); every "
+            f"field is formatted as text: write a string spec such as {{{name}:.200}} or {{{name}:>10}}, or none"
+        ) from None
+    if width > _MAX_WIDTH:
+        raise ValueError(f"has {{{name}:{spec}}}, which pads a field to {width} characters; allowed: <= {_MAX_WIDTH}")
 
 
 def as_text(value: Any) -> str:
@@ -84,10 +104,11 @@ def as_text(value: Any) -> str:
 
 def render_template(template: str, row: dict) -> str:
     out = []
-    for literal, name, spec, _conversion in string.Formatter().parse(template):
+    formatter = string.Formatter()
+    for literal, name, spec, conversion in formatter.parse(template):
         out.append(literal)
         if name is not None:
-            value = as_text(get_field(row, name))
+            value = formatter.convert_field(as_text(get_field(row, name)), conversion)
             out.append(format(value, spec) if spec else value)
     return "".join(out)
 

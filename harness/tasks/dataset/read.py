@@ -20,7 +20,10 @@ sample dataset under results/data is written first (harness/tasks/sample_data.py
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
+import lzma
 import os
 import tempfile
 from pathlib import Path
@@ -40,6 +43,7 @@ _SUFFIXES = {
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 _FORMAT_NAMES = {"json": "JSON Lines / JSON", "parquet": "Parquet", "csv": "CSV", "arrow": "a save_to_disk folder"}
 _MEMO: dict = {}
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": None}
 
 
 def _datasets():
@@ -103,6 +107,28 @@ def fingerprint(paths: str | list[str]) -> str:
     return h.hexdigest()[:16]
 
 
+def check_utf8(files: list[str], key: str) -> None:
+    """ValueError naming `key`, the file and the line of the first byte that is not UTF-8 (JSON Lines and CSV
+    are read as UTF-8 text; a compressed file's lines once decompressed, but for .zst)."""
+    for f in files:
+        opener = _OPENERS.get(Path(f.lower()).suffix, open)
+        if opener is None:
+            continue  # .zst: read by the library only
+        n, line = 0, b""
+        try:
+            with opener(f, "rb") as fh:
+                for line in fh:
+                    n += 1
+                    line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{key}: {f} line {n} is not UTF-8 text (byte {line[err.start]:#04x} at column "
+                f"{err.start + 1}); save the file as UTF-8 (iconv -f <its encoding> -t utf-8)"
+            ) from None
+        except (OSError, EOFError, lzma.LZMAError):
+            continue  # a broken archive: the reader names it ("does not parse")
+
+
 def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key: str) -> tuple[list[dict], list[str]]:
     """(rows, column names) of a file, folder or list of them; ValueError naming `key` when a path is
     missing, the format unknown or the file does not parse."""
@@ -129,6 +155,8 @@ def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key:
     kind = kinds[ps[0]]
     memo = (stat_key(ps), kind, split)
     if memo not in _MEMO:
+        if kind in ("json", "csv"):
+            check_utf8([f for p in ps for f in _files(p, kind)], key)
         _MEMO[memo] = _read(ps, kind, split, key, split_key)
     rows, columns = _MEMO[memo]
     return [dict(r) for r in rows], list(columns)

@@ -29,9 +29,16 @@ class ScoreFileError(ValueError):
 def read_completions(path: str | Path) -> list[dict]:
     p = Path(path)
     if not p.is_file():
-        raise ScoreFileError(f"completions file {str(p)!r} does not exist")
+        what = "is a folder, not a file" if p.is_dir() else "does not exist"
+        raise ScoreFileError(f"completions file {str(p)!r} {what}")
     out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for n, raw in enumerate(p.read_bytes().splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ScoreFileError(
+                f"{p}:{n}: not UTF-8 text (byte {raw[err.start]:#04x} at column {err.start + 1}); save the file as UTF-8"
+            ) from None
         if not line.strip():
             continue
         try:

@@ -193,7 +193,26 @@ class DatasetTask(Task):
             if d["where"] and not self._where(row):
                 continue
             out.append(self._problem(file, index, row))
+        if d["id_key"] is not None:
+            self._unique_ids(out, key)
         return out
+
+    def _unique_ids(self, problems: list[Problem], key: str) -> None:
+        """task.data.id_key: every row's id is its own (the long-prompt filter, pass-rate buckets and `harness
+        score` look rows up by uid: two rows sharing one would take each other's place)."""
+        rows: dict[str, list[int]] = {}
+        for p in problems:
+            rows.setdefault(p.uid, []).append(p.meta["row"])
+        repeats = {uid: r for uid, r in rows.items() if len(r) > 1}
+        if not repeats:
+            return
+        uid, first = next(iter(repeats.items()))
+        shown = ", ".join(str(r) for r in first[:5]) + (", ..." if len(first) > 5 else "")
+        raise ValueError(
+            f"task.data.id_key={self.data['id_key']!r}: {key}={self.data[key.rsplit('.', 1)[1]]!r} rows {shown} "
+            f"share the id {uid.split(':', 1)[1]!r} ({len(repeats)} id(s) repeat); ids must be unique within a "
+            "file: fix them, or drop id_key (each row is then identified by its index)"
+        )
 
     def _where(self, row: dict) -> bool:
         for path, want in self.data["where"].items():
@@ -291,6 +310,11 @@ class DatasetTask(Task):
             raw = lookup(row, d["id_key"])
             if raw is _MISSING or raw is None:
                 raise ValueError(f"task.data.id_key={d['id_key']!r}: {where} has no id")
+            if isinstance(raw, (dict, list)):
+                raise ValueError(
+                    f"task.data.id_key={d['id_key']!r}: {where}'s id is a {type(raw).__name__} ({raw!r:.60}); "
+                    "an id is text or a number"
+                )
             uid = f"{file}:{raw}"
         meta = {
             "file": file,

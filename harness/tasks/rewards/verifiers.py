@@ -67,6 +67,11 @@ def numbers(text: str) -> list[Fraction]:
     return out
 
 
+def is_number(text: str) -> bool:
+    """Whether `text` is one number and nothing else ("72", " -1,000.5 ", "3/4"; not "\\boxed{72}")."""
+    return _NUMBER.fullmatch(text.strip()) is not None
+
+
 def last_number(text: str) -> Fraction | None:
     found = numbers(text)
     return found[-1] if found else None

@@ -4,7 +4,8 @@
     prepare_task(cfg, task, tok, render, policy_for_rates)   # once the tokenizer (and policy) exist
 
 prepare_task, for a dataset task: drops (or refuses, rollout.overlong_prompts=error) the prompts
-longer than rollout.max_prompt_tokens once rendered by the model's template, printing the count
+longer than rollout.max_prompt_tokens once rendered by the model's template, or longer than the
+model's positions (max_position_embeddings) less rollout.max_new_tokens, printing the count
 per split; and, with task.data.difficulty_by_pass_rate, labels every prompt's difficulty bucket
 by the initial policy's pass rate on it (pass_rates.py: measured once, cached). The run shell,
 `harness eval` and the probes call it, so they all see the same prompts and buckets.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.config import ConfigError
+from harness.models.registry import model_positions
 from harness.tasks import task_from_config, task_identity
 from harness.train.run.pass_rates import label_by_pass_rate
 
@@ -24,9 +26,34 @@ def build_task(cfg):
     return task_from_config(cfg.task)
 
 
+def prompt_limit(cfg) -> tuple[int | None, str, str]:
+    """(the longest prompt a run keeps, in tokens once rendered, and the key that sets it): the smaller of
+    rollout.max_prompt_tokens and the model's positions less rollout.max_new_tokens (a longer prompt's
+    completion would run past the positions the model was built for), the key that sets it and what
+    raises it; (None, "", "") when neither applies."""
+    limits = []
+    if cfg.rollout.max_prompt_tokens is not None:
+        limits.append(
+            (cfg.rollout.max_prompt_tokens, f"rollout.max_prompt_tokens={cfg.rollout.max_prompt_tokens}", "raise it")
+        )
+    positions = model_positions(cfg.model.name, cfg.model.overrides)
+    if positions is not None:
+        room = positions - cfg.rollout.max_new_tokens
+        limits.append(
+            (
+                room,
+                f"the {positions} positions (max_position_embeddings) of model.name={cfg.model.name!r} less "
+                f"rollout.max_new_tokens={cfg.rollout.max_new_tokens} ({room} tokens)",
+                "lower rollout.max_new_tokens or take a model with more positions",
+            )
+        )
+    return min(limits) if limits else (None, "", "")
+
+
 def drop_long_prompts(cfg, task, render) -> dict[str, int]:
-    """rollout.max_prompt_tokens: -> dropped count per split (ConfigError under overlong_prompts=error)."""
-    limit = cfg.rollout.max_prompt_tokens
+    """The prompts over prompt_limit(cfg) (rollout.max_prompt_tokens, or the model's context less
+    rollout.max_new_tokens): -> dropped count per split (ConfigError under overlong_prompts=error)."""
+    limit, why, remedy = prompt_limit(cfg)
     if limit is None or cfg.task.name != "dataset":
         return {}
     lengths = {p.uid: len(render(p)) for split in ("train", "eval") for p in task.rows(split)}
@@ -36,21 +63,21 @@ def drop_long_prompts(cfg, task, render) -> dict[str, int]:
     if cfg.rollout.overlong_prompts == "error":
         longest = max((p for rows in over.values() for p in rows), key=lambda p: lengths[p.uid])
         raise ConfigError(
-            f"rollout.max_prompt_tokens={limit}: {len(over['train'])} train and {len(over['eval'])} eval "
+            f"{why}: {len(over['train'])} train and {len(over['eval'])} eval "
             f"prompts are longer once rendered (the longest {lengths[longest.uid]} tokens, "
-            f"{longest.meta['file']} row {longest.meta['row']}); raise it, or set "
+            f"{longest.meta['file']} row {longest.meta['row']}); {remedy}, or set "
             "rollout.overlong_prompts=drop"
         )
     dropped = task.keep(lambda p: lengths[p.uid] <= limit)
     total = {s: len(task.rows(s)) + dropped[s] for s in dropped}
     print(
-        f"[harness] rollout.max_prompt_tokens={limit}: dropped {dropped['train']} of {total['train']} train and "
+        f"[harness] {why}: dropped {dropped['train']} of {total['train']} train and "
         f"{dropped['eval']} of {total['eval']} eval prompts (longer once rendered)",
         flush=True,
     )
     for split, rows in (("train", task.rows("train")), ("eval", task.rows("eval"))):
         if not rows:
-            raise ConfigError(f"rollout.max_prompt_tokens={limit} drops every {split} prompt; raise it")
+            raise ConfigError(f"{why} drops every {split} prompt; {remedy}")
     return dropped
 
 
