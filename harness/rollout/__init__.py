@@ -16,7 +16,8 @@ def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
             dtype=rollout_cfg.dtype,
             router_noise=rollout_cfg.router_noise,
             seeding=rollout_cfg.seeding,
-            share_prefix=rollout_cfg.share_prefix,
+            share_prefix=rollout_cfg.share_prefix is True,
+            compile=getattr(rollout_cfg, "compile", False) is True,  # auto: resolved by the config (on CUDA)
         )
     if rollout_cfg.backend == "vllm":
         return VLLMBackend(model, tokenizer, rollout_cfg)
