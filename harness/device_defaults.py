@@ -34,7 +34,7 @@ MICRO_BATCH_TOKENS = 32768  # CUDA: tokens (rows x (prompt + response)) of one u
 PROMPT_TOKENS_GUESS = 256  # a prompt's length where rollout.max_prompt_tokens is not set
 CUDA_SYNC_BUCKET_MB = 512
 
-# dotted key -> its description's note on `auto` (harness config --explain shows it with the resolved values)
+# the levers, in the order they resolve (train.ref_compute_dtype after train.autocast)
 LEVERS = (
     "train.share_prefix",
     "rollout.share_prefix",
@@ -108,6 +108,14 @@ def resolve(values: dict[str, Any], device: str) -> dict[str, Any]:
             continue
         resolved[key] = _cuda_value(key, values, resolved) if device == "cuda" else CPU_VALUES[key]
     return resolved
+
+
+def lever(key: str, value: Any, device: str) -> Any:
+    """`value` of one lever, resolved on `device` if it is still `auto` (a section used outside a validated run
+    config, e.g. a backend built from RolloutSection() alone). Only for the levers that read nothing else."""
+    if value != AUTO:
+        return value
+    return resolve({key: AUTO}, device)[key]
 
 
 def describe(resolved: dict[str, Any], device: str) -> str:

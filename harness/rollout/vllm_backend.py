@@ -76,6 +76,7 @@ import numpy as np
 import psutil
 import torch
 
+from harness import device_defaults
 from harness.models.logprobs import response_logprobs
 from harness.models.lora import base_of, merged_state_dict, save_plain
 from harness.parallel import full_params, full_state
@@ -254,7 +255,7 @@ class VLLMBackend(RolloutBackend):
         self.last_sync_seconds = float("nan")
         self.last_verify_seconds = 0.0  # the check after the last sync (0: none ran)
         self.sleeping = False
-        self.sync_bucket_mb = int(getattr(cfg, "sync_bucket_mb", 0) or 0)  # rollout.sync_bucket_mb (resolved)
+        self.sync_bucket_mb = 0  # rollout.sync_bucket_mb, resolved for the engine's platform in _engine_args
         self.last_probe_delta = float("nan")
         self.llm = None
 
@@ -289,7 +290,9 @@ class VLLMBackend(RolloutBackend):
         max_pos = getattr(model.config, "max_position_embeddings", None) or 1024
         on_cpu = current_platform.is_cpu()
         share = getattr(cfg, "gpu_memory_utilization", 0.3)
-        sleep = getattr(cfg, "vllm_sleep", False) is True
+        device = "cpu" if on_cpu else "cuda"  # a lever still auto (a section used alone): the engine's platform
+        sleep = device_defaults.lever("rollout.vllm_sleep", getattr(cfg, "vllm_sleep", False), device) is True
+        self.sync_bucket_mb = device_defaults.lever("rollout.sync_bucket_mb", getattr(cfg, "sync_bucket_mb", 0), device)
         args = engine_args(
             self._folder, self.dtype, seed, max_model_len or min(max_pos, 1024), max_num_seqs, share, on_cpu, sleep
         )

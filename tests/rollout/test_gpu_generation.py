@@ -167,3 +167,17 @@ def test_the_check_is_timed_apart_from_the_sync(tiny):
     assert b.last_verify_seconds >= 0.2 and b.last_sync_seconds < 0.2
     b.sync_weights(model)  # verify_first = 1: the second sync is not checked
     assert b.last_verify_seconds == 0.0
+
+
+def test_a_rollout_section_used_alone_resolves_its_auto_for_the_device(tiny):
+    from harness import device_defaults
+    from harness.config import RolloutSection
+    from harness.rollout import lever
+
+    model, _ = tiny
+    section = RolloutSection()  # not through a run config: its levers still `auto`
+    assert section.compile == "auto"
+    assert lever(section, "compile", model) is False and lever(section, "share_prefix", model) is False  # a CPU model
+    assert device_defaults.lever("rollout.compile", "auto", "cuda") is True
+    assert device_defaults.lever("rollout.sync_bucket_mb", "auto", "cuda") == 512
+    assert device_defaults.lever("rollout.sync_bucket_mb", 64, "cuda") == 64
