@@ -181,3 +181,19 @@ def test_a_rollout_section_used_alone_resolves_its_auto_for_the_device(tiny):
     assert device_defaults.lever("rollout.compile", "auto", "cuda") is True
     assert device_defaults.lever("rollout.sync_bucket_mb", "auto", "cuda") == 512
     assert device_defaults.lever("rollout.sync_bucket_mb", 64, "cuda") == 64
+
+
+def test_the_static_cache_and_the_padding_sample_what_the_dynamic_cache_does(tiny, monkeypatch):
+    """rollout.compile's generate on a CPU with the compile itself switched off (transformers' disable_compile): the
+    static cache and the extra left padding draw the same tokens, log-probs to fp32 rounding."""
+    import harness.rollout.hf as hf
+    from harness.rollout.base import SamplingParams
+
+    model, tok = tiny
+    real = hf.compiled_generate_kwargs
+    monkeypatch.setattr(hf, "compiled_generate_kwargs", lambda dev: {**real("cuda"), "disable_compile": True})
+    params = SamplingParams(max_new_tokens=6, seed=3)
+    static = HFBackend(model, tok, compile=True).generate([[1, 5, 6], [1, 7]], 2, params)
+    dynamic = HFBackend(model, tok).generate([[1, 5, 6], [1, 7]], 2, params)
+    assert torch.equal(static.response_ids, dynamic.response_ids)
+    assert float((static.sampler_logp - dynamic.sampler_logp).abs().max()) < 1e-5
