@@ -57,8 +57,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from harness import device_defaults
 from harness.machine import bf16_slow_reason
 from harness.models import MODEL_NAMES, is_moe
 from harness.models.folder import folder_problem
@@ -124,6 +134,12 @@ class ModelSection(_Section):
         default_factory=dict, description="config overrides for tiny-* models (e.g. num_hidden_layers)"
     )
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="training precision of the policy")
+    attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] | None = Field(
+        "auto",
+        description="transformers' attention kernel for the policy (and its copies); null = transformers' own "
+        "choice; auto = null on a CPU, sdpa on CUDA (torch's fused attention: flash or memory-efficient kernels). "
+        "model.overrides.attn_implementation, where set, wins",
+    )
     prompt_suffix: str = Field(
         "", description="appended to every task prompt (an answer-format instruction for chat models)"
     )
@@ -346,12 +362,31 @@ class RolloutSection(_Section):
         "in the batch, its sample number), so a prompt samples the same on any number of processes "
         "(needed by train.nproc > 1; docs/scale.md). vllm always seeds per prompt",
     )
-    share_prefix: bool = Field(
-        False,
+    share_prefix: bool | Literal["auto"] = Field(
+        "auto",
         description="hf: prefill each prompt once and copy its KV cache to its group_size rows (G x fewer "
         "prefill rows; the prefill rounds as a batch of other width, so a sampled token may differ at a "
         "near-tie: off by default, so runs and reports keep their numbers). vllm shares prefixes always. "
-        "Not with an MoE (its routing record reads generate's own prefill)",
+        "Not with an MoE (its routing record reads generate's own prefill). auto = false on a CPU and on CUDA "
+        "(a CPU lever: its 4-D masks keep SDPA off the flash kernel on a GPU)",
+    )
+    compile: bool | Literal["auto"] = Field(
+        "auto",
+        description="hf: generate with a static KV cache and the decoding forward under torch.compile (CUDA "
+        "graphs); not with an MoE, rollout.share_prefix or router noise. auto = true on CUDA, false on a CPU "
+        "(measured not to pay there: docs/speed.md)",
+    )
+    vllm_sleep: bool | Literal["auto"] = Field(
+        "auto",
+        description="vllm on CUDA: the engine sleeps (its KV cache freed, weights released) between rollouts, "
+        "so the update has the GPU's memory; woken before the next generate. auto = true on CUDA, false on a CPU "
+        "(vLLM's CPU engine has no sleep mode)",
+    )
+    sync_bucket_mb: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        "auto",
+        description="vllm: the weight sync loads the weights in buckets of this many MB (model.load_weights per "
+        "bucket); 0 = one layerwise in-place reload of every weight (the CPU's: its packed GEMM layout needs it). "
+        "auto = 0 on a CPU, 512 on CUDA",
     )
     stop: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list,
@@ -385,7 +420,12 @@ class TrainSection(_Section):
     )
     inner_epochs: int = Field(1, ge=1, description="K passes over each rollout batch")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per epoch (>1 makes later steps off-policy)")
-    micro_batch_size: int | None = Field(None, ge=1, description="rows per forward/backward; None = whole mini-batch")
+    micro_batch_size: Annotated[int, Field(ge=1)] | None | Literal["auto"] = Field(
+        "auto",
+        description="rows per forward/backward; None = whole mini-batch; auto = None on a CPU, on CUDA the largest "
+        "divisor of the mini-batch whose rows x (rollout.max_prompt_tokens or 256 + rollout.max_new_tokens) fit "
+        "32768 tokens (micro-batches sized by tokens)",
+    )
     old_logp: Literal["recompute", "rollout", "auto"] = Field(
         "recompute",
         description="pi_old's log-probs for the ratio when mini_batches/inner_epochs > 1: 'recompute' "
@@ -438,21 +478,34 @@ class TrainSection(_Section):
         "are recomputed in the backward instead of kept; same gradients, less memory, "
         "one more forward per layer",
     )
-    share_prefix: bool = Field(
-        False,
+    share_prefix: bool | Literal["auto"] = Field(
+        "auto",
         description="the trainer's forwards (update, pi_old, pi_ref) run a prompt once for its rows of a "
         "micro-batch (the G samples of a group, contiguous) and the responses on its KV cache, the gradient "
         "flowing back through it (harness/models/prefix_groups.py): (G - 1) x the prompt's tokens less work a "
         "group. The same log-probs and gradients up to rounding (~1e-5: docs/speed.md), so off by default. Not "
-        "with an MoE, train.gradient_checkpointing or train.parallel=fsdp",
+        "with an MoE, train.gradient_checkpointing or train.parallel=fsdp. auto = false on a CPU and on CUDA (on "
+        "an H200 it doubled the update: its 4-D masks keep SDPA off the flash kernel)",
     )
-    autocast: Literal["bf16"] | None = Field(
-        None,
+    autocast: Literal["bf16", "auto"] | None = Field(
+        "auto",
         description="mixed precision: the trainer's forwards (update, "
         "pi_old, pi_ref) under torch.autocast in bf16, weights and optimizer state "
         "in fp32 (model.dtype=float32); null = off. The rollout keeps rollout.dtype: "
         "mismatch/* shows the cost. CPUs without avx512_bf16/amx_bf16 run bf16 "
-        "matmuls far slower than fp32 (a warning says so)",
+        "matmuls far slower than fp32 (a warning says so). auto = null on a CPU, bf16 on CUDA (null there "
+        "when model.dtype is bfloat16)",
+    )
+    tf32: bool | Literal["auto"] = Field(
+        "auto",
+        description="CUDA: fp32 matrix products on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32, "
+        "set_float32_matmul_precision('high')); no effect on a CPU. auto = false on a CPU, true on CUDA",
+    )
+    ref_compute_dtype: bool | Literal["auto"] = Field(
+        "auto",
+        description="the frozen reference pi_ref stored in the compute dtype (bf16 under train.autocast=bf16) "
+        "instead of fp32 weights re-cast by autocast in every forward; not with model.lora (pi_ref is the "
+        "base). auto = false on a CPU, true on CUDA under bf16 autocast",
     )
 
     nproc: int = Field(
@@ -583,6 +636,9 @@ class RunConfig(_Section):
     tracking: TrackingSection = Field(default_factory=TrackingSection)
     objective: ObjectiveConfig = Field(default_factory=lambda: ObjectiveConfig.preset("grpo"))
     dpo: DpoSection = Field(default_factory=DpoSection)
+    # the levers left `auto` -> what they became on `_device` (harness/device_defaults.py; _resolve_auto)
+    _auto: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _device: str = PrivateAttr("cpu")
 
     @model_validator(mode="before")
     @classmethod
@@ -611,6 +667,7 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:
+        self._resolve_auto(device_defaults.run_device())
         o, t = self.objective, self.train
         want = preset_trainer(o.algorithm)
         if self.trainer != want:
@@ -658,6 +715,52 @@ class RunConfig(_Section):
         for note in notes:
             warnings.warn(note, ConfigWarning, stacklevel=2)
         return self
+
+    def _resolve_auto(self, device: str) -> None:
+        """Every lever left `auto` (harness/device_defaults.py) set to its value on `device`, before any check
+        reads it; the levers and what they became are kept (auto_levers) and written back as `auto` by
+        to_dict(keep_auto=True). A lever already resolved (a copy of a resolved config) is not again."""
+        sections = {"model": self.model, "train": self.train, "rollout": self.rollout}
+        resolved = device_defaults.resolve(self._lever_values(), device)
+        for key, value in resolved.items():
+            section, name = key.split(".", 1)
+            setattr(sections[section], name, value)
+        self._auto, self._device = {**self._auto, **resolved}, device if resolved else self._device
+
+    def __eq__(self, other: object) -> bool:
+        """Equal when every knob is: a lever left auto equals its resolved value named explicitly (a run's
+        config.yaml loaded again), whatever the private record of which levers were auto."""
+        return isinstance(other, RunConfig) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # mutable, as pydantic's models
+
+    def _lever_values(self) -> dict[str, Any]:
+        """The dotted keys of the model, train and rollout sections -> their values (what a lever's auto reads)."""
+        sections = {"model": self.model, "train": self.train, "rollout": self.rollout}
+        values = {f"{n}.{k}": getattr(sec, k) for n, sec in sections.items() for k in type(sec).model_fields}
+        values["model.lora"] = self.model.lora
+        return values
+
+    def _at_default(self, key: str, value: Any) -> bool:
+        """Whether `value` of the dotted `key` is its default: the field's, or, for a lever whose default is auto,
+        what auto becomes on this device (a resolved config loaded again names it explicitly)."""
+        section, name = key.split(".", 1)
+        default = _field_default(type(getattr(self, section)), name)
+        if value == default or key in self._auto:
+            return True
+        if default != device_defaults.AUTO:
+            return False
+        values = {**self._lever_values(), key: device_defaults.AUTO}
+        return device_defaults.resolve(values, device_defaults.run_device()).get(key) == value
+
+    @property
+    def auto_levers(self) -> dict[str, Any]:
+        """{dotted key: value} of the levers this config left `auto`, as resolved for `auto_device`."""
+        return dict(self._auto)
+
+    @property
+    def auto_device(self) -> str:
+        return self._device
 
     def _objective_run_knobs(self) -> None:
         """What the selected modes need of the run (from their declarations, objective/knobs.py):
@@ -902,7 +1005,7 @@ class RunConfig(_Section):
         for key in knob_rules.run_key_readers():
             section, name = key.split(".", 1)
             value = getattr(getattr(self, section), name)
-            if value != _field_default(type(getattr(self, section)), name):
+            if not self._at_default(key, value):
                 if msg := knob_rules.unread_message(o, key, _show(value) if isinstance(value, tuple) else value):
                     errors.append(msg)
         ws, r = self.warm_start, self.rollout
@@ -945,7 +1048,7 @@ class RunConfig(_Section):
         unused = [
             f"train.{k}={_show(getattr(t, k))}"
             for k in RL_TRAIN_KNOBS
-            if getattr(t, k) != _field_default(TrainSection, k)
+            if not self._at_default(f"train.{k}", getattr(t, k))
         ]
         if unused:
             notes.append(
@@ -1017,9 +1120,16 @@ class RunConfig(_Section):
             raise ValueError(f"model.name={m.name!r} is neither one of {list(MODEL_NAMES)} nor an existing folder")
         return m
 
-    def to_dict(self) -> dict:
-        """The resolved config (every knob explicit), loadable again by load_config."""
-        return self.model_dump(mode="json")
+    def to_dict(self, keep_auto: bool = False) -> dict:
+        """The resolved config (every knob explicit, the `auto` levers as resolved for this device: what a run
+        computes with), loadable again by load_config. keep_auto: the levers left `auto` written as `auto`, for a
+        config that runs elsewhere (a study's cell, resolved again on the device that runs it)."""
+        data = self.model_dump(mode="json")
+        if keep_auto:
+            for key in self._auto:
+                section, name = key.split(".", 1)
+                data[section][name] = device_defaults.AUTO
+        return data
 
 
 _TINY = ("tiny-dense", "tiny-moe")  # built fresh (harness/models/registry.py): warm-started by default
@@ -1375,8 +1485,21 @@ def load_config(path: str | Path | None, overrides: list[str] | tuple[str, ...] 
     return build_config(data, source)
 
 
-def dump_config(cfg: RunConfig) -> str:
-    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+def dump_config(cfg: RunConfig, keep_auto: bool = False) -> str:
+    """The config as YAML: resolved (what a run records), or with its `auto` levers kept (keep_auto)."""
+    return yaml.safe_dump(cfg.to_dict(keep_auto), sort_keys=False)
+
+
+def _auto_note(cfg: RunConfig, key: str) -> str:
+    """`  (auto on cpu; on cuda: 'bf16')` for a lever left auto: the value shown is this device's."""
+    if key not in cfg.auto_levers:
+        return ""
+    other = "cpu" if cfg.auto_device == "cuda" else "cuda"
+    data = {**cfg.to_dict(keep_auto=True)}
+    values = {f"{s}.{k}": v for s in ("model", "train", "rollout") for k, v in data[s].items()}
+    values["model.lora"] = cfg.model.lora
+    there = device_defaults.resolve(values, other).get(key)
+    return f"  (auto, resolved for {cfg.auto_device}; on {other}: {_show(there)})"
 
 
 def explain_config(cfg: RunConfig) -> str:
@@ -1390,7 +1513,7 @@ def explain_config(cfg: RunConfig) -> str:
             lines += explain_objective(value)
         elif isinstance(value, BaseModel):
             for key, sub in type(value).model_fields.items():
-                lines.append(f"{name}.{key}: {_show(getattr(value, key))}")
+                lines.append(f"{name}.{key}: {_show(getattr(value, key))}{_auto_note(cfg, f'{name}.{key}')}")
                 lines.append(f"    {sub.description or '(no description)'}")
         else:
             lines += [f"{name}: {_show(value)}", f"    {field.description or '(no description)'}"]

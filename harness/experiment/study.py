@@ -47,7 +47,7 @@ class Cell:
     config: Any = None  # harness.config.RunConfig once validated
 
     def config_yaml(self) -> str:
-        return dump_config(self.config)
+        return dump_config(self.config, keep_auto=True)  # its auto levers resolved on the device that runs it
 
 
 @dataclass

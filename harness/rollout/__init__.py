@@ -1,10 +1,17 @@
 """Generation backends behind `rollout.backend=...`."""
 
+from harness import device_defaults
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams
 from harness.rollout.hf import HFBackend
 from harness.rollout.vllm_backend import VLLMBackend
 
 BACKENDS = ("hf", "vllm")
+
+
+def lever(rollout_cfg, name: str, model) -> bool:
+    """rollout.NAME as resolved by the run config, or, in a section used alone, its auto for the model's device."""
+    device = next(model.parameters()).device.type
+    return device_defaults.lever(f"rollout.{name}", getattr(rollout_cfg, name, False), device) is True
 
 
 def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
@@ -16,7 +23,8 @@ def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
             dtype=rollout_cfg.dtype,
             router_noise=rollout_cfg.router_noise,
             seeding=rollout_cfg.seeding,
-            share_prefix=rollout_cfg.share_prefix,
+            share_prefix=lever(rollout_cfg, "share_prefix", model),
+            compile=lever(rollout_cfg, "compile", model),  # rollout.compile (auto: on CUDA)
         )
     if rollout_cfg.backend == "vllm":
         return VLLMBackend(model, tokenizer, rollout_cfg)

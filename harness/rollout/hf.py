@@ -16,6 +16,12 @@ Rollout/train mismatch knobs (docs/studies.md (c)):
   seed. Evaluation generates through the same backend, so it sees the same engine.
 On an MoE model the expert choices made during generation are recorded and returned as
 `extras["routing"]` (see `assemble_routing`), for routing replay and router metrics.
+
+`rollout.compile` (auto: on CUDA): generate with a static KV cache, whose decoding forward transformers then runs
+under torch.compile in "reduce-overhead" mode (CUDA graphs: one graph launch a token instead of a kernel launch an
+op); the prompts are left-padded to a multiple of COMPILE_PAD_TO tokens so that the cache's shape, and the compiled
+graph, repeat from one step to the next. Not with an MoE (its routing hooks), rollout.share_prefix (a dynamic cache
+of its own) or router noise. On a CPU it was measured not to pay (docs/speed.md), and is off there by default.
 """
 
 from __future__ import annotations
@@ -34,6 +40,29 @@ from harness.rollout.row_seeds import RowSampler, row_seed
 from harness.rollout.samplers import BatchSampler, processors
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+COMPILE_PAD_TO = 64  # rollout.compile: prompt width rounded up to this, so the static cache's shape repeats
+
+
+def compiled_generate_kwargs(device_type: str) -> dict:
+    """generate's arguments for rollout.compile: a static KV cache, the decoding forward under torch.compile
+    (reduce-overhead: CUDA graphs on a GPU). transformers compiles it by itself only on an accelerator; on a CPU
+    (rollout.compile=true set by hand) it is asked to compile there too."""
+    from transformers import CompileConfig
+
+    config = CompileConfig(fullgraph=False, mode="reduce-overhead" if device_type == "cuda" else "default")
+    if device_type != "cuda":
+        config._compile_all_devices = True  # transformers' own switch for compiling off an accelerator
+    return {"cache_implementation": "static", "compile_config": config}
+
+
+def pad_left_to(input_ids: torch.Tensor, attention: torch.Tensor, multiple: int, pad_id: int):
+    """(b, P) left-padded rows padded further on the left to a width that is a multiple of `multiple` (masked
+    positions: generate numbers a row's positions from its attention mask, so its tokens keep theirs)."""
+    extra = -input_ids.shape[1] % multiple
+    if not extra:
+        return input_ids, attention
+    pad = torch.nn.functional.pad
+    return pad(input_ids, (extra, 0), value=pad_id), pad(attention, (extra, 0), value=0)
 
 
 def assemble_routing(
@@ -124,6 +153,7 @@ class HFBackend(RolloutBackend):
         router_noise: float = 0.0,
         seeding: str = "batch",
         share_prefix: bool = False,
+        compile: bool = False,
     ):
         self.model = model
         self.share_prefix = share_prefix  # rollout.share_prefix: a prompt's G rows share one prefill (shared_prefix)
@@ -138,6 +168,8 @@ class HFBackend(RolloutBackend):
                 f"rollout.router_noise={router_noise} needs an MoE model (this one has a single expert per layer)"
             )
         self.router_noise = float(router_noise)
+        # rollout.compile: a static cache under torch.compile, where nothing hooks the forward or brings its own cache
+        self.compile = bool(compile) and not self.moe and not share_prefix and self.router_noise == 0
         if share_prefix and self.moe:  # a folder whose architecture the config check could not know
             raise ValueError(
                 "rollout.share_prefix=true with an MoE model: the routing record reads generate's own prefill of "
@@ -210,6 +242,9 @@ class HFBackend(RolloutBackend):
         # on the model's device: generate copies each step's logits to input_ids' device, so ids left on the
         # host would run the draw (softmax, cumsum or multinomial over (b, V)) on the CPU of a GPU run
         input_ids, attention = (t.to(model.device) for t in left_pad(rows, self.pad_id))
+        compiled = compiled_generate_kwargs(model.device.type) if self.compile else {}
+        if compiled:  # a static cache's shape (and the compiled graph) repeats across steps
+            input_ids, attention = pad_left_to(input_ids, attention, COMPILE_PAD_TO, self.pad_id)
         # the last processor draws the token and records its log-prob; generate's argmax takes it (samplers.py)
         sampler = RowSampler(row_seeds) if row_seeds is not None else BatchSampler()
         torch.manual_seed(seed)
@@ -236,6 +271,7 @@ class HFBackend(RolloutBackend):
                 eos_token_id=self.eos_id,
                 return_dict_in_generate=True,
                 **stops,
+                **compiled,  # rollout.compile: static cache, torch.compile
             )
         model.train(was_training)
         resp = out.sequences[:, input_ids.shape[1] :]  # (b, T)

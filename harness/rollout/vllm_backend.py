@@ -2,17 +2,27 @@
 
 Lifecycle:
 - init: the policy (model + tokenizer) is written once with `save_pretrained` to a temp
-  folder and `vllm.LLM` is started on it (dtype from `rollout.dtype`, eager mode, small
-  `max_model_len`, prefix caching on). The engine runs IN-PROCESS
+  folder and `vllm.LLM` is started on it (dtype from `rollout.dtype`, small `max_model_len`,
+  prefix caching on; `engine_args`): eager on a CPU, CUDA graphs on a GPU, where with
+  `rollout.vllm_sleep` (auto: on CUDA) the engine also gets vLLM's sleep mode. The engine runs IN-PROCESS
   (`VLLM_ENABLE_V1_MULTIPROCESSING=0`, set unless the user set it): the model lives in the
   trainer's process, so a weight sync passes the trainer's tensors by reference.
 - generate: `TokensPrompt(prompt_token_ids=...)` (no re-tokenisation), one request per
   prompt with `n=G`, per-request seeds derived from `SamplingParams.seed`. Stop strings
   (`rollout.stop`): vLLM's `stop` with the stop string kept in the output (detokenizing only
   then); the row ends with the token that completes it and counts as finished, as in hf.
+- sleep (rollout.vllm_sleep, CUDA): after each generate the engine sleeps (`llm.sleep(level=1)`: its KV
+  cache freed, its weights moved to host memory), so the update that follows has the GPU's memory; the
+  next sync or generate wakes it first (`llm.wake_up()`). Tested with a fake engine (the call order);
+  not run here (no GPU, vLLM's CPU engine has no sleep mode).
 - sync_weights(model): `llm.collective_rpc("harness_reload_weights", ...)` (vLLM's in-place
-  layerwise reload + a CPU MoE fix, see vllm_worker.py), then `llm.reset_prefix_cache()`;
-  then, on the first `verify_first` syncs and every `verify_every`-th one, `verify_sync`.
+  layerwise reload + a CPU MoE fix, see vllm_worker.py), or, with `rollout.sync_bucket_mb` > 0 (auto:
+  512 on CUDA) in-process, the weights in buckets of that many MB, each one
+  `collective_rpc("harness_load_weights")` (the model's own `load_weights`, as TRL and verl sync a GPU
+  engine; `weight_buckets`); then `llm.reset_prefix_cache()`; then, on the first `verify_first` syncs and
+  every `verify_every`-th one, `verify_sync` (its seconds apart: `last_verify_seconds`, not in
+  `last_sync_seconds`). The bucketed path is written for CUDA, where vLLM keeps unquantised weights in
+  their checkpoint layout; on a CPU the packed GEMM layout needs the layerwise reload, which stays.
 - verify_sync(model): log-probs of a fixed probe sequence in the engine
   (`prompt_logprobs`) vs the trainer (`harness.models.logprobs.response_logprobs`); raises
   `WeightSyncError` when max |dlogp| > tol.
@@ -66,6 +76,7 @@ import numpy as np
 import psutil
 import torch
 
+from harness import device_defaults
 from harness.models.logprobs import response_logprobs
 from harness.models.lora import base_of, merged_state_dict, save_plain
 from harness.parallel import full_params, full_state
@@ -82,6 +93,52 @@ PROBE_TEXT = "Probe 12+34=46; 7*8=56. The quick brown fox jumps over the lazy do
 # 0.004-0.012 (tiny) and 0.15-0.42 (SmolLM2), so in bf16 the check only catches gross failures
 # (a broken reload, many missed steps); pass verify_tol to tighten it for a given model.
 DEFAULT_TOL = {"float32": 1e-3, "bfloat16": 1.0}
+
+
+def weight_buckets(
+    items: Sequence[tuple[str, torch.Tensor]], bucket_bytes: int
+) -> list[list[tuple[str, torch.Tensor]]]:
+    """(name, tensor) pairs in order, cut into consecutive buckets of at most `bucket_bytes` each (a tensor larger
+    than that alone in its own); bucket_bytes <= 0: one bucket of everything."""
+    if bucket_bytes <= 0:
+        return [list(items)] if items else []
+    buckets, current, size = [], [], 0
+    for name, t in items:
+        n = t.numel() * t.element_size()
+        if current and size + n > bucket_bytes:
+            buckets.append(current)
+            current, size = [], 0
+        current.append((name, t))
+        size += n
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def engine_args(
+    folder: str, dtype: str, seed: int, max_model_len: int, max_num_seqs: int, memory_share: float, on_cpu: bool,
+    sleep: bool = False,
+) -> dict:  # fmt: skip
+    """vllm.LLM's arguments for the model saved in `folder`, for a CPU (on_cpu) or a GPU engine: eager on a CPU,
+    CUDA graphs (enforce_eager off) on a GPU; vLLM's sleep mode where asked (rollout.vllm_sleep) on a GPU; the
+    CPU-only settings (whole-prompt prefill, an explicit KV cache) are added by the caller."""
+    args = dict(
+        model=folder,
+        tokenizer=folder,
+        dtype=dtype,
+        seed=seed,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        enforce_eager=on_cpu,  # a GPU captures CUDA graphs of the decoding step
+        enable_prefix_caching=True,
+        gpu_memory_utilization=memory_share,
+        logprobs_mode="processed_logprobs",  # the sampler's distribution, see module doc
+        generation_config="vllm",  # ignore generation_config.json sampling defaults
+        worker_extension_cls=WORKER_EXTENSION,
+    )
+    if sleep and not on_cpu:
+        args["enable_sleep_mode"] = True
+    return args
 
 
 def kv_cache_bytes(config, dtype: str, max_model_len: int, max_num_seqs: int, memory_share: float) -> int | None:
@@ -196,6 +253,9 @@ class VLLMBackend(RolloutBackend):
         self.probe_ids = [list(p) for p in probe_ids] if probe_ids is not None else [self._default_probe(tokenizer)]
         self.num_syncs = 0
         self.last_sync_seconds = float("nan")
+        self.last_verify_seconds = 0.0  # the check after the last sync (0: none ran)
+        self.sleeping = False
+        self.sync_bucket_mb = 0  # rollout.sync_bucket_mb, resolved for the engine's platform in _engine_args
         self.last_probe_delta = float("nan")
         self.llm = None
 
@@ -219,6 +279,7 @@ class VLLMBackend(RolloutBackend):
         from vllm.v1.engine.core_client import InprocClient
 
         self.in_process = isinstance(self.llm.llm_engine.engine_core, InprocClient)
+        self.sleep_between = bool(args.get("enable_sleep_mode"))  # rollout.vllm_sleep on a GPU
         if self.router_noise > 0:
             self.llm.collective_rpc("harness_set_router_noise", args=(self.router_noise, seed))
 
@@ -227,21 +288,15 @@ class VLLMBackend(RolloutBackend):
         from vllm.platforms import current_platform  # heavy: vLLM loads only where an engine starts
 
         max_pos = getattr(model.config, "max_position_embeddings", None) or 1024
-        args = dict(
-            model=self._folder,
-            tokenizer=self._folder,
-            dtype=self.dtype,
-            seed=seed,
-            max_model_len=max_model_len or min(max_pos, 1024),
-            max_num_seqs=max_num_seqs,
-            enforce_eager=True,
-            enable_prefix_caching=True,
-            gpu_memory_utilization=getattr(cfg, "gpu_memory_utilization", 0.3),
-            logprobs_mode="processed_logprobs",  # the sampler's distribution, see module doc
-            generation_config="vllm",  # ignore generation_config.json sampling defaults
-            worker_extension_cls=WORKER_EXTENSION,
+        on_cpu = current_platform.is_cpu()
+        share = getattr(cfg, "gpu_memory_utilization", 0.3)
+        device = "cpu" if on_cpu else "cuda"  # a lever still auto (a section used alone): the engine's platform
+        sleep = device_defaults.lever("rollout.vllm_sleep", getattr(cfg, "vllm_sleep", False), device) is True
+        self.sync_bucket_mb = device_defaults.lever("rollout.sync_bucket_mb", getattr(cfg, "sync_bucket_mb", 0), device)
+        args = engine_args(
+            self._folder, self.dtype, seed, max_model_len or min(max_pos, 1024), max_num_seqs, share, on_cpu, sleep
         )
-        if current_platform.is_cpu():
+        if on_cpu:
             # vLLM 0.32 CPU bug: a seeded request whose prompt is split by chunked prefill
             # crashes the engine ("CPU Generator does not use offset", when it rewinds the
             # request's generator). Whole-prompt scheduling avoids the split.
@@ -285,7 +340,27 @@ class VLLMBackend(RolloutBackend):
             **stops,
         )
 
+    def _wake(self) -> None:
+        """rollout.vllm_sleep: the engine back on the GPU (weights and KV cache) before a sync or a generate."""
+        if self.sleeping:
+            self.llm.wake_up()
+            self.sleeping = False
+
+    def _sleep(self) -> None:
+        """rollout.vllm_sleep: after a generate, the KV cache freed and the weights moved to host memory (level 1),
+        so the trainer's update has the GPU; a sync overwrites the weights after waking anyway."""
+        if self.sleep_between and not self.sleeping:
+            self.llm.sleep(level=1)
+            self.sleeping = True
+
     def generate(self, prompts: list[list[int]], group_size: int, params: SamplingParams) -> RolloutBatch:
+        self._wake()
+        try:
+            return self._generate(prompts, group_size, params)
+        finally:
+            self._sleep()
+
+    def _generate(self, prompts: list[list[int]], group_size: int, params: SamplingParams) -> RolloutBatch:
         from vllm.inputs import TokensPrompt
 
         gen = torch.Generator().manual_seed(params.seed)
@@ -341,18 +416,25 @@ class VLLMBackend(RolloutBackend):
         """Copy `model`'s current weights into the engine (in place), reset the prefix
         cache, and verify on schedule (raises WeightSyncError on a mismatch)."""
         t0 = time.perf_counter()
+        self._wake()
         self.push_weights(model)
         self.num_syncs += 1
         self.last_sync_seconds = time.perf_counter() - t0
         k = self.num_syncs
+        self.last_verify_seconds = 0.0
         if k <= self.verify_first or (self.verify_every and k % self.verify_every == 0):
+            t1 = time.perf_counter()
             self.verify_sync(model)
+            self.last_verify_seconds = time.perf_counter() - t1
 
     @torch.no_grad()
     def push_weights(self, model: torch.nn.Module) -> None:
         """The sync itself, without the check: checkpoint-format state dict -> engine."""
         state = checkpoint_state(model)
-        if self.in_process:
+        if self.in_process and self.sync_bucket_mb > 0:  # rollout.sync_bucket_mb: the GPU's bucketed load
+            for bucket in weight_buckets(list(state.items()), self.sync_bucket_mb << 20):
+                self.llm.collective_rpc("harness_load_weights", kwargs={"weights": bucket})
+        elif self.in_process:
             with self._engine_threads():  # the reload re-packs weights with torch ops, in this process
                 self.llm.collective_rpc("harness_reload_weights", kwargs={"weights": list(state.items())})
         else:

@@ -83,6 +83,17 @@ class HarnessWorkerExtension:
         self.reload_weights(weights_iterator=it, is_checkpoint_format=True)
         return reprocess_cpu_moe_experts(self.model_runner.model)
 
+    def harness_load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> int:
+        """One bucket of a bucketed sync (rollout.sync_bucket_mb > 0, CUDA): checkpoint-format (name, tensor) pairs
+        through the model's own `load_weights` (stacked q/k/v and gate/up parameters filled from their parts),
+        copied onto the engine's device. Right where vLLM keeps the weights in their checkpoint layout (unquantised
+        on a GPU); a CPU engine packs its GEMM weights and syncs with harness_reload_weights. Returns the number of
+        tensors given."""
+        device = next(self.model_runner.model.parameters()).device
+        pairs = [(name, t.to(device, non_blocking=True)) for name, t in weights]
+        self.model_runner.model.load_weights(weights=pairs)
+        return len(pairs)
+
     def harness_set_router_noise(self, std: float, seed: int = 0) -> int:
         """Add N(0, std^2) noise to every MoE router's logits (vLLM `GateLinear` outputs)
         from now on; std=0 removes it. The noise comes from a dedicated generator seeded

@@ -107,3 +107,71 @@ def test_the_trainer_forward_is_the_same_through_either_path(share_prefix, autoc
     assert len(results[0]) == len(results[1]) > 2
     for a, b in zip(*results):
         assert torch.equal(a, b)
+
+
+def test_the_device_picks_the_tiles_and_the_backward():
+    """A CPU keeps its 4 MiB chunks and the recompute (the numbers of every CPU run unmoved); a GPU gets tiles sized
+    for it (256 MiB, at most an eighth of its free memory) and the closed-form backward. No GPU is needed: the plan
+    is a function of the device's kind and its free memory."""
+    from harness.models.token_stats import CHUNK_BYTES, GPU_TILE_BYTES, tile_plan
+
+    assert CHUNK_BYTES == 4 << 20
+    assert tile_plan("cpu") == (4 << 20, True)
+    assert tile_plan(torch.device("cpu"), free_bytes=1 << 40) == (4 << 20, True)
+    assert tile_plan("cuda", free_bytes=80 << 30) == (GPU_TILE_BYTES, False)
+    assert GPU_TILE_BYTES == 256 << 20
+    assert tile_plan("cuda:0", free_bytes=512 << 20) == (64 << 20, False)  # memory tight: an eighth of what is free
+    assert tile_plan("cuda", free_bytes=1 << 20) == (CHUNK_BYTES, False)
+
+
+def test_cpu_logits_take_the_cpu_plan(monkeypatch):
+    """token_stats without a chunk size on CPU logits runs today's path: the recomputing chunks of 4 MiB."""
+    import harness.models.token_stats as ts
+
+    seen = []
+    monkeypatch.setattr(ts, "chunk_bounds", lambda n, v, b: seen.append(b) or [(0, n)])
+    monkeypatch.setattr(ts._TiledStats, "apply", lambda *a: pytest.fail("the closed form ran on a CPU"))
+    ts.token_stats(torch.randn(2, 3, 11), torch.zeros(2, 3, dtype=torch.long), 1.0, True)
+    assert seen == [4 << 20]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("chunk_rows", [2, 5, 1000])
+@pytest.mark.parametrize("grads", ["all", "logp", "logp+logz"])
+def test_the_closed_form_backward_equals_the_recompute_at_every_tile_size(temperature, chunk_rows, grads):
+    """The GPU's path (no recompute), run here on CPU tensors: values equal the recompute's bit for bit (the same
+    formulas), gradients to fp32 rounding, at any tile size; with the entropy's gradient or without."""
+    vocab = 513
+    g = torch.Generator().manual_seed(chunk_rows)
+    logits = torch.randn(5, 9, vocab, generator=g) * 4
+    tokens = torch.randint(0, vocab, (5, 9), generator=g)
+    w = [torch.randn(5, 9, generator=g) for _ in range(3)]
+    out = []
+    for recompute, rows in ((True, 1000), (False, chunk_rows)):
+        x = logits.clone().requires_grad_()
+        logp, logz, ent = token_stats(x, tokens, temperature, True, rows * 4 * vocab, recompute=recompute)
+        loss = (logp * w[0]).sum()
+        if grads != "logp":
+            loss = loss + (logz * w[1]).sum()
+        if grads == "all":
+            loss = loss + (ent * w[2]).sum()
+        loss.backward()
+        out.append((logp, logz, ent, x.grad))
+    for a, b in zip(out[0][:3], out[1][:3]):
+        assert torch.allclose(a, b, rtol=0, atol=1e-5)
+    assert torch.allclose(out[0][3], out[1][3], rtol=1e-4, atol=1e-6)
+    assert float(out[1][3].abs().sum()) > 0
+
+
+def test_the_closed_form_keeps_the_logits_dtype_and_skips_an_unused_entropy():
+    g = torch.Generator().manual_seed(1)
+    logits = (torch.randn(3, 4, 50, generator=g) * 3).bfloat16()
+    tokens = torch.randint(0, 50, (3, 4), generator=g)
+    grads = []
+    for recompute in (True, False):
+        x = logits.clone().requires_grad_()
+        logp, _, _ = token_stats(x, tokens, 1.3, False, 4 * 50 * 2, recompute=recompute)
+        logp.sum().backward()
+        grads.append(x.grad)
+    assert grads[1].dtype == torch.bfloat16
+    assert torch.allclose(grads[0].float(), grads[1].float(), atol=1e-2)

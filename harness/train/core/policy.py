@@ -59,12 +59,23 @@ def compute_precision(cfg, device: torch.device):
     return torch.autocast(device_type=device.type, dtype=dtype) if dtype is not None else nullcontext()
 
 
-def reference_of(model: nn.Module):
+def matmul_precision(tf32: bool) -> None:
+    """train.tf32: fp32 matrix products (and cuDNN convolutions) on TF32 tensor cores, process-wide; false leaves
+    torch's settings as they are (a CPU's auto: its products untouched)."""
+    if tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")
+
+
+def reference_of(model: nn.Module, dtype: torch.dtype | None = None):
     """pi_ref = the initial policy, frozen: a LoRA policy with its adapters off (B starts at zero, so the base
-    is pi_0; no second copy of the weights), else a deep copy in eval mode without gradients."""
+    is pi_0; no second copy of the weights), else a deep copy in eval mode without gradients, stored in `dtype`
+    when given (train.ref_compute_dtype: the compute dtype, not re-cast by autocast in every forward)."""
     if is_lora(model):
         return AdaptersOff(model)
-    return copy.deepcopy(model).eval().requires_grad_(False)
+    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    return ref.to(dtype) if dtype is not None and dtype != model.dtype else ref
 
 
 # ---------------------------------------------------------------------------------- checkpoints

@@ -24,7 +24,7 @@ from harness.train.core.components import Component
 from harness.train.core.episode import Episode
 from harness.train.core.forward import batch_forward, batch_logprobs
 from harness.train.core.mismatch import MismatchStats
-from harness.train.core.policy import compute_precision, reference_of
+from harness.train.core.policy import AUTOCAST_DTYPES, compute_precision, reference_of
 
 
 def single_pass(cfg) -> bool:
@@ -37,7 +37,11 @@ def single_pass(cfg) -> bool:
 def frozen_reference(cfg, model: torch.nn.Module) -> torch.nn.Module | None:
     """pi_ref: the policy a run starts from, frozen (a copy of `model`, or a LoRA policy with its adapters off:
     core/policy.py reference_of) when the objective needs one, else None."""
-    return reference_of(model) if inputs_needed(cfg.objective).ref_logp else None
+    if not inputs_needed(cfg.objective).ref_logp:
+        return None
+    t = cfg.train  # train.ref_compute_dtype: pi_ref kept in the autocast's dtype (auto: on CUDA under bf16)
+    dtype = AUTOCAST_DTYPES.get(t.autocast) if t.ref_compute_dtype is True and t.autocast else None
+    return reference_of(model, dtype)
 
 
 def score_episode(

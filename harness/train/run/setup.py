@@ -15,13 +15,13 @@ from typing import Any
 import torch
 import yaml
 
-from harness import machine
+from harness import device_defaults, machine
 from harness.atomic import atomic_write_text
 from harness.config import ConfigError, RunConfig, build_config, dump_config
 from harness.faults import NoReadableCheckpoint, OrphanMetrics
 from harness.rollout import make_backend
 from harness.threads import start_governor
-from harness.train.core.policy import prepare_policy
+from harness.train.core.policy import matmul_precision, prepare_policy
 from harness.train.core.rundir import RunDir, verify
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.train.run.warmstart import initial_policy
@@ -100,13 +100,20 @@ class Setup:
 def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     """Write the resolved config, set threads and seed, record the machine (run.json), build the task and
     the initial policy (prepared for training: train/core/policy.py), fit the task to it (a dataset task: long prompts dropped, pass-rate buckets: task_setup.py)."""
-    atomic_write_text(run.config_path, dump_config(cfg))
+    atomic_write_text(run.config_path, dump_config(cfg))  # the auto levers as resolved for this device
     start_governor(cfg.train.threads)  # torch threads, fewer while another process holds a core (harness/threads.py)
     run.record_attempt(
-        {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": machine.git_commit(), "machine": machine.describe()}
+        {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "commit": machine.git_commit(),
+            "machine": machine.describe(),
+            "auto_levers": {"device": cfg.auto_device, **cfg.auto_levers},  # harness/device_defaults.py
+        }
     )
+    print(f"[harness] {device_defaults.describe(cfg.auto_levers, cfg.auto_device)}", flush=True)
     torch.manual_seed(cfg.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    matmul_precision(cfg.train.tf32)  # train.tf32 (auto: on CUDA)
     task = build_task(cfg)
     policy, tok, render = initial_policy(cfg, device)
     policy = prepare_policy(policy, cfg)  # LoRA adapters, activation checkpointing (docs/scale.md)

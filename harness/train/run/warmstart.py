@@ -207,6 +207,8 @@ def initial_policy(cfg, device: torch.device):
         model, tok = load_model(ensure_warm_start(cfg), dtype=dtype)
     else:
         model, tok = build_model(cfg.model.name, seed=cfg.seed, overrides=cfg.model.overrides, dtype=dtype)
+    if cfg.model.attn_implementation not in (None, "auto"):  # model.attn_implementation (auto: sdpa on CUDA)
+        model.set_attn_implementation(cfg.model.attn_implementation)
     model.to(device)
     return model, tok, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg))
 
