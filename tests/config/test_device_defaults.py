@@ -39,7 +39,7 @@ def test_every_auto_resolves_to_the_value_before_on_a_cpu(monkeypatch):
     monkeypatch.setattr(device_defaults, "run_device", lambda: "cpu")
     assert set(device_defaults.LEVERS) == set(BEFORE)
     assert device_defaults.CPU_VALUES == BEFORE
-    for overrides in ([], ["train.prompts_per_step=4", "rollout.max_new_tokens=512"], ["model.dtype=bfloat16"]):
+    for overrides in ([], ["train.prompts_per_step=4", "rollout.max_new_tokens=256"], ["model.dtype=bfloat16"]):
         cfg = load_config(None, overrides)
         assert cfg.auto_device == "cpu"
         assert cfg.auto_levers == BEFORE
