@@ -41,7 +41,7 @@ from harness.bench import cli as bench_cli
 from harness.config import ConfigError, ConfigWarning, dump_config, explain_config, load_config
 from harness.experiment import cli as study_cli
 from harness.experiment.study import StudyError
-from harness.faults import RunFault, StoppedBySignal
+from harness.faults import RunFault, StoppedBySignal, user_exit
 from harness.probes import cli as probe_cli
 from harness.tasks import task_from_config
 from harness.tasks.dataset.score_file import ScoreFileError, score_file
@@ -173,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     fmt = warnings.formatwarning
     warnings.formatwarning = _one_line_warning
     try:
-        return _run(args)
+        try:
+            return _run(args)
+        except SystemExit as err:  # sys.exit in code the harness called (a plugin, a reward function): never 0
+            if args.debug:
+                raise
+            raise user_exit(err, args.command) from None
     except (ConfigError, StudyError) as err:
         if args.debug:
             raise

@@ -14,8 +14,8 @@ never correct whatever it returns. It runs under the task's per-completion time 
 (task.reward_timeout) and, with task.reward_workers > 0, in worker processes (it must then be
 importable there: a module on sys.path, not a lambda or a function defined in __main__).
 
-A function that raises, or returns something else, stops the run with one line naming the
-function, the row and the completion (`RewardFunctionError`): never a silent 0.
+A function that raises, exits (sys.exit, os._exit), or returns something else, stops the run with
+one line naming the function, the row and the completion (`RewardFunctionError`): never a silent 0.
 """
 
 from __future__ import annotations
@@ -43,10 +43,12 @@ def load_function(spec: str) -> Callable:
     module_name, attr = spec.split(":")
     try:
         module = importlib.import_module(module_name)
-    except Exception as err:  # noqa: BLE001 -- any import failure is the user's to fix, said in one line
+    except (Exception, SystemExit) as err:  # noqa: BLE001 -- any import failure (sys.exit too) is the user's to fix
+        reason = f"{type(err).__name__}: {' '.join(str(err).split())}"
+        if isinstance(err, SystemExit):
+            reason = f"it called sys.exit({'' if err.code is None else repr(err.code)}) on import"
         raise ValueError(
-            f"{spec!r}: module {module_name!r} does not import ({type(err).__name__}: "
-            f"{' '.join(str(err).split())}); is it on sys.path (PYTHONPATH)?"
+            f"{spec!r}: module {module_name!r} does not import ({reason}); is it on sys.path (PYTHONPATH)?"
         ) from None
     fn = module
     for part in attr.split("."):
