@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
@@ -49,6 +50,7 @@ from harness.tasks.sample_data import ROWS, write_samples
 from harness.train import train
 from harness.train.eval.compare import compare_runs, format_comparison
 from harness.train.run.final_eval import eval_run
+from harness.train.run.launch import launch, report_rank
 from harness.train.run.warmstart import ensure_warm_start
 
 
@@ -182,15 +184,24 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, StudyError) as err:
         if args.debug:
             raise
-        print(f"harness: {err}", file=sys.stderr)
-        return 2
+        return _failed(f"harness: {err}", 2)
     except (RunFault, StoppedBySignal) as err:  # a fault the run stopped on (disk full, NaN, a signal): docs/faults.md
         if args.debug:
             raise
-        print(f"harness: {type(err).__name__}: {err}", file=sys.stderr)
-        return err.exit_code
+        return _failed(f"harness: {type(err).__name__}: {err}", err.exit_code)
+    except BaseException:  # a rank of `--nproc N`: its launcher prints it (or not: a peer's failure caused it)
+        if report_rank(None, 1, traceback.format_exc()):
+            return 1
+        raise
     finally:
         warnings.formatwarning = fmt
+
+
+def _failed(line: str, code: int) -> int:
+    """Print the one line of a failed command (a rank of `--nproc N` hands it to its launcher); -> code."""
+    if not report_rank(line, code):
+        print(line, file=sys.stderr)
+    return code
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -262,7 +273,7 @@ def _train(args: argparse.Namespace) -> int:
         overrides.append(f"train.nproc={args.nproc}")
     cfg = load_config(args.config, overrides)  # a bad config fails before transformers loads
     if cfg.train.nproc > 1 and parallel.launched_world() == 1:
-        return _torchrun(cfg.train.nproc, [args.config, *overrides, "--out", args.out])
+        return launch(cfg.train.nproc, [args.config, *overrides, "--out", args.out])  # torchrun: one line a failure
     # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
     summary = train(cfg, args.out)
     if os.environ.get("RANK", "0") != "0":  # rank 0 reports the run (torchrun's RANK: vLLM may end the group)
@@ -282,16 +293,6 @@ def _train(args: argparse.Namespace) -> int:
         f"run dir {args.out}"
     )
     return 0
-
-
-def _torchrun(nproc: int, train_args: list[str]) -> int:
-    """Replace this process by `torchrun --standalone --nproc_per_node N` running `harness train` on each rank
-    (a signal to this process reaches torchrun, which passes it to every rank)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-    cmd += ["-m", "harness.cli", "train", *train_args]
-    print(f"[harness] {' '.join(cmd)}", flush=True)
-    os.execv(sys.executable, cmd)
-    return 1  # not reached
 
 
 COMMANDS = {

@@ -113,3 +113,12 @@ def always_exits(prompt, completion, answer, row):
     import sys
 
     sys.exit(3)
+
+
+def boom_on_rank_1(prompt, completion, answer, row):
+    """Raises on rank 1 of a `--nproc 2` run only (rank 0 goes on to its next collective and waits there)."""
+    import os
+
+    if os.environ.get("RANK") == "1":
+        raise ValueError("rank 1's bad reward")
+    return 1.0
