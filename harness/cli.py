@@ -22,7 +22,9 @@ file and key, with exit status 2, before any model loads; `--debug` (before or a
 subcommand) raises it with its traceback instead. A fault a run stops on (disk full during a
 checkpoint, NaN with train.nan_policy=stop, no readable checkpoint) is one message too, exit
 status 1; SIGTERM / SIGINT stop `train` at the end of a step, checkpointed, exit 143 / 130
-(docs/faults.md).
+(docs/faults.md). So is code of the user's that exits inside a command (a plugin or reward function
+calling sys.exit: UserCodeExit, exit status 1; never 0), and a rank's failure under `train --nproc N`
+(the launcher prints the rank's one line: harness/train/run/launch.py).
 """
 
 from __future__ import annotations

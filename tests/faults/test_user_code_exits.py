@@ -7,8 +7,12 @@ resumes once the code is fixed, no logged step lost or twice. Each run: the tiny
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 
+import pytest
 from faults_helpers import file_steps
 
 from harness.cli import main
@@ -131,3 +135,18 @@ def test_a_plugin_function_that_exits_at_run_time_stops_the_run(tmp_path, capsys
         err.startswith("harness: UserCodeExit: sys.exit(0) was called at ") and "plugin_exits_at_run_time.py:7" in err
     )
     assert "(in exits_at_run_time) inside `harness train`" in err, err
+
+
+@pytest.mark.parametrize(
+    "body, did", [("import sys\nsys.exit(0)\n", "sys.exit(0)"), ("import os\nos._exit(0)\n", "os._exit(0)")]
+)
+def test_a_reward_module_that_exits_on_import_is_refused(body, did, tmp_path):
+    """os._exit on import used to end `harness train` at once, silently, with the status the module chose (0 here:
+    a success). In a process of its own, so that the old behaviour fails this test instead of ending pytest."""
+    (tmp_path / "rewards_exit_on_import.py").write_text(body)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    args = dataset_args(tmp_path, "[gsm8k, {function: rewards_exit_on_import:f}]")
+    done = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    err = done.stderr.strip().splitlines()[-1]
+    assert "module 'rewards_exit_on_import' does not import (it called " + did + " on import)" in err, err

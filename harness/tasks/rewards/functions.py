@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.faults import RunFault
+from harness.tasks.rewards.exits import CalledOsExit, no_os_exit, what_it_did
 
 PARAMS = ("prompt", "completion", "answer", "row")
 
@@ -42,11 +43,12 @@ def load_function(spec: str) -> Callable:
         raise ValueError(f"{spec!r} must look like module.path:function (e.g. my_rewards:brevity)")
     module_name, attr = spec.split(":")
     try:
-        module = importlib.import_module(module_name)
-    except (Exception, SystemExit) as err:  # noqa: BLE001 -- any import failure (sys.exit too) is the user's to fix
+        with no_os_exit():  # os._exit on import would end the harness silently (exits.py)
+            module = importlib.import_module(module_name)
+    except (Exception, SystemExit, CalledOsExit) as err:  # noqa: BLE001 -- any import failure is the user's to fix
         reason = f"{type(err).__name__}: {' '.join(str(err).split())}"
-        if isinstance(err, SystemExit):
-            reason = f"it called sys.exit({'' if err.code is None else repr(err.code)}) on import"
+        if isinstance(err, (SystemExit, CalledOsExit)):
+            reason = f"it {what_it_did(err)} on import"
         raise ValueError(
             f"{spec!r}: module {module_name!r} does not import ({reason}); is it on sys.path (PYTHONPATH)?"
         ) from None
