@@ -71,8 +71,9 @@ def launch(nproc: int, train_args: list[str]) -> int:
         line, code = failure_line(err, read_reports(folder))
         print(line, file=sys.stderr, flush=True)
         return code
-    except SignalException as err:  # the ranks got the signal too and stopped (checkpointed) on it
-        print(f"harness: the launcher got {err.sigval.name}; the ranks stopped on it", file=sys.stderr)
+    except SignalException as err:  # torchrun passed the signal to the ranks, which stop (checkpointed) on it
+        told = [r["line"] for r in read_reports(folder) if r["line"] is not None]
+        print(told[0] if told else f"harness: stopped by {err.sigval.name}", file=sys.stderr)
         return 128 + int(err.sigval)
     finally:
         elastic.level = level
