@@ -5,12 +5,15 @@ prints, with its exit status (issue 41): not buried under torchrun's ChildFailed
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
 
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
+from harness.train.run import launch as launcher
 from harness.train.run.launch import failure_line
 
 SAMPLE = "results/data/gsm8k_sample"
@@ -70,3 +73,18 @@ def test_a_rank_s_own_traceback_is_shown_once(capsys):
         1,
     )
     assert capsys.readouterr().err == bug["traceback"]
+
+
+def test_the_launcher_stopped_by_a_signal_says_the_ranks_line(monkeypatch, capsys):
+    """SIGTERM to `harness train --nproc 2`: torchrun passes it on, the ranks stop (checkpointed) and the launcher
+    exits 143 with their line (it used to end in torchrun's SignalException traceback)."""
+
+    def ranks_stop(args):
+        monkeypatch.setenv("RANK", "1")  # as in a rank
+        launcher.report_rank("harness: StoppedBySignal: stopped by SIGTERM after step 3: ...", 143)
+        monkeypatch.delenv("RANK")
+        raise SignalException("Process 1 got signal: 15", sigval=signal.SIGTERM)
+
+    monkeypatch.setattr(launcher, "torchrun", ranks_stop)
+    assert launcher.launch(2, ["experiments/runs/smoke.yaml", "--out", "x"]) == 143
+    assert capsys.readouterr().err.strip() == "harness: StoppedBySignal: stopped by SIGTERM after step 3: ..."
