@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 
 class CalledOsExit(BaseException):
@@ -65,6 +66,9 @@ def exit_status(code: int | None) -> str:
 def dead_workers(processes: list) -> str:
     """The exit status of the worker processes that died (multiprocessing.Process objects), in words.
     Those the pool terminated after the first death (SIGTERM) are left out when another one died."""
+    deadline = time.monotonic() + 2.0  # a dead process's pipe closes a moment before its exit status is there
+    for p in processes:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
     ended = [p.exitcode for p in processes if p.exitcode is not None]
     first = [c for c in ended if c != -signal.SIGTERM] or ended
     return ", ".join(exit_status(c) for c in dict.fromkeys(first)) or "exit status unknown"
