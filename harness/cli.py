@@ -22,7 +22,9 @@ file and key, with exit status 2, before any model loads; `--debug` (before or a
 subcommand) raises it with its traceback instead. A fault a run stops on (disk full during a
 checkpoint, NaN with train.nan_policy=stop, no readable checkpoint) is one message too, exit
 status 1; SIGTERM / SIGINT stop `train` at the end of a step, checkpointed, exit 143 / 130
-(docs/faults.md).
+(docs/faults.md). So is code of the user's that exits inside a command (a plugin or reward function
+calling sys.exit: UserCodeExit, exit status 1; never 0), and a rank's failure under `train --nproc N`
+(the launcher prints the rank's one line: harness/train/run/launch.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
@@ -41,7 +44,7 @@ from harness.bench import cli as bench_cli
 from harness.config import ConfigError, ConfigWarning, dump_config, explain_config, load_config
 from harness.experiment import cli as study_cli
 from harness.experiment.study import StudyError
-from harness.faults import RunFault, StoppedBySignal
+from harness.faults import RunFault, StoppedBySignal, user_exit
 from harness.probes import cli as probe_cli
 from harness.tasks import task_from_config
 from harness.tasks.dataset.score_file import ScoreFileError, score_file
@@ -49,6 +52,7 @@ from harness.tasks.sample_data import ROWS, write_samples
 from harness.train import train
 from harness.train.eval.compare import compare_runs, format_comparison
 from harness.train.run.final_eval import eval_run
+from harness.train.run.launch import launch, report_rank
 from harness.train.run.warmstart import ensure_warm_start
 
 
@@ -175,19 +179,33 @@ def main(argv: list[str] | None = None) -> int:
     fmt = warnings.formatwarning
     warnings.formatwarning = _one_line_warning
     try:
-        return _run(args)
+        try:
+            return _run(args)
+        except SystemExit as err:  # sys.exit in code the harness called (a plugin, a reward function): never 0
+            if args.debug:
+                raise
+            raise user_exit(err, args.command) from None
     except (ConfigError, StudyError) as err:
         if args.debug:
             raise
-        print(f"harness: {err}", file=sys.stderr)
-        return 2
+        return _failed(f"harness: {err}", 2)
     except (RunFault, StoppedBySignal) as err:  # a fault the run stopped on (disk full, NaN, a signal): docs/faults.md
         if args.debug:
             raise
-        print(f"harness: {type(err).__name__}: {err}", file=sys.stderr)
-        return err.exit_code
+        return _failed(f"harness: {type(err).__name__}: {err}", err.exit_code)
+    except BaseException:  # a rank of `--nproc N`: its launcher prints it (or not: a peer's failure caused it)
+        if report_rank(None, 1, traceback.format_exc()):
+            return 1
+        raise
     finally:
         warnings.formatwarning = fmt
+
+
+def _failed(line: str, code: int) -> int:
+    """Print the one line of a failed command (a rank of `--nproc N` hands it to its launcher); -> code."""
+    if not report_rank(line, code):
+        print(line, file=sys.stderr)
+    return code
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -259,7 +277,7 @@ def _train(args: argparse.Namespace) -> int:
         overrides.append(f"train.nproc={args.nproc}")
     cfg = load_config(args.config, overrides)  # a bad config fails before transformers loads
     if cfg.train.nproc > 1 and parallel.launched_world() == 1:
-        return _torchrun(cfg.train.nproc, [args.config, *overrides, "--out", args.out])
+        return launch(cfg.train.nproc, [args.config, *overrides, "--out", args.out])  # torchrun: one line a failure
     # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
     summary = train(cfg, args.out)
     if os.environ.get("RANK", "0") != "0":  # rank 0 reports the run (torchrun's RANK: vLLM may end the group)
@@ -279,16 +297,6 @@ def _train(args: argparse.Namespace) -> int:
         f"run dir {args.out}"
     )
     return 0
-
-
-def _torchrun(nproc: int, train_args: list[str]) -> int:
-    """Replace this process by `torchrun --standalone --nproc_per_node N` running `harness train` on each rank
-    (a signal to this process reaches torchrun, which passes it to every rank)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-    cmd += ["-m", "harness.cli", "train", *train_args]
-    print(f"[harness] {' '.join(cmd)}", flush=True)
-    os.execv(sys.executable, cmd)
-    return 1  # not reached
 
 
 COMMANDS = {

@@ -42,6 +42,26 @@ class NonFiniteError(RunFault):
     """NaN or inf in a loss, reward or gradient (train.nan_policy=stop)."""
 
 
+class UserCodeExit(RunFault):
+    """Code the harness calls (a plugin, a reward function) called sys.exit: an error of that code, never a
+    success (a SystemExit that reached the CLI; `user_exit` builds it)."""
+
+
+def user_exit(err: SystemExit, command: str) -> UserCodeExit:
+    """The fault for a SystemExit raised inside `harness COMMAND`, naming where it was raised (the deepest frame:
+    the code that called sys.exit or raised SystemExit)."""
+    tb, where = err.__traceback__, "an unknown place"
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        where, tb = f"{code.co_filename}:{tb.tb_lineno} (in {code.co_name})", tb.tb_next
+    called = f"sys.exit({'' if err.code is None else repr(err.code)})"
+    return UserCodeExit(
+        f"{called} was called at {where} inside `harness {command}`: code the harness calls (a plugin, a reward "
+        "function) must raise an exception or return, not exit; the command stopped, not a success. Fix it, "
+        "then rerun the same command (a run resumes from its last checkpoint)"
+    )
+
+
 class StoppedBySignal(BaseException):
     """SIGTERM / SIGINT: the run stopped at the end of a step, checkpointed. A BaseException,
     like KeyboardInterrupt, so that a caller's `except Exception` (a benchmark case loop, a

@@ -56,8 +56,10 @@ def _import(name: str) -> None:
     try:
         with loading(name):
             importlib.import_module(name)
-    except Exception as err:  # noqa: BLE001 -- any failure is the researcher's to fix, said in one line
+    except (Exception, SystemExit) as err:  # noqa: BLE001 -- any failure (sys.exit too) is the researcher's to fix
         reason = " ".join(f"{type(err).__name__}: {err}".split())
+        if isinstance(err, SystemExit):
+            reason = f"it called sys.exit({'' if err.code is None else repr(err.code)}) on import"
         raise ValueError(
             f"objective.plugins: module {name!r} does not import ({reason}); a plugin is a module on "
             f"sys.path or in the working directory {cwd} (docs/extending.md)"

@@ -160,3 +160,35 @@ def test_dataset_task_reports_named_rewards(gsm8k_file):
     assert [b.correct for b in out] == [True, False, False]
     assert out[0].parts == {"gsm8k": 1.0, "brevity": 1.0, "timeouts": 0.0} and out[0].total == 1.5
     assert [b.format for b in out] == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+@pytest.mark.parametrize("fn, needle", [("exits", "called sys.exit(3)"), ("kills_its_process", "called os._exit(3)")])
+def test_a_function_that_exits_is_an_error_of_that_function(fn, needle, workers):
+    """sys.exit / os._exit in a reward function: one line naming it, the row and the completion (issue 41), in
+    the trainer's process (which os._exit used to end) and in a worker (which it used to kill: every reward 0)."""
+    s = scorer(RewardSpec("number", verifier="number"), RewardSpec("mine", function=f"{M}:{fn}"), workers=workers)
+    try:
+        with pytest.raises(RewardFunctionError) as e:
+            s.score_many([item("It is 7"), item("exit now")])
+    finally:
+        s.close()
+    msg = str(e.value)
+    assert f"reward function {M}:{fn} (task.rewards 'mine') {needle} on train row 3" in msg, msg
+    assert "'exit now'" in msg and "\n" not in msg
+
+
+def test_a_worker_that_dies_stops_the_batch_naming_the_function():
+    """A worker killed outright (SIGKILL: no exception to catch) is not a timeout: one line naming the reward
+    function and the worker's exit status; no reward of the batch is used, and the next batch gets a fresh pool."""
+    s = scorer(RewardSpec("number", verifier="number"), RewardSpec("mine", function=f"{M}:sigkills_its_process"))
+    s.workers = 1
+    try:
+        with pytest.raises(RewardFunctionError) as e:
+            s.score_many([item("It is 7"), item("exit now")])
+        msg = str(e.value)
+        assert msg.startswith("a reward worker process died (killed by SIGKILL (out of memory?))"), msg
+        assert f"reward function {M}:sigkills_its_process (task.rewards 'mine')" in msg and "\n" not in msg
+        assert [x.total for x in s.score_many([item("It is 7"), item("7")])] == [2.0, 2.0]  # a fresh pool
+    finally:
+        s.close()

@@ -58,3 +58,67 @@ def two_args(prompt, completion):
 
 
 NOT_CALLABLE = 3
+
+
+def exits(prompt, completion, answer, row):
+    import sys
+
+    if "exit" in completion:
+        sys.exit(3)
+    return 1.0
+
+
+def exits_zero(prompt, completion, answer, row):
+    import sys
+
+    sys.exit(0)
+
+
+def kills_its_process(prompt, completion, answer, row):
+    import os
+
+    if "exit" in completion:
+        os._exit(3)
+    return 1.0
+
+
+def sigkills_its_process(prompt, completion, answer, row):
+    import os
+    import signal
+
+    if "exit" in completion:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 1.0
+
+
+def hangs(prompt, completion, answer, row):
+    time.sleep(30)
+    return 1.0
+
+
+def kills_after_budget(prompt, completion, answer, row):
+    """os._exit(3) once called more than HARNESS_TEST_CALLS times (counted in the file HARNESS_TEST_COUNTER)."""
+    import os
+
+    path = os.environ.get("HARNESS_TEST_COUNTER")
+    if path:
+        with open(path, "a") as f:
+            f.write("x")
+        if os.path.getsize(path) > int(os.environ["HARNESS_TEST_CALLS"]):
+            os._exit(3)
+    return 0.5
+
+
+def always_exits(prompt, completion, answer, row):
+    import sys
+
+    sys.exit(3)
+
+
+def boom_on_rank_1(prompt, completion, answer, row):
+    """Raises on rank 1 of a `--nproc 2` run only (rank 0 goes on to its next collective and waits there)."""
+    import os
+
+    if os.environ.get("RANK") == "1":
+        raise ValueError("rank 1's bad reward")
+    return 1.0

@@ -220,7 +220,7 @@ def test_sigterm_to_one_rank_stops_both_and_the_run_resumes(parallel, resume_npr
     overrides.append(f"train.parallel={parallel}")
     text = _signal_rank_1(config, overrides, run, after_step=1, sig=signal.SIGTERM)
     stopped = re.findall(r"stopped by SIGTERM after step (\d+)", text)
-    assert len(stopped) == 2 and stopped[0] == stopped[1], text[-3000:]  # both ranks, the same step
+    assert len(stopped) == 1, text[-3000:]  # the launcher's one line (each rank's end: harness/train/run/launch.py)
     at = int(stopped[0])
     assert (run / "checkpoints" / "latest").read_text() == f"step_{at:06d}"
     assert [r["step"] for r in _records(run)] == list(range(at + 1))
@@ -235,13 +235,13 @@ def test_sigterm_to_one_rank_stops_both_and_the_run_resumes(parallel, resume_npr
 
 @pytest.mark.slow
 def test_a_rank_that_dies_takes_the_run_down_naming_it(fast_overrides, tmp_path):
-    """SIGKILL to rank 1 (no handler runs): torchrun stops rank 0 and names the failed rank; no hang. The rerun
+    """SIGKILL to rank 1 (no handler runs): torchrun stops rank 0 and the launcher names the failed rank; no hang. The rerun
     resumes from the last checkpoint and completes."""
     overrides = [*fast_overrides, "objective.preset=grpo", "train.steps=6", "train.checkpoint_every=2"]
     overrides.append("rollout.seeding=prompt")
     run = tmp_path / "two"
     text = _signal_rank_1(SMOKE, overrides, run, after_step=2, sig=signal.SIGKILL)
-    assert re.search(r"rank\s*: 1 \(local_rank: 1\)", text) and "SIGKILL" in text, text[-3000:]
+    assert re.search(r"harness: rank 1 \(local_rank 1, pid \d+\) died: killed by SIGKILL", text), text[-3000:]
     assert (run / "checkpoints" / "latest").read_text() == "step_000001"
     done = subprocess.run(
         [sys.executable, "-m", "harness.cli", "train", SMOKE, *overrides, "--out", str(run), "--nproc", "2"],

@@ -7,13 +7,16 @@ that cannot read the file's answer format (gsm8k on bare numbers is fine, math o
 fine, choice on "72" is not, gsm8k on "\\boxed{72}" is not) fails here, in one line,
 before hours of training give every completion 0. A regex verifier is not checked (its pattern
 reads a completion's format, which a reference answer need not have); a function is called as
-it will be in training, so one that raises or returns a wrong type fails here too.
+it will be in training, so one that raises, exits or returns a wrong type fails here too. A reward
+that runs over task.reward_timeout on a reference answer fails as hanging (not as one that cannot
+read the answers).
 """
 
 from __future__ import annotations
 
 from harness.tasks.dataset.task import HINTS, DatasetTask
 from harness.tasks.rewards.functions import RewardFunctionError
+from harness.tasks.rewards.scorer import ScoreTimeout, call_with_timeout
 from harness.tasks.rewards.verifiers import VERIFIERS, is_number
 
 
@@ -39,7 +42,7 @@ def check_reference_answers(task: DatasetTask, n: int) -> None:
     for p in rows:
         item = task.item(p, p.answer, False)
         if spec.verifier:
-            verdict = VERIFIERS[spec.verifier](as_completion(spec.verifier, p.answer), p.answer, spec.options)
+            verdict = _verify(task, spec, p, f"task.rewards[{index}] ({what})", skip)
             ok, read = verdict.correct, verdict.parsed
         else:
             try:
@@ -48,6 +51,8 @@ def check_reference_answers(task: DatasetTask, n: int) -> None:
                 raise ValueError(
                     f"task.rewards[{index}] ({what}), scoring the reference answers as completions: {err} ({skip})"
                 ) from None
+            if scored.timed_out:
+                raise ValueError(_hangs(task, p, f"task.rewards[{index}] ({what})", skip))
             ok, read = scored.correct, None
         if not ok:
             hint = f"; {HINTS[spec.verifier]}" if spec.verifier else ""
@@ -61,3 +66,21 @@ def check_reference_answers(task: DatasetTask, n: int) -> None:
                 f"{'' if spec.function else f' (it read {read!r})'}{hint}; check answer_key or pick "
                 f"another verifier ({' | '.join(VERIFIERS)}) ({skip})"
             )
+
+
+def _verify(task: DatasetTask, spec, p, what: str, skip: str):
+    """The verifier's verdict on row p's reference answer, under the task's time limit."""
+    try:
+        completion = as_completion(spec.verifier, p.answer)
+        return call_with_timeout(VERIFIERS[spec.verifier], task.scorer.timeout, completion, p.answer, spec.options)
+    except ScoreTimeout:
+        raise ValueError(_hangs(task, p, what, skip)) from None
+
+
+def _hangs(task: DatasetTask, p, what: str, skip: str) -> str:
+    """The one line for a reward that ran over its time limit on a reference answer: it hangs, whatever it reads."""
+    return (
+        f"{what} ran over task.reward_timeout={task.scorer.timeout:g} s scoring {p.meta['file']} row "
+        f"{p.meta['row']}'s reference answer as a completion: does it hang? Fix it, or raise task.reward_timeout "
+        f"if it is only slow ({skip})"
+    )

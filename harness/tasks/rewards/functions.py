@@ -14,8 +14,8 @@ never correct whatever it returns. It runs under the task's per-completion time 
 (task.reward_timeout) and, with task.reward_workers > 0, in worker processes (it must then be
 importable there: a module on sys.path, not a lambda or a function defined in __main__).
 
-A function that raises, or returns something else, stops the run with one line naming the
-function, the row and the completion (`RewardFunctionError`): never a silent 0.
+A function that raises, exits (sys.exit, os._exit), or returns something else, stops the run with
+one line naming the function, the row and the completion (`RewardFunctionError`): never a silent 0.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.faults import RunFault
+from harness.tasks.rewards.exits import CalledOsExit, no_os_exit, what_it_did
 
 PARAMS = ("prompt", "completion", "answer", "row")
 
@@ -42,11 +43,14 @@ def load_function(spec: str) -> Callable:
         raise ValueError(f"{spec!r} must look like module.path:function (e.g. my_rewards:brevity)")
     module_name, attr = spec.split(":")
     try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # noqa: BLE001 -- any import failure is the user's to fix, said in one line
+        with no_os_exit():  # os._exit on import would end the harness silently (exits.py)
+            module = importlib.import_module(module_name)
+    except (Exception, SystemExit, CalledOsExit) as err:  # noqa: BLE001 -- any import failure is the user's to fix
+        reason = f"{type(err).__name__}: {' '.join(str(err).split())}"
+        if isinstance(err, (SystemExit, CalledOsExit)):
+            reason = f"it {what_it_did(err)} on import"
         raise ValueError(
-            f"{spec!r}: module {module_name!r} does not import ({type(err).__name__}: "
-            f"{' '.join(str(err).split())}); is it on sys.path (PYTHONPATH)?"
+            f"{spec!r}: module {module_name!r} does not import ({reason}); is it on sys.path (PYTHONPATH)?"
         ) from None
     fn = module
     for part in attr.split("."):

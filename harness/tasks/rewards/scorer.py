@@ -21,6 +21,11 @@ and kept; they import only this package, the verifiers and the user's modules), 
 parent waits at most (calls per worker x timeout + 30 s): a worker stuck in C code that the
 timer cannot interrupt is killed with its pool, and its unfinished completions count as timed out
 (Python's `re` does let the timer in: a catastrophic regex is stopped by the timer itself).
+
+A function that exits is an error of that function, never a 0 (exits.py): sys.exit and os._exit
+stop the run with one line naming the function, the row and the completion; a worker process that
+dies anyway (killed, a crash in C code, out of memory) stops it with one line naming the reward
+functions and the worker's exit status. A dead worker is not a timeout.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.tasks.rewards.exits import CalledOsExit, dead_workers, no_os_exit, what_it_did
 from harness.tasks.rewards.functions import RewardFunctionError, load_function, read_result
 from harness.tasks.rewards.verifiers import VERIFIERS
 
@@ -126,13 +132,13 @@ class Rewards:
             return float(v.correct), v.correct, v.parsed
         fn = self.fns[spec.name]
         try:
-            out = call_with_timeout(fn, self.timeout, item.prompt, item.completion, item.answer, item.row)
+            with no_os_exit():  # os._exit in the function: an error of the function, not a dead process (exits.py)
+                out = call_with_timeout(fn, self.timeout, item.prompt, item.completion, item.answer, item.row)
         except ScoreTimeout:
             raise
-        except Exception as err:  # noqa: BLE001 -- the user's function: stop the run, naming it
+        except (Exception, SystemExit, CalledOsExit) as err:  # noqa: BLE001 -- the user's function: stop, naming it
             raise RewardFunctionError(
-                f"reward function {spec.function} (task.rewards {spec.name!r}) raised "
-                f"{type(err).__name__}: {' '.join(str(err).split())} on {item.where}, "
+                f"reward function {spec.function} (task.rewards {spec.name!r}) {what_it_did(err)} on {item.where}, "
                 f"completion {_clip(item.completion)}"
             ) from None
         try:
@@ -183,6 +189,7 @@ class Scorer(Rewards):
         size = max(1, math.ceil(len(items) / (4 * self.workers)))
         chunks = [items[i : i + size] for i in range(0, len(items), size)]
         futures = [pool.submit(_score_chunk, c) for c in chunks]
+        processes = list(getattr(pool, "_processes", {}).values())  # spawned by now: their exit codes if one dies
         per_worker = math.ceil(len(chunks) / self.workers) * size * max(1, len(self.specs))
         done, pending = cf.wait(futures, timeout=per_worker * self.timeout + self.grace)
         results: list[Scored] = []
@@ -193,13 +200,31 @@ class Scorer(Rewards):
                     self.close()
                     raise RewardFunctionError(part[-1][1])
                 results.extend(part)
-            else:  # stuck past every timer, or a worker died: its completions count as timed out
+            elif fut in done:  # a worker died (or could not score): the user's code is named, never a silent 0
+                self._kill_pool()
+                raise RewardFunctionError(self._death(fut.exception(), processes, chunk))
+            else:  # stuck past every timer: its completions count as timed out
                 results.extend(
                     Scored({s.name: 0.0 for s in self.specs}, 0.0, False, None, len(self.specs)) for _ in chunk
                 )
-        if pending or any(f.exception() is not None for f in done):
+        if pending:
             self._kill_pool()
         return results
+
+    def _death(self, err: BaseException, processes: list, chunk: list[Item]) -> str:
+        """The one line for a batch whose worker process died (BrokenProcessPool) or failed otherwise."""
+        functions = [f"{s.function} (task.rewards {s.name!r})" for s in self.specs if s.function]
+        who = " or ".join(functions) if functions else "a verifier"
+        if isinstance(err, cf.process.BrokenProcessPool):
+            what = f"a reward worker process died ({dead_workers(processes)})"
+        else:
+            what = f"a reward worker process failed ({type(err).__name__}: {' '.join(str(err).split())})"
+        return (
+            f"{what} while scoring a batch of completions (among them {chunk[0].where}) with reward function "
+            f"{who}: the function killed its process (os.kill, os.abort, a crash in C code) or the machine ran out "
+            "of memory; no reward of the batch was used and the step made no update. Fix it, then rerun the same "
+            "command to resume from the last checkpoint"
+        )
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:

@@ -59,7 +59,7 @@ def end_status(err: BaseException) -> str:
     """The MLflow status of a run that `err` ended: a fault's own, FAILED for an error, KILLED otherwise."""
     if isinstance(err, (RunFault, StoppedBySignal)):
         return err.mlflow_status
-    return "FAILED" if isinstance(err, Exception) else "KILLED"
+    return "FAILED" if isinstance(err, (Exception, SystemExit)) else "KILLED"  # sys.exit in user code: FAILED
 
 
 def make_trainer(cfg: RunConfig) -> Trainer:
