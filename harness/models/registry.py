@@ -1,7 +1,8 @@
 """Model registry: build, save and load (model, tokenizer) pairs; render prompts.
 
 Names: "tiny-dense" and "tiny-moe" (fresh, seeded, character tokenizer),
-"smollm2-135m" (pretrained SmolLM2-135M-Instruct, see smollm2.py); any other string is
+"smollm2-135m" (pretrained SmolLM2-135M-Instruct, see smollm2.py), "smollm2-135m-random" and
+"llama-1b-random" (random weights, SmolLM2's tokenizer: random_llama.py); any other string is
 read as a local HF folder. Models come back in eval mode; the trainer calls `.train()`.
 """
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.atomic import atomic_folder
+from harness.models.random_llama import RANDOM_SHAPES, random_config
 from harness.models.smollm2 import smollm2_folder
 from harness.models.tiny import TINY_CONFIGS
 from harness.models.tokenizer import char_tokenizer
@@ -20,7 +22,7 @@ from harness.models.tokenizer import char_tokenizer
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-MODEL_NAMES = ("tiny-dense", "tiny-moe", "smollm2-135m")
+MODEL_NAMES = ("tiny-dense", "tiny-moe", "smollm2-135m", *RANDOM_SHAPES)
 
 
 def build_model(
@@ -50,11 +52,32 @@ def build_model(
             tokenizer.eos_token_id,
         )
         return model.eval(), tokenizer
+    if name in RANDOM_SHAPES:
+        return _random_model(name, seed=seed, overrides=overrides, dtype=dtype)
     if name == "smollm2-135m":
         return load_model(smollm2_folder(), dtype=dtype, **(overrides or {}))
     if Path(name).is_dir():
         return load_model(name, dtype=dtype, **(overrides or {}))
     raise ValueError(f"unknown model {name!r}: expected one of {MODEL_NAMES} or an existing local HF folder")
+
+
+def _random_model(name: str, *, seed: int, overrides: dict | None, dtype: torch.dtype):
+    """A random-weight Llama of random_llama.py, seeded (the global RNG state untouched), with SmolLM2's tokenizer
+    (read from the smollm2-135m folder, which needs no weights in it)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    config = random_config(name, **(overrides or {}))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_folder(), local_files_only=True)
+    gen = model.generation_config
+    gen.pad_token_id, gen.bos_token_id, gen.eos_token_id = (
+        tokenizer.pad_token_id,
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+    )
+    return model.eval(), tokenizer
 
 
 def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:

@@ -17,6 +17,7 @@ def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
             router_noise=rollout_cfg.router_noise,
             seeding=rollout_cfg.seeding,
             share_prefix=rollout_cfg.share_prefix,
+            min_new_tokens=rollout_cfg.min_new_tokens,
         )
     if rollout_cfg.backend == "vllm":
         return VLLMBackend(model, tokenizer, rollout_cfg)
