@@ -10,7 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-[ -x "$PY" ] || PY=/work/main/.venv/bin/python
 DEST=.gpucheck
 # The versions of requirements.txt / requirements-bench.txt (the image has torch, transformers, accelerate, numpy,
 # pandas, pyarrow, xxhash, pyyaml, huggingface-hub, fsspec, jinja2, psutil, sympy: not carried).
