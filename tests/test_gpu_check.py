@@ -61,3 +61,27 @@ def test_cpu_smoke_through_the_script_with_trl(tmp_path):
                           env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     _check_results(tmp_path, {"ours", "trl"})
+
+
+def test_the_gpu_blocks_are_valid_configs(monkeypatch, tmp_path):
+    """What only a GPU runs is checked here: every GPU block's `harness bench` options and case configs (the
+    random 1.17B model, the GPU lever set, fixed length) pass validation as on CUDA, and the plan is 2-3 warm-up
+    + 10 measured + 1 profiled steps."""
+    from harness.bench import cli as bench_cli
+    from harness.cli import build_parser
+
+    gc = _gpu_check()
+    monkeypatch.setattr(bench_cli, "device_kind", lambda: "cuda")
+    for model, lever_set, extra in gc.GPU_BLOCKS:
+        argv = ["bench", "--models", model, "--backends", "hf", "--lever-sets", lever_set, "--trl"]
+        args = build_parser().parse_args([*argv, *gc.GPU_ARGS, *extra, "--out-dir", str(tmp_path)])
+        assert bench_cli._validate(args) == ([model], ["hf"]) and args.plan == (2, 3, 10)
+        cfg = bench_cli._config(model, "hf", lever_set, args)
+        assert cfg.train.steps == 3 + 10 + 1 and cfg.rollout.min_new_tokens == cfg.rollout.max_new_tokens == 64
+        assert (cfg.train.micro_batch_size, cfg.train.autocast) == (
+            (None, "bf16") if lever_set == "levers" else (4, None)
+        )
+    assert [(m, ls) for m, ls, _ in gc.GPU_BLOCKS][:2] == [
+        ("smollm2-135m-random", "levers"),
+        ("llama-1b-random", "levers"),
+    ]
