@@ -5,6 +5,8 @@ figures. Figures only: no timing is asserted."""
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -82,11 +84,14 @@ def test_trl_gradient_checkpointing_follows_ours(ckpt):
     assert args["gradient_checkpointing"] is ckpt and args["bf16"] is False and args["use_vllm"] is False
     assert args["model_init_kwargs"] == {"dtype": "float32", "attn_implementation": "sdpa"}
     if importlib.util.find_spec("trl"):  # TRL 1.16's own default is True: the config the bench builds says False
-        from trl import GRPOConfig
-
-        assert GRPOConfig(output_dir="/tmp/out", use_cpu=True).gradient_checkpointing is True
-        built = GRPOConfig(**{**args, "use_cpu": True})
-        assert built.gradient_checkpointing is ckpt and built.bf16 is False
+        code = (  # in a subprocess: TRL stays out of the test process (tests/test_bench_cli.py checks it)
+            "import json, sys; from trl import GRPOConfig; a = json.loads(sys.argv[1]); "
+            "d, b = GRPOConfig(output_dir='/tmp/out', use_cpu=True), GRPOConfig(**a); "
+            "print(d.gradient_checkpointing, b.gradient_checkpointing, b.bf16)"
+        )
+        built = subprocess.run([sys.executable, "-c", code, json.dumps({**args, "use_cpu": True})],
+                               capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+        assert built == ["True", str(ckpt), "False"]
 
 
 def test_trl_fixed_length_engine_and_bf16():
@@ -187,7 +192,7 @@ def test_bench_json_records_the_protocol(tmp_path):
     assert report["meta"]["warmup"] == 1 and report["meta"]["steps"] == 2 and report["meta"]["fixed_length"]
     assert row["steps"] == 4 and row["measured_steps"] == 2 and row["profile"]["step"] == 3  # 1 + 2 + 1 profiled
     assert row["tokens_per_step"] == 2 * 2 * 5  # exactly T tokens a response
-    assert row["precision"] == "float32" and row["attn_implementation"] == "sdpa"
+    assert row["precision"] == "float32" and row["attn_implementation"] == "sdpa" and row["levers"] == []
     assert row["profile"]["cpu_ops"] > 0 and row["profile"]["item_reads"] > 0
 
 

@@ -209,6 +209,9 @@ def _row(trainer: str, model: str, backend: str, lever_set: str, cfg, args) -> d
         "lr": tr.lr,
         "kl_coef": cfg.objective.kl_coef,
         "gradient_checkpointing": tr.gradient_checkpointing,
+        "levers": list(ours_levers(lever_set, args.device, tr.prompts_per_step * tr.group_size))
+        if trainer == "ours"
+        else trl_levers(lever_set, args.device),  # what this case ran with on top of the workload and --set
     }
 
 

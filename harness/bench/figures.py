@@ -41,7 +41,7 @@ def ours_steps(records: list[dict]) -> list[dict]:
                 "eval_s": ev,
                 "ckpt_s": ckpt_after.get(r["step"]),
                 "step_s": step,
-                "tokens": r["perf/rollout_tokens_per_s"] * rollout,
+                "tokens": round(r["perf/rollout_tokens_per_s"] * rollout),  # a count: the rate x time, rounded
                 "reward": r.get("reward/mean"),
             }
         )
