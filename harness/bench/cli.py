@@ -16,7 +16,7 @@ from pathlib import Path
 from harness import machine, malloc
 from harness.argtypes import positive_int  # >= 1: a 0 would silently mean "the run YAML's value"
 from harness.bench.figures import summarize_steps
-from harness.bench.levers import LEVER_SETS, ours_levers, trl_levers
+from harness.bench.levers import LEVER_SETS, OURS_LEVERS, ours_levers, trl_levers
 from harness.bench.load import WAIT_POLICIES, busy_processes, describe_policy, wait_policy_env
 from harness.bench.ours import run_ours
 from harness.bench.protocol import STEADY_TOL, device_kind, step_plan, trl_vllm_refusal
@@ -280,10 +280,10 @@ def _meta(args, models: list[str], backends: list[str]) -> dict:
         "warmup_max": warmup_max,
         "steady_tol": args.steady_tol,
         "fixed_length": args.fixed_length,
-        "lever_sets": {
-            ls: {"ours": list(ours_levers(ls, args.device)), "trl": trl_levers(ls, args.device)}
+        "lever_sets": {  # levers.py's templates ({micro16}); each row's "levers": what that case ran with
+            ls: {"ours": list(OURS_LEVERS[args.device]) if ls == "levers" else [], "trl": trl_levers(ls, args.device)}
             for ls in args.lever_set_list
-        },  # fmt: skip
+        },
         "profile": args.profile,
         "trl_vllm_refused": trl_vllm_refusal() if args.trl and "vllm" in backends else None,
         "models": models,
