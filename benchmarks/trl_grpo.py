@@ -303,6 +303,8 @@ def _run_trl_in(cfg_dict: dict, work: str, options: dict) -> dict:
         "trl_version": trl.__version__,
         "trl_args": {k: v for k, v in args.items() if k != "output_dir"},
         "precision": f"bf16 autocast over {cfg.model.dtype}" if args["bf16"] else str(model.dtype).split(".")[-1],
+        # TRL generates with the model accelerate prepared: under its bf16 autocast when bf16=True
+        "rollout_precision": f"bf16 autocast over {cfg.model.dtype}" if args["bf16"] else f"{cfg.model.dtype} weights",
         "attn_implementation": getattr(model.config, "_attn_implementation", None),
         "gradient_checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
         **extra,

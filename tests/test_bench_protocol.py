@@ -193,6 +193,7 @@ def test_bench_json_records_the_protocol(tmp_path):
     assert row["steps"] == 4 and row["measured_steps"] == 2 and row["profile"]["step"] == 3  # 1 + 2 + 1 profiled
     assert row["tokens_per_step"] == 2 * 2 * 5  # exactly T tokens a response
     assert row["precision"] == "float32" and row["attn_implementation"] == "sdpa" and row["levers"] == []
+    assert row["rollout_precision"] == "float32 weights"
     assert row["profile"]["cpu_ops"] > 0 and row["profile"]["item_reads"] > 0
 
 

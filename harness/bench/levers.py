@@ -5,7 +5,10 @@ choice of the experiment, whatever the lever set: the workload (model, prompts, 
 the micro-batch, which TRL takes from ours), the memory policy (TRL's gradient checkpointing follows
 `train.gradient_checkpointing`: TRL 1.16 turns it on by default, ours is off), the generation engine (hf against
 TRL's hf `generate`; vLLM only against TRL's vLLM), the precision (TRL's `bf16` follows `train.autocast`: TRL
-1.16 turns bf16 on by default) and the attention implementation (TRL loads the policy with ours). On top of that:
+1.16 turns bf16 on by default) and the attention implementation (TRL loads the policy with ours). The rollout's
+precision cannot be matched exactly: TRL generates with its trained model (under bf16 autocast when bf16=True), ours
+with `rollout.dtype`'s weights (fp32, or a bf16 copy); each case records it (`rollout_precision`), and `levers`
+puts both on bf16. On top of that:
 
 - `defaults`: each trainer as it comes: ours with the run YAML's settings, TRL with GRPOConfig's defaults.
 - `levers`: every lever of each side on: ours with OURS_LEVERS of the device, TRL with TRL_LEVERS of the

@@ -61,6 +61,7 @@ def run_ours(cfg_dict: dict, run_dir: str | Path, profile_step: int | None = Non
         "setup_s": max(total - summary["wall_seconds"], 0.0),
         "wall_s": total,
         "precision": precision,
+        "rollout_precision": f"{cfg.rollout.dtype} weights",  # hf/vLLM generate outside the trainer's autocast
         **extra,
     }
 

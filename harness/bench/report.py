@@ -34,6 +34,7 @@ COLUMNS = (
     ("train_tok/s", "train_tok_s", "{:.0f}"),
     ("tok/s", "tok_s", "{:.0f}"),
     ("precision", "precision", "{}"),
+    ("rollout precision", "rollout_precision", "{}"),
     ("attention", "attn_implementation", "{}"),
     ("grad ckpt", "gradient_checkpointing", "{}"),
 )
