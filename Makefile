@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test lint test-all mlflow-ui clean-venv bench bench-venv notebooks notebooks-venv
+.PHONY: venv demo test lint test-all mlflow-ui clean-venv bench bench-venv notebooks notebooks-venv gpu-check-pack
 
 venv: $(STAMP)
 
@@ -50,6 +50,12 @@ BENCH_STAMP := $(VENV)/.bench-installed
 BENCH_ARGS ?=
 
 bench-venv: $(BENCH_STAMP)
+
+# What benchmarks/gpu_check.sh needs on a lent GPU machine without network (TRL's and the harness's missing
+# wheels for Python 3.12, SmolLM2's tokenizer without weights), into the git-ignored .gpucheck/ (8 MB) that the
+# device tool's `carry` takes along (benchmarks/README.md "A ready GPU check").
+gpu-check-pack: venv
+	PY=$(VPY) bash benchmarks/gpu_check_pack.sh
 
 $(BENCH_STAMP): $(STAMP) requirements-bench.txt requirements.txt
 	$(VPY) -m pip freeze > $(VENV)/.freeze-before-bench

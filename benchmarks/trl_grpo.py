@@ -1,10 +1,11 @@
 """The benchmark's GRPO workload through TRL's GRPOTrainer (transformers generate, no vLLM; on the
 GPU when torch sees one, as our trainer, else on the CPU).
 
-    .venv/bin/python benchmarks/trl_grpo.py CONFIG_JSON OUT_JSON
+    .venv/bin/python benchmarks/trl_grpo.py CONFIG_JSON OUT_JSON [OPTIONS_JSON]
 
 CONFIG_JSON is a resolved harness run config (what `harness bench` writes for our trainer);
-the same workload is rebuilt for TRL:
+OPTIONS_JSON (optional): {"engine": "hf" | "vllm", "levers": {GRPOConfig kwargs}, "profile_step": k}
+(harness/bench/levers.py, harness/bench/profiling.py). The same workload is rebuilt for TRL:
 - model: the run's initial policy (harness.train.run.warmstart), saved as an HF folder that
   TRL loads by path (policy and reference);
 - prompts: per step the N train-split problems our trainer draws at that step (same task,
@@ -19,12 +20,18 @@ the same workload is rebuilt for TRL:
   knobs TRL has no equivalent for raise an error;
 - optimizer: AdamW (adamw_torch) with the run's lr, betas, weight decay, grad clip; constant
   lr, no warm-up; no checkpoints (save_strategy="no"), logging every step, report_to="none";
+- the fair protocol (harness/bench/levers.py): gradient checkpointing as ours (train.gradient_checkpointing;
+  TRL 1.16 turns it on by default), bf16 as ours (train.autocast; TRL turns it on by default), our model's
+  attention implementation, the engine of our case (hf, or TRL's colocated vLLM on a GPU), and
+  rollout.min_new_tokens (`harness bench --fixed-length`) as generate's min_new_tokens;
 - reward: the task's verifier (task.score(problem, completion, truncated).total), as ours.
 
 Timings per optimizer step (same keys as our trainer's, harness/bench/figures.py), taken by a
 GRPOTrainer subclass and a callback: rollout_s = `_generate`, score_s = the rest of
 `_generate_and_score_completions` (rewards, reference log-probs, advantages), update_s = the
-rest of the step (forward/backward, clip, optimizer), log_s = `log`. TRL is a
+rest of the step (forward/backward, clip, optimizer), log_s = `log`; on a GPU each edge waits for the
+device (torch.cuda.synchronize), as ours does. The model's precision and attention implementation and
+whether gradient checkpointing is on are read back from the trainer and recorded. TRL is a
 benchmark-only dependency (requirements-bench.txt); the harness package never imports it.
 """
 
@@ -42,10 +49,16 @@ AGG_TO_LOSS = {"seq_mean_token_mean": "grpo", "token_mean": "dapo", "seq_mean_to
 SCALE_TO_TRL = {"group_std": "group", "batch_std": "batch", "none": "none"}
 
 
-def trl_args(cfg, out_dir: str, use_cpu: bool = True) -> dict:
+def trl_args(
+    cfg, out_dir: str, use_cpu: bool = True, engine: str = "hf", attn: str | None = None, levers: dict | None = None
+) -> dict:
     """GRPOConfig keyword arguments matching run config `cfg` (a RunConfig); raises ValueError
     naming the objective knob that TRL cannot reproduce. use_cpu: False where a GPU is at hand
-    (our trainer takes it too: harness/train/run/setup.py)."""
+    (our trainer takes it too: harness/train/run/setup.py). The fair protocol's matched settings:
+    gradient checkpointing as ours (TRL 1.16 turns it on by default), bf16 as ours (TRL turns it on by
+    default), the attention implementation `attn` of our model, the engine (hf: transformers' generate;
+    vllm: TRL's colocated vLLM), rollout.min_new_tokens as generate's min_new_tokens (vLLM's min_tokens).
+    `levers`: TRL's lever set (harness/bench/levers.py), on top."""
     obj, tr, ro = cfg.objective, cfg.train, cfg.rollout
     unsupported = {
         "objective.baseline": (obj.baseline, "group_mean"),
@@ -69,17 +82,20 @@ def trl_args(cfg, out_dir: str, use_cpu: bool = True) -> dict:
             f"objective.kl_estimator={obj.kl_estimator!r} / kl_placement={obj.kl_placement!r}: "
             "TRL's beta is the k3 estimator in the loss"
         )
+    if engine not in ("hf", "vllm"):
+        raise ValueError(f"engine={engine!r} is unknown; allowed: ['hf', 'vllm']")
     rows = tr.prompts_per_step * tr.group_size
     micro = tr.micro_batch_size or rows
     accum = rows // micro
     return dict(
         output_dir=out_dir,
         use_cpu=use_cpu,
-        use_vllm=False,
+        **_engine_args(cfg, engine),
+        gradient_checkpointing=bool(tr.gradient_checkpointing),  # the memory policy: ours (TRL's default is on)
         seed=cfg.seed,
         bf16=bool(cfg.train.autocast),  # train.autocast=bf16: bf16 compute over fp32 weights, as ours
         fp16=False,
-        model_init_kwargs={"dtype": cfg.model.dtype},
+        model_init_kwargs={"dtype": cfg.model.dtype, **({"attn_implementation": attn} if attn else {})},
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=accum,
         steps_per_generation=accum,
@@ -113,25 +129,49 @@ def trl_args(cfg, out_dir: str, use_cpu: bool = True) -> dict:
         dataloader_num_workers=0,
         log_completions=False,
         remove_unused_columns=False,
+        **(levers or {}),
     )
 
 
-def run_trl(cfg_dict: dict) -> dict:
+def _engine_args(cfg, engine: str) -> dict:
+    """use_vllm and its settings, and rollout.min_new_tokens in the engine's own words (fixed length)."""
+    low = cfg.rollout.min_new_tokens
+    if engine == "hf":
+        return {"use_vllm": False, "generation_kwargs": {"min_new_tokens": low} if low else None}
+    return {  # GPU-only: TRL's vLLM colocated with the trainer (never run on this project's CPU machines)
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "vllm_gpu_memory_utilization": cfg.rollout.gpu_memory_utilization,
+        "generation_kwargs": {"min_tokens": low} if low else None,
+    }
+
+
+def run_trl(cfg_dict: dict, options: dict | None = None) -> dict:
     """The TRL case's timings (see the module doc), run in a temporary folder (the policy TRL loads, its
-    output_dir: ~0.5 GB for SmolLM2) that is removed afterwards, whatever the outcome."""
+    output_dir: ~0.5 GB for SmolLM2) that is removed afterwards, whatever the outcome. options: engine
+    ("hf" | "vllm"), levers (GRPOConfig kwargs: harness/bench/levers.py), profile_step (a step to profile)."""
     work = tempfile.mkdtemp(prefix="trl-grpo-")
     try:
-        return _run_trl_in(cfg_dict, work)
+        return _run_trl_in(cfg_dict, work, options or {})
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_trl_in(cfg_dict: dict, work: str) -> dict:
+def _sync() -> None:
+    """torch.cuda.synchronize() at a phase edge where a GPU runs the case (as our trainer does); nothing on a CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _run_trl_in(cfg_dict: dict, work: str, options: dict) -> dict:
     import torch
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from harness.bench.profiling import profiled
     from harness.config import build_config
     from harness.models import save_model
     from harness.models.registry import problem_messages
@@ -155,6 +195,7 @@ def _run_trl_in(cfg_dict: dict, work: str) -> dict:
 
     use_cpu = not torch.cuda.is_available()
     model, tok, render = initial_policy(cfg, torch.device("cpu"))
+    attn = getattr(model.config, "_attn_implementation", None)  # ours: TRL loads the policy with the same
     folder = str(save_model(model, tok, Path(work) / "policy"))
     del model
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -181,38 +222,54 @@ def _run_trl_in(cfg_dict: dict, work: str) -> dict:
         recs[cur["step"]]["tokens"] += sum(len(ids) for ids in completion_ids)
         return out
 
+    def clock() -> float:
+        _sync()
+        return time.perf_counter()
+
     class TimedGRPOTrainer(GRPOTrainer):
         def _generate(self, prompts):
-            t0 = time.perf_counter()
+            t0 = clock()
             out = super()._generate(prompts)
-            recs[cur["step"]]["rollout_s"] += time.perf_counter() - t0
+            recs[cur["step"]]["rollout_s"] += clock() - t0
             return out
 
         def _generate_and_score_completions(self, inputs):
-            t0 = time.perf_counter()
+            t0 = clock()
             out = super()._generate_and_score_completions(inputs)
-            recs[cur["step"]]["gen_score_s"] += time.perf_counter() - t0
+            recs[cur["step"]]["gen_score_s"] += clock() - t0
             return out
 
         def log(self, logs, start_time=None):
-            t0 = time.perf_counter()
+            t0 = clock()
             super().log(logs, start_time)  # merges TRL's step metrics into `logs`
-            recs[cur["step"]]["log_s"] += time.perf_counter() - t0
+            recs[cur["step"]]["log_s"] += clock() - t0
             if logs.get("reward") is not None:
                 recs[cur["step"]]["reward"] = logs["reward"]
 
+    extra: dict = {}
+    profile_step = options.get("profile_step")
+
     class StepTimer(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
-            cur["step"], cur["t0"] = state.global_step, time.perf_counter()
+            if state.global_step == profile_step:  # profiling.py: this step under torch.profiler
+                extra["profile"] = {"step": profile_step}
+                cur["prof"] = profiled(extra["profile"])
+                cur["prof"].__enter__()
+            cur["step"], cur["t0"] = state.global_step, clock()
 
         def on_step_end(self, args, state, control, **kw):
-            recs[cur["step"]]["inner_s"] += time.perf_counter() - cur["t0"]
+            recs[cur["step"]]["inner_s"] += clock() - cur["t0"]
+            prof = cur.pop("prof", None)
+            if prof is not None:
+                prof.__exit__(None, None, None)
 
+    engine = options.get("engine", "hf")
+    args = trl_args(cfg, work, use_cpu, engine=engine, attn=attn, levers=options.get("levers"))
     t0 = time.perf_counter()
     trainer = TimedGRPOTrainer(
         model=folder,
         reward_funcs=verifier_reward,
-        args=GRPOConfig(**trl_args(cfg, work, use_cpu)),
+        args=GRPOConfig(**args),
         train_dataset=data,
         processing_class=tok,
         callbacks=[StepTimer()],
@@ -239,16 +296,23 @@ def _run_trl_in(cfg_dict: dict, work: str) -> dict:
         )
     import trl
 
+    model = trainer.model
     return {
         "per_step": per_step,
         "setup_s": setup,
         "trl_version": trl.__version__,
-        "trl_args": {k: v for k, v in trl_args(cfg, work, use_cpu).items() if k != "output_dir"},
+        "trl_args": {k: v for k, v in args.items() if k != "output_dir"},
+        "precision": f"bf16 autocast over {cfg.model.dtype}" if args["bf16"] else str(model.dtype).split(".")[-1],
+        # TRL generates with the model accelerate prepared: under its bf16 autocast when bf16=True
+        "rollout_precision": f"bf16 autocast over {cfg.model.dtype}" if args["bf16"] else f"{cfg.model.dtype} weights",
+        "attn_implementation": getattr(model.config, "_attn_implementation", None),
+        "gradient_checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
+        **extra,
     }
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
     try:
@@ -260,7 +324,8 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 3
-    res = run_trl(json.loads(Path(argv[0]).read_text()))
+    options = json.loads(Path(argv[2]).read_text()) if len(argv) == 3 else {}
+    res = run_trl(json.loads(Path(argv[0]).read_text()), options)
     Path(argv[1]).write_text(json.dumps(res))
     return 0
 

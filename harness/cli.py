@@ -14,7 +14,7 @@
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures, from run folders or MLflow
     harness mlflow-sync [RESULTS_DIR ...]                  finished studies' MLflow runs into the study layout
-    harness bench [--models M,..] [--backends hf,vllm] [--steps S] [--threads T] [--trl|--no-trl]
+    harness bench [--models M,..] [--backends hf,vllm] [--steps S] [--lever-sets L] [--trl|--no-trl] ...
                                                          GRPO step-time breakdown, ours vs TRL (harness/bench/)
 
 Bad input (a config, override, study or path) is reported as one message on stderr, naming the

@@ -74,6 +74,7 @@ from harness.models import MODEL_NAMES, is_moe
 from harness.models.folder import folder_problem
 from harness.models.lora import check_lora_targets, meta_model
 from harness.models.registry import model_positions
+from harness.models.random_llama import RANDOM_SHAPES, random_config
 from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
 from harness.objective import PRESETS, ObjectiveConfig, inputs_needed
 from harness.objective import knobs as knob_rules
@@ -129,7 +130,11 @@ class LoraSection(_Section):
 
 
 class ModelSection(_Section):
-    name: str = Field("tiny-dense", description="tiny-dense | tiny-moe | smollm2-135m | a local Hugging Face folder")
+    name: str = Field(
+        "tiny-dense",
+        description="tiny-dense | tiny-moe | smollm2-135m | smollm2-135m-random | llama-1b-random (random weights, "
+        "SmolLM2's tokenizer: harness/models/random_llama.py) | a local Hugging Face folder",
+    )
     overrides: dict[str, Any] = Field(
         default_factory=dict, description="config overrides for tiny-* models (e.g. num_hidden_layers)"
     )
@@ -388,6 +393,14 @@ class RolloutSection(_Section):
         "bucket); 0 = one layerwise in-place reload of every weight (the CPU's: its packed GEMM layout needs it). "
         "auto = 0 on a CPU, 512 on CUDA",
     )
+    min_new_tokens: int = Field(
+        0,
+        ge=0,
+        description="hf and vllm: EOS cannot end a response before this many tokens (transformers' min_new_tokens, "
+        "vLLM's min_tokens); 0 = off. `harness bench --fixed-length` sets it to max_new_tokens, so that every "
+        "response is exactly max_new_tokens long and two trainers generate the same tokens. Stop strings still end "
+        "a response",
+    )
     stop: list[Annotated[str, Field(min_length=1)]] = Field(
         default_factory=list,
         description="stop strings: a response ends after the first one it writes (kept in its "
@@ -406,6 +419,15 @@ class RolloutSection(_Section):
         "(the count per split is printed and logged) or stop with an error naming the longest "
         "(verl: data.filter_overlong_prompts)",
     )
+
+    @model_validator(mode="after")
+    def _min_fits_max(self) -> RolloutSection:
+        if self.min_new_tokens > self.max_new_tokens:
+            raise ValueError(
+                f"rollout.min_new_tokens={self.min_new_tokens} exceeds rollout.max_new_tokens={self.max_new_tokens}; "
+                "allowed: 0 to max_new_tokens"
+            )
+        return self
 
 
 class TrainSection(_Section):
@@ -1244,7 +1266,7 @@ def _check_model_overrides(name: str, overrides: dict) -> None:
         return
     from transformers import CONFIG_MAPPING, LlamaConfig, MixtralConfig
 
-    tiny = {"tiny-dense": LlamaConfig, "tiny-moe": MixtralConfig}
+    tiny = {"tiny-dense": LlamaConfig, "tiny-moe": MixtralConfig, **dict.fromkeys(RANDOM_SHAPES, LlamaConfig)}
     folder = None if name in tiny or name == "smollm2-135m" else Path(name)
     if name in tiny:
         cls, options = tiny[name], ()
@@ -1273,8 +1295,11 @@ def _check_model_overrides(name: str, overrides: dict) -> None:
             import torch
             from transformers import AutoModelForCausalLM
 
-            config = (tiny_dense_config if name == "tiny-dense" else tiny_moe_config)(**fields)
-            if config.vocab_size < VOCAB_SIZE:
+            if name in RANDOM_SHAPES:  # random weights, SmolLM2's tokenizer: its vocabulary is the shape's
+                config = random_config(name, **fields)
+            else:
+                config = (tiny_dense_config if name == "tiny-dense" else tiny_moe_config)(**fields)
+            if name not in RANDOM_SHAPES and config.vocab_size < VOCAB_SIZE:
                 raise ValueError(
                     f"vocab_size={config.vocab_size} is below the character tokenizer's {VOCAB_SIZE} tokens"
                 )

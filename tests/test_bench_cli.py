@@ -1,5 +1,6 @@
-"""`harness bench`: the table's columns and JSON on a 1-step tiny-dense hf case (no TRL), the
-warm-up exclusion of the figures, and clear errors on bad options. Figures only: no timing is asserted."""
+"""`harness bench`: the table's columns and JSON on a tiny-dense hf case of 1 warm-up + 1 measured step (no TRL),
+the warm-up exclusion of the figures, and clear errors on bad options. Figures only: no timing is asserted.
+The fair protocol's rules: tests/test_bench_protocol.py."""
 
 import json
 import sys
@@ -37,6 +38,8 @@ def test_bench_one_step_table_and_json(tmp_path, capsys):
             "hf",
             "--steps",
             "1",
+            "--lever-sets",
+            "defaults",
             "--no-trl",
             "--threads",
             "1",
@@ -56,15 +59,15 @@ def test_bench_one_step_table_and_json(tmp_path, capsys):
     lines = [ln for ln in out.splitlines() if ln.startswith("|")]
     assert [c.strip() for c in lines[0].strip("|").split("|")] == HEADER
     rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]]
-    assert len(rows) == 1 and rows[0][:5] == ["ours", "tiny-dense", "hf", "2x2x8", "1"]
+    assert len(rows) == 1 and rows[0][:8] == ["ours", "tiny-dense", "hf", "defaults", "2x2x8", "2", "1", "1"]
     assert all(cell != "" for cell in rows[0])
     (path,) = tmp_path.glob("*.json")
     report = json.loads(path.read_text())
     (row,) = report["rows"]
     assert "error" not in row, row.get("error")
-    assert row["warmup_only"] is True and row["measured_steps"] == 1
+    assert row["warmup_only"] is False and row["measured_steps"] == 1 and row["warmup_steps"] == 1
     assert 0 < row["tokens_per_step"] <= 2 * 2 * 8  # 2 prompts x G 2 x at most 8 tokens (EOS may end one early)
-    assert [s["step"] for s in row["per_step"]] == [0]
+    assert [s["step"] for s in row["per_step"]] == [0, 1]
     assert report["ratios"] == [] and report["meta"]["run_trl"] is False
     assert report["meta"]["complete"] is True  # written after each case with False, once more at the end
     assert report["meta"]["machine"] == machine.one_line() and machine.cpu_model() in next(
@@ -78,7 +81,7 @@ def test_a_killed_bench_keeps_the_cases_it_finished(tmp_path, monkeypatch):
     timeout, Ctrl-C) keeps the first case's figures."""
     done = []
 
-    def case(trainer, model, backend, args, work):
+    def case(trainer, model, backend, lever_set, args, work):
         if done:
             raise KeyboardInterrupt
         done.append(trainer)

@@ -1,4 +1,4 @@
-"""Per-step timings -> the benchmark's figures (means over the steps after the warm-up step).
+"""Per-step timings -> the benchmark's figures (means over the steps after the warm-up: protocol.py).
 
 A step record (one per policy iteration, the same keys for both trainers):
     step      0-based iteration
@@ -15,6 +15,8 @@ A step record (one per policy iteration, the same keys for both trainers):
 from __future__ import annotations
 
 import math
+
+from harness.bench.protocol import STEADY_TOL, steady_start
 
 TIMES = ("rollout_s", "score_s", "update_s", "log_s", "ckpt_s", "step_s")
 
@@ -39,7 +41,7 @@ def ours_steps(records: list[dict]) -> list[dict]:
                 "eval_s": ev,
                 "ckpt_s": ckpt_after.get(r["step"]),
                 "step_s": step,
-                "tokens": r["perf/rollout_tokens_per_s"] * rollout,
+                "tokens": round(r["perf/rollout_tokens_per_s"] * rollout),  # a count: the rate x time, rounded
                 "reward": r.get("reward/mean"),
             }
         )
@@ -55,21 +57,28 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
 
 
-def summarize_steps(steps: list[dict]) -> dict:
-    """Means over steps >= 1 (step 0 = warm-up, reported as step0_s); with a single step the
-    means are step 0's own and `warmup_only` is True. Throughputs are totals over totals:
-    rollout_tok_s = tokens / rollout time, train_tok_s = tokens / update time,
-    tok_s = tokens / step time (end to end)."""
+def summarize_steps(steps: list[dict], warmup: int = 1, warmup_max: int | None = None, tol: float = STEADY_TOL) -> dict:
+    """Means over the measured steps: those after the warm-up that the steadiness rule of protocol.py ends (at
+    least `warmup` steps, at most `warmup_max`; the default, warmup=1, leaves step 0 out as before). The first
+    step is reported as step0_s; with no step past the warm-up the means are the last step's own and
+    `warmup_only` is True. Throughputs are totals over totals: rollout_tok_s = tokens / rollout time,
+    train_tok_s = tokens / update time, tok_s = tokens / step time (end to end)."""
     if not steps:
         raise ValueError("no training step was recorded")
-    first = steps[0]
-    measured = [s for s in steps if s["step"] >= 1] or steps[:1]
+    steps = sorted(steps, key=lambda s: s["step"])
+    start, steady = steady_start(
+        [s["step_s"] for s in steps], warmup, warmup if warmup_max is None else warmup_max, tol
+    )
+    measured = steps[start:] if start >= warmup else []
     out: dict = {
-        "measured_steps": len(measured),
-        "warmup_only": measured[0]["step"] == 0,
-        "step0_s": first["step_s"],
-        "step0_eval_s": first.get("eval_s", 0.0),
+        "measured_steps": len(measured or steps[-1:]),
+        "warmup_only": not measured,
+        "warmup_steps": start if measured else len(steps),
+        "steady": steady if measured else False,
+        "step0_s": steps[0]["step_s"],
+        "step0_eval_s": steps[0].get("eval_s", 0.0),
     }
+    measured = measured or steps[-1:]
     for key in TIMES:
         out[key] = _mean(s[key] for s in measured)
     if out["ckpt_s"] is None:  # checkpoint after the last step only: take what was measured

@@ -8,14 +8,19 @@ import time
 from pathlib import Path
 
 from harness.atomic import atomic_write_text
+from harness.bench.protocol import pairing_key
 
 # (header, row key, format) of the case table; seconds are means per step over steps >= 1.
 COLUMNS = (
     ("trainer", "trainer", "{}"),
     ("model", "model", "{}"),
     ("backend", "backend", "{}"),
+    ("levers", "lever_set", "{}"),
     ("NxGxT", "workload", "{}"),
     ("steps", "steps", "{}"),
+    ("warm-up", "warmup_steps", "{}"),
+    ("measured", "measured_steps", "{}"),
+    ("steady", "steady", "{}"),
     ("setup_s", "setup_s", "{:.1f}"),
     ("step0_s", "step0_s", "{:.2f}"),
     ("rollout_s", "rollout_s", "{:.2f}"),
@@ -28,15 +33,41 @@ COLUMNS = (
     ("rollout_tok/s", "rollout_tok_s", "{:.0f}"),
     ("train_tok/s", "train_tok_s", "{:.0f}"),
     ("tok/s", "tok_s", "{:.0f}"),
+    ("precision", "precision", "{}"),
+    ("rollout precision", "rollout_precision", "{}"),
+    ("attention", "attn_implementation", "{}"),
+    ("grad ckpt", "gradient_checkpointing", "{}"),
 )
 RATIO_COLUMNS = (
     ("model", "model", "{}"),
-    ("ours backend", "backend", "{}"),
+    ("engine", "engine", "{}"),
     ("s/step ours/TRL", "step_s_ratio", "{:.2f}"),
+    ("tok/s ours/TRL", "tok_s_ratio", "{:.2f}"),
     ("rollout_s ours/TRL", "rollout_s_ratio", "{:.2f}"),
     ("update_s ours/TRL", "update_s_ratio", "{:.2f}"),
-    ("tok/s ours/TRL", "tok_s_ratio", "{:.2f}"),
+    ("ours s/step", "ours_step_s", "{:.2f}"),
+    ("TRL s/step", "trl_step_s", "{:.2f}"),
 )
+PROFILE_COLUMNS = (
+    ("trainer", "trainer", "{}"),
+    ("model", "model", "{}"),
+    ("backend", "backend", "{}"),
+    ("levers", "lever_set", "{}"),
+    ("step", "step", "{}"),
+    ("aten ops", "cpu_ops", "{}"),
+    ("kernels", "kernels", "{}"),
+    ("host syncs", "host_syncs", "{}"),
+    ("item reads", "item_reads", "{}"),
+    ("nonzero", "nonzero", "{}"),
+    ("span_s", "span_s", "{:.2f}"),
+    ("GPU idle", "gpu_idle_share", "{:.0%}"),
+)
+# the two tables of the fair protocol (harness/bench/levers.py), and the label of older JSON's rows
+TABLE_TITLES = {
+    "defaults": "defaults against defaults",
+    "levers": "every lever against every lever",
+    "as run": "as run (a JSON from before the lever sets)",
+}
 
 
 def _cell(row: dict, key: str, fmt: str) -> str:
@@ -54,17 +85,20 @@ def markdown(rows: list[dict], columns=COLUMNS) -> str:
 
 
 def ratios(rows: list[dict]) -> list[dict]:
-    """One row per (model, our backend, repeat) that has a TRL row of the same model and repeat: ours / TRL,
-    each repeat against its own TRL run."""
-    trl = {(r["model"], r.get("repeat", 0)): r for r in rows if r["trainer"] == "trl" and r.get("step_s")}
+    """One row per case of ours that has a TRL case of the same model, engine, lever set, fixed length and repeat
+    (protocol.pairing_key: hf against TRL's hf, vLLM only against TRL's vLLM): ours / TRL, each repeat against its
+    own TRL run."""
+    trl = {pairing_key(r): r for r in rows if r["trainer"] == "trl" and r.get("step_s")}
     out = []
     for r in rows:
-        ref = trl.get((r["model"], r.get("repeat", 0)))
+        key = pairing_key(r)
+        ref = trl.get(key)
         if r["trainer"] != "ours" or ref is None or not r.get("step_s"):
             continue
-        item = {"model": r["model"], "backend": r["backend"], "repeat": r.get("repeat", 0)}
-        for key in ("step_s", "rollout_s", "update_s", "tok_s"):
-            item[f"{key}_ratio"] = r[key] / ref[key] if r.get(key) is not None and ref.get(key) else None
+        item = {"model": r["model"], "backend": r["backend"], "engine": key[1], "lever_set": key[2]}
+        item.update(fixed_length=key[3], repeat=key[4], ours_step_s=r["step_s"], trl_step_s=ref["step_s"])
+        for k in ("step_s", "rollout_s", "update_s", "tok_s"):
+            item[f"{k}_ratio"] = r[k] / ref[k] if r.get(k) is not None and ref.get(k) else None
         out.append(item)
     return out
 
@@ -79,19 +113,24 @@ def spread(values: list[float]) -> str:
 
 
 def repeated(rows: list[dict]) -> list[dict]:
-    """Over the repeats of each case (trainer, model, backend): step, rollout, score and update seconds as
-    median [min, max]; for ours, s/step ours/TRL paired by repeat (each repeat's ours over the same repeat's TRL)."""
+    """Over the repeats of each case (trainer, model, backend, lever set): step, rollout, score and update seconds
+    as median [min, max]; for ours, s/step ours/TRL paired by repeat (each repeat's ours over the same repeat's
+    TRL of the same engine and lever set)."""
     cases: dict[tuple, list[dict]] = {}
     for r in rows:
         if r.get("step_s"):
-            cases.setdefault((r["trainer"], r["model"], r["backend"]), []).append(r)
-    paired = ratios(rows)  # each repeat's ours over the same repeat's TRL
+            cases.setdefault((r["trainer"], r["model"], r["backend"], r.get("lever_set", "as run")), []).append(r)
+    paired = ratios(rows)
     out = []
-    for (trainer, model, backend), rs in cases.items():
-        item = {"trainer": trainer, "model": model, "backend": backend, "repeats": len(rs)}
+    for (trainer, model, backend, lever_set), rs in cases.items():
+        item = {"trainer": trainer, "model": model, "backend": backend, "lever_set": lever_set, "repeats": len(rs)}
         for key in ("step_s", "rollout_s", "score_s", "update_s"):
             item[key] = spread([r.get(key) for r in rs])
-        mine = [p["step_s_ratio"] for p in paired if (p["model"], p["backend"]) == (model, backend)]
+        mine = [
+            p["step_s_ratio"]
+            for p in paired
+            if (p["model"], p["backend"], p["lever_set"]) == (model, backend, lever_set)
+        ]
         item["ratio"] = spread(mine) if trainer == "ours" and mine else "-"
         out.append(item)
     return out
@@ -101,6 +140,7 @@ REPEAT_COLUMNS = (
     ("trainer", "trainer", "{}"),
     ("model", "model", "{}"),
     ("backend", "backend", "{}"),
+    ("levers", "lever_set", "{}"),
     ("repeats", "repeats", "{}"),
     ("step_s", "step_s", "{}"),
     ("rollout_s", "rollout_s", "{}"),
@@ -110,22 +150,62 @@ REPEAT_COLUMNS = (
 )
 
 
-def render(rows: list[dict], meta: dict) -> str:
-    """The whole stdout report (markdown)."""
-    parts = [
+def _header(meta: dict) -> str:
+    return (
         f"## harness bench ({meta['timestamp']}, {meta.get('machine', '?')}, torch threads {meta['threads']}, "
         f"{meta['cpu_count']} CPUs, load {meta['loadavg_before'][0]:.1f} before, "
         f"OMP wait policy {meta.get('omp_wait_policy', '?')}, {meta.get('busy_processes', 0)} busy-loop processes beside, "
-        f"ours: {meta.get('malloc', '?')}, TRL: {'the same allocator' if meta.get('trl_malloc') == 'ours' else 'glibc defaults'})",
+        f"ours: {meta.get('malloc', '?')}, TRL: {'the same allocator' if meta.get('trl_malloc') == 'ours' else 'glibc defaults'})"
+    )
+
+
+def _protocol_line(meta: dict) -> str:
+    """How the figures were taken (older JSON: step 0 the warm-up)."""
+    if "warmup" not in meta:
+        return "Seconds are means per step over steps >= 1 (step 0 = warm-up, ours includes the initial eval);"
+    fixed = "; every response exactly T tokens (--fixed-length)" if meta.get("fixed_length") else ""
+    return (
+        f"Seconds are means per step over the measured steps ({meta['steps']} or more a case) after at least "
+        f"{meta['warmup']} untimed warm-up steps, up to {meta['warmup_max']} while a step is over "
+        f"{1 + meta['steady_tol']:.2f}x the median of the steps after it (`warm-up`; `steady` False: not steady by "
+        f"then); each phase edge waits for the device on both sides{fixed};"
+    )
+
+
+def _ratio_tables(rows: list[dict], meta: dict) -> list[str]:
+    """Ours / TRL, one table per lever set (defaults against defaults, every lever against every lever)."""
+    rat = ratios([r for r in rows if r.get("repeat", 0) == 0])
+    parts = []
+    for lever_set in dict.fromkeys(r["lever_set"] for r in rat):
+        title = TABLE_TITLES.get(lever_set, lever_set)
+        sets = meta.get("lever_sets", {}).get(lever_set)
+        parts += [
+            "",
+            f"Ours / TRL, {title} (same model, prompts, G, T, steps, lr, clip, KL, micro-batch, memory policy, "
+            "engine, precision, attention; < 1 = ours faster for s, > 1 = ours faster for tok/s)"
+            + (f"; ours {' '.join(sets['ours']) or '(none)'}, TRL {sets['trl'] or '(none)'}" if sets else "")
+            + ("; the first repeat (all repeats: the table above)" if meta.get("repeats", 1) > 1 else "")
+            + ":",
+            "",
+            markdown([r for r in rat if r["lever_set"] == lever_set], RATIO_COLUMNS),
+        ]
+    if meta.get("trl_vllm_refused"):
+        parts += ["", f"Ours on vLLM is set against no TRL case: {meta['trl_vllm_refused']}."]
+    return parts
+
+
+def render(rows: list[dict], meta: dict) -> str:
+    """The whole stdout report (markdown)."""
+    parts = [
+        _header(meta),
         "",
         markdown(rows),
         "",
-        "Seconds are means per step over steps >= 1 (step 0 = warm-up, ours includes the initial eval);"
-        " step_s excludes the checkpoint (ckpt_s); tok = completion tokens.",
+        _protocol_line(meta) + " step_s excludes the checkpoint (ckpt_s); tok = completion tokens.",
     ]
-    failed = [r for r in rows if r.get("error")]
-    for r in failed:
-        parts.append(f"- FAILED {r['trainer']} {r['model']} {r['backend']}: {r['error']}")
+    parts += [f"- FAILED {r['trainer']} {r['model']} {r['backend']}: {r['error']}" for r in rows if r.get("error")]
+    parts += [f"- NOT STEADY {r['trainer']} {r['model']} {r['backend']} {r.get('lever_set')}: measured from step "
+              f"{r['warmup_steps']}" for r in rows if r.get("steady") is False and not r.get("warmup_only")]  # fmt: skip
     if meta.get("repeats", 1) > 1:
         parts += [
             "",
@@ -134,17 +214,11 @@ def render(rows: list[dict], meta: dict) -> str:
             "",
             markdown(repeated(rows), REPEAT_COLUMNS),
         ]
-    rat = ratios([r for r in rows if r.get("repeat", 0) == 0])
-    if rat:
-        parts += [
-            "",
-            "Ours / TRL (same model, prompts, G, T, steps, lr, clip, KL; < 1 = ours faster for s, "
-            "> 1 = ours faster for tok/s)"
-            + ("; the first repeat (all repeats: the table above)" if meta.get("repeats", 1) > 1 else "")
-            + ":",
-            "",
-            markdown(rat, RATIO_COLUMNS),
-        ]
+    parts += _ratio_tables(rows, meta)
+    profiles = [{**r, **r["profile"]} for r in rows if r.get("profile") and r.get("repeat", 0) == 0]
+    if profiles:
+        parts += ["", "One profiled step per case (after the measured ones; harness/bench/profiling.py):", ""]
+        parts.append(markdown(profiles, PROFILE_COLUMNS))
     return "\n".join(parts) + "\n"
 
 

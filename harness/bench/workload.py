@@ -14,7 +14,14 @@ from pathlib import Path
 from harness.config import RunConfig, load_config
 
 REPO = Path(__file__).resolve().parents[2]
-RUN_YAMLS = {"tiny-dense": "smoke.yaml", "tiny-moe": "smoke.yaml", "smollm2-135m": "bench_smollm2.yaml"}
+RUN_YAMLS = {
+    "tiny-dense": "smoke.yaml",
+    "tiny-moe": "smoke.yaml",
+    "smollm2-135m": "bench_smollm2.yaml",
+    # the GPU check's models (harness/models/random_llama.py): random weights, SmolLM2's tokenizer and workload
+    "smollm2-135m-random": "bench_smollm2.yaml",
+    "llama-1b-random": "bench_smollm2.yaml",
+}
 BACKENDS = ("hf", "vllm")
 
 
@@ -37,8 +44,10 @@ def bench_config(
     max_new_tokens: int | None = None,
     checkpoint_every: int = 1,
     extra: list[str] | tuple[str, ...] = (),
+    fixed_length: bool = False,
 ) -> RunConfig:
-    """RunConfig of one benchmark case (raises ConfigError naming a bad key)."""
+    """RunConfig of one benchmark case (raises ConfigError naming a bad key). fixed_length: every response
+    exactly max_new_tokens long (rollout.min_new_tokens = rollout.max_new_tokens: EOS masked before)."""
     if backend not in BACKENDS:
         raise ValueError(f"--backends: {backend!r} is unknown; allowed: {list(BACKENDS)}")
     overrides = [
@@ -64,4 +73,9 @@ def bench_config(
         overrides.append(f"train.group_size={group_size}")
     if max_new_tokens:
         overrides.append(f"rollout.max_new_tokens={max_new_tokens}")
-    return load_config(run_yaml(model), [*overrides, *extra])
+    cfg = load_config(run_yaml(model), [*overrides, *extra])
+    if fixed_length:
+        return load_config(
+            run_yaml(model), [*overrides, *extra, f"rollout.min_new_tokens={cfg.rollout.max_new_tokens}"]
+        )
+    return cfg

@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from harness.models.random_llama import RANDOM_SHAPES, random_config
 from harness.models.tiny import tiny_dense_config, tiny_moe_config
 
 ADAPTER = "default"  # peft's name of the one adapter
@@ -124,6 +125,8 @@ def meta_model(name: str, overrides: dict | None = None) -> nn.Module:
     fields = dict(overrides or {})
     if name in ("tiny-dense", "tiny-moe"):
         config = (tiny_dense_config if name == "tiny-dense" else tiny_moe_config)(**fields)
+    elif name in RANDOM_SHAPES:  # smollm2-135m-random, llama-1b-random (random_llama.py)
+        config = random_config(name, **fields)
     elif name == "smollm2-135m":  # SmolLM2-135M's shape (its folder may not be converted from GGUF yet)
         config = LlamaConfig(
             hidden_size=576,

@@ -28,7 +28,11 @@ from harness.models.tiny import TINY_CONFIGS
 
 # config fields that count routed experts (Mixtral / Qwen-MoE / OLMoE, Qwen2-MoE, DeepSeek)
 EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
-DENSE_NAMES = ("smollm2-135m",)  # a registered name besides the tiny configs (models/registry.py), known dense
+DENSE_NAMES = (
+    "smollm2-135m",
+    "smollm2-135m-random",
+    "llama-1b-random",
+)  # a registered name besides the tiny configs (models/registry.py), known dense
 
 
 def is_moe(what: Any) -> bool | None:

@@ -1,7 +1,8 @@
 """Model registry: build, save and load (model, tokenizer) pairs; render prompts.
 
 Names: "tiny-dense" and "tiny-moe" (fresh, seeded, character tokenizer),
-"smollm2-135m" (pretrained SmolLM2-135M-Instruct, see smollm2.py); any other string is
+"smollm2-135m" (pretrained SmolLM2-135M-Instruct, see smollm2.py), "smollm2-135m-random" and
+"llama-1b-random" (random weights, SmolLM2's tokenizer: random_llama.py); any other string is
 read as a local HF folder. Models come back in eval mode; the trainer calls `.train()`.
 """
 
@@ -14,6 +15,7 @@ import torch
 
 from harness.atomic import atomic_folder
 from harness.models.folder import folder_positions
+from harness.models.random_llama import RANDOM_SHAPES, random_config
 from harness.models.smollm2 import FOLDER_NAME, model_cache_root, smollm2_folder
 from harness.models.tiny import TINY_CONFIGS
 from harness.models.tokenizer import char_tokenizer
@@ -21,7 +23,7 @@ from harness.models.tokenizer import char_tokenizer
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-MODEL_NAMES = ("tiny-dense", "tiny-moe", "smollm2-135m")
+MODEL_NAMES = ("tiny-dense", "tiny-moe", "smollm2-135m", *RANDOM_SHAPES)
 
 
 def build_model(
@@ -51,6 +53,8 @@ def build_model(
             tokenizer.eos_token_id,
         )
         return model.eval(), tokenizer
+    if name in RANDOM_SHAPES:
+        return _random_model(name, seed=seed, overrides=overrides, dtype=dtype)
     if name == "smollm2-135m":
         return load_model(smollm2_folder(), dtype=dtype, **(overrides or {}))
     if Path(name).is_dir():
@@ -64,8 +68,29 @@ def model_positions(name: str, overrides: dict | None = None) -> int | None:
     None: the config does not say."""
     if name in TINY_CONFIGS:
         return TINY_CONFIGS[name](**(overrides or {})).max_position_embeddings
+    if name in RANDOM_SHAPES:
+        return random_config(name, **(overrides or {})).max_position_embeddings
     folder = model_cache_root() / FOLDER_NAME if name == "smollm2-135m" else Path(name)
     return folder_positions(folder, overrides)
+
+
+def _random_model(name: str, *, seed: int, overrides: dict | None, dtype: torch.dtype):
+    """A random-weight Llama of random_llama.py, seeded (the global RNG state untouched), with SmolLM2's tokenizer
+    (read from the smollm2-135m folder, which needs no weights in it)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    config = random_config(name, **(overrides or {}))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_folder(), local_files_only=True)
+    gen = model.generation_config
+    gen.pad_token_id, gen.bos_token_id, gen.eos_token_id = (
+        tokenizer.pad_token_id,
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+    )
+    return model.eval(), tokenizer
 
 
 def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:

@@ -154,8 +154,10 @@ class HFBackend(RolloutBackend):
         seeding: str = "batch",
         share_prefix: bool = False,
         compile: bool = False,
+        min_new_tokens: int = 0,
     ):
         self.model = model
+        self.min_new_tokens = min_new_tokens  # rollout.min_new_tokens: EOS masked before that many tokens
         self.share_prefix = share_prefix  # rollout.share_prefix: a prompt's G rows share one prefill (shared_prefix)
         self.seeding = seeding  # rollout.seeding: batch (one seed per chunk) | prompt (one per row: row_seeds.py)
         self.tokenizer = tokenizer
@@ -267,6 +269,7 @@ class HFBackend(RolloutBackend):
                 do_sample=False,
                 logits_processor=processors(params.temperature, params.top_p, sampler),
                 max_new_tokens=params.max_new_tokens,
+                min_new_tokens=min(self.min_new_tokens, params.max_new_tokens) or None,
                 pad_token_id=self.pad_id,
                 eos_token_id=self.eos_id,
                 return_dict_in_generate=True,

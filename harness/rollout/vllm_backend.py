@@ -240,6 +240,7 @@ class VLLMBackend(RolloutBackend):
     ):
         cfg = rollout_cfg
         self.dtype = getattr(cfg, "dtype", "float32")
+        self.min_new_tokens = int(getattr(cfg, "min_new_tokens", 0) or 0)  # vLLM's min_tokens: EOS masked before
         self.router_noise = float(getattr(cfg, "router_noise", 0.0) or 0.0)
         self.verify_first = verify_first if verify_first is not None else getattr(cfg, "verify_first", 3)
         self.verify_every = verify_every if verify_every is not None else getattr(cfg, "verify_every", 10)
@@ -333,6 +334,7 @@ class VLLMBackend(RolloutBackend):
             temperature=params.temperature,
             top_p=params.top_p,
             max_tokens=params.max_new_tokens,
+            min_tokens=min(self.min_new_tokens, params.max_new_tokens),
             logprobs=0,  # 0: the sampled token only
             seed=seed,
             stop_token_ids=[self.eos_id],

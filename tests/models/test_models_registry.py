@@ -7,7 +7,7 @@ from harness.models.tokenizer import char_tokenizer
 
 
 def test_model_names():
-    assert MODEL_NAMES == ("tiny-dense", "tiny-moe", "smollm2-135m")
+    assert MODEL_NAMES == ("tiny-dense", "tiny-moe", "smollm2-135m", "smollm2-135m-random", "llama-1b-random")
 
 
 def test_unknown_name_error_names_value_and_choices():

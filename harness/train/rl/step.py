@@ -34,6 +34,14 @@ from harness.train.rl.update import policy_update
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
 
 
+def phase_clock(device: torch.device) -> float:
+    """time.perf_counter() at a phase edge, after the device's queued work (torch.cuda.synchronize on CUDA;
+    nothing on a CPU): a phase's perf/*_seconds is the work it launched, not the launches alone. Three a step."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
 def batch_explained_variance(batch: Batch) -> float:
     """1 - Var[R - V] / Var[R] over the whole step's response tokens, V the critic's predictions before the
     update (old_values; as CleanRL and Stable-Baselines log it): one number for the batch, whatever the
@@ -88,19 +96,19 @@ class RLTrainer(Trainer):
 
     def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
         cfg, tr = self.cfg, self.cfg.train
-        t0 = time.perf_counter()
+        t0 = phase_clock(ctx.device)
         ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step)
-        t_rollout = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t_rollout = phase_clock(ctx.device) - t0
+        t0 = phase_clock(ctx.device)
         batch, mismatch, scored_metrics = score_episode(
             cfg, ep, ctx.model, self.ref, ctx.components, ctx.device, ctx.pad_id
         )
-        t_score = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t_score = phase_clock(ctx.device) - t0
+        t0 = phase_clock(ctx.device)
         rec.update(self._update(ctx, step, ep, batch, mismatch))
         if "returns" in batch.extras:  # a critic: how much of the returns' variance its predictions explain
             rec["value/explained_variance"] = batch_explained_variance(batch)
-        t_update = time.perf_counter() - t0
+        t_update = phase_clock(ctx.device) - t0
         n_tok = float(ep.rollout.response_mask.sum())
         rec.update(rollout_metrics(ep))
         rec.update(coll)
