@@ -73,8 +73,8 @@ from harness.machine import bf16_slow_reason
 from harness.models import MODEL_NAMES, is_moe
 from harness.models.folder import folder_problem
 from harness.models.lora import check_lora_targets, meta_model
-from harness.models.registry import model_positions
 from harness.models.random_llama import RANDOM_SHAPES, random_config
+from harness.models.registry import model_positions
 from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
 from harness.objective import PRESETS, ObjectiveConfig, inputs_needed
 from harness.objective import knobs as knob_rules
