@@ -242,11 +242,7 @@ class VLLMBackend(RolloutBackend):
         self.dtype = getattr(cfg, "dtype", "float32")
         self.min_new_tokens = int(getattr(cfg, "min_new_tokens", 0) or 0)  # vLLM's min_tokens: EOS masked before
         self.router_noise = float(getattr(cfg, "router_noise", 0.0) or 0.0)
-        self.verify_first = verify_first if verify_first is not None else getattr(cfg, "verify_first", 3)
-        self.verify_every = verify_every if verify_every is not None else getattr(cfg, "verify_every", 10)
-        self.verify_tol = (verify_tol if verify_tol is not None else getattr(cfg, "verify_tol", None)) or DEFAULT_TOL[
-            self.dtype
-        ]
+        self._set_verify(cfg, verify_first, verify_every, verify_tol)
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.eos_id = tokenizer.eos_token_id
@@ -283,6 +279,12 @@ class VLLMBackend(RolloutBackend):
         self.sleep_between = bool(args.get("enable_sleep_mode"))  # rollout.vllm_sleep on a GPU
         if self.router_noise > 0:
             self.llm.collective_rpc("harness_set_router_noise", args=(self.router_noise, seed))
+
+    def _set_verify(self, cfg, first: int | None, every: int | None, tol: float | None) -> None:
+        """The weight-sync check's schedule and tolerance: the arguments, else the rollout config's, else defaults."""
+        self.verify_first = first if first is not None else getattr(cfg, "verify_first", 3)
+        self.verify_every = every if every is not None else getattr(cfg, "verify_every", 10)
+        self.verify_tol = (tol if tol is not None else getattr(cfg, "verify_tol", None)) or DEFAULT_TOL[self.dtype]
 
     def _engine_args(self, model, cfg, seed: int, max_model_len: int | None, max_num_seqs: int) -> dict:
         """vllm.LLM's arguments for the model saved in self._folder (CPU: whole-prompt prefill, a sized KV cache)."""
