@@ -116,7 +116,7 @@ class StepCount:
         for c in out.values():
             c["syncs"] = sum(c[k.removeprefix("aten::")] for k in SYNC_OPS) + sum(c[k] for k in HOST_READS)
         out["step"] = sum(out.values(), Counter())
-        return {p: dict(c) for p, c in out.items() if c}
+        return {p: dict(c) for p, c in out.items() if c["ops_all"] or c["syncs"]}
 
 
 def count_ours(cfg, which: int = 1) -> dict:
