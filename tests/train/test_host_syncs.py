@@ -115,3 +115,16 @@ def test_a_read_inside_the_micro_batch_loop_is_caught(monkeypatch):
     assert _update_syncs(monkeypatch, 4, 4) == 4 + 1
     monkeypatch.setattr(update_mod, "forward_loss", reading)
     assert _update_syncs(monkeypatch, 16, 1) == 4 + 16
+
+
+def test_the_gpu_grad_norm_formula_is_the_float64_total():
+    """On CUDA the grad norm is torch._foreach_norm in float64 (no float64 copy of a gradient), squared and summed
+    (components.squared_norm); on a CPU each gradient's float64 copy squared and summed, the recorded bits. Here
+    the GPU's formula on CPU tensors: the same total up to float64 rounding, and the same float32 clip factor."""
+    g = torch.Generator().manual_seed(0)
+    grads = [torch.randn(n, generator=g) * s for n, s in ((5000, 1e-3), (37, 10.0), (1, 0.5), (20000, 1e-6))]
+    exact = sum(t.double().pow(2).sum() for t in grads)
+    fused = torch.stack(torch._foreach_norm(grads, 2.0, dtype=torch.float64)).pow(2).sum()
+    assert fused.dtype == torch.float64 and float(fused) == pytest.approx(float(exact), rel=1e-14)
+    coef = [torch.tensor(1.0 / (float(x) ** 0.5 + 1e-6), dtype=torch.float32) for x in (exact, fused)]
+    assert torch.equal(coef[0], coef[1])
