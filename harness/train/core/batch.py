@@ -53,7 +53,7 @@ class Batch:
             self.response_lens, self.mask_lens = row_lengths(self.response_mask, self.mask)
 
     def denominators(self) -> tuple[int, int]:
-        """(num_seqs, num_tokens) of the rows (objective.aggregation.batch_denominators), from the host copy."""
+        """(num_seqs, num_tokens) of the rows (objective.aggregation.batch_denominators), from the row lengths."""
         lens = self.mask_lens
         return sum(n > 0 for n in lens), sum(lens)
 
@@ -111,7 +111,7 @@ class Batch:
         return parts
 
     def with_(self, **changes) -> Batch:
-        if "mask" in changes or "response_mask" in changes:  # their host copies are read again
+        if "mask" in changes or "response_mask" in changes:  # their row lengths are read again
             changes = {"response_lens": [], "mask_lens": [], **changes}
         return replace(self, **changes)
 

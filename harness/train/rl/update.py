@@ -33,7 +33,7 @@ def per_sequence(obj, part: Batch, metrics: dict) -> dict[str, float]:
     ratio mean, objective/policy.py), each weighted by the micro-batch's sequences with a token."""
     if not is_sequence_level(obj.ratio):
         return {}
-    n = float(sum(k > 0 for k in part.mask_lens))  # counted on the host copy of the mask
+    n = float(sum(k > 0 for k in part.mask_lens))  # from the batch's row lengths
     return {k: n for k in SEQUENCE_MEAN_METRICS if k in metrics}
 
 
@@ -96,10 +96,10 @@ def _backward_shard(
 ) -> str | None:
     """Forward and backward of this process's rows of the mini-batch `mb`, micro-batch by micro-batch, their
     gradients accumulated (on N processes summed after: the caller); their metrics into `acc`, left on the
-    device. Nothing here waits on the device: the denominators and packing widths come from the batch's host
-    copy of its masks, and the losses are checked once, after the last backward. Returns what was not finite in
-    a loss, or None (the first such micro-batch's; on one process the rollout/train mismatch then keeps only the
-    micro-batches up to it, as when the loop stopped there). FSDP (a sharded module): every process runs as many
+    device. Nothing here waits on the device: the denominators and packing widths come from the batch's row
+    lengths (read once a step), and the losses are checked once, after the last backward. Returns what was not
+    finite in a loss, or None (the first such micro-batch's; but under FSDP the rollout/train mismatch then keeps
+    only the micro-batches up to it, as when the loop stopped there). FSDP (a sharded module): every process runs as many
     micro-batches (pads of zero weight where it has fewer rows) and reduce-scatters at its last backward."""
     trained = [policy, *components]
     lockstep = any(is_sharded(t.module) for t in trained)
