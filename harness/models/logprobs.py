@@ -21,25 +21,40 @@ from harness.models.token_stats import token_stats
 from harness.objective.extensions import TokenLogits
 
 
-def pack(prompt_ids: list[list[int]], response_ids: torch.Tensor, response_mask: torch.Tensor, pad_id: int):
-    """Right-padded prompt+response sequences.
+def pack(
+    prompt_ids: list[list[int]],
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    pad_id: int,
+    lengths: list[int] | None = None,
+    device=None,
+):
+    """Right-padded prompt+response sequences, built on `device` (None: response_ids').
 
     Returns input_ids (B, L), attention_mask (B, L), and index (B, T): the position whose
-    logits predict response token t of row i (= P_i - 1 + t).
+    logits predict response token t of row i (= P_i - 1 + t). lengths: each row's response tokens
+    (the count of response_mask > 0, a prefix of the row), known on the host (Batch.mask_lens); None reads
+    them from response_mask (one device->host read). Only the width L needs them on the host: the rows are
+    laid out on the device, so a micro-batch's packing waits on nothing there.
     """
     B, T = response_ids.shape
+    dev = response_ids.device if device is None else torch.device(device)
     lens = [len(p) for p in prompt_ids]
-    resp_lens = response_mask.sum(-1).long().tolist()
-    L = max(p + r for p, r in zip(lens, resp_lens))
-    L = max(L, max(lens) + 1)
-    ids = torch.full((B, L), pad_id, dtype=torch.long)
-    att = torch.zeros((B, L), dtype=torch.long)
-    for i, (p, n) in enumerate(zip(prompt_ids, resp_lens)):
-        ids[i, : len(p)] = torch.tensor(p, dtype=torch.long)
-        ids[i, len(p) : len(p) + n] = response_ids[i, :n]
-        att[i, : len(p) + n] = 1
-    start = torch.tensor(lens).unsqueeze(1) - 1
-    index = (start + torch.arange(T).unsqueeze(0)).clamp(max=L - 1)
+    if lengths is None:
+        lengths = (response_mask > 0).sum(-1).tolist()
+    L = max([p + r for p, r in zip(lens, lengths)] + [max(lens, default=0) + 1])
+    # the prompts, -1 past each one's end, sent in one copy: (B, P)
+    host = torch.full((B, max(lens, default=0)), -1, dtype=torch.long)
+    for i, p in enumerate(prompt_ids):
+        host[i, : len(p)] = torch.tensor(p, dtype=torch.long)
+    prompts = torch.nn.functional.pad(host.to(dev, non_blocking=True), (0, L - host.shape[1]), value=-1)  # (B, L)
+    plen = (prompts >= 0).sum(-1, keepdim=True)  # (B, 1) P_i
+    rlen = torch.as_tensor(lengths, dtype=torch.long).to(dev, non_blocking=True).unsqueeze(1)  # (B, 1)
+    at = torch.arange(L, device=dev).unsqueeze(0) - plen  # (B, L) the response token at each position
+    resp = response_ids.to(dev).long().gather(1, at.clamp(0, max(T - 1, 0))) if T else torch.zeros_like(at)
+    ids = torch.where(prompts >= 0, prompts, torch.where((at >= 0) & (at < rlen), resp, pad_id))
+    att = (at < rlen).long()
+    index = (plen - 1 + torch.arange(T, device=dev).unsqueeze(0)).clamp(max=L - 1)
     return ids, att, index
 
 
@@ -102,27 +117,28 @@ def response_forward(
     routing: torch.Tensor | None = None,
     head: Callable[[TokenLogits], dict] | None = None,
     share_prefix: bool = False,
+    lengths: list[int] | None = None,
 ):
     """`response_logprobs` plus what `head` reads from the same forward's logits -> (logp (B, T),
     entropy (B, T) or None, head's tensors: a dict, {} without a head). head gets the forward's
     TokenLogits (harness/objective/extensions.py: logits (B, T, V) at the temperature, their
     log-sum-exp, the mask, the sampled tokens): an extension's `old_forward` / `train_forward`
     (SimKO's top-K log-probs). Gradients flow unless under no_grad. share_prefix: train.share_prefix (each run
-    of identical prompts through the model once: harness/models/prefix_groups.py)."""
+    of identical prompts through the model once: harness/models/prefix_groups.py). lengths: each row's count of
+    response_mask > 0, known on the host (`pack`; None: read from the mask)."""
     rows = (model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, None, routing)
-    logp, entropy, (logits, logz, mask), _ = _response_logits(*rows, share_prefix, keep_logits=head is not None)
+    logp, entropy, (logits, logz, mask), _ = _response_logits(*rows, share_prefix, head is not None, lengths)
     extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
     return logp, entropy, extras
 
 
-def _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing):
+def _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths=None):
     """The plain forward: every row [prompt | response] (pack) -> (logits (B, T, V) in the model's dtype, out)."""
-    ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id)
-    ids, att, index = ids.to(model.device), att.to(model.device), index.to(model.device)
+    ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id, lengths, model.device)
     replay = replay_routing(model, replay_choices(routing, ids.shape[1])) if routing is not None else nullcontext()
     kwargs, first = dict(model_kwargs or {}), 0
     if takes_logits_to_keep(model):  # the output head only where a response token is predicted (not the prompts)
-        first = int(index.min())
+        first = min(len(p) for p in prompt_ids) - 1  # = index.min(), known on the host
         kwargs["logits_to_keep"] = torch.arange(first, ids.shape[1], device=ids.device)  # (L - first,)
     with replay:
         out = model(input_ids=ids, attention_mask=att, use_cache=False, **kwargs)
@@ -142,6 +158,7 @@ def _response_logits(
     routing,
     share_prefix=False,
     keep_logits=False,
+    lengths=None,
 ):
     """One forward -> (logp (B, T), entropy or None, (logits (B, T, V), logz (B, T), mask (B, T)), out).
     share_prefix (train.share_prefix): each run of identical prompts goes through the model once
@@ -153,7 +170,8 @@ def _response_logits(
         keep = takes_logits_to_keep(model)
         logits, out = grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id, keep), None
     else:
-        logits, out = _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing)
+        rows = (model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths)
+        logits, out = _packed_logits(*rows)
     mask = response_mask.to(logits.device)
     if not keep_logits:  # a few rows at a time, bit for bit the whole-tensor formulas (token_stats.py)
         logp, logz, entropy = token_stats(logits, response_ids, temperature, with_entropy)

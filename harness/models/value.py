@@ -26,8 +26,8 @@ class ValueModel(nn.Module):
         self, prompt_ids: list[list[int]], response_ids: torch.Tensor, mask: torch.Tensor, pad_id: int
     ) -> torch.Tensor:
         """-> values (B, T), 0 on padding."""
-        ids, att, index = pack(prompt_ids, response_ids, mask, pad_id)
         dev = self.head.weight.device
+        ids, att, index = pack(prompt_ids, response_ids, mask, pad_id, device=dev)
         h = self.backbone(
             input_ids=ids.to(dev), attention_mask=att.to(dev), use_cache=False
         ).last_hidden_state  # (B, L, H)

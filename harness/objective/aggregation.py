@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from harness.objective import lambda_grpo
+from harness.objective.deferred import Deferred, mean_of, read
 from harness.objective.modes import Knob, Mode, Modes
 
 if TYPE_CHECKING:
@@ -58,9 +59,12 @@ def aggregate(
         raise ValueError(f"loss {tuple(loss_tok.shape)} and mask {tuple(mask.shape)} must both be (B, T)")
     m = mask > 0
     ell = torch.where(m, loss_tok, torch.zeros_like(loss_tok))
-    own_seqs, own_tokens = batch_denominators(m)
-    n_seq = own_seqs if num_seqs is None else num_seqs
-    n_tok = own_tokens if num_tokens is None else num_tokens
+    if num_seqs is None or num_tokens is None:  # this batch's own (read from the device): none when both are given
+        own_seqs, own_tokens = batch_denominators(m)
+        n_seq = own_seqs if num_seqs is None else num_seqs
+        n_tok = own_tokens if num_tokens is None else num_tokens
+    else:
+        n_seq, n_tok = num_seqs, num_tokens
     n_seq = max(float(n_seq), 1.0)
     n_tok = max(float(n_tok), 1.0)
     return AGG[agg].loss(ell, m, n_seq, n_tok, _knobs(cfg, norm_constant))
@@ -163,21 +167,26 @@ AGG: Modes = Modes(
 )
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
-    """Mean of x over the response tokens (a float, for metrics); NaN when there are none."""
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, deferred: bool = False) -> float | Deferred:
+    """Mean of x over the response tokens (a float, for metrics); NaN when there are none. deferred: left on the
+    device, read later with others (objective/deferred.py)."""
     m = mask > 0
-    n = int(m.sum().item())
-    if n == 0:
-        return float("nan")
-    return float(torch.where(m, x.detach(), torch.zeros_like(x)).sum().item() / n)
+    out = mean_of(torch.where(m, x.detach(), torch.zeros_like(x)).sum(), m.sum())  # the float32 sum / the count
+    return out if deferred else read(out)
 
 
-def seq_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
-    """Mean over non-empty sequences of each sequence's token mean (metrics of sequence ratios)."""
+def seq_mean(x: torch.Tensor, mask: torch.Tensor, deferred: bool = False) -> float | Deferred:
+    """Mean over non-empty sequences of each sequence's token mean (metrics of sequence ratios). deferred: the
+    per-sequence means stay on the device; their mean over the non-empty ones is taken when read, by torch on the
+    host (on a CPU run the kernel the eager mean ran; on a GPU it may round differently from the device's)."""
     m = mask > 0
     lengths = m.sum(-1)
-    has = lengths > 0
-    if not bool(has.any()):
-        return float("nan")
-    per_seq = torch.where(m, x.detach(), torch.zeros_like(x)).sum(-1)[has] / lengths[has].to(x.dtype)
-    return float(per_seq.mean().item())
+    per_seq = torch.where(m, x.detach(), torch.zeros_like(x)).sum(-1) / lengths.clamp(min=1).to(x.dtype)
+    dtype = per_seq.dtype
+
+    def finish(values: list[float], counts: list[float]) -> torch.Tensor | float:
+        kept = [v for v, n in zip(values, counts) if n > 0]
+        return torch.tensor(kept, dtype=dtype).mean() if kept else float("nan")
+
+    out = Deferred(finish, per_seq, lengths)
+    return out if deferred else read(out)

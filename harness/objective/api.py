@@ -175,7 +175,11 @@ class LossInputs:
 
 
 def loss(
-    obj: ObjectiveConfig, x: LossInputs, num_seqs: float | None = None, num_tokens: float | None = None
+    obj: ObjectiveConfig,
+    x: LossInputs,
+    num_seqs: float | None = None,
+    num_tokens: float | None = None,
+    deferred: bool = False,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """(scalar loss, metrics) of one micro-batch: policy_loss (ratio, surrogate, TIS, KL in the
     loss, entropy bonus, aggregation; §2-6) + every active mode's loss term (the critic's value
@@ -183,7 +187,9 @@ def loss(
     mini-batch's denominators (§5). Decided here: the entropy is detached when entropy_coef is 0
     (it is then only a metric); the sampler's log-probs reach the loss only when tis_cap is set.
     Metrics: §9's (loss/policy, loss/kl, loss/entropy, clip/*, ratio/*, kl/*, entropy) and the
-    terms' (loss/value, value/clip_frac, value/explained_variance; loss/prm; agg/lambda)."""
+    terms' (loss/value, value/clip_frac, value/explained_variance; loss/prm; agg/lambda). deferred: the metrics
+    the policy loss computes are left on the device (objective/deferred.py `read` finishes them), so that a
+    trainer's micro-batch waits on nothing before its backward."""
     entropy = x.entropy
     if entropy is not None and not obj.entropy_coef:
         entropy = entropy.detach()
@@ -199,6 +205,7 @@ def loss(
         num_seqs=num_seqs,
         num_tokens=num_tokens,
         extras=x.extras,
+        deferred=deferred,
     )
     for term in active_hooks(obj, "loss_term"):
         value, more = term(obj, x, num_seqs, num_tokens)

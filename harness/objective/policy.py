@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from harness.objective.aggregation import aggregate, masked_mean, seq_mean
+from harness.objective.deferred import Deferred, read, scalar
 from harness.objective.extensions import active_hooks, one_hook
 from harness.objective.kl import kl_penalty, loss_kl_on
 from harness.objective.ratios import RATIO, importance_ratio, is_sequence_level
@@ -118,6 +119,7 @@ def policy_loss(
     num_seqs: int | float | torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
     extras: Mapping[str, torch.Tensor] | None = None,
+    deferred: bool = False,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss scalar, metrics) of one (micro-)batch.
 
@@ -136,7 +138,8 @@ def policy_loss(
     clip fractions and ratio stats of sequence-level ratios): clip/frac, clip/frac_low,
     clip/frac_high, ratio/mean, ratio/max, kl/ref (k3, when ref_logp is given), kl/old (mean of
     old_logp - logp), entropy (when given), loss/policy, loss/kl, loss/entropy (the aggregated
-    contributions; loss = their sum).
+    contributions; loss = their sum). They are read from the device together, once; deferred: left there
+    (objective/deferred.py: a trainer reads a whole step's at once).
     """
     _check_shapes(logp, mask, adv, old_logp=old_logp, ref_logp=ref_logp, entropy=entropy, rollout_logp=rollout_logp)
     t = _tokens(logp, old_logp, adv, mask, ref_logp)
@@ -148,7 +151,7 @@ def policy_loss(
     loss = aggregate(loss_tok=parts[0] + parts[1] + parts[2], **agg)
     with torch.no_grad():
         metrics = _metrics(cfg, t, rho, parts, agg, entropy)
-    return loss, metrics
+    return loss, metrics if deferred else read(metrics)
 
 
 # the metrics that are means over sequences under a sequence-level ratio (`share` in _metrics below): a trainer
@@ -156,8 +159,9 @@ def policy_loss(
 SEQUENCE_MEAN_METRICS = ("clip/frac", "clip/frac_low", "clip/frac_high", "ratio/mean")
 
 
-def _metrics(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy) -> dict[str, float]:
-    """§9's metrics of the batch (no grad): clip fractions, ratio stats, KL, entropy, the loss's parts."""
+def _metrics(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy) -> dict[str, Deferred]:
+    """§9's metrics of the batch (no grad), still on the device: clip fractions, ratio stats, KL, entropy, the
+    loss's parts."""
     loss_pg, loss_kl, loss_ent = parts
     share = seq_mean if is_sequence_level(cfg.ratio) else masked_mean
     low, high = clip_masks(cfg, rho, t.A, logp=t.lp, old_logp=t.old)
@@ -167,20 +171,26 @@ def _metrics(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dic
         low, high = low | r_low, high | r_high
     r_vals = rho.detach()
     dtype = t.lp.dtype
-    metrics: dict[str, float] = {
-        "clip/frac": share((low | high).to(dtype), t.m),
-        "clip/frac_low": share(low.to(dtype), t.m),
-        "clip/frac_high": share(high.to(dtype), t.m),
-        "ratio/mean": share(r_vals, t.m),
-        "ratio/max": float(r_vals[t.m].max().item()) if bool(t.m.any()) else float("nan"),
-        "kl/old": masked_mean(t.old - t.lp.detach(), t.m),
-        "loss/policy": float(aggregate(loss_tok=loss_pg.detach(), **agg).item()),
-        "loss/kl": float(aggregate(loss_tok=loss_kl.detach(), **agg).item()),
-        "loss/entropy": float(aggregate(loss_tok=loss_ent.detach(), **agg).item()),
+    metrics: dict[str, Deferred] = {
+        "clip/frac": share((low | high).to(dtype), t.m, deferred=True),
+        "clip/frac_low": share(low.to(dtype), t.m, deferred=True),
+        "clip/frac_high": share(high.to(dtype), t.m, deferred=True),
+        "ratio/mean": share(r_vals, t.m, deferred=True),
+        "ratio/max": _masked_max(r_vals, t.m),
+        "kl/old": masked_mean(t.old - t.lp.detach(), t.m, deferred=True),
+        "loss/policy": scalar(aggregate(loss_tok=loss_pg.detach(), **agg)),
+        "loss/kl": scalar(aggregate(loss_tok=loss_kl.detach(), **agg)),
+        "loss/entropy": scalar(aggregate(loss_tok=loss_ent.detach(), **agg)),
     }
     if t.ref is not None:
-        metrics["kl/ref"] = masked_mean(kl_penalty(t.lp.detach(), t.ref, "k3"), t.m)
+        metrics["kl/ref"] = masked_mean(kl_penalty(t.lp.detach(), t.ref, "k3"), t.m, deferred=True)
     ent = t.clean(entropy, detach=False)
     if ent is not None:
-        metrics["entropy"] = masked_mean(ent, t.m)
+        metrics["entropy"] = masked_mean(ent, t.m, deferred=True)
     return metrics
+
+
+def _masked_max(x: torch.Tensor, m: torch.Tensor) -> Deferred:
+    """max of x over the mask's tokens (the same value as x[m].max(): a max does not round); NaN without any."""
+    top = torch.where(m, x, float("-inf")).max()
+    return Deferred(lambda v, n: v[0] if n[0] > 0 else float("nan"), top, m.sum())

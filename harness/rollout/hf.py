@@ -212,10 +212,9 @@ class HFBackend(RolloutBackend):
         mask = torch.cat([pad(p[1], 0.0) for p in parts])
         logp = torch.cat([pad(p[2], 0.0) for p in parts])
         truncated = torch.cat([p[3] for p in parts])
-        texts = [
-            cut_at_stop(self.tokenizer.decode(r[m.bool()].tolist(), skip_special_tokens=True), params.stop)
-            for r, m in zip(ids, mask)
-        ]
+        # each row's tokens under its mask, from 2 reads of the whole batch (not 2 a row)
+        kept = [[t for t, k in zip(r, m) if k] for r, m in zip(ids.tolist(), mask.bool().tolist())]
+        texts = [cut_at_stop(self.tokenizer.decode(r, skip_special_tokens=True), params.stop) for r in kept]
         extras = {}
         if self.moe:  # (B, S, L, k), S = widest prompt + response of all chunks, -1 padded
             S = max(p[4].shape[1] for p in parts)

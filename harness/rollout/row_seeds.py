@@ -30,16 +30,30 @@ def row_seed(seed: int, prompt_index: int, sample: int) -> int:
 
 class RowSampler(TokenSampler):
     """The token draw under per-row seeds (harness/rollout/samplers.py): row i draws its token with its own
-    generator, one uniform number a step, by inverse CDF of the processed distribution."""
+    generator, one uniform number a step, by inverse CDF of the processed distribution. The numbers are drawn
+    `block` steps at a time and sent to the device in one copy: a CPU generator's rand(k) is its k successive
+    rand(1)s, so the tokens are those of a draw a step (tests/train/test_parallel_parts.py), without a host to
+    device copy per row and step."""
 
-    def __init__(self, seeds: list[int]):
+    def __init__(self, seeds: list[int], block: int = 256):
         super().__init__()
         self.gens = [torch.Generator().manual_seed(s) for s in seeds]
+        self.block = block
+        self.uniforms: torch.Tensor | None = None  # (b, block) the block's numbers, on the scores' device
+        self.at = 0  # this step's column of the block
+
+    def _uniforms(self, device) -> torch.Tensor:
+        """(b,) this step's uniform number of each row, in [0, 1)."""
+        if self.uniforms is None or self.at == self.block:
+            block = torch.stack([torch.rand(self.block, generator=g) for g in self.gens])  # (b, block)
+            self.uniforms, self.at = block.to(device, non_blocking=True), 0
+        self.at += 1
+        return self.uniforms[:, self.at - 1]
 
     def draw(self, scores: torch.Tensor) -> torch.Tensor:
         probs = torch.softmax(scores.float(), dim=-1)  # (b, V)
         cdf = probs.cumsum(-1)
-        u = torch.cat([torch.rand(1, generator=g) for g in self.gens]).to(scores.device)  # (b,) in [0, 1)
+        u = self._uniforms(scores.device)  # (b,) in [0, 1)
         tok = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)  # first cdf > u
         tok = tok.clamp(max=scores.shape[-1] - 1)
         zero = probs.gather(1, tok.unsqueeze(1)).squeeze(1) <= 0  # rounding past the last token with mass

@@ -38,6 +38,20 @@ def test_row_sampler_never_picks_a_token_without_mass():
     assert set(picked.tolist()) == {1, 3}
 
 
+def test_row_sampler_draws_a_step_at_a_time_numbers_in_blocks():
+    """The uniforms drawn `block` steps at a time (one host->device copy a block) are each row's successive
+    rand(1): the tokens of every step, across block edges, are those of one draw a row and step."""
+    seeds, steps = [3, 11, 12], 7
+    scores = [torch.randn(len(seeds), 50, generator=torch.Generator().manual_seed(s)) for s in range(steps)]
+    gens = [torch.Generator().manual_seed(s) for s in seeds]
+    s = RowSampler(seeds, block=3)
+    for x in scores:
+        u = torch.cat([torch.rand(1, generator=g) for g in gens])  # the draw a step, row by row
+        cdf = torch.softmax(x, -1).cumsum(-1)
+        want = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
+        assert torch.equal(s(None, x.clone()).argmax(-1), want)
+
+
 def test_row_seed_depends_on_prompt_index_and_sample_only():
     assert row_seed(5, 3, 1) == row_seed(5, 3, 1)
     assert len({row_seed(5, i, j) for i in range(20) for j in range(8)}) == 160

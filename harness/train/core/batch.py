@@ -41,10 +41,21 @@ class Batch:
     # labels (outcomes), each row's group lengths (group_lengths, group_pos), pi_old's top-K (topk_index, ...)
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
     index: list[int] = field(default_factory=list)  # the step's row number of each row (empty: 0..B-1)
+    # each row's count of response_mask > 0 and of mask > 0, read from the device once (empty: read at creation):
+    # the packing widths and the denominators of every micro-batch then wait on nothing there
+    response_lens: list[int] = field(default_factory=list)
+    mask_lens: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.index:
             self.index = list(range(len(self.prompt_ids)))
+        if len(self.response_lens) != len(self.prompt_ids) or len(self.mask_lens) != len(self.prompt_ids):
+            self.response_lens, self.mask_lens = row_lengths(self.response_mask, self.mask)
+
+    def denominators(self) -> tuple[int, int]:
+        """(num_seqs, num_tokens) of the rows (objective.aggregation.batch_denominators), from the row lengths."""
+        lens = self.mask_lens
+        return sum(n > 0 for n in lens), sum(lens)
 
     @classmethod
     def from_rollout(cls, r, mask: torch.Tensor, device=None) -> Batch:
@@ -62,7 +73,9 @@ class Batch:
         return len(self.prompt_ids)
 
     def rows(self, idx: list[int]) -> Batch:
-        """The rows `idx` (positions in this batch), every field selected alike."""
+        """The rows `idx` (positions in this batch), every field selected alike: a run of consecutive rows as a
+        view (a micro-batch, a shard), others by one index copied to each device without waiting."""
+        take = _row_selector(idx)
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
@@ -71,9 +84,9 @@ class Batch:
             elif isinstance(v, list):
                 out[f.name] = [v[i] for i in idx]
             elif isinstance(v, dict):
-                out[f.name] = {k: t[idx] for k, t in v.items()}
+                out[f.name] = {k: take(t) for k, t in v.items()}
             else:
-                out[f.name] = v[idx]
+                out[f.name] = take(v)
         return Batch(**out)
 
     def shard(self) -> Batch:
@@ -98,7 +111,30 @@ class Batch:
         return parts
 
     def with_(self, **changes) -> Batch:
+        if "mask" in changes or "response_mask" in changes:  # their row lengths are read again
+            changes = {"response_lens": [], "mask_lens": [], **changes}
         return replace(self, **changes)
+
+
+def row_lengths(response_mask: torch.Tensor, mask: torch.Tensor) -> tuple[list[int], list[int]]:
+    """Each row's count of response_mask > 0 and of mask > 0, read to the host in one copy."""
+    counts = (response_mask > 0).sum(-1)
+    return torch.stack([counts.to(mask.device), (mask > 0).sum(-1)]).tolist()
+
+
+def _row_selector(idx: list[int]):
+    """t -> t's rows `idx`: a slice (a view) for consecutive rows, else index_select by an index sent to t's
+    device once per device without waiting (list indexing would copy it there and wait, for every tensor)."""
+    if idx and idx == list(range(idx[0], idx[0] + len(idx))):
+        return lambda t: t[idx[0] : idx[0] + len(idx)]
+    host, on = torch.tensor(idx, dtype=torch.long), {}
+
+    def take(t: torch.Tensor) -> torch.Tensor:
+        if t.device not in on:
+            on[t.device] = host.to(t.device, non_blocking=True)
+        return t.index_select(0, on[t.device])
+
+    return take
 
 
 def gather_shard(outs: list[torch.Tensor], whole: Batch) -> torch.Tensor:

@@ -62,9 +62,10 @@ def batch_forward(
                     routing=routing,
                     head=head,
                     share_prefix=share_prefix,
+                    lengths=part.response_lens,
                 )
             if mismatch is not None:
-                mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask)
+                mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask, sum(part.mask_lens))
                 if capture:
                     mismatch.add_routing(part.index, part.prompt_ids, part.response_mask, calls, part.routing)
             lps.append(lp)
@@ -107,9 +108,10 @@ def forward_loss(
     num_seqs: float,
     num_tokens: float,
 ):
-    """Forward of the policy `model` (and every component) on one micro-batch -> the objective's (loss, metrics).
-    single_pass: the forward's own log-probs are pi_old's (ratio 1 at the first step), and so is what the
-    active extensions read from pi_old's forward (SimKO's top-K)."""
+    """Forward of the policy `model` (and every component) on one micro-batch -> the objective's (loss, metrics),
+    the metrics still on the device (objective/deferred.py: the update reads a step's at once). single_pass: the
+    forward's own log-probs are pi_old's (ratio 1 at the first step), and so is what the active extensions read
+    from pi_old's forward (SimKO's top-K)."""
     obj = cfg.objective
     observe = mismatch is not None and single_pass
     capture = observe and is_moe(model)
@@ -128,9 +130,10 @@ def forward_loss(
             routing=part.routing if replay else None,
             head=head,
             share_prefix=cfg.train.share_prefix,
+            lengths=part.mask_lens,
         )
     if observe:  # single pass: logp is the old policy's
-        mismatch.add_logprobs(logp, part.rollout_logp, part.mask)
+        mismatch.add_logprobs(logp, part.rollout_logp, part.mask, sum(part.mask_lens))
         if capture:
             mismatch.add_routing(part.index, part.prompt_ids, part.mask, calls, part.routing)
     old = logp.detach() if single_pass else part.old_logp
@@ -146,7 +149,7 @@ def forward_loss(
         part.rollout_logp,
         extras={**part.extras, **read, **live},
     )
-    return objective_loss(obj, x, num_seqs, num_tokens)
+    return objective_loss(obj, x, num_seqs, num_tokens, deferred=True)
 
 
 def pad_backward(model, components: list[Component], row: Batch, cfg, pad_id: int, num_seqs, num_tokens) -> None:

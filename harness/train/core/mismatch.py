@@ -29,6 +29,7 @@ import math
 import torch
 
 from harness.models.logprobs import response_logprobs
+from harness.objective.deferred import Deferred, read, scalar
 from harness.parallel import full_params, gather_objects, world
 from harness.train.core.batch import Batch
 from harness.train.core.routing import capture_routing, one_forward, set_disagreement
@@ -61,19 +62,50 @@ class MismatchStats:
         self.on_diff = self.on_total = 0.0
         # per captured forward: rows, own choices (b, W, L, k), valid positions (b, W), packed mask (b, T)
         self.old_routing: list[tuple[list[int], torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        # per add_logprobs, still on the device: (tokens, k3 sum, count of r > 2 or < 1/2, max |dp|): read at once
+        self.pending: list[tuple[int, Deferred, Deferred, Deferred]] = []
 
     @torch.no_grad()
-    def add_logprobs(self, train_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.Tensor) -> None:
-        """(b, T) each: the old policy's log-probs, the sampler's, the loss mask."""
-        m = mask > 0
-        log_r = (train_logp.detach().float() - rollout_logp.float())[m]  # log r, r = p_train / p_rollout
-        if log_r.numel() == 0:
+    def add_logprobs(
+        self,
+        train_logp: torch.Tensor,
+        rollout_logp: torch.Tensor,
+        mask: torch.Tensor,
+        tokens: int | None = None,
+    ) -> None:
+        """(b, T) each: the old policy's log-probs, the sampler's, the loss mask; tokens: the count of mask > 0 if
+        known on the host (sum of Batch.mask_lens; None: read from the device). The sums stay on the device until
+        `result` (or `reduce`)."""
+        keep = (mask > 0).reshape(-1)
+        n = int(keep.sum()) if tokens is None else tokens
+        if n == 0:
             return
-        self.tokens += log_r.numel()
-        self.k3_sum += float((torch.expm1(log_r) - log_r).sum())  # k3 = (r - 1) - log r
-        self.gt2 += float((log_r.abs() > LOG2).sum())  # r > 2 or r < 1/2
-        dp = (train_logp.detach().float().exp() - rollout_logp.float().exp())[m].abs()  # |p_train - p_rollout|
-        self.max_dp = max(self.max_dp, float(dp.max()))
+        at = torch.nonzero_static(keep, size=n).squeeze(1)  # the tokens x[mask > 0] takes, in its order
+
+        def masked(x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(-1).index_select(0, at)
+
+        log_r = masked(train_logp.detach().float() - rollout_logp.float())  # log r, r = p_train / p_rollout
+        k3 = scalar((torch.expm1(log_r) - log_r).sum())  # k3 = (r - 1) - log r
+        gt2 = scalar((log_r.abs() > LOG2).sum())  # r > 2 or r < 1/2
+        dp = masked(train_logp.detach().float().exp() - rollout_logp.float().exp()).abs()  # |p_train - p_rollout|
+        self.pending.append((n, k3, gt2, scalar(dp.max())))
+
+    def mark(self) -> int:
+        """How many add_logprobs calls are held: `drop_after` forgets those after."""
+        return len(self.pending)
+
+    def drop_after(self, mark: int) -> None:
+        del self.pending[mark:]
+
+    def _settle(self) -> None:
+        """The held sums read from the device in one copy and added in the order they came."""
+        for n, k3, gt2, dp in read(self.pending):
+            self.tokens += n
+            self.k3_sum += k3
+            self.gt2 += gt2
+            self.max_dp = max(self.max_dp, dp)
+        self.pending = []
 
     def add_routing(
         self,
@@ -107,6 +139,7 @@ class MismatchStats:
     def reduce(self) -> None:
         """On N processes (each fed by the forwards of its rows): every count summed over the processes, the
         max over them (harness/parallel.py); a no-op on one."""
+        self._settle()
         if world() == 1:
             return
         parts = gather_objects({k: getattr(self, k) for k in (*self.SUMS, "max_dp")})
@@ -115,6 +148,7 @@ class MismatchStats:
         self.max_dp = max(p["max_dp"] for p in parts)
 
     def result(self) -> dict[str, float]:
+        self._settle()
         out = {}
         if self.tokens:
             out["mismatch/k3_kl"] = self.k3_sum / self.tokens

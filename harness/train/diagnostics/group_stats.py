@@ -82,17 +82,18 @@ def group_records(ep: Episode, adv: torch.Tensor, mask: torch.Tensor | None, ste
     p = k.double() / G
     extreme = (p < P_LOW) | (p > P_HIGH)
     total = float(abs_adv.sum())
+    ks, ps, stds, sames, sums = k.tolist(), p.tolist(), std.tolist(), same.tolist(), abs_adv.tolist()  # one read each
     records = [
         {
             "step": int(step),
             "group": i,
             "difficulty": prob.difficulty,
             "G": G,
-            "k": int(k[i]),
-            "p": float(p[i]),
+            "k": int(ks[i]),
+            "p": float(ps[i]),
             "reward_mean": float(r[i].mean()),
-            "reward_std": float(0.0 if same[i] else std[i]),
-            "abs_adv_sum": float(abs_adv[i]),
+            "reward_std": float(0.0 if sames[i] else stds[i]),
+            "abs_adv_sum": float(sums[i]),
         }
         for i, prob in enumerate(ep.problems)
     ]

@@ -7,6 +7,7 @@ from collections import defaultdict
 import torch
 
 from harness.objective.aggregation import token_weights
+from harness.objective.deferred import read
 from harness.train.core.episode import Episode
 
 
@@ -52,17 +53,28 @@ class UpdateMetrics:
     """
 
     def __init__(self):
+        self.pending: list[tuple[dict, object, dict | None]] = []  # add()'s arguments, still on the device
         self.sums: dict[str, float] = defaultdict(float)
         self.weights: dict[str, float] = defaultdict(float)
         self.maxes: dict[str, float] = {}
         self.loss_sums: dict[str, float] = defaultdict(float)
         self.minibatches = 0
 
-    def add(self, metrics: dict[str, float], tokens: float, weights: dict[str, float] | None = None) -> None:
+    def add(self, metrics: dict, tokens, weights: dict[str, float] | None = None) -> None:
         """One micro-batch's metrics; each mean weighs `tokens` (its response tokens) unless `weights` gives
         the metric its own (the number of sequences, for a mean over sequences): then the merged value is the
         mean over the whole batch, however it was cut into micro-batches or processes. A mean with weight 0
-        (a micro-batch with no token) and a NaN maximum add nothing."""
+        (a micro-batch with no token) and a NaN maximum add nothing. Values (and tokens) may be left on the
+        device (objective/deferred.py): they are read, all at once, by `settle` (`result` settles)."""
+        self.pending.append((metrics, tokens, weights))
+
+    def settle(self) -> None:
+        """Read what `add` held from the device in one copy, and combine it in the order it came."""
+        for metrics, tokens, weights in read(self.pending):
+            self._combine(metrics, tokens, weights)
+        self.pending = []
+
+    def _combine(self, metrics: dict[str, float], tokens: float, weights: dict[str, float] | None) -> None:
         for k, v in metrics.items():
             v = float(v)
             w = (weights or {}).get(k, tokens)
@@ -85,6 +97,7 @@ class UpdateMetrics:
         denominators); every process went through the same mini-batches."""
         out = cls()
         for p in parts:
+            p.settle()
             for k, v in p.sums.items():
                 out.sums[k] += v
                 out.weights[k] += p.weights[k]
@@ -96,6 +109,7 @@ class UpdateMetrics:
         return out
 
     def result(self) -> dict[str, float]:
+        self.settle()
         out = {k: self.sums[k] / self.weights[k] for k in self.sums if self.weights[k] > 0}
         out.update(self.maxes)
         out.update({k: v / max(self.minibatches, 1) for k, v in self.loss_sums.items()})

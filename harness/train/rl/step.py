@@ -128,14 +128,14 @@ class RLTrainer(Trainer):
                 "perf/train_tokens_per_s": n_tok * tr.inner_epochs / max(t_update, 1e-9),
             }
         )
-        G = tr.group_size
+        G, rewards = tr.group_size, ep.rewards.tolist()
         return [
             {
                 "step": step,
                 "prompt": p.prompt,
                 "difficulty": p.difficulty,
                 "completion": ep.rollout.texts[i * G],
-                "reward": float(ep.rewards[i * G]),
+                "reward": float(rewards[i * G]),
                 "correct": bool(ep.scores[i * G].correct),
             }
             for i, p in enumerate(ep.problems[: tr.samples_to_log])

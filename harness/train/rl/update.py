@@ -8,9 +8,11 @@ and its components, harness/train/core/components.py) takes each optimizer step 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from harness.objective.aggregation import batch_denominators
+from harness.objective.deferred import read, scalar
 from harness.objective.policy import SEQUENCE_MEAN_METRICS
 from harness.objective.ratios import is_sequence_level
 from harness.parallel import all_reduce_grads, gather_objects, is_sharded, set_gradient_sync, shard, world
@@ -20,19 +22,18 @@ from harness.train.core.components import (
     Trained,
     clip_and_step,
     finite_everywhere,
-    nonfinite_message,
 )
 from harness.train.core.forward import forward_loss, pad_backward
 from harness.train.core.mismatch import MismatchStats
 from harness.train.diagnostics.metrics import UpdateMetrics
 
 
-def per_sequence(obj, mask: torch.Tensor, metrics: dict) -> dict[str, float]:
+def per_sequence(obj, part: Batch, metrics: dict) -> dict[str, float]:
     """The metrics that are means over sequences (those of a sequence-level ratio: GSPO's clip fractions and
     ratio mean, objective/policy.py), each weighted by the micro-batch's sequences with a token."""
     if not is_sequence_level(obj.ratio):
         return {}
-    n = float(((mask > 0).sum(-1) > 0).sum())
+    n = float(sum(k > 0 for k in part.mask_lens))  # from the batch's row lengths
     return {k: n for k in SEQUENCE_MEAN_METRICS if k in metrics}
 
 
@@ -75,6 +76,7 @@ def policy_update(
             frozen = () if update_policy else (policy.name,)
             grad_norms.append(clip_and_step(trained, tr.grad_clip, f"(epoch {epoch}, mini-batch {m})", frozen))
             acc.end_minibatch()
+    acc.settle()  # the step's metrics read from the device, once
     out = (UpdateMetrics.merged(gather_objects(acc)) if world() > 1 else acc).result()
     out["grad/norm"] = sum(grad_norms) / len(grad_norms)
     out["grad/norm_max"] = max(grad_norms)
@@ -93,14 +95,17 @@ def _backward_shard(
     policy: Trained, components, mb: Batch, cfg, pad_id, single_pass, mismatch, acc: UpdateMetrics, at
 ) -> str | None:
     """Forward and backward of this process's rows of the mini-batch `mb`, micro-batch by micro-batch, their
-    gradients accumulated (on N processes summed after: the caller); their metrics into `acc`. Returns what
-    was not finite in a loss, or None. FSDP (a sharded module): every process runs as many micro-batches
-    (pads of zero weight where it has fewer rows) and reduce-scatters at its last backward."""
+    gradients accumulated (on N processes summed after: the caller); their metrics into `acc`, left on the
+    device. Nothing here waits on the device: the denominators and packing widths come from the batch's row
+    lengths (read once a step), and the losses are checked once, after the last backward. Returns what was not
+    finite in a loss, or None (the first such micro-batch's; but under FSDP the rollout/train mismatch then keeps
+    only the micro-batches up to it, as when the loop stopped there). FSDP (a sharded module): every process runs as many
+    micro-batches (pads of zero weight where it has fewer rows) and reduce-scatters at its last backward."""
     trained = [policy, *components]
     lockstep = any(is_sharded(t.module) for t in trained)
-    num_seqs, num_tokens = batch_denominators(mb.mask)  # of the whole mini-batch
+    num_seqs, num_tokens = mb.denominators()  # of the whole mini-batch
     parts = mb.my_micro_batches(cfg.train.micro_batch_size, lockstep)  # None: a pad
-    s, bad = shard(len(mb)).start, None
+    s, losses = shard(len(mb)).start, []
     for i, part in enumerate(parts):
         for t in trained:
             set_gradient_sync(t.module, i == len(parts) - 1)
@@ -108,12 +113,23 @@ def _backward_shard(
             pad_backward(policy.module, components, mb.rows([0]), cfg, pad_id, num_seqs, num_tokens)
             continue
         where = f"(epoch {at[0]}, mini-batch {at[1]}, rows {s}..{s + len(part) - 1})"
+        fed = mismatch.mark() if mismatch is not None else 0
         loss, metrics = forward_loss(
             policy.module, components, part, cfg, pad_id, single_pass, mismatch, num_seqs, num_tokens
         )
-        if bad is None and (bad := nonfinite_message("loss/policy", loss, where)) is not None and not lockstep:
-            break
-        loss.backward()  # FSDP with a bad loss: the backward still runs in step; the update is refused after
-        acc.add(metrics, float(part.mask.sum()), per_sequence(cfg.objective, part.mask, metrics))
+        loss.backward()  # a bad loss: the update is refused after (its gradient is cleared unused)
+        losses.append((scalar(loss), where, mismatch.mark() if mismatch is not None else fed))
+        acc.add(metrics, scalar(part.mask.sum()), per_sequence(cfg.objective, part, metrics))
         s += len(part)
-    return bad
+    return _first_bad_loss(losses, mismatch, lockstep)
+
+
+def _first_bad_loss(losses: list, mismatch: MismatchStats | None, lockstep: bool) -> str | None:
+    """(loss, where, mismatch mark) of each micro-batch -> the first non-finite loss's message, or None; the losses
+    read from the device in one copy."""
+    for value, where, fed in read(losses):
+        if not math.isfinite(value):
+            if mismatch is not None and not lockstep:
+                mismatch.drop_after(fed)
+            return f"loss/policy is {value} {where}".rstrip()
+    return None
