@@ -16,6 +16,7 @@ import pytest
 from faults_helpers import file_steps
 
 from harness.cli import main
+from harness.objective.modes import KINDS
 
 SAMPLE = "results/data/gsm8k_sample"
 M = "tests.tasks.user_rewards"
@@ -129,7 +130,11 @@ def test_a_plugin_function_that_exits_at_run_time_stops_the_run(tmp_path, capsys
     (tmp_path / "plugin_exits_at_run_time.py").write_text(PLUGIN_EXITS_AT_RUN_TIME)
     monkeypatch.syspath_prepend(str(tmp_path))
     plugin = ["objective.plugins=[plugin_exits_at_run_time]", "objective.baseline=exits_at_run_time"]
-    assert main(dataset_args(tmp_path, "[gsm8k]", *plugin)) == 1
+    try:
+        assert main(dataset_args(tmp_path, "[gsm8k]", *plugin)) == 1
+    finally:  # the registry is the process's: later tests list the baselines without this one
+        KINDS["baseline"].unregister("exits_at_run_time")
+        sys.modules.pop("plugin_exits_at_run_time", None)
     err = last_line(capsys)
     assert (
         err.startswith("harness: UserCodeExit: sys.exit(0) was called at ") and "plugin_exits_at_run_time.py:7" in err
