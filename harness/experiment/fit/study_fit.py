@@ -1,0 +1,159 @@
+"""A study's fits: per run (arm x seed), per arm (its seeds pooled), and every arm against a reference.
+
+Refusals (the row's `status` = refused, `reason` says why, naming the arm and the seed): fewer than
+MIN_POINTS evals after the first, a flat curve, no rise (the later half's mean not above the first eval,
+or a curve that falls with log compute), a run whose records lack the compute axis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from harness.experiment.fit.bootstrap import Pool, intervals, paired, resampling
+from harness.experiment.fit.data import NoCompute, RunCurve, read_curve
+from harness.experiment.fit.sigmoid import Fit
+from harness.experiment.results import load_index
+from harness.experiment.study import StudyError
+
+MIN_POINTS = 4  # evals after the first: three parameters need at least one more point
+
+
+def refusal(c: RunCurve) -> str | None:
+    """Why a curve cannot carry a fit, or None."""
+    n = int((c.compute > 0).sum())
+    if n < MIN_POINTS:
+        return f"too few points: {n} eval(s) after the first, {MIN_POINTS} needed"
+    y, r0 = c.y[c.compute > 0], float(c.y[0])
+    if np.ptp(c.y) == 0:
+        return f"flat: every eval is {r0:g}"
+    later = y[len(y) // 2 :].mean()
+    if later <= r0:
+        return f"no rise: the later evals' mean {later:.4g} is not above the first eval {r0:.4g}"
+    slope = np.polyfit(np.log(c.compute[c.compute > 0]), y, 1)[0]
+    if slope <= 0:
+        return f"no rise: the evals fall with log compute (slope {slope:.3g} per e-fold)"
+    return None
+
+
+@dataclass
+class Options:
+    metric: str = "eval/pass_at_1"
+    compute: str = "generated_tokens"
+    params: float | None = None
+    n_boot: int = 1000
+    level: float = 0.95
+    seed: int = 0
+    reference: str | None = None
+
+
+@dataclass
+class StudyFit:
+    """The table's rows, the comparison's rows, and each arm's pool and fits (for the figure)."""
+
+    rows: list[dict] = field(default_factory=list)
+    compare: list[dict] = field(default_factory=list)
+    pools: dict[str, Pool] = field(default_factory=dict)
+    fits: dict[str, tuple[Fit, Fit | None]] = field(default_factory=dict)
+
+
+def extrapolation(pool: Pool) -> tuple[dict, Fit | None]:
+    """Fit on the first half of the compute (C <= max / 2), predict the rest: RMSE and signed mean error."""
+    c, _, _ = pool.points(half=True)
+    if len(c) < MIN_POINTS:
+        return {"extrap_note": f"{len(c)} eval(s) in the first half of the compute, {MIN_POINTS} needed"}, None
+    half = pool.fit(half=True)
+    call, y, _ = pool.points()
+    late = call > call.max() / 2
+    if not late.any():
+        return {"extrap_note": "no eval in the second half of the compute"}, None
+    err = half(call[late]) - y[late]
+    row = {
+        "extrap_points": int(late.sum()),
+        "extrap_rmse": float(np.sqrt(np.mean(err**2))),
+        "extrap_mean_error": float(np.mean(err)),
+        "extrap_a": half.a,
+    }
+    return row, half
+
+
+def fit_row(pool: Pool, opts: Options, rng) -> tuple[dict, Fit, Fit | None]:
+    """One fitted row (a run or an arm): the parameters, their intervals, the extrapolation check."""
+    fit = pool.fit()
+    ci = intervals(pool, fit, opts.n_boot, opts.level, rng)
+    row = {"status": "fit", "reason": "", "points": fit.n, "R0": fit.r0, "A": fit.a, "B": fit.b, "C_mid": fit.c_mid}
+    for k, name in (("a", "A"), ("b", "B"), ("c_mid", "C_mid")):
+        row[f"{name}_lo"], row[f"{name}_hi"] = ci[k]
+    row.update({"rmse": fit.rmse, "resampled": resampling(pool)})
+    ex, half = extrapolation(pool)
+    row.update(ex)
+    return row, fit, half
+
+
+def _curves(study_dir: Path, opts: Options) -> tuple[dict, list[dict]]:
+    """arm -> {seed: (cell, RunCurve or the refusal)}, and the cells."""
+    _, cells = load_index(study_dir)
+    arms: dict[str, dict] = {}
+    for cell in cells:
+        arm = cell.get("variant") or cell["id"]
+        try:
+            c: RunCurve | str = read_curve(cell["run_dir"], opts.metric, opts.compute, opts.params)
+            reason = refusal(c)
+        except NoCompute as err:
+            reason = str(err)
+        except (OSError, ValueError) as err:  # a missing or unreadable run folder
+            reason = f"no records: {err}"
+        arms.setdefault(arm, {})[cell.get("seed")] = (cell["id"], reason or c)
+    return arms, cells
+
+
+def _base(arm: str, seed, cell: str, opts: Options) -> dict:
+    return {"level": "run" if cell else "arm", "arm": arm, "seed": seed, "cell": cell, "metric": opts.metric}
+
+
+def fit_arm(arm: str, runs: dict, opts: Options, out: StudyFit, rng) -> None:
+    """The rows of one arm: each seed's, then the pooled one."""
+    bounded = opts.metric.startswith("eval/pass_at")
+    ok = {}
+    for seed, (cell, c) in runs.items():
+        base = {**_base(arm, seed, cell, opts), "compute": opts.compute}
+        if isinstance(c, str):
+            out.rows.append({**base, "status": "refused", "reason": f"{arm}, seed {seed}: {c}"})
+            continue
+        ok[seed] = c
+        out.rows.append({**base, **fit_row(Pool([seed], [c], bounded), opts, rng)[0]})
+    base = {**_base(arm, "all", "", opts), "compute": opts.compute, "seeds": len(ok)}
+    if not ok:
+        out.rows.append({**base, "status": "refused", "reason": f"{arm}: every seed refused"})
+        return
+    pool = Pool(list(ok), list(ok.values()), bounded)
+    row, fit, half = fit_row(pool, opts, rng)
+    out.rows.append({**base, **row})
+    out.pools[arm], out.fits[arm] = pool, (fit, half)
+
+
+def fit_study(study_dir: str | Path, opts: Options) -> StudyFit:
+    """Every run's and arm's fit, and every arm against the reference (default: the first arm fitted)."""
+    rng = np.random.default_rng(opts.seed)
+    arms, _ = _curves(Path(study_dir), opts)
+    if opts.reference is not None and opts.reference not in arms:
+        raise StudyError(f"--reference {opts.reference!r} is not an arm of the study (arms: {sorted(arms)})")
+    out = StudyFit()
+    for arm, runs in arms.items():
+        fit_arm(arm, runs, opts, out, rng)
+    ref = opts.reference or next(iter(out.pools), None)
+    if ref is not None and ref not in out.pools:
+        out.compare.append({"arm": "", "reference": ref, "note": f"reference arm {ref!r} has no fit"})
+        return out
+    for arm, pool in out.pools.items():
+        if arm != ref:
+            row = paired(pool, out.pools[ref], opts.n_boot, opts.level, rng)
+            out.compare.append({"arm": arm, "reference": ref, "metric": opts.metric, "compute": opts.compute, **row})
+    return out
+
+
+def finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
