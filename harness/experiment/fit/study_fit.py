@@ -58,6 +58,7 @@ class StudyFit:
     compare: list[dict] = field(default_factory=list)
     pools: dict[str, Pool] = field(default_factory=dict)
     fits: dict[str, tuple[Fit, Fit | None]] = field(default_factory=dict)
+    refused: dict[str, list[RunCurve]] = field(default_factory=dict)  # arm -> its refused runs' curves
 
 
 def extrapolation(pool: Pool) -> tuple[dict, Fit | None]:
@@ -94,19 +95,20 @@ def fit_row(pool: Pool, opts: Options, rng) -> tuple[dict, Fit, Fit | None]:
 
 
 def _curves(study_dir: Path, opts: Options) -> tuple[dict, list[dict]]:
-    """arm -> {seed: (cell, RunCurve or the refusal)}, and the cells."""
+    """arm -> {seed: (cell, RunCurve or None, the refusal or None)}, and the cells."""
     _, cells = load_index(study_dir)
     arms: dict[str, dict] = {}
     for cell in cells:
         arm = cell.get("variant") or cell["id"]
+        c: RunCurve | None = None
         try:
-            c: RunCurve | str = read_curve(cell["run_dir"], opts.metric, opts.compute, opts.params)
+            c = read_curve(cell["run_dir"], opts.metric, opts.compute, opts.params)
             reason = refusal(c)
         except NoCompute as err:
             reason = str(err)
         except (OSError, ValueError) as err:  # a missing or unreadable run folder
             reason = f"no records: {err}"
-        arms.setdefault(arm, {})[cell.get("seed")] = (cell["id"], reason or c)
+        arms.setdefault(arm, {})[cell.get("seed")] = (cell["id"], c, reason)
     return arms, cells
 
 
@@ -118,10 +120,12 @@ def fit_arm(arm: str, runs: dict, opts: Options, out: StudyFit, rng) -> None:
     """The rows of one arm: each seed's, then the pooled one."""
     bounded = opts.metric.startswith("eval/pass_at")
     ok = {}
-    for seed, (cell, c) in runs.items():
+    for seed, (cell, c, reason) in runs.items():
         base = {**_base(arm, seed, cell, opts), "compute": opts.compute}
-        if isinstance(c, str):
-            out.rows.append({**base, "status": "refused", "reason": f"{arm}, seed {seed}: {c}"})
+        if reason:
+            out.rows.append({**base, "status": "refused", "reason": f"{arm}, seed {seed}: {reason}"})
+            if c is not None:
+                out.refused.setdefault(arm, []).append(c)
             continue
         ok[seed] = c
         out.rows.append({**base, **fit_row(Pool([seed], [c], bounded), opts, rng)[0]})
@@ -157,3 +161,37 @@ def fit_study(study_dir: str | Path, opts: Options) -> StudyFit:
 
 def finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _interval(row: dict, k: str, fmt: str) -> str:
+    lo, hi = row.get(f"{k}_lo"), row.get(f"{k}_hi")
+    ci = f" [{lo:{fmt}}, {hi:{fmt}}]" if finite(lo) and finite(hi) else ""
+    return f"{row[k]:{fmt}}{ci}"
+
+
+def format_fits(sf: StudyFit) -> str:
+    """The arms' fits and the comparison, as printed by `harness fit` (every row is in fit.csv)."""
+    lines = []
+    for r in sf.rows:
+        if r["level"] != "arm":
+            continue
+        if r["status"] != "fit":
+            lines.append(f"{r['arm']}: refused -- {r['reason']}")
+            continue
+        ex = f"{r['extrap_rmse']:.4f} over {r['extrap_points']}" if finite(r.get("extrap_rmse")) else r["extrap_note"]
+        lines.append(
+            f"{r['arm']} ({r['seeds']} seeds, resampled {r['resampled']}): A {_interval(r, 'A', '.4f')}, "
+            f"B {_interval(r, 'B', '.3f')}, C_mid {_interval(r, 'C_mid', '.3g')}; extrapolation RMSE {ex}"
+        )
+    refused = [r["reason"] for r in sf.rows if r["level"] == "run" and r["status"] != "fit"]
+    lines += [f"  refused: {x}" for x in refused]
+    for c in sf.compare:
+        if "d_a" not in c:
+            lines.append(f"{c.get('arm')} vs {c.get('reference')}: {c.get('note')}")
+            continue
+        lines.append(
+            f"{c['arm']} - {c['reference']} ({c['seeds']} paired seeds, resampled {c['resampled']}): "
+            f"dA {_interval(c, 'd_a', '+.4f')}, dB {_interval(c, 'd_b', '+.3f')}, "
+            f"dlog10 C_mid {_interval(c, 'd_log10_c_mid', '+.3f')}"
+        )
+    return "\n".join(lines)
