@@ -1,12 +1,11 @@
 """A run's eval curve against its cumulative training compute, read from its folder.
 
 The trainer logs per step (metrics.jsonl) what each compute axis needs:
-    generated_tokens  perf/generated_tokens (the rollout's response tokens; older runs:
-                      perf/rollout_tokens_per_s x perf/rollout_seconds, the same number)
-    trained_tokens    perf/trained_tokens (response tokens x train.inner_epochs through the update;
-                      older runs: perf/train_tokens_per_s x perf/update_seconds)
+    generated_tokens  perf/rollout_tokens_per_s x perf/rollout_seconds: the response tokens of the
+                      step's batch (under dynamic sampling, groups the filter dropped are not counted)
+    trained_tokens    perf/train_tokens_per_s x perf/update_seconds: those tokens x train.inner_epochs
     flops             6 N x trained tokens + 2 N x generated tokens, N = the model's parameters
-                      (summary.json `model_params`, or --params): the forward+backward of training
+                      (--params, else the model of config.yaml built on the meta device): the forward+backward of training
                       and the forward of sampling, prompts, attention and the reference's forwards left out
     wall_seconds      the steps' own seconds (perf/step_seconds less perf/eval_seconds): evals and
                       checkpoint writes are no training compute
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.experiment.fit.params import model_params
 from harness.experiment.results import read_jsonl
 from harness.experiment.study import StudyError
 
@@ -53,16 +53,14 @@ class RunCurve:
 
 def _product(rec: dict, rate: str, seconds: str) -> float | None:
     if rate in rec and seconds in rec:
-        return float(rec[rate]) * float(rec[seconds])
+        return float(round(float(rec[rate]) * float(rec[seconds])))  # integer counts: undo the rate's rounding
     return None
 
 
 def _tokens(rec: dict, kind: str) -> float | None:
     if kind == "generated":
-        v = rec.get("perf/generated_tokens")
-        return float(v) if v is not None else _product(rec, "perf/rollout_tokens_per_s", "perf/rollout_seconds")
-    v = rec.get("perf/trained_tokens")
-    return float(v) if v is not None else _product(rec, "perf/train_tokens_per_s", "perf/update_seconds")
+        return _product(rec, "perf/rollout_tokens_per_s", "perf/rollout_seconds")
+    return _product(rec, "perf/train_tokens_per_s", "perf/update_seconds")
 
 
 def step_compute(rec: dict, axis: str, params: float | None) -> float | None:
@@ -81,12 +79,8 @@ def step_compute(rec: dict, axis: str, params: float | None) -> float | None:
 
 
 def _model_params(run: Path, params: float | None) -> float | None:
-    if params is not None:
-        return params
-    try:
-        return float(json.loads((run / "summary.json").read_text())["model_params"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    """--params, else the run's model built from its config.yaml on the meta device."""
+    return params if params is not None else model_params(run)
 
 
 def _per_prompt(run: Path, steps: list[int]) -> np.ndarray | None:
@@ -109,7 +103,7 @@ def read_curve(run: str | Path, metric: str, axis: str, params: float | None = N
     records = read_jsonl(run / "metrics.jsonl")
     n_params = _model_params(run, params) if axis == "flops" else None
     if axis == "flops" and n_params is None:
-        raise NoCompute("flops need the model's parameter count: summary.json has no model_params; pass --params N")
+        raise NoCompute("flops need the model's parameter count: config.yaml does not give it; pass --params N")
     cum, steps, compute, y = 0.0, [], [], []
     for rec in sorted(records, key=lambda r: r.get("step", 0)):
         if metric in rec:
