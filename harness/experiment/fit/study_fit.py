@@ -2,7 +2,8 @@
 
 Refusals (the row's `status` = refused, `reason` says why, naming the arm and the seed): fewer than
 MIN_POINTS evals after the first, a flat curve, no rise (the later half's mean not above the first eval,
-or a curve that falls with log compute), a run whose records lack the compute axis.
+or a curve that falls with log compute by more than twice its slope's standard error), a run whose
+records lack the compute axis.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def refusal(c: RunCurve) -> str | None:
     later = y[len(y) // 2 :].mean()
     if later <= r0:
         return f"no rise: the later evals' mean {later:.4g} is not above the first eval {r0:.4g}"
-    slope = np.polyfit(np.log(c.compute[c.compute > 0]), y, 1)[0]
-    if slope <= 0:
+    (slope, _), cov = np.polyfit(np.log(c.compute[c.compute > 0]), y, 1, cov=True)
+    if slope + 2 * np.sqrt(max(cov[0, 0], 0.0)) < 0:  # falls beyond its noise (a saturated curve does not)
         return f"no rise: the evals fall with log compute (slope {slope:.3g} per e-fold)"
     return None
 
