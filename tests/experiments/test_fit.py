@@ -159,7 +159,9 @@ def test_fits_are_logged_to_mlflow_on_the_cells_and_the_study_run(tmp_path, monk
     flat = client.get_run((d / "runs" / "arm=flat__seed=1" / RUN_ID_FILE).read_text())
     assert flat.data.tags["fit/status"].startswith("refused: arm=flat, seed 1: flat")
     parent = client.get_run((d / "mlflow_study_run_id").read_text())
-    assert math.isfinite(parent.data.metrics["fit/arm_grpo/A"]) and "fit/arm_dapo_vs_arm_grpo/d_a" in parent.data.metrics
+    assert (
+        math.isfinite(parent.data.metrics["fit/arm_grpo/A"]) and "fit/arm_dapo_vs_arm_grpo/d_a" in parent.data.metrics
+    )
     arts = {a.path for a in client.list_artifacts(parent.info.run_id, "fit")}
     assert arts == {"fit/fit.csv", "fit/fit_compare.csv", "fit/fit.png"}
 
