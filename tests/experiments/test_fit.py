@@ -195,3 +195,14 @@ def test_bad_eval_spacing_is_refused_before_a_model_loads(overrides, says):
     with pytest.raises(ConfigError) as err:
         load_config(SMOKE, overrides)
     assert says in str(err.value)
+
+
+def test_a_study_of_one_arm_writes_a_comparison_of_nothing(tmp_path, capsys):
+    d = tmp_path / "one"
+    d.mkdir()
+    write_study(d, {"grpo": {**TRUTH, "c_mid": 30 * TOKENS_PER_STEP}}, seeds=(1,), steps=128, eval_steps=STEPS.tolist())
+    assert main(["fit", str(d), "--no-mlflow", "--bootstrap", "100"]) == 0
+    cmp = pd.read_csv(d / "fit_compare.csv")
+    assert len(cmp) == 0 and {"arm", "reference", "d_a"} <= set(cmp.columns)
+    row = pd.read_csv(d / "fit.csv").query("level == 'arm'").iloc[0]
+    assert row.resampled == "prompts" and row.A_lo < row.A < row.A_hi  # one seed: the prompts alone

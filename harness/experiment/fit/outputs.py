@@ -21,6 +21,7 @@ from harness.tracking.store import client_for, retry_locked
 DEFAULT = Options()
 FIT_KEYS = ("R0", "A", "A_lo", "A_hi", "B", "B_lo", "B_hi", "C_mid", "C_mid_lo", "C_mid_hi", "rmse", "points")
 EXTRAP_KEYS = ("extrap_points", "extrap_rmse", "extrap_mean_error")
+COMPARE_COLUMNS = ["arm", "reference", "metric", "compute", "seeds", "resampled", "d_a", "d_a_lo", "d_a_hi", "d_b"]
 
 
 def stem(opts: Options) -> str:
@@ -31,17 +32,19 @@ def stem(opts: Options) -> str:
 
 
 def title(study: dict, sf: StudyFit, opts: Options) -> str:
-    arms = list(dict.fromkeys(r["arm"] for r in sf.rows))
+    arms = " vs ".join(dict.fromkeys(r["arm"] for r in sf.rows))
+    arms = arms if len(arms) <= 90 else arms[:87] + "..."
     return (
-        f"{study.get('name')} ({study.get('scale')}): {' vs '.join(arms)}\n"
+        f"{study.get('name')} ({study.get('scale')}): {arms}\n"
         f"{opts.metric} vs cumulative {opts.compute}, fitted R = R0 + (A - R0) / (1 + (C_mid / C)^B)"
     )
 
 
-def _csv(rows: list[dict], path: Path) -> Path:
+def _csv(rows: list[dict], path: Path, columns: list[str] | None = None) -> Path:
+    """The rows as a CSV; with none, the header alone (a study of one arm compares nothing)."""
     import pandas as pd
 
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=columns or [])
     atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
     return path
 
@@ -53,7 +56,10 @@ def write_outputs(study_dir: str | Path, sf: StudyFit, opts: Options, out: str |
     out.mkdir(parents=True, exist_ok=True)
     study, _ = load_index(d)
     name = stem(opts)
-    paths = {"table": _csv(sf.rows, out / f"{name}.csv"), "compare": _csv(sf.compare, out / f"{name}_compare.csv")}
+    paths = {
+        "table": _csv(sf.rows, out / f"{name}.csv"),
+        "compare": _csv(sf.compare, out / f"{name}_compare.csv", COMPARE_COLUMNS),
+    }
     paths["figure"] = draw(sf, out / f"{name}.png", title(study, sf, opts), opts.metric, opts.compute)
     return paths
 
