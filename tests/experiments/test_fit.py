@@ -20,7 +20,7 @@ from harness.config import ConfigError, load_config  # noqa: E402
 from harness.experiment.fit.bootstrap import Pool, intervals  # noqa: E402
 from harness.experiment.fit.data import RunCurve, read_curve  # noqa: E402
 from harness.experiment.fit.sigmoid import curve, fit_points  # noqa: E402
-from harness.experiment.fit.study_fit import Options, fit_study, refusal  # noqa: E402
+from harness.experiment.fit.study_fit import Options, at_bound, fit_study, refusal  # noqa: E402
 from harness.train.eval.evaluate import is_eval_step  # noqa: E402
 
 TRUTH = {"r0": 0.2, "a": 0.6, "b": 1.5, "c_mid": 30.0}
@@ -69,6 +69,13 @@ def test_degenerate_curves_are_refused_with_the_reason():
     bump = RunCurve(STEPS, STEPS.astype(float), np.array([0.2, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.22]))
     assert refusal(bump).startswith("no rise: the evals fall")
     assert refusal(_curve(rng)) is None
+    noisy = RunCurve(STEPS, STEPS.astype(float), np.array([0.2, 0.26, 0.15, 0.24, 0.17, 0.27, 0.16, 0.26, 0.15]))
+    assert refusal(noisy).startswith("no rise")
+    prompts = np.tile(np.r_[0.2, 0.21, 0.2, 0.22, 0.21, 0.2, 0.22, 0.21, 0.22][:, None], (1, 16))
+    prompts[:, ::2] += np.where(np.arange(9) > 0, 0.3, 0.0)[:, None]  # half the prompts rise, half fall
+    prompts[:, 1::2] -= np.where(np.arange(9) > 0, 0.29, 0.0)[:, None]
+    split = RunCurve(STEPS, STEPS.astype(float), prompts.mean(1), prompts)
+    assert refusal(split).startswith("no rise beyond noise")  # paired over the prompts: +0.01 +- 0.07
 
 
 def test_the_compute_axes_are_read_from_the_run_records(tmp_path):
@@ -98,7 +105,7 @@ def test_fit_study_rows_refusals_and_paired_comparison(tmp_path):
     rows = pd.DataFrame(sf.rows)
     assert len(rows) == 12  # 3 arms x (3 seeds + the pooled arm)
     grpo = rows[(rows.arm == "arm=grpo") & (rows.level == "arm")].iloc[0]
-    assert grpo.status == "fit" and grpo.resampled == "seeds+prompts" and grpo.seeds == 3
+    assert grpo.status == "fit" and grpo.resampled == "seeds+prompts" and grpo.seeds == 3 and not grpo.at_bound
     assert grpo.A_lo <= TRUTH["a"] <= grpo.A_hi and grpo.A_lo < grpo.A < grpo.A_hi
     assert grpo.extrap_points == 3 and grpo.extrap_rmse < 0.05  # seeds' last evals, beyond half the compute
     flat = rows[rows.arm == "arm=flat"]
@@ -206,3 +213,13 @@ def test_a_study_of_one_arm_writes_a_comparison_of_nothing(tmp_path, capsys):
     assert len(cmp) == 0 and {"arm", "reference", "d_a"} <= set(cmp.columns)
     row = pd.read_csv(d / "fit.csv").query("level == 'arm'").iloc[0]
     assert row.resampled == "prompts" and row.A_lo < row.A < row.A_hi  # one seed: the prompts alone
+
+
+def test_a_parameter_the_data_cannot_pin_is_flagged_at_its_bound():
+    """A step between two evals: any B steeper than the evals can resolve fits it, so B ends on its bound."""
+    c = np.concatenate([[0.0], np.geomspace(1, 1000, 8)])
+    y = np.where(c > 10, 0.6, 0.2)
+    pool = Pool([1], [RunCurve(np.arange(9), c, y)], True)
+    assert at_bound(pool.fit(), pool) == "B"
+    smooth = Pool([1], [_curve(np.random.default_rng(0), noise=0.005)], True)
+    assert at_bound(smooth.fit(), smooth) == ""

@@ -2,7 +2,7 @@
 
 Refusals (the row's `status` = refused, `reason` says why, naming the arm and the seed): fewer than
 MIN_POINTS evals after the first, a flat curve, no rise (the later half's mean not above the first eval,
-or a curve that falls with log compute by more than twice its slope's standard error), a run whose
+or not by twice its standard error, or a curve that falls with log compute by more than twice its slope's standard error), a run whose
 records lack the compute axis.
 """
 
@@ -23,6 +23,19 @@ from harness.experiment.study import StudyError
 MIN_POINTS = 4  # evals after the first: three parameters need at least one more point
 
 
+def rise_and_se(c: RunCurve) -> tuple[float, float]:
+    """The later half of the evals' mean minus the first eval, and its standard error: over the prompts when
+    the run saved per-prompt scores (each prompt's later mean minus its first: paired), else over the later
+    evals' spread (which holds the curve's own trend too: conservative)."""
+    pos = np.flatnonzero(c.compute > 0)
+    later = pos[len(pos) // 2 :]
+    if c.prompts is not None:
+        d = c.prompts[later].mean(0) - c.prompts[0]
+        return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
+    y = c.y[later]
+    return float(y.mean() - c.y[0]), float(y.std(ddof=1) / np.sqrt(len(y)))
+
+
 def refusal(c: RunCurve) -> str | None:
     """Why a curve cannot carry a fit, or None."""
     n = int((c.compute > 0).sum())
@@ -34,6 +47,9 @@ def refusal(c: RunCurve) -> str | None:
     later = y[len(y) // 2 :].mean()
     if later <= r0:
         return f"no rise: the later evals' mean {later:.4g} is not above the first eval {r0:.4g}"
+    rise, se = rise_and_se(c)
+    if rise < 2 * se:
+        return f"no rise beyond noise: the later evals' mean is {rise:+.4g} over the first eval, +-{se:.2g} (1 se)"
     (slope, _), cov = np.polyfit(np.log(c.compute[c.compute > 0]), y, 1, cov=True)
     if slope + 2 * np.sqrt(max(cov[0, 0], 0.0)) < 0:  # falls beyond its noise (a saturated curve does not)
         return f"no rise: the evals fall with log compute (slope {slope:.3g} per e-fold)"
@@ -82,6 +98,17 @@ def extrapolation(pool: Pool) -> tuple[dict, Fit | None]:
     return row, half
 
 
+def at_bound(fit: Fit, pool: Pool) -> str:
+    """The parameters the fit left on the edge of its box (docs/fit.md): the data do not pin them down."""
+    b = pool.bounds()
+    edges = {
+        "A": (fit.a, b.a_lo, b.a_hi),
+        "C_mid": (np.log(fit.c_mid), b.logc_lo, b.logc_hi),
+        "B": (np.log(fit.b), b.logb_lo, b.logb_hi),
+    }
+    return ",".join(k for k, (v, lo, hi) in edges.items() if min(v - lo, hi - v) <= 1e-6 * max(1.0, hi - lo))
+
+
 def fit_row(pool: Pool, opts: Options, rng) -> tuple[dict, Fit, Fit | None]:
     """One fitted row (a run or an arm): the parameters, their intervals, the extrapolation check."""
     fit = pool.fit()
@@ -89,7 +116,7 @@ def fit_row(pool: Pool, opts: Options, rng) -> tuple[dict, Fit, Fit | None]:
     row = {"status": "fit", "reason": "", "points": fit.n, "R0": fit.r0, "A": fit.a, "B": fit.b, "C_mid": fit.c_mid}
     for k, name in (("a", "A"), ("b", "B"), ("c_mid", "C_mid")):
         row[f"{name}_lo"], row[f"{name}_hi"] = ci[k]
-    row.update({"rmse": fit.rmse, "resampled": resampling(pool)})
+    row.update({"rmse": fit.rmse, "resampled": resampling(pool), "at_bound": at_bound(fit, pool)})
     ex, half = extrapolation(pool)
     row.update(ex)
     return row, fit, half
@@ -180,9 +207,10 @@ def format_fits(sf: StudyFit) -> str:
             lines.append(f"{r['arm']}: refused -- {r['reason']}")
             continue
         ex = f"{r['extrap_rmse']:.4f} over {r['extrap_points']}" if finite(r.get("extrap_rmse")) else r["extrap_note"]
+        edge = f"; at the bound of its range, not pinned down by the data: {r['at_bound']}" if r["at_bound"] else ""
         lines.append(
             f"{r['arm']} ({r['seeds']} seeds, resampled {r['resampled']}): A {_interval(r, 'A', '.4f')}, "
-            f"B {_interval(r, 'B', '.3f')}, C_mid {_interval(r, 'C_mid', '.3g')}; extrapolation RMSE {ex}"
+            f"B {_interval(r, 'B', '.3f')}, C_mid {_interval(r, 'C_mid', '.3g')}; extrapolation RMSE {ex}{edge}"
         )
     refused = [r["reason"] for r in sf.rows if r["level"] == "run" and r["status"] != "fit"]
     lines += [f"  refused: {x}" for x in refused]
