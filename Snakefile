@@ -13,6 +13,7 @@ DAG, per study and scale (everything under results/<study>/<scale>/):
                 output = runs/<cell>/summary.json only (written last by the trainer)
       -> eval   `harness eval runs/<cell>` -> runs/<cell>/eval.json (held-out pass@k of the final policy)
       -> summary  summary.csv, one row per cell
+      -> fit      fit.csv, fit_compare.csv, fit.png: R(C) per run and arm (`harness fit`, docs/fit.md)
       -> probe    `harness probe` -> probe.json, when the study file has a `probe:` section: the
                   mechanism measured directly, one update per arm from the warm start (harness/probes/)
       -> figures  analysis/<study>.py when it exists, else the generic figures; logged to MLflow
@@ -169,6 +170,7 @@ rule all:
     input:
         OUT / "summary.csv",
         OUT / "figures",
+        OUT / "fit.csv",
     default_target: True
 
 
@@ -241,6 +243,23 @@ rule summary:
     localrule: True
     shell:
         "{HARNESS} summarize {OUT} --csv {output} > {log} 2>&1"
+
+
+rule fit:
+    """The sigmoid of compute per run and arm, arms compared on A and B (harness/experiment/fit/, docs/fit.md):
+    fit.csv, fit_compare.csv, fit.png. A run or arm whose data cannot carry a fit (too few evals, no rise)
+    is a refused row of fit.csv with its reason, not a failed job."""
+    input:
+        OUT / "summary.csv",
+    output:
+        OUT / "fit.csv",
+        OUT / "fit_compare.csv",
+        report(OUT / "fit.png", category="Figures", labels={"figure": "fit of compute"}),
+    log:
+        OUT / "logs" / "fit.log",
+    localrule: True
+    shell:
+        "{HARNESS} fit {OUT} > {log} 2>&1"
 
 
 rule probe:

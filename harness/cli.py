@@ -13,6 +13,7 @@
     harness tune STUDY_OR_TUNE_YAML [--scale S] [--trials N]   Optuna search
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures, from run folders or MLflow
+    harness fit STUDY [--scale S] [--metric M] [--compute C]   R(C) per run and arm, arms compared on A and B (docs/fit.md)
     harness mlflow-sync [RESULTS_DIR ...]                  finished studies' MLflow runs into the study layout
     harness bench [--models M,..] [--backends hf,vllm] [--steps S] [--lever-sets L] [--trl|--no-trl] ...
                                                          GRPO step-time breakdown, ours vs TRL (harness/bench/)

@@ -1,6 +1,6 @@
 """The experiment layer: studies (ablation grids in experiments/*.yaml), their cells, the files a
 study writes, Optuna tuning, summaries and figures. Commands: `harness grid | tune | summarize |
-probe | figures | mlflow-sync` (cli.py); the Snakefile drives a study's jobs.
+probe | figures | fit | mlflow-sync` (cli.py); the Snakefile drives a study's jobs.
 
     schema.py           the study file's schema (pydantic): every key and value checked, unknown keys rejected
     study.py            Study, Axis, Cell, StudyError: the data the layer passes around
@@ -18,6 +18,7 @@ probe | figures | mlflow-sync` (cli.py); the Snakefile drives a study's jobs.
     regenerate.py       summary.csv + figures from run folders or from MLflow alone (`harness figures`)
     study_runs.py       the study in MLflow: its experiment, its parent run, its cells nested under it, their results
     from_mlflow.py      a study's results folder rebuilt from its MLflow experiment alone
+    fit/                `harness fit`: R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) per run and arm (docs/fit.md)
     figures/            shared pieces of the analysis notebooks (analysis/<study>.py)
     cli.py              the commands above, wired into harness/cli.py
 """

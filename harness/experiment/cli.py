@@ -7,6 +7,8 @@
     harness summarize RESULTS_DIR --figures DIR [--notebook analysis/<study>.py]
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures/, from the run
                                                           folders or from MLflow alone (harness/experiment/regenerate.py)
+    harness fit STUDY [--scale S] [--metric M] [--compute C] [--reference ARM]   the sigmoid of compute per run and
+                                                          arm, arms compared on A and B (harness/experiment/fit/)
     harness mlflow-sync [RESULTS_DIR ...]                 bring finished studies' MLflow experiments to the
                                                           current layout (harness/experiment/study_runs.py)
 
@@ -23,6 +25,9 @@ from pathlib import Path
 from harness.atomic import atomic_write_text
 from harness.experiment import cells_index, describe, load_study, study_dir, write_configs
 from harness.experiment import reproduce as rp
+from harness.experiment.fit.data import COMPUTE_AXES
+from harness.experiment.fit.outputs import log_mlflow, write_outputs
+from harness.experiment.fit.study_fit import Options, fit_study, format_fits
 from harness.experiment.regenerate import regenerate
 from harness.experiment.render import log_cell_evals, make_figures
 from harness.experiment.study import SCALES, StudyError
@@ -32,7 +37,7 @@ from harness.experiment.tune import run_tune
 from harness.tracking.experiment import mark_all
 from harness.tracking.store import client_for
 
-COMMANDS = ("grid", "tune", "summarize", "figures", "mlflow-sync", "reproduce")
+COMMANDS = ("grid", "tune", "summarize", "figures", "fit", "mlflow-sync", "reproduce")
 
 
 def add_commands(sub) -> None:
@@ -51,7 +56,26 @@ def add_commands(sub) -> None:
     p.add_argument("--results", default="results", help="results root (default: results)")
 
     _add_results_commands(sub)
+    _add_fit_command(sub)
     _add_reproduce_commands(sub)
+
+
+def _add_fit_command(sub) -> None:
+    p = sub.add_parser(
+        "fit",
+        help="fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) per run and arm; arms compared on A and B "
+        "(fit.csv, fit_compare.csv, fit.png beside summary.csv; docs/fit.md)",
+    )
+    p.add_argument("study", help="results/<study>/<scale> (holds cells.json), or a study name/YAML")
+    p.add_argument("--scale", choices=list(SCALES), default=None, help="with a study name")
+    p.add_argument("--metric", default="eval/pass_at_1", help="the eval metric fitted (default eval/pass_at_1)")
+    p.add_argument("--compute", choices=list(COMPUTE_AXES), default="generated_tokens", help="the compute axis")
+    p.add_argument("--params", type=float, default=None, help="the model's parameters, for --compute flops")
+    p.add_argument("--reference", default=None, help="the arm the others are compared with (default: the first)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (default 1000)")
+    p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
+    p.add_argument("--out", default=None, help="where the table and figure go (default: the results folder)")
+    p.add_argument("--no-mlflow", action="store_true", help="do not log the fits to MLflow")
 
 
 def _add_results_commands(sub) -> None:
@@ -121,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
             return _summarize(args)
         if args.command == "figures":
             return _figures(args)
+        if args.command == "fit":
+            return _fit(args)
         if args.command == "mlflow-sync":
             return _mlflow_sync(args)
         if args.command == "reproduce":
@@ -158,6 +184,38 @@ def _grid(args) -> int:
 def _figures(args) -> int:
     paths = regenerate(args.study, args.scale, from_mlflow=args.from_mlflow, out=args.out)
     print(f"wrote {paths['summary']} and {paths['figures']}/ (inputs: {paths['inputs']})")
+    return 0
+
+
+def _fit_options(args) -> Options:
+    """The options, checked before any run folder is read."""
+    if not 0 < args.level < 1:
+        raise StudyError(f"--level {args.level}: must lie strictly between 0 and 1 (e.g. 0.95)")
+    if args.bootstrap < 100:
+        raise StudyError(f"--bootstrap {args.bootstrap}: at least 100 replicates")
+    if not args.metric.startswith("eval/"):
+        raise StudyError(f"--metric {args.metric!r}: an eval metric (eval/..., e.g. eval/pass_at_1)")
+    if args.params is not None and args.params <= 0:
+        raise StudyError(f"--params {args.params}: the model's parameter count, > 0")
+    return Options(args.metric, args.compute, args.params, args.bootstrap, args.level, 0, args.reference)
+
+
+def _fit(args) -> int:
+    opts = _fit_options(args)
+    d = Path(args.study)
+    if not (d / "cells.json").exists():  # a study name: its default results folder
+        d = study_dir(load_study(args.study, args.scale))
+        if not (d / "cells.json").exists():
+            raise StudyError(f"{d}: no cells.json (the study has not run at this scale)")
+    sf = fit_study(d, opts)
+    paths = write_outputs(d, sf, opts, args.out)
+    print(format_fits(sf))
+    print(f"wrote {paths['table']}, {paths['compare']} and {paths['figure']}")
+    if not args.no_mlflow:
+        try:
+            print(f"logged the fits to {log_mlflow(d, sf, opts, paths)} MLflow run(s)")
+        except Exception as err:  # noqa: BLE001 -- the tables are written; MLflow being down must not fail the step
+            print(f"harness: the fits were not logged to MLflow ({type(err).__name__}: {err})", file=sys.stderr)
     return 0
 
 

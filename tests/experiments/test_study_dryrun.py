@@ -19,7 +19,7 @@ EXPECTED = {
     "clip_higher": {"warmstart": 1, "train": 2, "eval": 2},  # eps_high 0.28, 0.2
     "passk": {"warmstart": 1, "train": 1, "eval": 1},  # one grpo policy (eval --vs-initial)
 }
-TAIL = {"summary": 1, "figures": 1, "all": 1}
+TAIL = {"summary": 1, "fit": 1, "figures": 1, "all": 1}
 
 
 @pytest.fixture(scope="module")

@@ -54,9 +54,10 @@ def test_dry_run_expands_the_plugin_grid(tmp_path):
         "train": 2,
         "eval": 2,
         "summary": 1,
+        "fit": 1,
         "figures": 1,
         "all": 1,
-        "total": 8,
+        "total": 9,
     }
     configs = sorted((wd / "results" / "tanh" / "smoke" / "configs").glob("*.yaml"))
     assert [yaml.safe_load(c.read_text())["objective"]["tanh_width"] for c in configs] == [0.1, 0.3]

@@ -102,6 +102,9 @@ def test_kill_and_resume(tmp_path):
     for cell, mtime in finished.items():
         assert after[cell] == mtime, f"{cell} was retrained"
     assert (out / "summary.csv").exists() and list((out / "figures").glob("*.png"))
+    # the fit step: evals at steps 0, 2, 4 and 6 carry no fit; refused in the table, not a failed job
+    fit = (out / "fit.csv").read_text()
+    assert "refused" in fit and "too few points: 3 eval(s) after the first" in fit and (out / "fit.png").exists()
 
     # 3. MLflow: one run per cell, every step once, the same steps as metrics.jsonl
     from mlflow.tracking import MlflowClient

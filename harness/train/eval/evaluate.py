@@ -28,7 +28,9 @@ EVAL_SAMPLING_SALT = 10_000  # step_seed salt of every eval's sampling: the same
 
 
 def is_eval_step(cfg, step: int, is_last: bool) -> bool:
-    """Eval at step 0, every `eval.every` steps, and on the final record."""
+    """Eval at step 0, every `eval.every` steps (eval.spacing=log: at eval.log_steps), and on the final record."""
+    if cfg.eval.spacing == "log":
+        return is_last or step == 0 or step in cfg.eval.log_steps(cfg.train.steps)
     return is_last or step == 0 or bool(cfg.eval.every and step % cfg.eval.every == 0)
 
 

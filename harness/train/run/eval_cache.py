@@ -48,7 +48,7 @@ def eval_code_digest(cfg) -> str:
 
 
 def eval_cache_path(cfg, warm_folder: Path) -> Path:
-    ev = {k: v for k, v in cfg.eval.model_dump().items() if k != "every"}
+    ev = {k: v for k, v in cfg.eval.model_dump().items() if k not in ("every", "spacing", "points")}  # when, not what
     # "scoring": evals score the task's reward alone (no objective shaping, evaluate.py); entries written
     # before that (a dapo run's eval/reward/mean carried its overlong shaping) have no such field: never read
     key = {
