@@ -50,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import re
 import types
 import typing
 import warnings
@@ -1493,9 +1494,31 @@ def allowed_keys(section_path: tuple) -> list[str]:
     return sorted(model.model_fields)
 
 
+_UNION_TAG = re.compile(r"^(bool|int|float|str|none|constrained-\w+|literal\[.*\]|list\[.*\]|dict\[.*\])$")
+
+
+def _merge_union_errors(errors: list[dict]) -> list[dict]:
+    """pydantic's errors with a union's members folded into one per field: `tf32: bool | "auto"` given 'maybe'
+    fails both members, one error each (loc ending in the member's tag); the user sees one line naming both."""
+    merged: dict[tuple, dict] = {}
+    out: list[dict] = []
+    for e in errors:
+        loc = e["loc"]
+        if not (loc and isinstance(loc[-1], str) and _UNION_TAG.match(loc[-1])):
+            out.append(e)
+            continue
+        field = loc[:-1]
+        if field in merged:
+            merged[field]["msg"] += "; or " + e["msg"].removeprefix("Value error, ").removeprefix("Input should be ")
+            continue
+        merged[field] = {**e, "loc": field, "type": "union", "msg": e["msg"]}
+        out.append(merged[field])
+    return out
+
+
 def _format_error(err: ValidationError) -> str:
     lines = []
-    for e in err.errors():
+    for e in _merge_union_errors(err.errors()):
         loc = tuple(x for x in e["loc"] if not (isinstance(x, str) and x.startswith("function-")))
         key = ".".join(str(x) for x in loc) or "<config>"
         msg = e["msg"].removeprefix("Value error, ")

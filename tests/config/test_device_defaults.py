@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from harness import device_defaults
-from harness.config import dump_config, explain_config, load_config
+from harness.config import ConfigError, dump_config, explain_config, load_config
 
 # the knobs' values before they could be `auto` (main at 99cdc71): what a CPU must keep
 BEFORE = {
@@ -165,3 +165,22 @@ def test_tf32_and_the_reference_in_the_compute_dtype():
     assert reference_of(model).dtype == torch.float32
     ref = reference_of(model, torch.bfloat16)
     assert ref.dtype == torch.bfloat16 and model.dtype == torch.float32 and not ref.training
+
+
+@pytest.mark.parametrize(
+    "override, allowed",
+    [
+        ("train.tf32=maybe", "valid boolean"),
+        ("train.ref_compute_dtype=3", "valid boolean"),
+        ("rollout.sync_bucket_mb=-5", "greater than or equal to 0"),
+        ("rollout.vllm_sleep=2", "valid boolean"),
+    ],
+)
+def test_a_bad_lever_value_is_one_line_naming_the_key_and_both_forms(override, allowed):
+    """A lever is `value | auto`: pydantic fails each member of the union apart; the user reads one line."""
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [override])
+    msg = str(err.value)
+    key, value = override.split("=")
+    assert "\n" not in msg and f"'{key}':" in msg and allowed in msg and "'auto'" in msg, msg
+    assert f"(got {value!r})" in msg or f"(got {value})" in msg, msg
