@@ -46,12 +46,7 @@ def build_model(
         tokenizer = char_tokenizer(model_max_length=config.max_position_embeddings)
         if config.vocab_size < len(tokenizer):
             raise ValueError(f"vocab_size={config.vocab_size} < tokenizer size {len(tokenizer)}")
-        gen = model.generation_config
-        gen.pad_token_id, gen.bos_token_id, gen.eos_token_id = (
-            tokenizer.pad_token_id,
-            tokenizer.bos_token_id,
-            tokenizer.eos_token_id,
-        )
+        _generation_ids(model, tokenizer)
         return model.eval(), tokenizer
     if name in RANDOM_SHAPES:
         return _random_model(name, seed=seed, overrides=overrides, dtype=dtype)
@@ -84,12 +79,7 @@ def _random_model(name: str, *, seed: int, overrides: dict | None, dtype: torch.
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     tokenizer = AutoTokenizer.from_pretrained(smollm2_folder(), local_files_only=True)
-    gen = model.generation_config
-    gen.pad_token_id, gen.bos_token_id, gen.eos_token_id = (
-        tokenizer.pad_token_id,
-        tokenizer.bos_token_id,
-        tokenizer.eos_token_id,
-    )
+    _generation_ids(model, tokenizer)
     return model.eval(), tokenizer
 
 
@@ -158,3 +148,13 @@ def problem_messages(problem, suffix: str = "") -> list[dict]:
 def param_count(model: torch.nn.Module, trainable_only: bool = False) -> int:
     """Number of parameters (tied weights counted once)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+def _generation_ids(model, tokenizer) -> None:
+    """The model's generation config takes the tokenizer's pad, BOS and EOS ids (generate reads them there)."""
+    gen = model.generation_config
+    gen.pad_token_id, gen.bos_token_id, gen.eos_token_id = (
+        tokenizer.pad_token_id,
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+    )
