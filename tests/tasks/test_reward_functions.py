@@ -187,7 +187,11 @@ def test_a_worker_that_dies_stops_the_batch_naming_the_function():
         with pytest.raises(RewardFunctionError) as e:
             s.score_many([item("It is 7"), item("exit now")])
         msg = str(e.value)
-        assert msg.startswith("a reward worker process died (killed by SIGKILL (out of memory?))"), msg
+        # the status is read from the dead process, which the pool may reap first on a loaded machine (seen in 1 of
+        # 2 full runs on 2 cores): then it is "exit status unknown"; the line names the function either way
+        assert msg.startswith("a reward worker process died ("), msg
+        assert "killed by SIGKILL (out of memory?)" in msg or "(exit status unknown)" in msg, msg
+        assert "timed out" not in msg, msg
         assert f"reward function {M}:sigkills_its_process (task.rewards 'mine')" in msg and "\n" not in msg
         assert [x.total for x in s.score_many([item("It is 7"), item("7")])] == [2.0, 2.0]  # a fresh pool
     finally:
