@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from harness.models.random_llama import RANDOM_SHAPES, random_config
+from harness.models.random_llama import RANDOM_SHAPES, SMOLLM2_SHAPE, random_config
 from harness.models.tiny import tiny_dense_config, tiny_moe_config
 
 ADAPTER = "default"  # peft's name of the one adapter
@@ -128,15 +128,7 @@ def meta_model(name: str, overrides: dict | None = None) -> nn.Module:
     elif name in RANDOM_SHAPES:  # smollm2-135m-random, llama-1b-random (random_llama.py)
         config = random_config(name, **fields)
     elif name == "smollm2-135m":  # SmolLM2-135M's shape (its folder may not be converted from GGUF yet)
-        config = LlamaConfig(
-            hidden_size=576,
-            intermediate_size=1536,
-            num_hidden_layers=30,
-            num_attention_heads=9,
-            num_key_value_heads=3,
-            vocab_size=49152,
-            tie_word_embeddings=True,
-        )
+        config = LlamaConfig(**SMOLLM2_SHAPE)
     else:
         config = AutoConfig.from_pretrained(name, local_files_only=True)
     with torch.device("meta"):

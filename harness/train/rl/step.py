@@ -36,7 +36,7 @@ UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batc
 
 def phase_clock(device: torch.device) -> float:
     """time.perf_counter() at a phase edge, after the device's queued work (torch.cuda.synchronize on CUDA;
-    nothing on a CPU): a phase's perf/*_seconds is the work it launched, not the launches alone. Three a step."""
+    nothing on a CPU): a phase's perf/*_seconds is the work it launched, not the launches alone. Four a step."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter()
@@ -98,17 +98,15 @@ class RLTrainer(Trainer):
         cfg, tr = self.cfg, self.cfg.train
         t0 = phase_clock(ctx.device)
         ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step)
-        t_rollout = phase_clock(ctx.device) - t0
-        t0 = phase_clock(ctx.device)
+        t1 = phase_clock(ctx.device)  # one clock an edge: the end of a phase is the start of the next
         batch, mismatch, scored_metrics = score_episode(
             cfg, ep, ctx.model, self.ref, ctx.components, ctx.device, ctx.pad_id
         )
-        t_score = phase_clock(ctx.device) - t0
-        t0 = phase_clock(ctx.device)
+        t2 = phase_clock(ctx.device)
         rec.update(self._update(ctx, step, ep, batch, mismatch))
         if "returns" in batch.extras:  # a critic: how much of the returns' variance its predictions explain
             rec["value/explained_variance"] = batch_explained_variance(batch)
-        t_update = phase_clock(ctx.device) - t0
+        t_rollout, t_score, t_update = t1 - t0, t2 - t1, phase_clock(ctx.device) - t2
         n_tok = float(ep.rollout.response_mask.sum())
         rec.update(rollout_metrics(ep))
         rec.update(coll)
