@@ -14,7 +14,7 @@ Blocks, run in this order while the time budget lasts (a block that would not fi
 Each block is one `harness bench` call: --fixed-length (every response 64 tokens on both sides), 2-3 warm-up steps
 (the steadiness rule), 10 measured steps, then one profiled step per side (kernels, host syncs, GPU idle share).
 Written to DIR (default $OUT, else results/bench/gpu_check/<timestamp>): gpu_check.md (the reports), gpu_check.json
-(the blocks, skipped ones, the machine) and bench/<timestamp>.json per block (harness bench's JSON).
+(the blocks, skipped ones, the machine) and bench/<model>-<lever set>/<timestamp>.json per block (harness bench's JSON).
 
 --cpu-smoke runs the same code on a CPU with tiny sizes: tiny-dense (defaults) and llama-1b-random cut to one
 narrow layer (every lever), 1 + 1 steps + the profiled one, 2 prompts x 2 x 4 tokens, our cases in-process; TRL's
@@ -62,6 +62,7 @@ def bench_block(model: str, lever_set: str, extra: tuple, args, bench_dir: Path)
     """One `harness bench` call (its markdown captured); its JSON read back."""
     trl = ["--trl"] if args.trl and importlib.util.find_spec("trl") else ["--no-trl"]
     argv = ["bench", "--models", model, "--backends", "hf", "--lever-sets", lever_set, *trl]
+    bench_dir = bench_dir / f"{model}-{lever_set}"  # one folder per block: its report is the one JSON there
     argv += [*(SMOKE_ARGS if args.cpu_smoke else GPU_ARGS), *extra, "--out-dir", str(bench_dir)]
     before = set(bench_dir.glob("*.json"))
     out = io.StringIO()

@@ -208,3 +208,14 @@ def test_phase_edges_wait_for_the_device(monkeypatch):
     assert calls == []
     step_mod.phase_clock(torch.device("cuda", 0))
     assert calls == [torch.device("cuda", 0)]
+
+
+def test_two_benches_in_one_second_get_two_reports(tmp_path, monkeypatch):
+    """The GPU check's blocks ran within one second on CI and the second report overwrote the first."""
+    from harness.bench import report
+
+    monkeypatch.setattr(report.time, "strftime", lambda fmt: "20261127-171535")
+    first = report.write_json(tmp_path, [], {"timestamp": report.timestamp(tmp_path)})
+    second = report.write_json(tmp_path, [], {"timestamp": report.timestamp(tmp_path)})
+    assert first.name == "20261127-171535.json" and second.name == "20261127-171535-2.json"
+    assert report.timestamp() == "20261127-171535"  # no folder: the second alone

@@ -34,7 +34,7 @@ def _check_results(out: Path, trainers: set[str]) -> None:
         rows = b["report"]["rows"]
         assert {r["trainer"] for r in rows} == trainers and not any(r.get("error") for r in rows)
         assert all(r["profile"]["cpu_ops"] > 0 and r["tokens_per_step"] == 2 * 2 * 4 for r in rows), rows
-    assert len(list((out / "bench").glob("*.json"))) == 2
+    assert len(list((out / "bench").glob("*/*.json"))) == 2  # one report per block, none overwritten
     md = (out / "gpu_check.md").read_text()
     assert "# GPU check (no GPU: CPU smoke" in md and "One profiled step per case" in md
 

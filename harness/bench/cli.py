@@ -267,7 +267,7 @@ def _meta(args, models: list[str], backends: list[str]) -> dict:
     """What the report's header and the JSON say about the run: machine, versions, options, the protocol."""
     warmup, warmup_max, steps = args.plan
     return {
-        "timestamp": timestamp(),
+        "timestamp": timestamp(args.out_dir),
         "machine": machine.one_line(),  # the CPU, its kernel path, and the GPU where torch sees one
         "threads": args.threads,
         "cpu_count": os.cpu_count(),

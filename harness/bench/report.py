@@ -228,5 +228,14 @@ def write_json(out_dir: str | Path, rows: list[dict], meta: dict) -> Path:
     return path
 
 
-def timestamp() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")
+def timestamp(out_dir: str | Path | None = None) -> str:
+    """The run's name: the second it started, with -2, -3... where out_dir already holds a report of that second
+    (two benches in one second, e.g. the GPU check's blocks on a fast machine, must not overwrite each other)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    if out_dir is None:
+        return stamp
+    taken, n = stamp, 1
+    while (Path(out_dir) / f"{taken}.json").exists():
+        n += 1
+        taken = f"{stamp}-{n}"
+    return taken
