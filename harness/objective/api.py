@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from harness.objective.advantages import group_advantages
+from harness.objective.entropy_control import entropy_bonus_on
 from harness.objective.extensions import Scored, active_hooks, active_modes, components, one_hook
 from harness.objective.kl import kl_in_reward, loss_kl_on, reward_kl_on
 from harness.objective.policy import policy_loss
@@ -80,8 +81,8 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
         current_logp_for_kl=reward_kl_on(obj),
         rollout_logp=tis,
         old_logp_forward=tis,
-        entropy_grad=bool(obj.entropy_coef),
-        adv_only_gradient=not (loss_kl_on(obj) or obj.entropy_coef),
+        entropy_grad=entropy_bonus_on(obj),
+        adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj)),
         components=parts,
         old_forward=bool(active_hooks(obj, "old_forward")),
         train_forward=bool(active_hooks(obj, "old_forward") or active_hooks(obj, "train_forward")),
@@ -191,7 +192,7 @@ def loss(
     the policy loss computes are left on the device (objective/deferred.py `read` finishes them), so that a
     trainer's micro-batch waits on nothing before its backward."""
     entropy = x.entropy
-    if entropy is not None and not obj.entropy_coef:
+    if entropy is not None and not entropy_bonus_on(obj):
         entropy = entropy.detach()
     total, metrics = policy_loss(
         obj,

@@ -20,6 +20,8 @@ ask the active modes for their hooks and carry whatever they return in one `extr
     token_loss     (cfg, logp, old_logp, adv (B, T), mask, entropy, extras) -> l (B, T): replaces the
                    surrogate of §3 (SimKO)
     row_weights    (cfg, extras) -> f (b,): multiplies each row's token losses (λ-GRPO)
+    token_mask     (cfg, entropy, mask, extras) -> (b, T) bool: the tokens the policy gradient (and the entropy
+                   bonus) act on; the others' surrogate is 0 (the 80/20 rule's top-entropy tokens, entropy_control.py)
     loss_term      (cfg, LossInputs, num_seqs, num_tokens) -> (scalar or None, metrics): added to the
                    loss (the critic's value loss, PRIME's reward-model BCE, λ's metric)
 
@@ -54,6 +56,7 @@ class Hooks:
     token_loss: Callable | None = None
     row_weights: Callable | None = None
     loss_term: Callable | None = None
+    token_mask: Callable | None = None
 
 
 class TokenLogits(NamedTuple):

@@ -312,6 +312,7 @@ CALLS: dict[str, tuple[str, ...]] = {
     "hook token_loss": ("cfg", "logp", "old_logp", "adv", "mask", "entropy", "extras"),
     "hook row_weights": ("cfg", "extras"),
     "hook loss_term": ("cfg", "inputs", "num_seqs", "num_tokens"),
+    "hook token_mask": ("cfg", "entropy", "mask", "extras"),
 }
 
 
@@ -343,7 +344,8 @@ def _check_calls(kind: str, name: str, fn: Callable, build: dict, hooks: Any) ->
     for key, value in build.items():
         if f"{kind} {key}" in CALLS and value is not None:
             check_call(value, f"{kind} {key}", f"{where} {key}=")
-    for key in ("advantages", "scoring", "old_forward", "train_forward", "token_loss", "row_weights", "loss_term"):
+    hooks_with_calls = ("advantages", "scoring", "old_forward", "train_forward", "token_loss", "row_weights")
+    for key in (*hooks_with_calls, "loss_term", "token_mask"):
         value = getattr(hooks, key, None)
         if value is not None:
             check_call(value, f"hook {key}", f"{where} hooks.{key}")

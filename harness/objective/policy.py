@@ -29,10 +29,11 @@ import torch
 
 from harness.objective.aggregation import aggregate, masked_mean, seq_mean
 from harness.objective.deferred import Deferred, read, scalar
+from harness.objective.entropy_control import ENTROPY_WINDOW_KEY, entropy_bonus_on, entropy_coef_now
 from harness.objective.extensions import active_hooks, one_hook
 from harness.objective.kl import kl_penalty, loss_kl_on
 from harness.objective.ratios import RATIO, importance_ratio, is_sequence_level
-from harness.objective.surrogates import clip_masks, surrogate_loss
+from harness.objective.surrogates import clip_masks, surrogate_loss, surrogate_metrics
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -78,18 +79,31 @@ def _tokens(logp, old_logp, adv, mask, ref_logp) -> Tokens:
     return Tokens(m, lp, old, ref, A, zero)
 
 
-def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, rollout_logp, extras):
+def _token_keep(cfg: ObjectiveConfig, t: Tokens, entropy, extras) -> torch.Tensor | None:
+    """(B, T) bool: the response tokens every active token mask keeps (the 80/20 rule's top-entropy tokens,
+    entropy_control.py); None when no mask is active."""
+    keep = None
+    for token_mask in active_hooks(cfg, "token_mask"):
+        kept = token_mask(cfg, entropy, t.m, extras)
+        keep = kept & t.m if keep is None else keep & kept
+    return keep
+
+
+def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, rollout_logp, extras, keep):
     """(l_pg, l_kl, l_ent), each (B, T): the surrogate (or an extension's token loss) x TIS, the KL in
-    the loss and the entropy bonus, each row scaled by the extensions' row weights."""
+    the loss and the entropy bonus, each row scaled by the extensions' row weights; the surrogate and the
+    bonus only on the tokens `keep` keeps (when a token mask is active)."""
     token_loss = one_hook(cfg, "token_loss")
     if token_loss is not None:  # an extension replaces the surrogate (SimKO)
         loss_pg = token_loss(cfg, t.lp, t.old, t.A, t.m, entropy, extras)
     else:
-        loss_pg = surrogate_loss(cfg, rho, t.A, t.lp, t.old)  # §3
+        loss_pg = surrogate_loss(cfg, rho, t.A, t.lp, t.old, mask=t.m)  # §3
     if cfg.tis_cap is not None and rollout_logp is not None:
         # §6 truncated importance sampling: w = min(pi_old_train / pi_rollout, cap), no gradient
         w = torch.exp(t.old - t.clean(rollout_logp)).clamp(max=cfg.tis_cap)
         loss_pg = loss_pg * w
+    if keep is not None:  # 80/20 rule, 2506.01939 Eq. 5: 1(H_t >= tau_rho) on the token's policy loss
+        loss_pg = loss_pg * keep.to(loss_pg.dtype)
     loss_kl = t.zero
     if loss_kl_on(cfg):  # §4 KL in the loss
         if t.ref is None:
@@ -99,7 +113,9 @@ def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, r
             )
         loss_kl = cfg.kl_coef * kl_penalty(t.lp, t.ref, cfg.kl_estimator)
     ent = t.clean(entropy, detach=False)
-    loss_ent = -cfg.entropy_coef * ent if ent is not None else t.zero  # entropy bonus
+    loss_ent = -entropy_coef_now(cfg, extras) * ent if ent is not None else t.zero  # entropy bonus
+    if keep is not None and ent is not None:  # TRL 1.16: the bonus acts on the tokens the policy loss keeps
+        loss_ent = loss_ent * keep.to(loss_ent.dtype)
     for row_weights in active_hooks(cfg, "row_weights"):  # e.g. λ-GRPO: sum_i f_i sum_t M l_it / sum M (§13)
         f = row_weights(cfg, extras).to(t.lp.dtype).unsqueeze(-1)
         loss_pg, loss_kl, loss_ent = loss_pg * f, loss_kl * f, loss_ent * f
@@ -144,14 +160,53 @@ def policy_loss(
     _check_shapes(logp, mask, adv, old_logp=old_logp, ref_logp=ref_logp, entropy=entropy, rollout_logp=rollout_logp)
     t = _tokens(logp, old_logp, adv, mask, ref_logp)
     rho = importance_ratio(cfg.ratio, t.lp, t.old, t.m, t.A, cfg)  # §2
-    parts = _token_losses(cfg, t, rho, entropy, rollout_logp, extras or {})
+    keep = _token_keep(cfg, t, entropy, extras or {})
+    parts = _token_losses(cfg, t, rho, entropy, rollout_logp, extras or {}, keep)
     agg = dict(
         agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens, cfg=cfg
     )
-    loss = aggregate(loss_tok=parts[0] + parts[1] + parts[2], **agg)
+    if cfg.entropy_agg == "agg":  # the bonus aggregated with the policy's agg
+        loss = aggregate(loss_tok=parts[0] + parts[1] + parts[2], **agg)
+    else:
+        loss = aggregate(loss_tok=parts[0] + parts[1], **agg) + entropy_term(cfg, parts[2], agg, keep)
     with torch.no_grad():
-        metrics = _metrics(cfg, t, rho, parts, agg, entropy)
+        metrics = _metrics(cfg, t, rho, parts, agg, entropy, keep)
+        metrics.update(_entropy_control_metrics(cfg, t, rho, entropy, keep, deferred))
     return loss, metrics if deferred else read(metrics)
+
+
+def entropy_term(cfg: ObjectiveConfig, loss_ent: torch.Tensor, agg: dict, keep: torch.Tensor | None) -> torch.Tensor:
+    """The entropy bonus's part of the loss (scalar) under cfg.entropy_agg:
+    agg         aggregate(cfg.agg, l_ent): with the policy's aggregation (Dr.GRPO's sum weighs it otherwise than
+                GRPO's mean)
+    token_mean  sum_{it} M' l_ent / sum M', M' the tokens the bonus acts on (the response tokens, or those a token
+                mask keeps): TRL 1.16's convention, the mean token entropy whatever the loss. With num_tokens (a
+                micro-batch of a mini-batch) sum M' is num_tokens times this micro-batch's kept share, so that with
+                equal micro-batches the sum of their terms is TRL's mean of means over the accumulation steps."""
+    if cfg.entropy_agg == "agg":
+        return aggregate(loss_tok=loss_ent, **agg)
+    m = agg["mask"]
+    acts = m if keep is None else keep
+    total = torch.where(acts, loss_ent, torch.zeros_like(loss_ent)).sum()
+    if agg["num_tokens"] is None:
+        return total / acts.sum().clamp(min=1).to(total.dtype)
+    share = acts.sum().to(total.dtype) / m.sum().clamp(min=1).to(total.dtype)
+    return total / torch.clamp(share * float(agg["num_tokens"]), min=1.0)
+
+
+def _entropy_control_metrics(cfg: ObjectiveConfig, t: Tokens, rho, entropy, keep, deferred: bool) -> dict:
+    """The entropy controls' metrics (entropy_control.py): the surrogate's own (clip_cov/frac, kl_cov/frac), the
+    share of tokens a token mask keeps (entropy/kept_frac) and, for the adaptive controller (deferred calls of the
+    trainer only), the sum and count of the entropy over the tokens the bonus acts on."""
+    out = surrogate_metrics(cfg, rho, t.A, t.lp, t.old, t.m)
+    if keep is not None:
+        out["entropy/kept_frac"] = masked_mean(keep.to(t.lp.dtype), t.m, deferred=True)
+    ent = t.clean(entropy)
+    if deferred and ent is not None and getattr(cfg, "use_adaptive_entropy", False) and entropy_bonus_on(cfg):
+        acts = t.m if keep is None else keep
+        h_sum = torch.where(acts, ent, t.zero).sum()
+        out[ENTROPY_WINDOW_KEY] = Deferred(lambda s, n: (s[0], n[0]), h_sum, acts.sum())
+    return out
 
 
 # the metrics that are means over sequences under a sequence-level ratio (`share` in _metrics below): a trainer
@@ -159,7 +214,9 @@ def policy_loss(
 SEQUENCE_MEAN_METRICS = ("clip/frac", "clip/frac_low", "clip/frac_high", "ratio/mean")
 
 
-def _metrics(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy) -> dict[str, Deferred]:
+def _metrics(
+    cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy, keep=None
+) -> dict[str, Deferred]:
     """§9's metrics of the batch (no grad), still on the device: clip fractions, ratio stats, KL, entropy, the
     loss's parts."""
     loss_pg, loss_kl, loss_ent = parts
@@ -180,7 +237,7 @@ def _metrics(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dic
         "kl/old": masked_mean(t.old - t.lp.detach(), t.m, deferred=True),
         "loss/policy": scalar(aggregate(loss_tok=loss_pg.detach(), **agg)),
         "loss/kl": scalar(aggregate(loss_tok=loss_kl.detach(), **agg)),
-        "loss/entropy": scalar(aggregate(loss_tok=loss_ent.detach(), **agg)),
+        "loss/entropy": scalar(entropy_term(cfg, loss_ent.detach(), agg, keep)),
     }
     if t.ref is not None:
         metrics["kl/ref"] = masked_mean(kl_penalty(t.lp.detach(), t.ref, "k3"), t.m, deferred=True)

@@ -422,6 +422,68 @@ PRESETS: dict[str, dict] = {
         lambda_lr=1e-2,
         lambda_r=0.5,
     ),
+    # ---------------------------------------------------------------- entropy controls (docs/objective.md §14)
+    # Clip-Cov (2505.22617; verl 0.9.1 loss_mode clip_cov): GRPO's advantage, the PPO clip 0.2/0.2, token-mean, no
+    # KL, no entropy bonus, and the gradient of clip_cov_ratio 2e-4 of the tokens whose covariance of log-prob and
+    # advantage lies in (1, 5) detached -- verl's actor defaults, as the paper's recipe (PRIME-RL
+    # Entropy-Mechanism-of-RL, verl recipe/entropy) uses them. Like verl, the tokens are drawn per micro-batch.
+    "clip_cov": dict(
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="clip_cov",
+        eps_low=0.2,
+        eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        clip_cov_ratio=0.0002,
+        clip_cov_lb=1.0,
+        clip_cov_ub=5.0,
+    ),
+    # KL-Cov (2505.22617; verl 0.9.1 loss_mode kl_cov): -rho A with no clip, + ppo_kl_coef |log pi - log pi_old| on
+    # the top kl_cov_ratio of the tokens by covariance. verl's actor defaults are kl_cov_ratio 2e-4 and ppo_kl_coef
+    # 0.1 (the knobs' defaults here); the paper's recipe (verl recipe/entropy 7b_kl_cov.sh) sets 2e-3 and 1 --
+    # picked; GRPO's advantage, token-mean, no KL to pi_ref. eps_low/eps_high are unused (kl_cov has no clip).
+    "kl_cov": dict(
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="kl_cov",
+        eps_low=0.2,
+        eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        kl_cov_ratio=0.002,
+        ppo_kl_coef=1.0,
+    ),
+    # The 80/20 rule (Wang et al. 2506.01939, "Beyond the 80/20 rule"): DAPO (this table's dapo row: clip-higher
+    # 0.2/0.28, token-mean, no KL, dynamic sampling, soft overlong punishment) with the policy gradient only on the
+    # top 20% of the tokens by entropy (TRL top_entropy_quantile 0.2). The paper takes the quantile over the whole
+    # batch; TRL (and here) over the tokens of one loss call (a micro-batch; one process).
+    "entropy_8020": dict(
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.28,
+        agg="token_mean",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        dynamic_sampling=True,
+        overlong_buffer=13,
+        overlong_penalty=1.0,
+        mask_truncated=False,
+        top_entropy_quantile=0.2,
+    ),
     # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);
     # `dpo_loss_type: ipo` gives IPO (Azar et al. 2310.12036). The reference model enters through
     # dpo_beta, not kl_coef; the policy-gradient knobs are unused by dpo_loss.

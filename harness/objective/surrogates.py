@@ -38,6 +38,7 @@ def surrogate_loss(
     adv: torch.Tensor,
     logp: torch.Tensor,
     old_logp: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-token loss l (B, T) to MINIMISE under cfg.clip (and its knobs).
 
@@ -50,8 +51,26 @@ def surrogate_loss(
     dppo_tv / dppo_kl   l = -A sg(min(rho, is_cap)) logp m, m the divergence mask (`dppo_mask`)  (DPPO)
     ratio, adv, logp, old_logp: (B, T); adv carries no gradient; dppo reads old_logp. A registered
     clip is `fn(ratio, adv, logp, old_logp, cfg) -> l (B, T)`.
+    clip_cov / kl_cov (entropy_control.py) read the batch's tokens: `mask` (B, T) bool, the response tokens.
     """
-    return CLIP[cfg.clip].loss(ratio, adv, logp, old_logp, cfg)
+    surrogate = CLIP[cfg.clip]
+    if surrogate.masked:
+        return surrogate.loss(ratio, adv, logp, old_logp, cfg, _need_mask(cfg, mask))
+    return surrogate.loss(ratio, adv, logp, old_logp, cfg)
+
+
+def _need_mask(cfg: ObjectiveConfig, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is None:
+        raise ValueError(f"clip={cfg.clip!r} selects among the batch's tokens: pass mask (B, T), the response mask")
+    return mask > 0
+
+
+def surrogate_metrics(cfg: ObjectiveConfig, ratio, adv, logp, old_logp, mask) -> dict:
+    """The metrics a surrogate declares of itself (clip_cov/frac, kl_cov/frac), no grad; {} for most."""
+    surrogate = CLIP[cfg.clip]
+    if surrogate.metrics is None:
+        return {}
+    return surrogate.metrics(ratio.detach(), adv, logp.detach(), old_logp, cfg, _need_mask(cfg, mask))
 
 
 def _ppo(ratio, adv, logp, old_logp, cfg):
@@ -158,8 +177,10 @@ def _dppo_masks(kind: str):
 
 
 class Surrogate(NamedTuple):
-    loss: object  # (ratio, adv, logp, old_logp | None, cfg) -> l (B, T)
+    loss: object  # (ratio, adv, logp, old_logp | None, cfg) -> l (B, T); masked: (..., cfg, mask) -> l (B, T)
     masks: object = no_masks  # (ratio, adv, logp | None, old_logp | None, cfg) -> (low, high) bool (B, T)
+    masked: bool = False  # the loss reads the response mask (a selection among the batch's tokens: Clip-Cov)
+    metrics: object = None  # (ratio, adv, logp, old_logp, cfg, mask) -> {name: Deferred}: its own metrics
 
 
 def _build(fn, masks=None) -> Surrogate:

@@ -107,11 +107,13 @@ def forward_loss(
     mismatch: MismatchStats | None,
     num_seqs: float,
     num_tokens: float,
+    step_extras: dict | None = None,
 ):
     """Forward of the policy `model` (and every component) on one micro-batch -> the objective's (loss, metrics),
     the metrics still on the device (objective/deferred.py: the update reads a step's at once). single_pass: the
     forward's own log-probs are pi_old's (ratio 1 at the first step), and so is what the active extensions read
-    from pi_old's forward (SimKO's top-K)."""
+    from pi_old's forward (SimKO's top-K). step_extras: what the objective reads that is one value for the whole
+    optimizer step (the adaptive entropy coefficient)."""
     obj = cfg.objective
     observe = mismatch is not None and single_pass
     capture = observe and is_moe(model)
@@ -147,7 +149,7 @@ def forward_loss(
         entropy,
         part.ref_logp,
         part.rollout_logp,
-        extras={**part.extras, **read, **live},
+        extras={**part.extras, **read, **live, **(step_extras or {})},
     )
     return objective_loss(obj, x, num_seqs, num_tokens, deferred=True)
 

@@ -20,6 +20,7 @@ import torch
 from harness.config import ConfigError
 from harness.models.moe import is_moe
 from harness.objective import explained_variance, inputs_needed
+from harness.objective.entropy_control import adaptive_entropy
 from harness.train.core.batch import Batch
 from harness.train.core.collect import collect, step_seed
 from harness.train.core.episode import Episode
@@ -70,6 +71,7 @@ class RLTrainer(Trainer):
                 f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} has no routers"
             )
         self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
+        self.entropy_ctl = adaptive_entropy(obj)  # the adaptive entropy coefficient's state (checkpointed), or None
 
     def frozen_modules(self) -> list[torch.nn.Module]:
         """pi_ref when it is a copy of its own (with LoRA it is the policy with its adapters off)."""
@@ -88,11 +90,17 @@ class RLTrainer(Trainer):
 
     def state_dict(self) -> dict:
         ref = self.ref if self.ref is not None and self.cfg.objective.ref_update_every else None
-        return {"ref": ref.state_dict() if ref is not None else None}
+        ctl = getattr(self, "entropy_ctl", None)
+        return {
+            "ref": ref.state_dict() if ref is not None else None,
+            **({"entropy_control": ctl.state_dict()} if ctl else {}),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         if self.ref is not None and state.get("ref") is not None:
             self.ref.load_state_dict(state["ref"])
+        if getattr(self, "entropy_ctl", None) is not None and state.get("entropy_control") is not None:
+            self.entropy_ctl.load_state_dict(state["entropy_control"])  # resume is exact (TRL entropy_ctrl_state)
 
     def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
         cfg, tr = self.cfg, self.cfg.train
@@ -167,6 +175,7 @@ class RLTrainer(Trainer):
                     self.single_pass,
                     mismatch,
                     update_policy=not warmup,
+                    entropy_ctl=self.entropy_ctl,
                 )
             )
         except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update

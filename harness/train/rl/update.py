@@ -13,6 +13,7 @@ import math
 import torch
 
 from harness.objective.deferred import read, scalar
+from harness.objective.entropy_control import ENTROPY_COEF_KEY, ENTROPY_WINDOW_KEY, AdaptiveEntropy
 from harness.objective.policy import SEQUENCE_MEAN_METRICS
 from harness.objective.ratios import is_sequence_level
 from harness.parallel import all_reduce_grads, gather_objects, is_sharded, set_gradient_sync, shard, world
@@ -47,6 +48,7 @@ def policy_update(
     single_pass: bool,
     mismatch: MismatchStats | None = None,
     update_policy: bool = True,
+    entropy_ctl: AdaptiveEntropy | None = None,
 ) -> dict[str, float]:
     """batch.old_logp is None when single_pass (the first forward is pi_old); batch.extras holds
     what the objective's active modes kept from the scoring (a value model's old_values and returns, ...);
@@ -56,6 +58,8 @@ def policy_update(
     its log-probs (and, on an MoE, its routing) feed the rollout/train mismatch metrics.
     update_policy False (a step of train.component_warmup_steps): only the components take their
     optimizer steps; the policy's gradient is measured (grad/norm) and dropped.
+    entropy_ctl: the adaptive entropy coefficient's state (objective/entropy_control.py): every micro-batch of an
+    optimizer step applies its coefficient, and each optimizer step updates it from the step's mean entropy.
     Returns step metrics (clip/*, ratio/*, kl/*, entropy, loss/*, value/*, grad/norm)."""
     tr = cfg.train
     trained = [policy, *components]
@@ -70,17 +74,40 @@ def policy_update(
             mb = batch.rows(_mini_batch_rows(perm, m, mb_size, tr.share_prefix))
             for t in trained:
                 t.zero_grad()
-            bad = _backward_shard(policy, components, mb, cfg, pad_id, single_pass, mismatch, acc, (epoch, m))
+            windows: list = []  # the adaptive entropy's (sum of H, count) of each micro-batch
+            step_extras = _coef_extras(entropy_ctl, cfg.objective)
+            bad = _backward_shard(
+                policy, components, mb, cfg, pad_id, single_pass, mismatch, acc, (epoch, m), step_extras, windows
+            )
             finite_everywhere(trained, bad)  # NonFiniteUpdate on every process if one found a bad loss
             all_reduce_grads([t.module for t in trained])  # DDP's gradient sum: the whole mini-batch's gradient
             frozen = () if update_policy else (policy.name,)
             grad_norms.append(clip_and_step(trained, tr.grad_clip, f"(epoch {epoch}, mini-batch {m})", frozen))
+            if entropy_ctl is not None:  # Skywork-OR1 / TRL: one update per optimizer step
+                entropy_ctl.update(cfg.objective, _window_entropy(windows))
             acc.end_minibatch()
     acc.settle()  # the step's metrics read from the device, once
     out = (UpdateMetrics.merged(gather_objects(acc)) if world() > 1 else acc).result()
     out["grad/norm"] = sum(grad_norms) / len(grad_norms)
     out["grad/norm_max"] = max(grad_norms)
+    if entropy_ctl is not None:
+        out["entropy/coef"] = entropy_ctl.coef  # after the step's updates (TRL logs entropy_coef so)
     return out
+
+
+def _coef_extras(entropy_ctl: AdaptiveEntropy | None, obj) -> dict:
+    """The coefficient the adaptive controller applies in this optimizer step, as the loss reads it (extras)."""
+    return {} if entropy_ctl is None else {ENTROPY_COEF_KEY: torch.tensor(entropy_ctl.applied(obj))}
+
+
+def _window_entropy(windows: list) -> float:
+    """The mean entropy of one optimizer step over the tokens the bonus acted on: the micro-batches' sums over
+    their token counts (on N processes, of all processes' micro-batches; TRL's window-global mean)."""
+    got = read(windows)
+    if world() > 1:
+        got = [w for part in gather_objects(got) for w in part]
+    total, count = sum(s for s, _ in got), sum(n for _, n in got)
+    return total / max(count, 1.0)
 
 
 def _mini_batch_rows(perm: list[int], m: int, size: int, share_prefix: bool) -> list[int]:
@@ -92,14 +119,26 @@ def _mini_batch_rows(perm: list[int], m: int, size: int, share_prefix: bool) -> 
 
 
 def _backward_shard(
-    policy: Trained, components, mb: Batch, cfg, pad_id, single_pass, mismatch, acc: UpdateMetrics, at
+    policy: Trained,
+    components,
+    mb: Batch,
+    cfg,
+    pad_id,
+    single_pass,
+    mismatch,
+    acc: UpdateMetrics,
+    at,
+    step_extras: dict | None = None,
+    windows: list | None = None,
 ) -> str | None:
     """Forward and backward of this process's rows of the mini-batch `mb`, micro-batch by micro-batch, their
     gradients accumulated (on N processes summed after: the caller); their metrics into `acc`, left on the
     device. Nothing here waits on the device: the denominators and packing widths come from the batch's row
     lengths (read once a step), and the losses are checked once, after the last backward. Returns what was not
     finite in a loss, or None (the first such micro-batch's; but under FSDP the rollout/train mismatch then keeps
-    only the micro-batches up to it, as when the loop stopped there). FSDP (a sharded module): every process runs as many
+    only the micro-batches up to it, as when the loop stopped there). step_extras: one value for the whole step
+    the loss reads (the adaptive entropy coefficient); windows: gets each micro-batch's entropy measurement for
+    the adaptive controller. FSDP (a sharded module): every process runs as many
     micro-batches (pads of zero weight where it has fewer rows) and reduce-scatters at its last backward."""
     trained = [policy, *components]
     lockstep = any(is_sharded(t.module) for t in trained)
@@ -115,8 +154,12 @@ def _backward_shard(
         where = f"(epoch {at[0]}, mini-batch {at[1]}, rows {s}..{s + len(part) - 1})"
         fed = mismatch.mark() if mismatch is not None else 0
         loss, metrics = forward_loss(
-            policy.module, components, part, cfg, pad_id, single_pass, mismatch, num_seqs, num_tokens
+            policy.module, components, part, cfg, pad_id, single_pass, mismatch, num_seqs, num_tokens, step_extras
         )
+        if ENTROPY_WINDOW_KEY in metrics:  # the adaptive entropy's measurement, not a logged metric
+            window = metrics.pop(ENTROPY_WINDOW_KEY)
+            if windows is not None:
+                windows.append(window)
         loss.backward()  # a bad loss: the update is refused after (its gradient is cleared unused)
         losses.append((scalar(loss), where, mismatch.mark() if mismatch is not None else fed))
         acc.add(metrics, scalar(part.mask.sum()), per_sequence(cfg.objective, part, metrics))
