@@ -25,7 +25,7 @@ GMPO 2507.20673, DPPO 2602.04879; of §13: PRIME 2502.01456, λ-GRPO 2510.06870,
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -43,7 +43,7 @@ from harness.objective import presets
 from harness.objective.advantages import BASELINE, BATCH_STD_OF, SCALE, STD
 from harness.objective.aggregation import AGG
 from harness.objective.dpo import DPO_LOSS
-from harness.objective.entropy_control import TOP_ENTROPY_KNOB as _TOP_ENTROPY  # noqa: F401 -- registers its modes
+from harness.objective.entropy_control import ENTROPY_AGG
 from harness.objective.extensions import active_modes
 from harness.objective.kl import KL_ESTIMATOR, KL_PLACEMENT
 from harness.objective.modes import BUILTIN, RESERVED, KnobError, Modes, all_knobs
@@ -60,6 +60,7 @@ NonNeg = Annotated[float, Field(ge=0)]
 MODE_KNOBS: dict[str, Modes] = {
     m.knob: m for m in (BASELINE, SCALE, STD, BATCH_STD_OF, RATIO, CLIP, KL_ESTIMATOR, KL_PLACEMENT, AGG, DPO_LOSS)
 }
+MODE_KNOBS[ENTROPY_AGG.knob] = ENTROPY_AGG  # entropy_control.py: the entropy bonus's aggregation
 
 
 class ObjectiveConfig(BaseModel):
@@ -157,7 +158,7 @@ class ObjectiveConfig(BaseModel):
     entropy_coef: float = Field(
         0.0, description="entropy bonus: loss -= entropy_coef * H per token (negative minimises entropy)"
     )
-    entropy_agg: Literal["agg", "token_mean"] = Field(
+    entropy_agg: str = Field(
         "agg",
         description="aggregation of the entropy bonus: agg (with the policy's agg, so entropy_coef weighs "
         "differently under Dr.GRPO's sum than under GRPO's mean) or token_mean (TRL 1.16: the mean token entropy "

@@ -1,4 +1,4 @@
-"""Entropy controls (docs/objective.md §14): the tricks that act on the policy's entropy, each a mode or a knob of
+"""Entropy controls (docs/objective.md, "Entropy controls"): the tricks that act on the policy's entropy, each a mode or a knob of
 the component it changes, so that each combines with every other.
 
     clip: clip_cov     the PPO surrogate, and the gradient of a few tokens whose covariance of log-prob and
@@ -11,7 +11,7 @@ the component it changes, so that each combines with every other.
     use_adaptive_entropy       the entropy bonus's coefficient steered toward entropy_target, one step of
                        entropy_coef_delta per optimizer step (Skywork-OR1 2505.22312; TRL 1.16 `use_adaptive_entropy`)
     entropy_agg        how the entropy bonus is aggregated: `agg` (with the policy's agg, as before) or
-                       `token_mean` (TRL 1.16: the token mean whatever the loss) -- a field of ObjectiveConfig
+                       `token_mean` (TRL 1.16: the token mean whatever the loss)
 
 Glossary: B rows, T response length, M the response mask (B, T), A the advantage broadcast to tokens (B, T),
 H the per-token entropy (B, T). The covariance of a token is verl's (2505.22617 Eq. 9's summand, centred on the
@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.objective.aggregation import aggregate
 from harness.objective.deferred import scalar
 from harness.objective.extensions import EXTENSIONS, Hooks
-from harness.objective.modes import Knob, Mode, Requires
+from harness.objective.modes import Knob, Mode, Modes, Requires
 from harness.objective.surrogates import CLIP, EPS, Surrogate, _bound_masks, _bounds, _ppo, no_masks
 
 if TYPE_CHECKING:
@@ -172,6 +173,46 @@ CLIP.register(
 )
 
 
+# ----------------------------------------------------------------------------- the entropy bonus's aggregation
+def entropy_term(cfg: Any, loss_ent: torch.Tensor, agg: dict, keep: torch.Tensor | None) -> torch.Tensor:
+    """The entropy bonus's part of the loss (scalar) under cfg.entropy_agg; loss_ent = -coef H (B, T), agg the
+    policy's aggregation arguments (objective/policy.py), keep the tokens a token mask keeps (or None)."""
+    return ENTROPY_AGG[cfg.entropy_agg](loss_ent, keep, agg)
+
+
+def _with_policy_agg(loss_ent, keep, agg):
+    return aggregate(loss_tok=loss_ent, **agg)
+
+
+def _token_mean(loss_ent, keep, agg):
+    # TRL 1.16 (grpo_trainer.py l. 3196): entropy_loss = sum M' H / sum M', M' the tokens the bonus acts on
+    m = agg["mask"]
+    acts = m if keep is None else keep
+    total = torch.where(acts, loss_ent, torch.zeros_like(loss_ent)).sum()
+    if agg["num_tokens"] is None:
+        return total / acts.sum().clamp(min=1).to(total.dtype)
+    share = acts.sum().to(total.dtype) / m.sum().clamp(min=1).to(total.dtype)
+    return total / torch.clamp(share * float(agg["num_tokens"]), min=1.0)
+
+
+# The `entropy_agg` knob (docs/objective.md, "Entropy controls").
+ENTROPY_AGG: Modes = Modes(
+    "entropy_agg",
+    {
+        "agg": Mode(
+            _with_policy_agg,
+            "the bonus aggregated with the policy's agg: entropy_coef weighs otherwise under Dr.GRPO's sum than under "
+            "GRPO's mean",
+        ),
+        "token_mean": Mode(
+            _token_mean,
+            "sum M' (-coef H) / sum M', M' the tokens the bonus acts on: the mean token entropy whatever the loss "
+            "(TRL 1.16); in a micro-batch sum M' is num_tokens times its kept share",
+        ),
+    },
+)
+
+
 # ----------------------------------------------------------------------------- the 80/20 rule (2506.01939)
 def top_entropy_mask(entropy: torch.Tensor, mask: torch.Tensor, quantile: float) -> torch.Tensor:
     """(B, T) bool: the response tokens whose entropy is at or above the (1 - quantile) quantile of the response
@@ -303,13 +344,14 @@ EXTENSIONS.register(
         "Skywork-OR1's adaptive entropy coefficient (2505.22312; TRL 1.16 use_adaptive_entropy): entropy_coef "
         "steered toward entropy_target; its state is checkpointed",
         knobs=ADAPTIVE_KNOBS,
-        reads=("entropy_coef", "entropy_agg"),
         switch="use_adaptive_entropy",
         when="objective.use_adaptive_entropy=true",
     ),
 )
 
 __all__ = [
+    "ENTROPY_AGG",
+    "entropy_term",
     "token_cov",
     "clip_cov_detached",
     "kl_cov_penalised",

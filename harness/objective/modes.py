@@ -54,6 +54,7 @@ KIND_ORDER = (
     "kl_estimator",
     "kl_placement",
     "agg",
+    "entropy_agg",
     "dpo_loss_type",
     "extension",
 )  # documentation order (docs/objective.md, --explain)
@@ -299,6 +300,7 @@ CALLS: dict[str, tuple[str, ...]] = {
     "ratio": ("logp", "old_logp", "mask", "adv", "cfg"),
     "clip": ("ratio", "adv", "logp", "old_logp", "cfg"),
     "agg": ("loss", "mask", "num_seqs", "num_tokens", "cfg"),
+    "entropy_agg": ("loss_ent", "keep", "agg"),
     "kl_estimator": ("d",),
     "dpo_loss_type": ("h", "beta"),
     "extension": ("cfg",),

@@ -29,7 +29,7 @@ import torch
 
 from harness.objective.aggregation import aggregate, masked_mean, seq_mean
 from harness.objective.deferred import Deferred, read, scalar
-from harness.objective.entropy_control import ENTROPY_WINDOW_KEY, entropy_bonus_on, entropy_coef_now
+from harness.objective.entropy_control import ENTROPY_WINDOW_KEY, entropy_bonus_on, entropy_coef_now, entropy_term
 from harness.objective.extensions import active_hooks, one_hook
 from harness.objective.kl import kl_penalty, loss_kl_on
 from harness.objective.ratios import RATIO, importance_ratio, is_sequence_level
@@ -165,7 +165,7 @@ def policy_loss(
     agg = dict(
         agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens, cfg=cfg
     )
-    if cfg.entropy_agg == "agg":  # the bonus aggregated with the policy's agg
+    if cfg.entropy_agg == "agg":  # the bonus aggregated with the policy's agg (in one sum, as it always was)
         loss = aggregate(loss_tok=parts[0] + parts[1] + parts[2], **agg)
     else:
         loss = aggregate(loss_tok=parts[0] + parts[1], **agg) + entropy_term(cfg, parts[2], agg, keep)
@@ -173,25 +173,6 @@ def policy_loss(
         metrics = _metrics(cfg, t, rho, parts, agg, entropy, keep)
         metrics.update(_entropy_control_metrics(cfg, t, rho, entropy, keep, deferred))
     return loss, metrics if deferred else read(metrics)
-
-
-def entropy_term(cfg: ObjectiveConfig, loss_ent: torch.Tensor, agg: dict, keep: torch.Tensor | None) -> torch.Tensor:
-    """The entropy bonus's part of the loss (scalar) under cfg.entropy_agg:
-    agg         aggregate(cfg.agg, l_ent): with the policy's aggregation (Dr.GRPO's sum weighs it otherwise than
-                GRPO's mean)
-    token_mean  sum_{it} M' l_ent / sum M', M' the tokens the bonus acts on (the response tokens, or those a token
-                mask keeps): TRL 1.16's convention, the mean token entropy whatever the loss. With num_tokens (a
-                micro-batch of a mini-batch) sum M' is num_tokens times this micro-batch's kept share, so that with
-                equal micro-batches the sum of their terms is TRL's mean of means over the accumulation steps."""
-    if cfg.entropy_agg == "agg":
-        return aggregate(loss_tok=loss_ent, **agg)
-    m = agg["mask"]
-    acts = m if keep is None else keep
-    total = torch.where(acts, loss_ent, torch.zeros_like(loss_ent)).sum()
-    if agg["num_tokens"] is None:
-        return total / acts.sum().clamp(min=1).to(total.dtype)
-    share = acts.sum().to(total.dtype) / m.sum().clamp(min=1).to(total.dtype)
-    return total / torch.clamp(share * float(agg["num_tokens"]), min=1.0)
 
 
 def _entropy_control_metrics(cfg: ObjectiveConfig, t: Tokens, rho, entropy, keep, deferred: bool) -> dict:

@@ -422,7 +422,7 @@ PRESETS: dict[str, dict] = {
         lambda_lr=1e-2,
         lambda_r=0.5,
     ),
-    # ---------------------------------------------------------------- entropy controls (docs/objective.md §14)
+    # ---------------------------------------------------------------- entropy controls (docs/objective.md, "Entropy controls")
     # Clip-Cov (2505.22617; verl 0.9.1 loss_mode clip_cov): GRPO's advantage, the PPO clip 0.2/0.2, token-mean, no
     # KL, no entropy bonus, and the gradient of clip_cov_ratio 2e-4 of the tokens whose covariance of log-prob and
     # advantage lies in (1, 5) detached -- verl's actor defaults, as the paper's recipe (PRIME-RL
@@ -466,7 +466,7 @@ PRESETS: dict[str, dict] = {
     # 0.2/0.28, token-mean, no KL, dynamic sampling, soft overlong punishment) with the policy gradient only on the
     # top 20% of the tokens by entropy (TRL top_entropy_quantile 0.2). The paper takes the quantile over the whole
     # batch; TRL (and here) over the tokens of one loss call (a micro-batch; one process).
-    "entropy_8020": dict(
+    "top_entropy": dict(
         baseline="group_mean",
         scale="group_std",
         std="sample",

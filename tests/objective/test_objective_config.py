@@ -46,6 +46,10 @@ EXPECTED_TABLE = {
     "lambda_grpo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "lambda_length", 0.0, "k3", "loss"),
     "simko": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "prime": ("prime", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    # the entropy controls (docs/objective.md, "Entropy controls")
+    "clip_cov": ("group_mean", "group_std", "token", "clip_cov", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "kl_cov": ("group_mean", "group_std", "token", "kl_cov", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "top_entropy": ("group_mean", "group_std", "token", "ppo", 0.2, 0.28, "token_mean", 0.0, "k3", "loss"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {
@@ -62,6 +66,9 @@ EXPECTED_EXTRAS = {
     "lambda_grpo": dict(lambda_init=0.0, lambda_lr=1e-2, lambda_r=0.5),
     "simko": dict(simko_top_k=3, simko_tau=0.8, simko_mix=0.01, simko_neg_scale=1.1),
     "prime": dict(prime_beta=0.05, prime_coef=5.0, outcome_coef=5.0, prm_lr=1e-4, prime_keep_last_token=False),
+    "clip_cov": dict(clip_cov_ratio=2e-4, clip_cov_lb=1.0, clip_cov_ub=5.0),
+    "kl_cov": dict(kl_cov_ratio=2e-3, ppo_kl_coef=1.0),
+    "top_entropy": dict(top_entropy_quantile=0.2, dynamic_sampling=True, overlong_buffer=13),
 }
 
 
@@ -84,7 +91,7 @@ def test_preset_matches_table(name):
     for knob, value in EXPECTED_EXTRAS.get(name, {}).items():
         assert getattr(cfg, knob) == value, knob
     # batch-level knobs off unless the extras column says otherwise
-    if name != "dapo":
+    if name not in ("dapo", "top_entropy"):  # top_entropy: DAPO's recipe with the 80/20 rule
         assert (cfg.dynamic_sampling, cfg.overlong_buffer, cfg.mask_truncated) == (False, 0, False)
     assert (cfg.entropy_coef, cfg.tis_cap, cfg.routing_replay, cfg.dual_clip) == (0.0, None, False, None)
 
