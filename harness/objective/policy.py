@@ -186,7 +186,7 @@ def _entropy_control_metrics(cfg: ObjectiveConfig, t: Tokens, rho, entropy, keep
     if deferred and ent is not None and getattr(cfg, "use_adaptive_entropy", False) and entropy_bonus_on(cfg):
         acts = t.m if keep is None else keep
         h_sum = torch.where(acts, ent, t.zero).sum()
-        out[ENTROPY_WINDOW_KEY] = Deferred(lambda s, n: (s[0], n[0]), h_sum, acts.sum())
+        out[ENTROPY_WINDOW_KEY] = (scalar(h_sum), scalar(acts.sum()))
     return out
 
 
