@@ -38,7 +38,8 @@ def reliability(chosen: torch.Tensor, rejected: torch.Tensor, bins: int) -> list
 
 
 def pair_metrics(chosen: torch.Tensor, rejected: torch.Tensor, margin: torch.Tensor | None, bins: int) -> dict:
-    """accuracy, loss (the Bradley–Terry NLL without regulariser), mean margin, ECE and the reliability table."""
+    """accuracy, loss (the Bradley–Terry NLL without regulariser), mean margin, mean reward, ECE and the
+    reliability table."""
     if chosen.numel() == 0:
         return {"pairs": 0}
     diff = chosen - rejected
@@ -49,6 +50,7 @@ def pair_metrics(chosen: torch.Tensor, rejected: torch.Tensor, margin: torch.Ten
         "accuracy": float((diff > 0).float().mean()),
         "loss": float(-F.logsigmoid(diff - (margin if margin is not None else 0.0)).mean()),
         "margin": float(diff.mean()),
+        "mean_reward": float(torch.cat([chosen, rejected]).mean()),
         "ece": sum(r["pairs"] / n * abs(r["accuracy"] - r["confidence"]) for r in table),
         "reliability": table,
     }

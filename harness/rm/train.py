@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from harness import threads
 from harness.atomic import atomic_folder
 from harness.config import ConfigError
 from harness.models.registry import model_positions
@@ -148,6 +149,7 @@ def train_steps(model, enc: Encoded, o: Options, pad_id: int, steps: int) -> lis
     opt = torch.optim.AdamW(model.parameters(), lr=o.lr)
     records = []
     for step, idx in enumerate(batch_order(len(enc), o.batch_size, steps, o.seed)):
+        threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
         out = forward_scores(model, [enc.chosen[i] for i in idx] + [enc.rejected[i] for i in idx], pad_id)
         chosen, rejected = out.chunk(2)  # the first half is chosen (TRL's collator)
         margin = enc.margin[idx] if enc.margin is not None else None
