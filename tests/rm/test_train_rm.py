@@ -121,3 +121,47 @@ def test_a_base_without_a_chat_template_gets_the_fallback(tmp_path):
     got = base_tokenizer(str(tmp_path))
     assert got.chat_template == FALLBACK_CHAT_TEMPLATE
     assert got.decode(reward_input_ids(got, "q", "a")) == "<bos><|user|>\nq\n<|assistant|>\na\n<eos>"
+
+
+@pytest.mark.slow  # an MLflow sqlite store is created and migrated: ~30 s on a loaded 2-core machine
+def test_mlflow_logs_the_steps_and_the_held_out_metrics(small_base, marker_file, tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    _train(small_base, ["--pairs", str(marker_file)], tmp_path / "rm", "--mlflow", "rm-test")
+    client = MlflowClient(uri)
+    run_id = (tmp_path / "rm" / "mlflow_run_id").read_text().strip()
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.params["lr"] == "0.003"
+    assert len(client.get_metric_history(run_id, "train/loss")) == 12
+    assert 0.9 <= run.data.metrics["eval/accuracy"] <= 1 and "eval/ece" in run.data.metrics
+    assert [a.path for a in client.list_artifacts(run_id)] == ["rm_report.json"]
+
+
+def test_mlflow_option_hands_steps_metrics_and_report_to_the_tracker(small_base, marker_file, tmp_path, monkeypatch):
+    from harness.rm import train as rm_train
+
+    calls = {}
+
+    class Fake:
+        run_id = "fake"
+
+        def __init__(self, run_dir, experiment, config, tags, run_name=None):
+            calls["init"] = (str(run_dir), experiment, config["lr"], tags)
+
+        def log_steps(self, records):
+            calls["steps"] = records
+
+        def log_artifact(self, path, artifact_path=None):
+            calls["artifact"] = path
+
+        def finish(self, status="FINISHED"):
+            calls["finish"] = status
+
+    monkeypatch.setattr(rm_train, "MlflowTracker", Fake)
+    _train(small_base, ["--pairs", str(marker_file)], tmp_path / "rm", "--mlflow", "rm-test")
+    assert calls["init"] == (str(tmp_path / "rm"), "rm-test", 3e-3, {"command": "train-rm"})
+    assert [r["step"] for r in calls["steps"]] == list(range(13))  # 12 steps, then the final metrics
+    assert 0.9 <= calls["steps"][-1]["eval/accuracy"] <= 1 and "final_train/accuracy" in calls["steps"][-1]
+    assert calls["artifact"].endswith("rm_report.json") and calls["finish"] == "FINISHED"
