@@ -2,6 +2,7 @@
 the split by prompt, and the one-line refusals."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +170,12 @@ def test_split_holds_out_whole_prompts():
     assert split_pairs(pairs, 0.0, seed=3) == (pairs, [])
     with pytest.raises(PairsError, match="leaves none to train on"):
         split_pairs(pairs[:1], 0.5, seed=0)
+
+
+def test_pairs_from_a_real_runs_samples():
+    """fixtures/run/samples.jsonl: 28 records of an 8-step GRPO run on the arithmetic task (tiny-dense, 16 prompts
+    a step, train.samples_to_log=16), as harness/train/rl/step.py wrote them: the records of the 9 prompts that
+    came back with both a correct and an incorrect logged completion, and of 6 that did not."""
+    pairs, counts = pairs_from_run(Path(__file__).parent / "fixtures" / "run")
+    assert counts == {"samples": 28, "prompts": 15, "prompts_with_pairs": 9, "pairs": 9}
+    assert pairs[0] == RMPair("9+9=?\n", "9+9=18\nAnswer: 18", "9+9=13\nAnswer: 133")
