@@ -44,6 +44,7 @@ def add_command(sub) -> None:
     p.add_argument("--max-grad-norm", type=_number, default=1.0, help="gradient-norm clip (default 1.0)")
     p.add_argument("--calibration-bins", type=positive_int, default=10, help="bins of the reliability table")
     p.add_argument("--mlflow", default=None, metavar="EXPERIMENT", help="also log the training to this experiment")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="auto: cuda if any (default)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         max_grad_norm=args.max_grad_norm,
         calibration_bins=args.calibration_bins,
         mlflow=args.mlflow,
+        device=args.device,
     )
     train_rm(opts, check(opts))  # check: every option and pair before any model loads (exit 2)
     return 0

@@ -79,6 +79,9 @@ def build_reward_model(base: str, seed: int, pad_id: int) -> PreTrainedModel:
                 ignore_mismatched_sizes=True,  # a classifier with another number of labels: a fresh head
             )
     model.config.pad_token_id = pad_id
+    for m in model.modules():  # TRL's disable_dropout (its default): the two forwards of a pair see one model
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
     return model.train()
 
 

@@ -60,6 +60,7 @@ class Options:
     max_grad_norm: float = 1.0
     calibration_bins: int = 10
     mlflow: str | None = None  # an MLflow experiment to log the training to
+    device: str = "auto"  # auto: cuda when there is one, else cpu
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Data:
     source: dict
 
 
-def _check_numbers(o: Options) -> None:
+def _check_options(o: Options) -> None:
     def bad(name: str, value, allowed: str) -> RMOptionError:
         return RMOptionError(f"train-rm: --{name}={value!r}; allowed: {allowed}")
 
@@ -92,6 +93,11 @@ def _check_numbers(o: Options) -> None:
     problem = base_problem(o.base)
     if problem:
         raise RMOptionError(f"train-rm: {problem}")
+    out = Path(o.out)
+    if out.is_dir() and any(out.iterdir()) and not (out / REPORT).is_file():
+        raise bad("out", o.out, f"a new or empty folder, or one `harness train-rm` wrote (with {REPORT}: replaced)")
+    if o.device == "cuda" and not torch.cuda.is_available():
+        raise bad("device", o.device, "auto or cpu (torch sees no CUDA device here)")
     positions = model_positions(o.base)
     if o.max_length is not None and positions is not None and o.max_length > positions:
         raise bad("max-length", o.max_length, f"at most the base's {positions} positions")
@@ -99,7 +105,7 @@ def _check_numbers(o: Options) -> None:
 
 def check(o: Options) -> Data:
     """The options and the pairs, checked before any model loads; -> the split pairs."""
-    _check_numbers(o)
+    _check_options(o)
     if o.pairs is not None:
         pairs = read_pairs_file(o.pairs)
         source = {"pairs": str(o.pairs), "rows": len(pairs)}
@@ -152,7 +158,7 @@ def train_steps(model, enc: Encoded, o: Options, pad_id: int, steps: int) -> lis
         threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
         out = forward_scores(model, [enc.chosen[i] for i in idx] + [enc.rejected[i] for i in idx], pad_id)
         chosen, rejected = out.chunk(2)  # the first half is chosen (TRL's collator)
-        margin = enc.margin[idx] if enc.margin is not None else None
+        margin = enc.margin[idx].to(chosen.device) if enc.margin is not None else None
         loss, metrics = bt_loss(chosen, rejected, margin, o.center_rewards_coefficient)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -173,6 +179,13 @@ def evaluate(model, enc: Encoded, pad_id: int, o: Options) -> dict:
     c = scores(model, enc.chosen, pad_id, 2 * o.batch_size)
     r = scores(model, enc.rejected, pad_id, 2 * o.batch_size)
     return pair_metrics(c, r, enc.margin, o.calibration_bins)
+
+
+def resolve_device(device: str) -> torch.device:
+    """auto: cuda when torch sees one, else cpu."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
 
 
 def _encode_all(o: Options, data: Data, tok) -> tuple[Encoded, Encoded, dict]:
@@ -234,6 +247,7 @@ def train_rm(o: Options, data: Data) -> dict:
     train, held, counts = _encode_all(o, data, tok)
     steps = o.steps or math.ceil(o.epochs * len(train) / o.batch_size)
     model = build_reward_model(o.base, o.seed, tok.pad_token_id)
+    model.to(resolve_device(o.device))
     records = train_steps(model, train, o, tok.pad_token_id, steps)
     report = {
         "base": o.base,
@@ -245,6 +259,7 @@ def train_rm(o: Options, data: Data) -> dict:
         "eval": evaluate(model, held, tok.pad_token_id, o),
         "final_train": evaluate(model, train, tok.pad_token_id, o),
         "last_steps_loss": sum(r["train/loss"] for r in records[-10:]) / len(records[-10:]),
+        "device": str(resolve_device(o.device)),
         "wall_seconds": time.perf_counter() - t0,
     }
     _save(Path(o.out), model, tok, report)

@@ -28,6 +28,9 @@ def test_a_separable_pairs_file_is_learned(small_base, marker_file, tmp_path, ca
     assert report["steps"] == 12 and report["source"] == {"pairs": str(marker_file), "rows": 48}
     out = capsys.readouterr().out
     assert "held-out: accuracy" in out and "ECE" in out and "confidence bin" in out
+    assert report["device"] == "cpu" or torch.cuda.is_available()
+    again = _train(small_base, ["--pairs", str(marker_file)], tmp_path / "rm", "--seed", "1")  # replaces its own folder
+    assert again["options"]["seed"] == 1
 
 
 def test_the_folder_loads_and_scores_by_the_template(small_base, marker_file, tmp_path):

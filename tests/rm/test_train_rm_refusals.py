@@ -66,6 +66,22 @@ def test_bad_pairs_files_are_refused(tmp_path, capsys, no_model, rows, message):
     assert message in err
 
 
+def test_an_out_folder_that_holds_something_else_is_refused(tmp_path, capsys, no_model):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "config.yaml").write_text("a run's")
+    err = _refused(capsys, ["train-rm", "--pairs", _pairs(tmp_path, GOOD), "--out", str(tmp_path / "o")])
+    assert "--out=" in err and "allowed: a new or empty folder, or one `harness train-rm` wrote" in err
+    assert (tmp_path / "o" / "config.yaml").read_text() == "a run's"
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="refused only where torch sees no CUDA device")
+def test_cuda_without_a_gpu_is_refused(tmp_path, capsys, no_model):
+    err = _refused(
+        capsys, ["train-rm", "--pairs", _pairs(tmp_path, GOOD), "--out", str(tmp_path / "o"), "--device", "cuda"]
+    )
+    assert "--device='cuda'; allowed: auto or cpu" in err
+
+
 def test_bad_sources_are_refused(tmp_path, capsys, no_model):
     out = ["--out", str(tmp_path / "o")]
     assert "no such file" in _refused(capsys, ["train-rm", "--pairs", str(tmp_path / "none.jsonl"), *out])
