@@ -50,8 +50,18 @@ class RMPair:
     margin: float | None = None
 
     def prompt_key(self) -> str:
-        """The prompt as one string (pairs of the same prompt stay on one side of the held-out split)."""
-        return self.prompt if isinstance(self.prompt, str) else repr(self.prompt)
+        """The prompt as one string (pairs of the same prompt stay on one side of the held-out split); an
+        implicit prompt is the turns that chosen and rejected share."""
+        if isinstance(self.prompt, str):
+            return self.prompt
+        if self.prompt:
+            return repr(self.prompt)
+        shared = []
+        for a, b in zip(self.chosen, self.rejected):
+            if a != b:
+                break
+            shared.append(a)
+        return repr(shared)
 
 
 def _is_messages(value) -> bool:

@@ -172,6 +172,16 @@ def test_split_holds_out_whole_prompts():
         split_pairs(pairs[:1], 0.5, seed=0)
 
 
+def test_implicit_prompts_are_split_by_the_turns_both_sides_share():
+    def conv(i, answer):
+        return [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": answer}]
+
+    pairs = [RMPair([], conv(i % 5, "yes"), conv(i % 5, "no")) for i in range(20)]
+    train, held = split_pairs(pairs, 0.2, seed=0)
+    assert len(held) == 4 and len(train) == 16  # one of 5 prompts held out, not all 20 pairs under one key
+    assert not {x.prompt_key() for x in held} & {x.prompt_key() for x in train}
+
+
 def test_pairs_from_a_real_runs_samples():
     """fixtures/run/samples.jsonl: 28 records of an 8-step GRPO run on the arithmetic task (tiny-dense, 16 prompts
     a step, train.samples_to_log=16), as harness/train/rl/step.py wrote them: the records of the 9 prompts that
