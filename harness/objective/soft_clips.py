@@ -16,6 +16,7 @@ import torch
 
 from harness.objective.modes import Knob
 
+
 def vespo_weight(
     ratio: torch.Tensor, adv: torch.Tensor, k_pos: float, lambda_pos: float, k_neg: float, lambda_neg: float
 ) -> torch.Tensor:
