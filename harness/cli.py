@@ -15,6 +15,8 @@
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures, from run folders or MLflow
     harness fit STUDY [--scale S] [--metric M] [--compute C]   R(C) per run and arm, arms compared on A and B (docs/fit.md)
     harness mlflow-sync [RESULTS_DIR ...]                  finished studies' MLflow runs into the study layout
+    harness train-rm --pairs FILE | --run RUN_DIR --out DIR [--base B] [--steps N] ...
+                                                         a Bradley–Terry reward model (docs/reward_models.md)
     harness bench [--models M,..] [--backends hf,vllm] [--steps S] [--lever-sets L] [--trl|--no-trl] ...
                                                          GRPO step-time breakdown, ours vs TRL (harness/bench/)
 
@@ -47,6 +49,7 @@ from harness.experiment import cli as study_cli
 from harness.experiment.study import StudyError
 from harness.faults import RunFault, StoppedBySignal, user_exit
 from harness.probes import cli as probe_cli
+from harness.rm import cli as rm_cli
 from harness.tasks import task_from_config
 from harness.tasks.dataset.score_file import ScoreFileError, score_file
 from harness.tasks.sample_data import ROWS, write_samples
@@ -168,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     study_cli.add_commands(sub)  # grid, tune, summarize, figures, mlflow-sync, reproduce (harness/experiment/cli.py)
     probe_cli.add_command(sub)
     bench_cli.add_command(sub)
+    rm_cli.add_command(sub)
     for p in sub.choices.values():  # `--debug` after the subcommand too (SUPPRESS: it never resets the global one)
         p.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an input error"
@@ -216,6 +220,8 @@ def _run(args: argparse.Namespace) -> int:
         return probe_cli.run(args)
     if args.command == "bench":
         return bench_cli.run(args)
+    if args.command == "train-rm":
+        return rm_cli.run(args)
     return COMMANDS[args.command](args)
 
 

@@ -219,3 +219,20 @@ def test_two_benches_in_one_second_get_two_reports(tmp_path, monkeypatch):
     second = report.write_json(tmp_path, [], {"timestamp": report.timestamp(tmp_path)})
     assert first.name == "20261127-171535.json" and second.name == "20261127-171535-2.json"
     assert report.timestamp() == "20261127-171535"  # no folder: the second alone
+
+
+def test_the_weight_sync_check_is_timed_apart_from_the_step():
+    """vLLM's verify_sync (after syncs 1-3 and every 10th) would land in some measured steps and not others."""
+    from harness.bench.figures import ours_steps
+
+    base = {"perf/rollout_seconds": 1.0, "perf/score_seconds": 0.5, "perf/rollout_tokens_per_s": 10.0}
+    recs = [
+        {**base, "step": 0, "perf/update_seconds": 2.5, "perf/step_seconds": 4.25, "perf/verify_seconds": 0.5},
+        {**base, "step": 1, "perf/update_seconds": 2.0, "perf/step_seconds": 3.75, "perf/verify_seconds": 0.0},
+        {**base, "step": 2, "perf/update_seconds": 2.0, "perf/step_seconds": 3.75},  # hf: no sync, no key
+    ]
+    steps = ours_steps(recs)
+    assert [s["update_s"] for s in steps] == [2.0, 2.0, 2.0]
+    assert [s["step_s"] for s in steps] == [3.75, 3.75, 3.75]
+    assert [s["verify_s"] for s in steps] == [0.5, 0.0, 0.0]
+    assert [s["log_s"] for s in steps] == [0.25, 0.25, 0.25]

@@ -19,7 +19,7 @@ The picture of issue 25 on the package's names (bottom first; docs/architecture.
     parts       harness/models/, harness/tasks/, harness/rollout/ (+ harness/tracking/: the run's log)
     config      harness/config.py: the run's YAML, checked against objective, models and tasks
     train core  harness/train/core/: collect, scoring, batch log-probs, eval prompt draw, run dir
-    trainers    harness/train/{rl,dpo,eval,diagnostics}/
+    trainers    harness/train/{rl,dpo,eval,diagnostics}/, harness/rm/ (`harness train-rm`)
     run         harness/train/run/ (the shell) and harness/train/__init__.py (`train`, its entry)
     commands    harness/cli.py, harness/experiment/, harness/probes/, harness/bench/
 
@@ -55,7 +55,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("parts of a run", ("harness.models", "harness.tasks", "harness.rollout", "harness.tracking")),
     ("config", ("harness.config",)),
     ("train core", ("harness.train.core",)),
-    ("trainers", ("harness.train.rl", "harness.train.dpo", "harness.train.eval", "harness.train.diagnostics")),
+    (
+        "trainers",
+        ("harness.train.rl", "harness.train.dpo", "harness.train.eval", "harness.train.diagnostics", "harness.rm"),
+    ),
     ("run", ("harness.train.run", "harness.train")),
     ("commands", ("harness.cli", "harness.experiment", "harness.probes", "harness.bench")),
 )

@@ -4,11 +4,13 @@ A step record (one per policy iteration, the same keys for both trainers):
     step      0-based iteration
     rollout_s generation of the N*G completions
     score_s   verifier rewards + reference log-probs + advantages
-    update_s  forward/backward + optimizer step (+ weight sync to the rollout engine)
+    update_s  forward/backward + optimizer step (+ weight sync to the rollout engine, less its check)
     log_s     the rest of the step: metrics, logging (ours: minus the step-0 eval, see eval_s)
     eval_s    ours only: the initial eval folded into step 0 (0 elsewhere)
     ckpt_s    checkpoint written after the step (None where not measured)
-    step_s    rollout_s + score_s + update_s + log_s + eval_s (checkpoint excluded)
+    step_s    rollout_s + score_s + update_s + log_s + eval_s (checkpoint and weight-sync check excluded)
+    verify_s  ours on vLLM: the weight-sync check (verify_sync: after syncs 1-3 and every 10th), 0 elsewhere;
+              a correctness check on a schedule, timed apart like the checkpoint
     tokens    completion tokens generated in the step (EOS included)
 """
 
@@ -29,8 +31,9 @@ def ours_steps(records: list[dict]) -> list[dict]:
     ckpt_after = {r["step"] - 1: r["perf/checkpoint_seconds"] for r in train if r.get("perf/checkpoint_seconds")}
     out = []
     for r in train:
-        rollout, score, update = r["perf/rollout_seconds"], r["perf/score_seconds"], r["perf/update_seconds"]
-        step, ev = r["perf/step_seconds"], r.get("perf/eval_seconds", 0.0)
+        verify = r.get("perf/verify_seconds", 0.0)  # the weight-sync check (vLLM, on its schedule): out of the step
+        rollout, score, update = r["perf/rollout_seconds"], r["perf/score_seconds"], r["perf/update_seconds"] - verify
+        step, ev = r["perf/step_seconds"] - verify, r.get("perf/eval_seconds", 0.0)
         out.append(
             {
                 "step": r["step"],
@@ -41,6 +44,7 @@ def ours_steps(records: list[dict]) -> list[dict]:
                 "eval_s": ev,
                 "ckpt_s": ckpt_after.get(r["step"]),
                 "step_s": step,
+                "verify_s": verify,
                 "tokens": round(r["perf/rollout_tokens_per_s"] * rollout),  # a count: the rate x time, rounded
                 "reward": r.get("reward/mean"),
             }

@@ -10,7 +10,7 @@ own, docs/extending.md), knobs.py (the checks derived from them), extensions.py 
 what a variant needs beyond the core tensors), plugins.py (`objective.plugins`: modules imported
 before validation), explain.py (`harness config --explain`, docs/objective.md's knob table),
 api.py (the trainer's calls, §11: inputs_needed, loss_mask, advantages, loss); the zoo's knobs
-(§12) live in those rooms; lambda_grpo.py, simko.py, prime.py hold the math of §13 (λ-GRPO:
+(§12) live in those rooms (soft_clips.py: the math of the vespo, gppo and dro clips); lambda_grpo.py, simko.py, prime.py hold the math of §13 (λ-GRPO:
 `agg: lambda_length`; SimKO: `simko_top_k > 0`; PRIME: `baseline: prime`). reference_grpo.py is
 one GRPO step in plain tensors, top to bottom: start reading there (docs/architecture.md).
 

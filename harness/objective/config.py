@@ -106,13 +106,16 @@ class ObjectiveConfig(BaseModel):
         "token",
         description="importance ratio: token (PPO/GRPO), sequence (GSPO 2507.18071, length-normalised, "
         "MoE-stable), sequence_token (GSPO-token), none (on-policy REINFORCE/GPG 2504.02546), geometric (GMPO "
-        "2507.20673: geometric mean of token ratios clipped in log space; clip none)",
+        "2507.20673: geometric mean of token ratios clipped in log space; clip none)"
+        "; sequence_product (VESPO 2602.10693: prod_t rho_t), subsentence (SSPO 2511.04256: per sspo_span tokens)",
     )
     clip: str = Field(
         "ppo",
         description="surrogate: ppo (clipped min, 1707.06347), cispo (clip the detached IS weight, never drop a "
         "token, 2506.13585), none (rho*A), sapo (soft sigmoid gate, 2511.20347), dppo_tv | dppo_kl (divergence "
-        "trust region on the token probability, 2602.04879)",
+        "trust region on the token probability, 2602.04879)"
+        "; vespo (Gamma-shaped weight, 2602.10693), gppo (bounded gradient through clipped tokens, 2508.07629, "
+        "2509.20712), dro (quadratic log-ratio penalty, verl)",
     )
     eps_low: NonNeg | None = Field(
         0.2, description="lower clip distance: bound 1-eps_low; null = no lower bound (CISPO)"

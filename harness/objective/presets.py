@@ -14,7 +14,8 @@ Dr.GRPO 2503.20783, DAPO 2503.14476, GSPO 2507.18071, CISPO / MiniMax-M1 2506.13
 RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221, GPG 2504.02546,
 DPO 2305.18290, IPO 2310.12036; the zoo (docs/objective.md §12): MaxRL 2602.02710,
 Pass@k training 2508.10751, SAPO 2511.20347, GMPO 2507.20673, DPPO 2602.04879; §13: λ-GRPO
-2510.06870, SimKO 2510.14807, PRIME 2502.01456.
+2510.06870, SimKO 2510.14807, PRIME 2502.01456; also in §12: VESPO 2602.10693, LUSPO 2602.05261,
+GPPO 2508.07629, CE-GPPO 2509.20712.
 """
 
 from __future__ import annotations
@@ -421,6 +422,84 @@ PRESETS: dict[str, dict] = {
         lambda_init=0.0,
         lambda_lr=1e-2,
         lambda_r=0.5,
+    ),
+    # --- surrogates and ratios of 2025-26 (docs/objective.md §12, docs/zoo.md) ---
+    # VESPO (2602.10693; TRL 1.16 loss_type="vespo"): -sg(phi(w)) A logp with w the unnormalised
+    # sequence ratio prod_t rho_t and phi(w) = e^lambda w^k e^(-lambda w), (k, lambda) = (2, 3) where
+    # A >= 0 and (3, 2) where A < 0 (TRL 1.16's defaults); token_mean as TRL's vespo
+    # normaliser (tokens of the batch). No clip: eps_low / eps_high are unused.
+    "vespo": dict(
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="sequence_product",
+        clip="vespo",
+        eps_low=0.2,
+        eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        vespo_k_pos=2.0,
+        vespo_lambda_pos=3.0,
+        vespo_k_neg=3.0,
+        vespo_lambda_neg=2.0,
+    ),
+    # LUSPO (2602.05261; TRL loss_type="luspo"): GSPO with each sequence's loss scaled by its length,
+    # i.e. GSPO's sequence ratio and clip under seq_mean_token_sum ((1/B) sum_i |o_i| l_i), TRL's luspo
+    # aggregation. The paper changes GSPO only in this length scaling, so GSPO's clip range 3e-4 / 4e-4
+    # is kept (an assumption, not read off the paper's tables); TRL's generic epsilon default is
+    # `eps_low: 0.2, eps_high: 0.2`.
+    "luspo": dict(
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="sequence",
+        clip="ppo",
+        eps_low=3e-4,
+        eps_high=4e-4,
+        agg="seq_mean_token_sum",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+    ),
+    # GPPO (Klear-Reasoner 2508.07629): PPO's clipped value, the gradient of a clipped token kept at
+    # (1 -+ eps) A grad logp (beta1 = beta2 = 1); DAPO's clip-higher 0.2 / 0.28 and token_mean, the
+    # recipe it is built on. The authors' code also applies dual-clip c = 3 for A < 0 -- not picked
+    # (the paper's equation has none); `dual_clip: 3.0` reaches it.
+    "gppo": dict(
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="gppo",
+        eps_low=0.2,
+        eps_high=0.28,
+        agg="token_mean",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        gppo_beta1=1.0,
+        gppo_beta2=1.0,
+    ),
+    # CE-GPPO (2509.20712): GPPO with the clipped tokens' gradients scaled by beta1 (A < 0, below
+    # 1 - eps_low: the exploitation side) and beta2 (A > 0, above 1 + eps_high: exploration);
+    # beta1 0.75, beta2 1.0, the defaults of the authors' compute_gppo_loss_general_beta. Dual-clip
+    # as in gppo (`dual_clip: 3.0` reaches their code).
+    "ce_gppo": dict(
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="gppo",
+        eps_low=0.2,
+        eps_high=0.28,
+        agg="token_mean",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        gppo_beta1=0.75,
+        gppo_beta2=1.0,
     ),
     # ---------------------------------------------------------------- entropy controls (docs/objective.md, "Entropy controls")
     # Clip-Cov (2505.22617; verl 0.9.1 loss_mode clip_cov): GRPO's advantage, the PPO clip 0.2/0.2, token-mean, no

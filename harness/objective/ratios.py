@@ -5,16 +5,19 @@ Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| =
 
 Papers: PPO 1707.06347 (token ratio), GSPO 2507.18071 (sequence ratio s_i, GSPO-token
 s_{i,t}), GPG 2504.02546 / REINFORCE (no ratio), GMPO 2507.20673 (geometric mean of the
-token ratios, clipped per token in log space).
+token ratios, clipped per token in log space), VESPO 2602.10693 (the unnormalised sequence ratio
+w_i = prod_t rho_t), SSPO 2511.04256 (the geometric mean of the token ratios over a sub-sentence:
+between token and sequence level; here a span of `sspo_span` tokens, see `_subsentence`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from harness.objective.modes import Mode, Modes, Requires
+from harness.objective.modes import Knob, Mode, Modes, Requires
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -44,6 +47,12 @@ def importance_ratio(
     sequence_token  rho_{i,t} = sg(s_i) * exp(logp - sg(logp))                        (GSPO-token s_{i,t}(theta))
                     value s_i, gradient s_i * grad logp_{i,t} per token
     none            rho_{i,t} = exp(logp - sg(logp)): value 1, gradient grad logp      (REINFORCE / GPG)
+    sequence_product rho_{i,t} = w_i = exp(clamp(sum_t M clamp(x_t, -20, 20), log 1e-8, 20))  (VESPO 2602.10693)
+                    x = logp - old_logp: the product of the token ratios, NOT length-normalised; the
+                    clamps are VESPO's reference code's (TRL copies them)
+    subsentence     rho_{i,t} = exp(mean of x over the sspo_span-token span k holding t)        (SSPO 2511.04256)
+                    span k = positions [k L, (k+1) L) of the row, L = sspo_span; the gradient flows
+                    through the span mean; L = 1 is `token`, L >= T is `sequence`
     geometric       rho_{i,t} = s_i = exp((1/|o_i|) sum_t M x~_t), x = logp - old_logp,   (GMPO 2507.20673)
                     x~ = min(x, clamp(x, -eps_low, eps_high)) where A > 0, max(x, clamp(...)) where A <= 0:
                     the clip acts per token in LOG space, in the direction of the advantage;
@@ -78,6 +87,29 @@ def _sequence_token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, c
 
 def _none(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     return torch.exp(lp - lp.detach())
+
+
+def _sequence_product(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
+    x = torch.clamp(lp - old, -20.0, 20.0)  # padding is 0 here
+    log_w = torch.clamp(x.sum(-1), LOG_W_MIN, 20.0)  # log w_i = sum_t log rho_t   (VESPO's sequence weight)
+    return torch.exp(log_w).unsqueeze(-1).expand_as(lp)
+
+
+def span_mean(x: torch.Tensor, m: torch.Tensor, span: int) -> torch.Tensor:
+    """(B, T): each token's mean of x over the response tokens of its span [k span, (k+1) span) of the row
+    (0 where a span has none). x is zero on padding."""
+    B, T = x.shape
+    n = -(-T // span)  # spans per row
+    pad = n * span - T
+    xs = torch.nn.functional.pad(x, (0, pad)).view(B, n, span).sum(-1)  # (B, n)
+    cs = torch.nn.functional.pad(m.to(x.dtype), (0, pad)).view(B, n, span).sum(-1)
+    means = xs / cs.clamp(min=1)
+    return means.repeat_interleave(span, dim=-1)[:, :T]
+
+
+def _subsentence(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
+    # SSPO 2511.04256: s_{i,k} = exp((1/|k|) sum_{t in k} (logp - old_logp)), the sub-sentence's geometric mean
+    return torch.exp(span_mean(lp - old, m, cfg.sspo_span))
 
 
 def _need_adv(adv: torch.Tensor | None, cfg, shape: torch.Size) -> torch.Tensor:
@@ -133,6 +165,14 @@ def _build(fn, masks=None, per_sequence: bool = False) -> Ratio:
     return Ratio(fn, masks, per_sequence)
 
 
+LOG_W_MIN = math.log(1e-8)
+SSPO_SPAN = Knob(
+    "sspo_span",
+    16,
+    "SSPO (2511.04256) sub-sentence length in tokens: the ratio is the geometric mean of the token ratios "
+    "over each span of this many tokens (1 = token ratio, >= the response = GSPO's sequence ratio)",
+    ge=1,
+)
 GEOMETRIC_WHY = "the geometric ratio clips each token in log space itself (eps_low/eps_high, GMPO)"
 
 # The `ratio` knob (docs/objective.md §2): name -> Ratio(rho(lp, old, m, adv, cfg), ...), all (B, T).
@@ -158,6 +198,17 @@ RATIO: Modes = Modes(
             "value per sequence (GMPO 2507.20673); clip none",
             reads=("eps_low", "eps_high"),
             requires=(Requires("clip", ("none",), GEOMETRIC_WHY),),
+        ),
+        "sequence_product": Mode(
+            Ratio(_sequence_product, per_sequence=True),
+            "w_i = exp(sum_t(logp - old_logp)), the product of the token ratios, not length-normalised, one "
+            "value per sequence (VESPO 2602.10693; clip vespo)",
+        ),
+        "subsentence": Mode(
+            Ratio(_subsentence),
+            "exp(mean of logp - old_logp over each span of sspo_span tokens): between token and sequence "
+            "level (SSPO 2511.04256)",
+            knobs=(SSPO_SPAN,),
         ),
     },
     build=_build,

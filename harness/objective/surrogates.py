@@ -8,7 +8,8 @@ Papers: PPO 1707.06347 (L^CLIP, Eq. 7), dual-clip PPO Ye et al. 1912.09729,
 DAPO 2503.14476 (decoupled eps_low/eps_high: clip-higher), CISPO / MiniMax-M1 2506.13585,
 GSPO 2507.18071 (same clip on the sequence ratio), SAPO 2511.20347 (a soft sigmoid gate instead
 of the hard clip), DPPO 2602.04879 (a trust region on the divergence of the token's probability:
-total variation or binary KL).
+total variation or binary KL); INTELLECT-2 2505.07291 (two-sided clip `delta`); VESPO 2602.10693,
+GPPO 2508.07629 / CE-GPPO 2509.20712 and DRO (verl 0.9.1) in soft_clips.py.
 
 The clip/frac metrics (docs/objective.md §9, §12) count, for every mode, the response tokens whose
 gradient the trust region removed or damped: ppo/cispo where the clip binds, sapo where the gate's
@@ -22,6 +23,16 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from harness.objective.modes import Knob, Mode, Modes, Requires
+from harness.objective.soft_clips import (
+    DRO_BETA,
+    GPPO_KNOBS,
+    VESPO_KNOBS,
+    dro_loss,
+    gppo_loss,
+    gppo_masks,
+    vespo_loss,
+    vespo_masks,
+)
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -44,11 +55,15 @@ def surrogate_loss(
 
     ppo    l = -min(rho*A, clip(rho, 1-eps_low, 1+eps_high)*A)                   (PPO Eq. 7; DAPO clip-higher)
            dual_clip c, A<0:  l = min(l, -c*A)                                    (dual-clip PPO 1912.09729)
+           delta d: the unclipped term is min(rho, d)*A                           (INTELLECT-2 2505.07291; TRL delta)
     cispo  l = -sg(clip(rho, 1-eps_low, 1+eps_high)) * A * logp                   (CISPO objective, 2506.13585)
            the weight is clipped, the token is never dropped; eps_low None = no lower bound
     none   l = -rho*A
     sapo   l = -(4/tau) sigma(tau (rho - 1)) A, tau = sapo_tau_pos where A > 0 else sapo_tau_neg   (SAPO)
     dppo_tv / dppo_kl   l = -A sg(min(rho, is_cap)) logp m, m the divergence mask (`dppo_mask`)  (DPPO)
+    vespo  l = -sg(phi(rho)) A logp, phi(w) = e^lambda w^k e^(-lambda w)              (VESPO 2602.10693)
+    gppo   PPO's value, the clipped tokens' gradient kept at beta (1 +- eps) A grad logp  (GPPO / CE-GPPO)
+    dro    l = -(logp A - dro_beta/2 (logp - old_logp)^2), no clip                  (DRO, verl 0.9.1)
     ratio, adv, logp, old_logp: (B, T); adv carries no gradient; dppo reads old_logp. A registered
     clip is `fn(ratio, adv, logp, old_logp, cfg) -> l (B, T)`.
     clip_cov / kl_cov (entropy_control.py) read the batch's tokens: `mask` (B, T) bool, the response tokens.
@@ -75,7 +90,8 @@ def surrogate_metrics(cfg: ObjectiveConfig, ratio, adv, logp, old_logp, mask) ->
 
 def _ppo(ratio, adv, logp, old_logp, cfg):
     lo, hi = _bounds(cfg)
-    unclipped = ratio * adv
+    # INTELLECT-2 2505.07291 two-sided clip (TRL `delta`): min(rho, delta) A in the unclipped term
+    unclipped = (ratio if cfg.delta is None else torch.clamp(ratio, max=cfg.delta)) * adv
     clipped = torch.clamp(ratio, min=lo, max=hi) * adv
     loss = -torch.minimum(unclipped, clipped)
     if cfg.dual_clip is not None:
@@ -218,6 +234,18 @@ DUAL_CLIP = Knob(
     strict=True,
 )
 
+DELTA = Knob(
+    "delta",
+    None,
+    "two-sided clip (INTELLECT-2 2505.07291; TRL delta): the unclipped term's ratio capped at delta, "
+    "so a token with A<0 costs at most delta*|A|; with delta >= 1+eps_high it equals dual_clip=delta",
+    type=float,
+    gt=1,
+    nullable=True,
+    strict=True,
+)
+DRO_WHY = "DRO penalises each token's own log-ratio and reads no importance ratio"
+
 # The `clip` knob (docs/objective.md §3).
 CLIP: Modes = Modes(
     "clip",
@@ -225,7 +253,7 @@ CLIP: Modes = Modes(
         "ppo": Mode(
             Surrogate(_ppo, _bound_masks),
             "-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), dual_clip optional (PPO 1707.06347)",
-            knobs=(DUAL_CLIP,),
+            knobs=(DUAL_CLIP, DELTA),
             reads=EPS,
         ),
         "cispo": Mode(
@@ -254,6 +282,26 @@ CLIP: Modes = Modes(
             knobs=DPPO_KNOBS,
             requires=(Requires("ratio", ("token",), DPPO_WHY),),
         ),
+        "vespo": Mode(
+            Surrogate(vespo_loss, vespo_masks),
+            "-sg(phi(rho)) A logp, phi(w) = e^lambda w^k e^(-lambda w) a smooth Gamma-shaped weight, no clip "
+            "(VESPO 2602.10693; its ratio: sequence_product)",
+            knobs=VESPO_KNOBS,
+        ),
+        "gppo": Mode(
+            Surrogate(gppo_loss, gppo_masks),
+            "PPO's clipped value, the clipped tokens' gradient kept and bounded at beta1 (1-eps_low) / "
+            "beta2 (1+eps_high) A grad logp (GPPO 2508.07629, CE-GPPO 2509.20712)",
+            knobs=(*GPPO_KNOBS, DUAL_CLIP),
+            reads=EPS,
+        ),
+        "dro": Mode(
+            Surrogate(dro_loss),
+            "-(logp A - dro_beta/2 (logp - old_logp)^2): REINFORCE with a quadratic log-ratio penalty, "
+            "no clip (DRO, verl 0.9.1)",
+            knobs=(DRO_BETA,),
+            requires=(Requires("ratio", ("token",), DRO_WHY),),
+        ),
     },
     build=_build,
 )
@@ -272,7 +320,9 @@ def clip_masks(
                 the direction of the advantage; for cispo: where the IS weight is capped)
     sapo        the gate's gradient weight 4p(1-p) < 1/2; low: rho < 1, high: rho > 1
     dppo_*      the divergence mask drops the token; low: A < 0, high: A > 0 (needs logp, old_logp)
-    none        never
+    vespo       the weight phi(rho) < 1/2 (A != 0); low: rho < 1, high: rho > 1
+    gppo        as ppo (where the gradient is bounded instead of removed)
+    none, dro   never
     """
     lp = None if logp is None else logp.detach()
     return CLIP[cfg.clip].masks(ratio.detach(), adv, lp, old_logp, cfg)

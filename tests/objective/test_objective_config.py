@@ -46,6 +46,11 @@ EXPECTED_TABLE = {
     "lambda_grpo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "lambda_length", 0.0, "k3", "loss"),
     "simko": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "prime": ("prime", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    # surrogates and ratios of 2025-26 (docs/objective.md §12)
+    "vespo": ("group_mean", "group_std", "sequence_product", "vespo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "luspo": ("group_mean", "group_std", "sequence", "ppo", 3e-4, 4e-4, "seq_mean_token_sum", 0.0, "k3", "loss"),
+    "gppo": ("group_mean", "group_std", "token", "gppo", 0.2, 0.28, "token_mean", 0.0, "k3", "loss"),
+    "ce_gppo": ("group_mean", "group_std", "token", "gppo", 0.2, 0.28, "token_mean", 0.0, "k3", "loss"),
     # the entropy controls (docs/objective.md, "Entropy controls")
     "clip_cov": ("group_mean", "group_std", "token", "clip_cov", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "kl_cov": ("group_mean", "group_std", "token", "kl_cov", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
@@ -66,6 +71,9 @@ EXPECTED_EXTRAS = {
     "lambda_grpo": dict(lambda_init=0.0, lambda_lr=1e-2, lambda_r=0.5),
     "simko": dict(simko_top_k=3, simko_tau=0.8, simko_mix=0.01, simko_neg_scale=1.1),
     "prime": dict(prime_beta=0.05, prime_coef=5.0, outcome_coef=5.0, prm_lr=1e-4, prime_keep_last_token=False),
+    "vespo": dict(vespo_k_pos=2.0, vespo_lambda_pos=3.0, vespo_k_neg=3.0, vespo_lambda_neg=2.0),
+    "gppo": dict(gppo_beta1=1.0, gppo_beta2=1.0),
+    "ce_gppo": dict(gppo_beta1=0.75, gppo_beta2=1.0),
     "clip_cov": dict(clip_cov_ratio=2e-4, clip_cov_lb=1.0, clip_cov_ub=5.0),
     "kl_cov": dict(kl_cov_ratio=2e-3, ppo_kl_coef=1.0),
     "top_entropy": dict(top_entropy_quantile=0.2, dynamic_sampling=True, overlong_buffer=13),

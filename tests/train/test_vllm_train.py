@@ -29,4 +29,7 @@ def test_vllm_backend_trains_and_syncs(fast_config, tmp_path):
         # harness/rollout/vllm_backend.py), so the rollout/train mismatch stays at noise level
         assert rec["mismatch/max_abs_dp"] < 1e-3, rec["mismatch/max_abs_dp"]
         assert rec["mismatch/k3_kl"] < 1e-6, rec["mismatch/k3_kl"]
+    # syncs 1-3 are checked (verify_first): the check's time is logged apart from the push, both inside the update
+    for rec in records[:2]:
+        assert 0 < rec["perf/verify_seconds"] < rec["perf/update_seconds"] and rec["perf/sync_seconds"] > 0, rec
     assert 0.0 <= summary["final_eval"]["eval/pass_at_1"] <= 1.0

@@ -35,6 +35,16 @@ from harness.train.rl.update import policy_update
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
 
 
+def sync_times(backend) -> dict:
+    """perf/sync_seconds (the weight push into the engine) and perf/verify_seconds (the probe check after it, on
+    its schedule: syncs 1-3 and every 10th, 0 otherwise) of a backend that syncs (vLLM); {} for hf, which generates
+    with the trained module itself. Both are inside perf/update_seconds; the bench takes the check out of the
+    timed step (harness/bench/figures.py ours_steps)."""
+    if not hasattr(backend, "last_verify_seconds"):
+        return {}
+    return {"perf/sync_seconds": backend.last_sync_seconds, "perf/verify_seconds": backend.last_verify_seconds}
+
+
 def phase_clock(device: torch.device) -> float:
     """time.perf_counter() at a phase edge, after the device's queued work (torch.cuda.synchronize on CUDA;
     nothing on a CPU): a phase's perf/*_seconds is the work it launched, not the launches alone. Four a step."""
@@ -183,6 +193,7 @@ class RLTrainer(Trainer):
         if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch
             router_old_new(ctx.model, batch, mismatch, ctx.pad_id, cfg.rollout.temperature, obj.routing_replay)
         ctx.backend.sync_weights(ctx.model)
+        out.update(sync_times(ctx.backend))
         if self.ref is not None and obj.ref_update_every and (step + 1) % obj.ref_update_every == 0:
             self.ref.load_state_dict(ctx.model.state_dict())  # iterative GRPO: pi_ref <- pi_theta
         return out
