@@ -115,7 +115,9 @@ class ObjectiveConfig(BaseModel):
         "token, 2506.13585), none (rho*A), sapo (soft sigmoid gate, 2511.20347), dppo_tv | dppo_kl (divergence "
         "trust region on the token probability, 2602.04879)"
         "; vespo (Gamma-shaped weight, 2602.10693), gppo (bounded gradient through clipped tokens, 2508.07629, "
-        "2509.20712), dro (quadratic log-ratio penalty, verl)",
+        "2509.20712), dro (quadratic log-ratio penalty, verl)"
+        "; clip_cov | kl_cov (clip / KL-penalise the tokens of largest covariance of log-prob and advantage, "
+        "2505.22617)",
     )
     eps_low: NonNeg | None = Field(
         0.2, description="lower clip distance: bound 1-eps_low; null = no lower bound (CISPO)"
