@@ -162,7 +162,7 @@ class ObjectiveConfig(BaseModel):
         None,
         gt=0,
         description="truncated IS weight min(pi_old_train/pi_rollout, cap) on the token loss (rollout/train "
-        "mismatch); null = off",
+        "mismatch); null = off; the old spelling of rollout_is=token_truncate with rollout_is_clip_max=cap",
     )
     rollout_is: str = Field(
         "none",
