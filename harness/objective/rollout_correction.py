@@ -177,7 +177,7 @@ def m2po_keep(cfg: Any, logp: torch.Tensor, rollout_logp: torch.Tensor, adv: tor
     mean_i M_2,i over the unmasked tokens > tau_M2, mask the token with the largest M_2,i. Removing the largest
     value never raises the mean of the rest, so the k masked tokens are the k largest, k the fewest that bring
     the mean to <= tau (ties broken by position). keep (B, T) bool."""
-    d2 = torch.where(m, (logp - rollout_logp) ** 2, torch.zeros_like(logp)).flatten()  # M_2,i = (log r_i)^2
+    d2 = torch.where(m, (logp - rollout_logp) ** 2, torch.zeros_like(logp)).nan_to_num(nan=0.0).flatten()  # (log r_i)^2
     order = torch.sort(torch.where(m.flatten(), d2, -1.0), descending=True, stable=True).indices  # padding last
     n = m.sum()
     srt = d2[order]
@@ -291,7 +291,8 @@ def rollout_correction(
     name, bounds = is_setting(cfg)
     w, metrics = None, {}
     if name != "none":
-        got = ROLLOUT_IS[name](old - rollout, m, bounds)  # log r = log pi_old - log pi_rollout
+        # log r = log pi_old - log pi_rollout; a token the sampler could not score (NaN) gets r = 1, as in TRL
+        got = ROLLOUT_IS[name](torch.nan_to_num(old - rollout, nan=0.0), m, bounds)
         w = got.w
         kind = "masked" if name.endswith("_mask") else "truncated"
         if cfg.tis_cap is None:  # tis_cap logs none: its golden record predates them

@@ -212,3 +212,20 @@ def test_a_correction_without_the_sampler_logp_is_refused():
 def test_bad_values_are_refused_naming_the_knob(knobs, named):
     with pytest.raises(ValueError, match=named):
         ObjectiveConfig(**knobs)
+
+
+def test_a_token_the_sampler_could_not_score_gets_weight_one_as_in_trl():
+    # TRL 1.16 nan_to_num's the log-ratio: r = 1 at a NaN sampler log-prob; M2PO and the off-policy mask count it 0
+    roll = T([[-2.0, float("nan"), 1.0]])
+    cfg = ObjectiveConfig(**BASE, rollout_is="token_truncate", rollout_is_clip_max=5.0, off_policy_mask_threshold=0.0)
+    loss, _ = policy_loss(cfg, torch.zeros(1, 3), torch.zeros(1, 3), T([1.0]), torch.ones(1, 3), rollout_logp=roll)
+    assert loss.item() == pytest.approx(-(5.0 + 1.0 + math.exp(-1.0)) / 3, rel=1e-6)
+    loss, _ = policy_loss(
+        ObjectiveConfig(**BASE, m2_threshold=0.5),
+        torch.zeros(1, 3),
+        torch.zeros(1, 3),
+        T([1.0]),
+        torch.ones(1, 3),
+        rollout_logp=roll,
+    )
+    assert loss.item() == pytest.approx(-2 / 3, rel=1e-6)  # (log r)^2 = [4, 0, 1]: the 4 masked, mean 0.5 left
