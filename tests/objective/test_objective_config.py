@@ -46,6 +46,9 @@ EXPECTED_TABLE = {
     "lambda_grpo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "lambda_length", 0.0, "k3", "loss"),
     "simko": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "prime": ("prime", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    # the rollout correction (docs/objective.md §6)
+    "icepop": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
+    "m2po": ("group_mean", "group_std", "token", "none", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {
@@ -62,6 +65,8 @@ EXPECTED_EXTRAS = {
     "lambda_grpo": dict(lambda_init=0.0, lambda_lr=1e-2, lambda_r=0.5),
     "simko": dict(simko_top_k=3, simko_tau=0.8, simko_mix=0.01, simko_neg_scale=1.1),
     "prime": dict(prime_beta=0.05, prime_coef=5.0, outcome_coef=5.0, prm_lr=1e-4, prime_keep_last_token=False),
+    "icepop": dict(rollout_is="token_mask", rollout_is_clip_min=0.5, rollout_is_clip_max=5.0),
+    "m2po": dict(m2_threshold=0.04, rollout_is="none", off_policy_mask_threshold=None),
 }
 
 

@@ -66,3 +66,8 @@ def test_a_study_grid_selects_them_like_any_knob():
     assert len(cells) == 6 and got == {
         (r, m) for r in grid["objective.rollout_is"] for m in grid["objective.m2_threshold"]
     }
+
+
+def test_the_dpo_trainer_refuses_them():
+    with pytest.raises(ValueError, match="ignores objective.rollout_is='token_mask'"):
+        load_config("experiments/runs/dpo.yaml", ["objective.rollout_is=token_mask"])
