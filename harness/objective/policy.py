@@ -141,8 +141,9 @@ def policy_loss(
     clip fractions and ratio stats of sequence-level ratios): clip/frac, clip/frac_low,
     clip/frac_high, ratio/mean, ratio/max, kl/ref (k3, when ref_logp is given), kl/old (mean of
     old_logp - logp), entropy (when given), loss/policy, loss/kl, loss/entropy (the aggregated
-    contributions; loss = their sum); the rollout correction's (rollout_is/*, off_policy_mask/*, m2po/*) when on. They are read from the device together, once; deferred: left there
-    (objective/deferred.py: a trainer reads a whole step's at once).
+    contributions; loss = their sum); the rollout correction's (rollout_is/*, off_policy_mask/*, m2po/*) when
+    on. They are read from the device together, once; deferred: left there (objective/deferred.py: a trainer
+    reads a whole step's at once).
     """
     _check_shapes(logp, mask, adv, old_logp=old_logp, ref_logp=ref_logp, entropy=entropy, rollout_logp=rollout_logp)
     t = _tokens(logp, old_logp, adv, mask, ref_logp)

@@ -4,13 +4,16 @@ before any model loads."""
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 
 from harness.config import load_config
 from harness.experiment import parse_study
 from harness.experiment.expand import expand
+from harness.objective import ObjectiveConfig
 from harness.train import train
+from harness.train.rl.update import per_sequence
 
 MODES = {
     "token_truncate": (["objective.rollout_is=token_truncate", "objective.rollout_is_clip_max=1.0001"],
@@ -71,3 +74,11 @@ def test_a_study_grid_selects_them_like_any_knob():
 def test_the_dpo_trainer_refuses_them():
     with pytest.raises(ValueError, match="ignores objective.rollout_is='token_mask'"):
         load_config("experiments/runs/dpo.yaml", ["objective.rollout_is=token_mask"])
+
+
+def test_the_shares_of_rows_are_merged_by_rows():
+    """A micro-batch's off_policy_mask/frac_masked weighs its rows with a token, not its tokens."""
+    part = SimpleNamespace(mask_lens=[5, 0, 3])
+    metrics = {"off_policy_mask/frac_masked": 0.5, "rollout_is/seq_frac_masked": 0.0, "m2po/frac_masked": 0.1}
+    got = per_sequence(ObjectiveConfig(), part, metrics)
+    assert got == {"off_policy_mask/frac_masked": 2.0, "rollout_is/seq_frac_masked": 2.0}
