@@ -67,6 +67,9 @@ def trl_args(
         "objective.dynamic_sampling": (obj.dynamic_sampling, False),
         "objective.overlong_buffer": (obj.overlong_buffer, 0),
         "objective.tis_cap": (obj.tis_cap, None),
+        "objective.rollout_is": (obj.rollout_is, "none"),  # TRL applies its IS modes with vLLM only
+        "objective.off_policy_mask_threshold": (obj.off_policy_mask_threshold, None),
+        "objective.m2_threshold": (obj.m2_threshold, None),
         "objective.entropy_coef": (obj.entropy_coef, 0.0),
         "train.mini_batches": (tr.mini_batches, 1),
     }

@@ -1136,6 +1136,8 @@ class RunConfig(_Section):
             return f"rollout.router_noise={r.router_noise} (the sampler routed differently)"
         if self.objective.tis_cap:
             return f"objective.tis_cap={self.objective.tis_cap} (TIS corrects pi_old / pi_rollout, which this makes 1)"
+        if self.objective.rollout_is != "none":
+            return f"objective.rollout_is={self.objective.rollout_is!r} (it weighs pi_old / pi_rollout, which this makes 1)"
         if self.train.autocast:
             return f"train.autocast={self.train.autocast} (the trainer computes in bf16, the sampler in rollout.dtype)"
         if self.model.lora is not None and self.model.lora.dropout:

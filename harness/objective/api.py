@@ -29,6 +29,7 @@ from harness.objective.entropy_control import entropy_bonus_on
 from harness.objective.extensions import Scored, active_hooks, active_modes, components, one_hook
 from harness.objective.kl import kl_in_reward, loss_kl_on, reward_kl_on
 from harness.objective.policy import policy_loss
+from harness.objective.rollout_correction import uses_sampler_logp, weighs_old_policy
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -43,9 +44,10 @@ class Needs:
     current_logp_for_kl  the behaviour policy's log-probs (B, T) before the update, for the KL
                          placed in the reward (pass them as `advantages(logp=...)`); a
                          single-pass update that has no old-log-prob forward must run one
-    rollout_logp         the sampler's log-probs (B, T) in `LossInputs.rollout_logp` (TIS)
+    rollout_logp         the sampler's log-probs (B, T) in `LossInputs.rollout_logp` (the rollout
+                         correction of §6: tis_cap, rollout_is, off_policy_mask_threshold, m2_threshold)
     old_logp_forward     pi_old's log-probs must come from a separate forward even when the
-                         update is a single pass (TIS weighs pi_old,train against the sampler)
+                         update is a single pass (TIS / rollout_is weigh pi_old,train against the sampler)
     entropy_grad         the entropy enters the loss (entropy_coef != 0): compute it with grad
     adv_only_gradient    a row with advantage 0 contributes no gradient (no KL-in-loss or
                          entropy term), so a diagnostic may skip such rows
@@ -73,14 +75,13 @@ class Needs:
 
 def inputs_needed(obj: ObjectiveConfig) -> Needs:
     """Which tensors the trainer must compute for `obj` (see `Needs`)."""
-    tis = obj.tis_cap is not None
     parts = components(obj)
     return Needs(
         ref_logp=obj.needs_reference,
         values="values" in parts,
         current_logp_for_kl=reward_kl_on(obj),
-        rollout_logp=tis,
-        old_logp_forward=tis,
+        rollout_logp=uses_sampler_logp(obj),
+        old_logp_forward=weighs_old_policy(obj),
         entropy_grad=entropy_bonus_on(obj),
         adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj)),
         components=parts,
@@ -149,7 +150,7 @@ class LossInputs:
     mask          the loss mask (`loss_mask`)
     entropy       per-token entropy, with grad (detached here when entropy_coef is 0), or None
     ref_logp      reference (when inputs_needed(obj).ref_logp)
-    rollout_logp  the sampler's log-probs: used only when the objective asks (TIS, tis_cap set)
+    rollout_logp  the sampler's log-probs: used only when the objective asks (the rollout correction, §6)
     extras        what the active modes read beyond these (extensions.py): the components' outputs with
                   grad (values, prm_logp, lam), what the scoring kept (old_values, returns, outcomes,
                   group_lengths, group_pos) and what the forwards read (SimKO's topk_logp,
@@ -186,7 +187,7 @@ def loss(
     loss, entropy bonus, aggregation; §2-6) + every active mode's loss term (the critic's value
     loss, PRIME's reward-model BCE; §1, §13). num_seqs / num_tokens: the whole optimizer
     mini-batch's denominators (§5). Decided here: the entropy is detached when entropy_coef is 0
-    (it is then only a metric); the sampler's log-probs reach the loss only when tis_cap is set.
+    (it is then only a metric); the sampler's log-probs reach the loss only when a rollout correction is on.
     Metrics: §9's (loss/policy, loss/kl, loss/entropy, clip/*, ratio/*, kl/*, entropy) and the
     terms' (loss/value, value/clip_frac, value/explained_variance; loss/prm; agg/lambda). deferred: the metrics
     the policy loss computes are left on the device (objective/deferred.py `read` finishes them), so that a
@@ -202,7 +203,7 @@ def loss(
         x.mask,
         ref_logp=x.ref_logp,
         entropy=entropy,
-        rollout_logp=x.rollout_logp if obj.tis_cap else None,
+        rollout_logp=x.rollout_logp if uses_sampler_logp(obj) else None,
         num_seqs=num_seqs,
         num_tokens=num_tokens,
         extras=x.extras,

@@ -51,6 +51,7 @@ from harness.objective.plugins import import_plugins
 from harness.objective.presets import PRESETS, preset_knobs, preset_trainer
 from harness.objective.prime import KNOBS as _PRIME_KNOBS  # noqa: F401 -- registers baseline 'prime'
 from harness.objective.ratios import RATIO
+from harness.objective.rollout_correction import ROLLOUT_IS
 from harness.objective.surrogates import CLIP
 
 NonNeg = Annotated[float, Field(ge=0)]
@@ -61,6 +62,7 @@ MODE_KNOBS: dict[str, Modes] = {
     m.knob: m for m in (BASELINE, SCALE, STD, BATCH_STD_OF, RATIO, CLIP, KL_ESTIMATOR, KL_PLACEMENT, AGG, DPO_LOSS)
 }
 MODE_KNOBS[ENTROPY_AGG.knob] = ENTROPY_AGG  # entropy_control.py: the entropy bonus's aggregation
+MODE_KNOBS[ROLLOUT_IS.knob] = ROLLOUT_IS  # §6 the rollout correction against the sampler (rollout_correction.py)
 
 
 class ObjectiveConfig(BaseModel):
@@ -173,7 +175,13 @@ class ObjectiveConfig(BaseModel):
         None,
         gt=0,
         description="truncated IS weight min(pi_old_train/pi_rollout, cap) on the token loss (rollout/train "
-        "mismatch); null = off",
+        "mismatch); null = off; the old spelling of rollout_is=token_truncate with rollout_is_clip_max=cap",
+    )
+    rollout_is: str = Field(
+        "none",
+        description="importance weight pi_old/pi_rollout against the sampler's own log-probs (TRL "
+        "vllm_importance_sampling_mode): none, token_truncate (TIS), token_mask (MIS; IcePop 2510.18855 with both "
+        "bounds), sequence_truncate, sequence_mask; bounds rollout_is_clip_min / rollout_is_clip_max",
     )
     routing_replay: bool = Field(
         False, description="MoE: replay the rollout's expert choice in the training forward (R3, 2510.11370)"

@@ -24,6 +24,9 @@ ask the active modes for their hooks and carry whatever they return in one `extr
                    bonus) act on; the others' surrogate is 0 (the 80/20 rule's top-entropy tokens, entropy_control.py)
     loss_term      (cfg, LossInputs, num_seqs, num_tokens) -> (scalar or None, metrics): added to the
                    loss (the critic's value loss, PRIME's reward-model BCE, λ's metric)
+    rollout_mask   (cfg, logp (B, T) detached, rollout_logp (B, T), adv (B, T), mask bool) -> (keep (B, T)
+                   bool, metrics): tokens whose policy-gradient term is dropped against the sampler's
+                   log-probs (off-policy sequence masking, M2PO: rollout_correction.py)
 
 The built-in extensions -- modes no knob selects, active by their `switch` -- are below: SimKO, and
 the KL, overlong and dynamic-sampling terms (declared so that their knobs are read only when on).
@@ -57,6 +60,7 @@ class Hooks:
     row_weights: Callable | None = None
     loss_term: Callable | None = None
     token_mask: Callable | None = None
+    rollout_mask: Callable | None = None
 
 
 class TokenLogits(NamedTuple):

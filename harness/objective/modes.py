@@ -40,7 +40,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 ImplT = TypeVar("ImplT")
 BUILTIN = "harness"  # the origin of every mode the package itself declares
 
-# kind -> its registry: "baseline", "scale", "std", "batch_std_of", "ratio", "clip", "kl_estimator",
+# kind -> its registry: "baseline", "scale", "std", "batch_std_of", "ratio", "clip", "rollout_is", "kl_estimator",
 # "kl_placement", "agg", "dpo_loss_type" (the knobs that take a named mode) and "extension"
 KINDS: dict[str, Modes] = {}
 RESERVED: set[str] = set()  # the config's own fields (objective/config.py fills it): no mode may declare them
@@ -51,6 +51,7 @@ KIND_ORDER = (
     "batch_std_of",
     "ratio",
     "clip",
+    "rollout_is",
     "kl_estimator",
     "kl_placement",
     "agg",
@@ -299,6 +300,7 @@ CALLS: dict[str, tuple[str, ...]] = {
     "batch_std_of": ("r", "u"),
     "ratio": ("logp", "old_logp", "mask", "adv", "cfg"),
     "clip": ("ratio", "adv", "logp", "old_logp", "cfg"),
+    "rollout_is": ("log_ratio", "mask", "cfg"),
     "agg": ("loss", "mask", "num_seqs", "num_tokens", "cfg"),
     "entropy_agg": ("loss_ent", "keep", "agg"),
     "kl_estimator": ("d",),
@@ -315,6 +317,7 @@ CALLS: dict[str, tuple[str, ...]] = {
     "hook row_weights": ("cfg", "extras"),
     "hook loss_term": ("cfg", "inputs", "num_seqs", "num_tokens"),
     "hook token_mask": ("cfg", "entropy", "mask", "extras"),
+    "hook rollout_mask": ("cfg", "logp", "rollout_logp", "adv", "mask"),
 }
 
 
@@ -347,7 +350,7 @@ def _check_calls(kind: str, name: str, fn: Callable, build: dict, hooks: Any) ->
         if f"{kind} {key}" in CALLS and value is not None:
             check_call(value, f"{kind} {key}", f"{where} {key}=")
     hooks_with_calls = ("advantages", "scoring", "old_forward", "train_forward", "token_loss", "row_weights")
-    for key in (*hooks_with_calls, "loss_term", "token_mask"):
+    for key in (*hooks_with_calls, "loss_term", "token_mask", "rollout_mask"):
         value = getattr(hooks, key, None)
         if value is not None:
             check_call(value, f"hook {key}", f"{where} hooks.{key}")

@@ -7,7 +7,7 @@ Inputs (all (B, T) log-probs of the SAMPLED tokens):
     logp         current policy pi_theta (carries the gradient)
     old_logp     behaviour policy pi_old as recomputed by the trainer at rollout time
     ref_logp     frozen reference pi_ref (for the KL in the loss and the kl/ref metric)
-    rollout_logp the sampler's own log-probs (vLLM / bf16 engine), for TIS
+    rollout_logp the sampler's own log-probs (vLLM / bf16 engine / hf), for the rollout correction (§6)
     entropy      full-distribution entropy per token (B, T), for the entropy bonus and metric
     adv          (B,) per-sequence or (B, T) per-token advantages (no gradient)
     extras       what the active modes read beyond these (extensions.py: SimKO's top-K log-probs,
@@ -33,6 +33,7 @@ from harness.objective.entropy_control import ENTROPY_WINDOW_KEY, entropy_bonus_
 from harness.objective.extensions import active_hooks, one_hook
 from harness.objective.kl import kl_penalty, loss_kl_on
 from harness.objective.ratios import RATIO, importance_ratio, is_sequence_level
+from harness.objective.rollout_correction import Correction, rollout_correction, uses_sampler_logp
 from harness.objective.surrogates import clip_masks, surrogate_loss, surrogate_metrics
 
 if TYPE_CHECKING:
@@ -89,19 +90,19 @@ def _token_keep(cfg: ObjectiveConfig, t: Tokens, entropy, extras) -> torch.Tenso
     return keep
 
 
-def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, rollout_logp, extras, keep):
-    """(l_pg, l_kl, l_ent), each (B, T): the surrogate (or an extension's token loss) x TIS, the KL in
-    the loss and the entropy bonus, each row scaled by the extensions' row weights; the surrogate and the
+def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, correction: Correction, extras, keep):
+    """(l_pg, l_kl, l_ent), each (B, T): the surrogate (or an extension's token loss) x the rollout correction,
+    the KL in the loss and the entropy bonus, each row scaled by the extensions' row weights; the surrogate and the
     bonus only on the tokens `keep` keeps (when a token mask is active)."""
     token_loss = one_hook(cfg, "token_loss")
     if token_loss is not None:  # an extension replaces the surrogate (SimKO)
         loss_pg = token_loss(cfg, t.lp, t.old, t.A, t.m, entropy, extras)
     else:
         loss_pg = surrogate_loss(cfg, rho, t.A, t.lp, t.old, mask=t.m)  # §3
-    if cfg.tis_cap is not None and rollout_logp is not None:
-        # §6 truncated importance sampling: w = min(pi_old_train / pi_rollout, cap), no gradient
-        w = torch.exp(t.old - t.clean(rollout_logp)).clamp(max=cfg.tis_cap)
-        loss_pg = loss_pg * w
+    if correction.w is not None:
+        # §6 rollout correction against the sampler (rollout_correction.py): TIS w = min(pi_old_train / pi_rollout,
+        # cap) and its kin, times the off-policy / M2PO masks; no gradient
+        loss_pg = loss_pg * correction.w
     if keep is not None:  # 80/20 rule, 2506.01939 Eq. 5: 1(H_t >= tau_rho) on the token's policy loss
         loss_pg = loss_pg * keep.to(loss_pg.dtype)
     loss_kl = t.zero
@@ -140,7 +141,9 @@ def policy_loss(
     """(loss scalar, metrics) of one (micro-)batch.
 
     l_{i,t} = surrogate(rho, A)                                   §2-3 (ratio, clip and its knobs)
-            * sg(min(exp(old_logp - rollout_logp), tis_cap))       TIS, when tis_cap and rollout_logp are given
+            * sg(w_{i,t})                                          §6 rollout correction against rollout_logp:
+                                                                   TIS min(exp(old_logp - rollout_logp), tis_cap),
+                                                                   rollout_is, off-policy mask, M2PO
             + kl_coef * k(logp, ref_logp)                          §4, when kl_placement='loss' and kl_coef > 0
             - entropy_coef * H                                     when entropy is given
     loss = aggregate(cfg.agg, l, M, norm_constant, num_seqs, num_tokens)   §5
@@ -154,14 +157,16 @@ def policy_loss(
     clip fractions and ratio stats of sequence-level ratios): clip/frac, clip/frac_low,
     clip/frac_high, ratio/mean, ratio/max, kl/ref (k3, when ref_logp is given), kl/old (mean of
     old_logp - logp), entropy (when given), loss/policy, loss/kl, loss/entropy (the aggregated
-    contributions; loss = their sum). They are read from the device together, once; deferred: left there
-    (objective/deferred.py: a trainer reads a whole step's at once).
+    contributions; loss = their sum); the rollout correction's (rollout_is/*, off_policy_mask/*, m2po/*) when
+    on. They are read from the device together, once; deferred: left there (objective/deferred.py: a trainer
+    reads a whole step's at once).
     """
     _check_shapes(logp, mask, adv, old_logp=old_logp, ref_logp=ref_logp, entropy=entropy, rollout_logp=rollout_logp)
     t = _tokens(logp, old_logp, adv, mask, ref_logp)
     rho = importance_ratio(cfg.ratio, t.lp, t.old, t.m, t.A, cfg)  # §2
     keep = _token_keep(cfg, t, entropy, extras or {})
-    parts = _token_losses(cfg, t, rho, entropy, rollout_logp, extras or {}, keep)
+    correction = _correction(cfg, t, rollout_logp)
+    parts = _token_losses(cfg, t, rho, entropy, correction, extras or {}, keep)
     agg = dict(
         agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens, cfg=cfg
     )
@@ -170,7 +175,7 @@ def policy_loss(
     else:
         loss = aggregate(loss_tok=parts[0] + parts[1], **agg) + entropy_term(cfg, parts[2], agg, keep)
     with torch.no_grad():
-        metrics = _metrics(cfg, t, rho, parts, agg, entropy, keep)
+        metrics = {**_metrics(cfg, t, rho, parts, agg, entropy, keep), **correction.metrics}
         metrics.update(_entropy_control_metrics(cfg, t, rho, entropy, keep, deferred))
     return loss, metrics if deferred else read(metrics)
 
@@ -188,6 +193,19 @@ def _entropy_control_metrics(cfg: ObjectiveConfig, t: Tokens, rho, entropy, keep
         h_sum = torch.where(acts, ent, t.zero).sum()
         out[ENTROPY_WINDOW_KEY] = (scalar(h_sum), scalar(acts.sum()))
     return out
+
+
+def _correction(cfg: ObjectiveConfig, t: Tokens, rollout_logp: torch.Tensor | None) -> Correction:
+    """The rollout correction of §6 (rollout_correction.py); none without the sampler's log-probs (tis_cap then
+    weighs nothing, as it always did; the other knobs refuse to run without them)."""
+    if rollout_logp is None:
+        if uses_sampler_logp(cfg) and cfg.tis_cap is None:
+            raise ValueError(
+                "objective.rollout_is, off_policy_mask_threshold and m2_threshold need rollout_logp (the sampler's "
+                "log-probs, (B, T)): inputs_needed(obj).rollout_logp"
+            )
+        return Correction(None, {})
+    return rollout_correction(cfg, t.lp, t.old, t.clean(rollout_logp), t.A, t.m)
 
 
 # the metrics that are means over sequences under a sequence-level ratio (`share` in _metrics below): a trainer

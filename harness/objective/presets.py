@@ -15,7 +15,7 @@ RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221, GPG 2504.02546,
 DPO 2305.18290, IPO 2310.12036; the zoo (docs/objective.md §12): MaxRL 2602.02710,
 Pass@k training 2508.10751, SAPO 2511.20347, GMPO 2507.20673, DPPO 2602.04879; §13: λ-GRPO
 2510.06870, SimKO 2510.14807, PRIME 2502.01456; also in §12: VESPO 2602.10693, LUSPO 2602.05261,
-GPPO 2508.07629, CE-GPPO 2509.20712.
+GPPO 2508.07629, CE-GPPO 2509.20712; §6: IcePop 2510.18855, M2PO 2510.01161.
 """
 
 from __future__ import annotations
@@ -562,6 +562,42 @@ PRESETS: dict[str, dict] = {
         overlong_penalty=1.0,
         mask_truncated=False,
         top_entropy_quantile=0.2,
+    ),
+    # IcePop (Ring-1T, 2510.18855; docs/objective.md §6): GRPO (this table's grpo row, its KL included) with the
+    # two-sided token mask against the sampler: a token's loss is weighed by k = pi_old / pi_rollout when
+    # 0.5 <= k <= 5 and dropped otherwise (the paper's alpha 0.5, beta 5; verl's decoupled_token_icepop defaults).
+    "icepop": dict(
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
+        agg="seq_mean_token_mean",
+        kl_coef=0.04,
+        kl_estimator="k3",
+        kl_placement="loss",
+        rollout_is="token_mask",
+        rollout_is_clip_min=0.5,
+        rollout_is_clip_max=5.0,
+    ),
+    # M2PO (2510.01161; docs/objective.md §6): J = (1 / sum_i |o_i|) sum_{i,t} M_it r_it A_it -- no clip, the
+    # token-mean aggregation, group-normalised advantages, no KL; M masks the tokens with the largest
+    # (log pi_theta / pi_behav)^2 until their second moment is <= tau_M2 = 0.04 (the paper's value).
+    "m2po": dict(
+        baseline="group_mean",
+        scale="group_std",
+        std="sample",
+        ratio="token",
+        clip="none",
+        eps_low=0.2,
+        eps_high=0.2,
+        agg="token_mean",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        m2_threshold=0.04,
     ),
     # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);
     # `dpo_loss_type: ipo` gives IPO (Azar et al. 2310.12036). The reference model enters through

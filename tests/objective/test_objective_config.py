@@ -55,6 +55,9 @@ EXPECTED_TABLE = {
     "clip_cov": ("group_mean", "group_std", "token", "clip_cov", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "kl_cov": ("group_mean", "group_std", "token", "kl_cov", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "top_entropy": ("group_mean", "group_std", "token", "ppo", 0.2, 0.28, "token_mean", 0.0, "k3", "loss"),
+    # the rollout correction (docs/objective.md §6)
+    "icepop": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
+    "m2po": ("group_mean", "group_std", "token", "none", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {
@@ -77,6 +80,8 @@ EXPECTED_EXTRAS = {
     "clip_cov": dict(clip_cov_ratio=2e-4, clip_cov_lb=1.0, clip_cov_ub=5.0),
     "kl_cov": dict(kl_cov_ratio=2e-3, ppo_kl_coef=1.0),
     "top_entropy": dict(top_entropy_quantile=0.2, dynamic_sampling=True, overlong_buffer=13),
+    "icepop": dict(rollout_is="token_mask", rollout_is_clip_min=0.5, rollout_is_clip_max=5.0),
+    "m2po": dict(m2_threshold=0.04, rollout_is="none", off_policy_mask_threshold=None),
 }
 
 

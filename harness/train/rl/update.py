@@ -16,6 +16,7 @@ from harness.objective.deferred import read, scalar
 from harness.objective.entropy_control import ENTROPY_COEF_KEY, ENTROPY_WINDOW_KEY, AdaptiveEntropy
 from harness.objective.policy import SEQUENCE_MEAN_METRICS
 from harness.objective.ratios import is_sequence_level
+from harness.objective.rollout_correction import ROW_METRICS
 from harness.parallel import all_reduce_grads, gather_objects, is_sharded, set_gradient_sync, shard, world
 from harness.train.core.batch import Batch
 from harness.train.core.components import (
@@ -31,11 +32,13 @@ from harness.train.diagnostics.metrics import UpdateMetrics
 
 def per_sequence(obj, part: Batch, metrics: dict) -> dict[str, float]:
     """The metrics that are means over sequences (those of a sequence-level ratio: GSPO's clip fractions and
-    ratio mean, objective/policy.py), each weighted by the micro-batch's sequences with a token."""
-    if not is_sequence_level(obj.ratio):
+    ratio mean, objective/policy.py; the rollout correction's shares of rows), each weighted by the micro-batch's
+    sequences with a token."""
+    keys = [*(SEQUENCE_MEAN_METRICS if is_sequence_level(obj.ratio) else ()), *(k for k in ROW_METRICS if k in metrics)]
+    if not keys:
         return {}
     n = float(sum(k > 0 for k in part.mask_lens))  # from the batch's row lengths
-    return {k: n for k in SEQUENCE_MEAN_METRICS if k in metrics}
+    return {k: n for k in keys if k in metrics}
 
 
 def policy_update(
