@@ -154,6 +154,12 @@ class ModelSection(_Section):
         description="LoRA adapters (r, alpha, dropout, target_modules) instead of full "
         "fine-tuning; null = every weight trains",
     )
+    lm_head_fp32: bool = Field(
+        False,
+        description="the LM head's logits in fp32 (hidden states and head weight upcast, autocast off) in the "
+        "trainer and the hf sampler, whatever model.dtype / train.autocast (ScaleRL 2510.13786 §3.2, MiniMax-M1 "
+        "2506.13585); a no-op for an fp32 model without autocast. The scalerl preset turns it on",
+    )
 
 
 class PassRateDifficulty(_Section):
@@ -979,6 +985,12 @@ class RunConfig(_Section):
         n = m.overrides.get("max_position_embeddings", 1)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"model.overrides.max_position_embeddings={n!r}: allowed: an integer >= 1")
+        if m.lm_head_fp32 and self.rollout.backend == "vllm" and self.rollout.dtype != "float32":
+            raise ValueError(
+                f"model.lm_head_fp32=true with rollout.backend='vllm' and rollout.dtype={self.rollout.dtype!r}: the "
+                "vLLM engine computes its head in rollout.dtype, so the sampler's logits would not be fp32; allowed: "
+                "rollout.dtype=float32 (or rollout.backend=hf)"
+            )
         positions = model_positions(m.name, m.overrides)
         if positions is not None and self.rollout.max_new_tokens >= positions:
             raise ValueError(
