@@ -83,7 +83,7 @@ from harness.objective.config import knob_default
 from harness.objective.explain import explain_objective
 from harness.objective.modes import KnobError
 from harness.objective.plugins import import_plugins
-from harness.objective.presets import preset_trainer
+from harness.objective.presets import PRESET_RUN_KEYS, preset_trainer
 from harness.tasks import TASK_NAMES, make_task, task_from_config
 from harness.tasks.dataset import check_reference_answers
 from harness.tasks.dataset.read import stat_key
@@ -724,6 +724,7 @@ class RunConfig(_Section):
         agg = obj.get("agg", PRESETS.get(obj.get("algorithm"), {}).get("agg", knob_default("agg")))
         if agg == "seq_mean_token_sum_norm" and obj.get("norm_constant") is None:
             obj["norm_constant"] = float(max_new)  # Dr.GRPO's constant: the max generation length
+        data = with_preset_run_keys(data, obj.get("algorithm", "custom"))  # e.g. scalerl: model.lm_head_fp32
         merged = obj
         if "trainer" not in data:  # the preset sets it
             return {**data, "objective": merged, "trainer": preset_trainer(obj.get("algorithm", "custom"))}
@@ -1237,6 +1238,18 @@ class RunConfig(_Section):
                 section, name = key.split(".", 1)
                 data[section][name] = device_defaults.AUTO
         return data
+
+
+def with_preset_run_keys(data: dict, preset: str) -> dict:
+    """`data` with the run keys outside the objective that `preset` sets (presets.PRESET_RUN_KEYS), each where
+    the config does not name it."""
+    out = dict(data)
+    for key, value in PRESET_RUN_KEYS.get(preset, {}).items():
+        section, name = key.split(".", 1)
+        part = dict(out.get(section) or {})
+        part.setdefault(name, value)
+        out[section] = part
+    return out
 
 
 _TINY = ("tiny-dense", "tiny-moe")  # built fresh (harness/models/registry.py): warm-started by default

@@ -7,6 +7,7 @@ from torch.nn import functional as F
 from harness.config import ConfigError, load_config
 from harness.models import build_model
 from harness.models.lm_head import lm_head_fp32
+from harness.train.core.policy import prepare_policy
 from harness.train.run.warmstart import initial_policy
 
 
@@ -41,7 +42,7 @@ def test_the_run_builds_its_policy_with_the_fp32_head():
     cfg = load_config(
         "experiments/runs/smoke.yaml", ["warm_start.enabled=false", "model.dtype=bfloat16", "model.lm_head_fp32=true"]
     )
-    model, _, _ = initial_policy(cfg, torch.device("cpu"))
+    model = prepare_policy(initial_policy(cfg, torch.device("cpu"))[0], cfg)  # as start_run builds it
     assert model(input_ids=torch.tensor([[1, 5, 7]])).logits.dtype == torch.float32
 
 

@@ -46,6 +46,7 @@ EXPECTED_TABLE = {
     "lambda_grpo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "lambda_length", 0.0, "k3", "loss"),
     "simko": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "prime": ("prime", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "scalerl": ("group_mean", "batch_std", "token", "cispo", None, 4.0, "prompt_mean", 0.0, "k3", "loss"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {
@@ -62,6 +63,7 @@ EXPECTED_EXTRAS = {
     "lambda_grpo": dict(lambda_init=0.0, lambda_lr=1e-2, lambda_r=0.5),
     "simko": dict(simko_top_k=3, simko_tau=0.8, simko_mix=0.01, simko_neg_scale=1.1),
     "prime": dict(prime_beta=0.05, prime_coef=5.0, outcome_coef=5.0, prm_lr=1e-4, prime_keep_last_token=False),
+    "scalerl": dict(batch_std_of="centered", zero_variance_filter=True, no_positive_resampling=0.9),
 }
 
 

@@ -25,6 +25,7 @@ from harness.train.core.collect import collect, step_seed
 from harness.train.core.episode import Episode
 from harness.train.core.mismatch import MismatchStats, router_old_new
 from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
+from harness.train.core.prompt_pool import PromptPool
 from harness.train.core.scoring import frozen_reference, score_episode, single_pass
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
@@ -72,6 +73,8 @@ class RLTrainer(Trainer):
             )
         self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
         self.stale = StaleWeights(cfg.rollout.staleness)  # rollout.staleness: sample with theta_{t-k} (staleness.py)
+        npr = obj.no_positive_resampling  # prompts solved at this running pass rate leave the pool (ScaleRL)
+        self.pool = PromptPool(npr) if npr is not None else None
 
     def frozen_modules(self) -> list[torch.nn.Module]:
         """pi_ref when it is a copy of its own (with LoRA it is the policy with its adapters off)."""
@@ -90,19 +93,22 @@ class RLTrainer(Trainer):
 
     def state_dict(self) -> dict:
         ref = self.ref if self.ref is not None and self.cfg.objective.ref_update_every else None
-        return {"ref": ref.state_dict() if ref is not None else None, **self.stale.state_dict()}
+        pool = {"prompt_pool": self.pool.state_dict()} if self.pool is not None else {}
+        return {"ref": ref.state_dict() if ref is not None else None, **self.stale.state_dict(), **pool}
 
     def load_state_dict(self, state: dict) -> None:
         if self.ref is not None and state.get("ref") is not None:
             self.ref.load_state_dict(state["ref"])
         self.stale.load_state_dict(state)  # the snapshots the next k steps sample with
+        if self.pool is not None and state.get("prompt_pool") is not None:
+            self.pool.load_state_dict(state["prompt_pool"])
 
     def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
         cfg, tr = self.cfg, self.cfg.train
         t0 = phase_clock(ctx.device)
         self.stale.begin(ctx.model, step)
         with self.stale.sampler(ctx.model, ctx.backend, step):  # rollout.staleness: theta_{t-k} samples
-            ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step)
+            ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step, self.pool)
         t1 = phase_clock(ctx.device)  # one clock an edge: the end of a phase is the start of the next
         old = (lambda: self.stale.loaded(ctx.model, step)) if self.stale.k else None  # pi_old = the sampler
         batch, mismatch, scored_metrics = score_episode(

@@ -27,7 +27,6 @@ import torch
 
 from harness import machine, threads
 from harness.models import build_model, load_model, render_problem, save_model
-from harness.models.lm_head import lm_head_fp32
 from harness.rollout.base import SamplingParams
 from harness.rollout.hf import HFBackend
 from harness.tasks import task_code, task_from_config, task_identity
@@ -210,8 +209,6 @@ def initial_policy(cfg, device: torch.device):
         model, tok = build_model(cfg.model.name, seed=cfg.seed, overrides=cfg.model.overrides, dtype=dtype)
     if cfg.model.attn_implementation not in (None, "auto"):  # model.attn_implementation (auto: sdpa on CUDA)
         model.set_attn_implementation(cfg.model.attn_implementation)
-    if cfg.model.lm_head_fp32:  # model.lm_head_fp32: fp32 logits in the trainer and the hf sampler
-        lm_head_fp32(model)
     model.to(device)
     return model, tok, make_render(tok, cfg.model.prompt_suffix, system_prompt(cfg))
 
