@@ -204,6 +204,7 @@ EXTENSIONS: Modes = Modes(
             "ScaleRL's zero-variance filtering (2510.13786, §6): drop all-equal groups, no refill",
             switch="zero_variance_filter",
             when="objective.zero_variance_filter=true",
+            min_group_size=2,  # a group of one response is always all-equal
         ),
         "no_positive_resampling": Mode(
             lambda cfg: cfg.no_positive_resampling is not None,

@@ -1,9 +1,10 @@
 """The parts of the scalerl preset (ScaleRL, arXiv 2510.13786), each a knob of its own: prompt-level aggregation
 (agg prompt_mean), zero-variance filtering and no-positive-resampling; and the preset's run key."""
 
+import pytest
 import torch
 
-from harness.config import load_config
+from harness.config import ConfigError, load_config
 from harness.objective import ObjectiveConfig, advantages, loss
 from harness.objective.api import LossInputs
 from harness.objective.prompt_mean import prompt_weights
@@ -99,3 +100,16 @@ def test_the_preset_sets_the_fp32_head_unless_named():
     off = load_config("experiments/runs/smoke.yaml", ["objective.preset=scalerl", "model.lm_head_fp32=false"])
     assert not off.model.lm_head_fp32
     assert not load_config("experiments/runs/smoke.yaml", ["objective.preset=cispo"]).model.lm_head_fp32
+
+
+@pytest.mark.parametrize(
+    "overrides,named",
+    [
+        (["objective.zero_variance_filter=true", "train.group_size=1"], "zero_variance_filter"),
+        (["objective.no_positive_resampling=1.5"], "no_positive_resampling"),
+        (["objective.no_positive_resampling=0"], "no_positive_resampling"),
+    ],
+)
+def test_bad_values_refused(overrides, named):
+    with pytest.raises(ConfigError, match=named):
+        load_config("experiments/runs/smoke.yaml", overrides)
