@@ -1,6 +1,8 @@
 """The parts of the scalerl preset (ScaleRL, arXiv 2510.13786), each a knob of its own: prompt-level aggregation
 (agg prompt_mean), zero-variance filtering and no-positive-resampling; and the preset's run key."""
 
+import json
+
 import pytest
 import torch
 
@@ -113,3 +115,16 @@ def test_the_preset_sets_the_fp32_head_unless_named():
 def test_bad_values_refused(overrides, named):
     with pytest.raises(ConfigError, match=named):
         load_config("experiments/runs/smoke.yaml", overrides)
+
+
+def test_a_run_keeps_its_pool_in_the_checkpoint(fast_config, tmp_path):
+    """no_positive_resampling in a run: pool/retired logged every step, the counts in trainer_state.pt."""
+    from harness.train import train
+
+    train(fast_config("objective.no_positive_resampling=0.5", "train.steps=2", "train.checkpoint_every=1"), tmp_path)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all("pool/retired" in r for r in records[:2])
+    state = torch.load(tmp_path / "checkpoints" / "step_000002" / "trainer_state.pt", weights_only=False)
+    counts = state["prompt_pool"]["counts"]
+    assert sum(n for _, n in counts.values()) >= 2 * 8 * 4  # every sampled row of both steps counted
+    assert len(state["prompt_pool"]["retired"]) == records[1]["pool/retired"]
