@@ -72,8 +72,8 @@ def test_stale_rollout_is_the_saved_weights_sample(fast_config, tmp_path, monkey
         saved[len(saved) + 1] = {n: v.detach().clone() for n, v in policy.module.state_dict().items()}
         return out
 
-    def watching(task, backend, render, cfg_, step):
-        ep, coll = real(task, backend, render, cfg_, step)
+    def watching(task, backend, render, cfg_, step, **kw):
+        ep, coll = real(task, backend, render, cfg_, step, **kw)
         if step == t:  # regenerate with a copy holding the saved theta_{t-k}, and with the current theta_t
             for name, weights in (("saved", saved[t - k]), ("current", saved[t])):
                 model = copy.deepcopy(backend.model)

@@ -108,7 +108,7 @@ class RLTrainer(Trainer):
         t0 = phase_clock(ctx.device)
         self.stale.begin(ctx.model, step)
         with self.stale.sampler(ctx.model, ctx.backend, step):  # rollout.staleness: theta_{t-k} samples
-            ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step, self.pool)
+            ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step, pool=self.pool)
         t1 = phase_clock(ctx.device)  # one clock an edge: the end of a phase is the start of the next
         old = (lambda: self.stale.loaded(ctx.model, step)) if self.stale.k else None  # pi_old = the sampler
         batch, mismatch, scored_metrics = score_episode(
