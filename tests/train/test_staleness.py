@@ -132,3 +132,16 @@ def test_bad_staleness_refused(overrides, named):
 def test_staleness_without_a_ratio_warns():
     with pytest.warns(Warning, match="rollout.staleness=2"):
         load_config("experiments/runs/smoke.yaml", ["rollout.staleness=2", "objective.preset=gpg"])
+
+
+def test_staleness_is_a_grid_axis():
+    """A study grid over rollout.staleness and the presets: one cell each, the knob in its config and its id."""
+    from harness.experiment import parse_study
+    from harness.experiment.expand import expand
+
+    base = {"task": {"name": "arithmetic"}, "train": {"steps": 2}, "objective": {"preset": "cispo"}}
+    grid = {"rollout.staleness": [0, 2], "objective.preset": ["cispo", "scalerl"]}
+    cells = expand(parse_study({"base": base, "grid": grid}, name="t"))
+    got = {(c.config.rollout.staleness, c.config.objective.algorithm) for c in cells}
+    assert got == {(0, "cispo"), (0, "scalerl"), (2, "cispo"), (2, "scalerl")}
+    assert any("staleness=2" in c.id for c in cells)
