@@ -145,3 +145,23 @@ def test_staleness_is_a_grid_axis():
     got = {(c.config.rollout.staleness, c.config.objective.algorithm) for c in cells}
     assert got == {(0, "cispo"), (0, "scalerl"), (2, "cispo"), (2, "scalerl")}
     assert any("staleness=2" in c.id for c in cells)
+
+
+@pytest.mark.slow  # a vLLM engine on the CPU: ~20 s
+def test_vllm_samples_with_the_stale_weights(fast_config, tmp_path, monkeypatch):
+    """k = 1 on vLLM (its weight sync delayed): at step 2 the engine's log-probs are those of theta_1, the trainer's
+    recompute of pi_old (to kernel rounding), and not those of theta_2 (the mismatch metric, ~1e-3)."""
+    pytest.importorskip("vllm")
+    real, seen = rl_step.score_episode, {}
+
+    def watching(cfg_, ep, *args, **kw):
+        out = real(cfg_, ep, *args, **kw)
+        seen[len(seen)] = out[0]
+        return out
+
+    monkeypatch.setattr(rl_step, "score_episode", watching)
+    train(fast_config("rollout.backend=vllm", "rollout.staleness=1", "train.steps=3"), tmp_path)
+    batch = seen[2]
+    on = batch.mask > 0
+    assert float((batch.old_logp - batch.rollout_logp)[on].abs().max()) < 1e-3
+    assert _records(tmp_path)[2]["mismatch/k3_kl"] > 1e-4
