@@ -9,6 +9,8 @@ Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| =
     seq_mean_token_sum       (1/B) sum_i sum_t M l                RLOO 2402.14740 (response = one action)
     lambda_length            sum_i f_i sum_t M l / sum_{i,t} M    λ-GRPO 2510.06870 (f: learned length weights,
                                                                   its row_weights hook, lambda_grpo.py; §13)
+    prompt_mean              (1/B) sum_i f_i sum_t M l            ScaleRL 2510.13786 (f_i = G / L_g(i): prompt-level,
+                                                                  its row_weights hook, prompt_mean.py)
 
 B and sum M are the denominators of the WHOLE optimizer mini-batch: pass them as
 num_seqs / num_tokens when the mini-batch is split into micro-batches, and the sum of the
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from harness.objective import lambda_grpo
+from harness.objective import lambda_grpo, prompt_mean
 from harness.objective.deferred import Deferred, mean_of, read
 from harness.objective.modes import Knob, Mode, Modes
 
@@ -154,6 +156,15 @@ AGG: Modes = Modes(
         "seq_mean_token_sum": Mode(
             Aggregation(lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_seq, lambda m, n_seq, n_tok, cfg: m / n_seq),
             "(1/B) sum_i sum_t M l: the response is one action (RLOO 2402.14740)",
+        ),
+        "prompt_mean": Mode(
+            Aggregation(  # seq_mean_token_sum's loss, the row weights G / L_g from its hooks; token_mean's weights shown
+                lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_seq, lambda m, n_seq, n_tok, cfg: m / n_tok
+            ),
+            "(1/N) sum_g (1/sum_{i in g}|o_i|) sum_{i in g} sum_t M l: every prompt weighs the same, its tokens "
+            "share one mean (ScaleRL 2510.13786 prompt-level aggregation; prompt_mean.py); the token weights "
+            "shown are token_mean's",
+            hooks=prompt_mean.HOOKS,
         ),
         "lambda_length": Mode(
             _TOKEN_MEAN,  # the row weights f_i enter through its hooks (lambda_grpo.py)

@@ -146,7 +146,8 @@ class ObjectiveConfig(BaseModel):
         "seq_mean_token_mean",
         description="seq_mean_token_mean (GRPO/GSPO; 1/|o_i| = length bias), token_mean (DAPO), "
         "seq_mean_token_sum_norm (Dr.GRPO, /norm_constant), seq_mean_token_sum (RLOO), lambda_length (λ-GRPO "
-        "2510.06870: learned length weights)",
+        "2510.06870: learned length weights), prompt_mean (ScaleRL 2510.13786: each prompt's tokens share one "
+        "mean, every prompt weighs the same)",
     )
 
     # §6 batch-level knobs
@@ -161,6 +162,18 @@ class ObjectiveConfig(BaseModel):
     )
     mask_truncated: bool = Field(
         False, description="truncated responses get no loss (DAPO's overlong filtering ablation)"
+    )
+    zero_variance_filter: bool = Field(
+        False,
+        description="drop groups whose rewards are all equal from the batch, without refilling (ScaleRL "
+        "2510.13786: they leave the loss's denominators and the batch std)",
+    )
+    no_positive_resampling: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="a training prompt whose running pass rate reaches this leaves the pool for the rest of the run "
+        "(ScaleRL 2510.13786: 0.9); null = off",
     )
     entropy_coef: float = Field(
         0.0, description="entropy bonus: loss -= entropy_coef * H per token (negative minimises entropy)"

@@ -206,6 +206,20 @@ EXTENSIONS: Modes = Modes(
             switch="dynamic_sampling",
             when="objective.dynamic_sampling=true",
         ),
+        "zero_variance_filter": Mode(
+            lambda cfg: bool(cfg.zero_variance_filter),
+            "ScaleRL's zero-variance filtering (2510.13786, §6): drop all-equal groups, no refill",
+            switch="zero_variance_filter",
+            when="objective.zero_variance_filter=true",
+            min_group_size=2,  # a group of one response is always all-equal
+        ),
+        "no_positive_resampling": Mode(
+            lambda cfg: cfg.no_positive_resampling is not None,
+            "ScaleRL's no-positive-resampling (2510.13786, §6): prompts solved at a running pass rate >= the "
+            "threshold leave the training pool",
+            switch="no_positive_resampling",
+            when="objective.no_positive_resampling set",
+        ),
     },
     build=_build,
     active=_is_on,

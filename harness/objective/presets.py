@@ -599,6 +599,31 @@ PRESETS: dict[str, dict] = {
         kl_placement="loss",
         m2_threshold=0.04,
     ),
+    # ScaleRL (Khatri et al. 2510.13786 §4, its Eq. of J_ScaleRL): CISPO's truncated IS weight
+    # sg(min(rho, eps_max)) * A * log pi (no lower bound: eps_low None; eps_max unpublished per run, the
+    # cispo preset's cap picked: eps_high 4.0 = a cap of 5), prompt-level aggregation
+    # 1/sum_{g}|y_g| per prompt then a mean over prompts (agg prompt_mean), the group-mean advantage divided
+    # by the std of the batch's advantages (scale batch_std, batch_std_of centered: "A_std of all advantages
+    # in the batch"), zero-variance filtering (0 < mean(r) < 1: all-equal groups leave the batch, not
+    # refilled), no-positive-resampling (pass_rate(x) < 0.9: solved prompts leave the pool), no KL; the LM
+    # head in fp32 is a model knob the preset also sets (PRESET_RUN_KEYS). The paper's off-policy scheme,
+    # PipelineRL-8, is `rollout.staleness: 8` here (an axis, not part of the preset: on-policy by default).
+    "scalerl": dict(
+        baseline="group_mean",
+        scale="batch_std",
+        std="sample",
+        batch_std_of="centered",
+        ratio="token",
+        clip="cispo",
+        eps_low=None,
+        eps_high=4.0,
+        agg="prompt_mean",
+        kl_coef=0.0,
+        kl_estimator="k3",
+        kl_placement="loss",
+        zero_variance_filter=True,
+        no_positive_resampling=0.9,
+    ),
     # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);
     # `dpo_loss_type: ipo` gives IPO (Azar et al. 2310.12036). The reference model enters through
     # dpo_beta, not kl_coef; the policy-gradient knobs are unused by dpo_loss.
@@ -612,6 +637,9 @@ PRESETS: dict[str, dict] = {
 # The trainer each preset runs under (config key `trainer:`, harness/train/run/shell.py): the
 # preference loss needs the pairs trainer; every preset not listed here runs under "rl".
 PRESET_TRAINERS: dict[str, str] = {"dpo": "dpo"}
+# Run-config keys (outside the objective) a preset sets unless the config names them: ScaleRL's fp32 LM head
+# (model.lm_head_fp32, harness/models/lm_head.py).
+PRESET_RUN_KEYS: dict[str, dict[str, object]] = {"scalerl": {"model.lm_head_fp32": True}}
 BUILTIN_PRESETS: tuple[str, ...] = tuple(PRESETS)  # the package's own (docs/objective.md §7 lists exactly these)
 
 

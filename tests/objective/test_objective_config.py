@@ -58,6 +58,7 @@ EXPECTED_TABLE = {
     # the rollout correction (docs/objective.md §6)
     "icepop": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "m2po": ("group_mean", "group_std", "token", "none", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "scalerl": ("group_mean", "batch_std", "token", "cispo", None, 4.0, "prompt_mean", 0.0, "k3", "loss"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {
@@ -82,6 +83,7 @@ EXPECTED_EXTRAS = {
     "top_entropy": dict(top_entropy_quantile=0.2, dynamic_sampling=True, overlong_buffer=13),
     "icepop": dict(rollout_is="token_mask", rollout_is_clip_min=0.5, rollout_is_clip_max=5.0),
     "m2po": dict(m2_threshold=0.04, rollout_is="none", off_policy_mask_threshold=None),
+    "scalerl": dict(batch_std_of="centered", zero_variance_filter=True, no_positive_resampling=0.9),
 }
 
 

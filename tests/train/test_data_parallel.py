@@ -140,8 +140,10 @@ def test_fsdp_pads_the_process_with_fewer_rows(fast_overrides, tmp_path):
         (["rollout.backend=vllm"], 1e-6),  # a vLLM engine per process (TRL's colocate mode)
         (["model.lora={r: 8, alpha: 16}", "train.lr=1e-3"], 1e-5),  # adapters only, a 10x learning rate
         (["train.share_prefix=true"], 1e-5),  # a process's micro-batches run other prompt runs: rounding
+        # step 1 sampled with theta_0 copied into the (sharded) policy, pi_old recomputed with it
+        (["rollout.staleness=1", "train.old_logp=recompute"], 1e-6),
     ],
-    ids=["vllm", "lora", "share_prefix"],
+    ids=["vllm", "lora", "share_prefix", "staleness"],
 )
 def test_two_processes_equal_one_engines_and_adapters(knobs, param_tol, fast_overrides, tmp_path):
     config, overrides = _config("grpo", fast_overrides)

@@ -15,9 +15,11 @@ from harness.objective import dynamic_sampling_keep, overlong_penalty
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
 from harness.train.core.episode import Episode
+from harness.train.core.prompt_pool import MAX_REDRAWS, PromptPool
 
 EVAL_SEED_OFFSET = 7_777  # eval.seed + this seeds the held-out prompts (the same at every eval of a run)
 SAMPLING_SALT = 100  # step_seed salt of a step's sampling, + the refill round (the round alone salts its prompts)
+POOL_SALT = 10_000  # step_seed salt of the draws that top a step up past retired prompts (no_positive_resampling)
 
 
 def step_seed(seed: int, step: int, salt: int = 0) -> int:
@@ -40,17 +42,41 @@ def score(task: Task, problems, rollout, group_size: int, objective, max_new_tok
     return Episode(list(problems), rollout, scores, base + shaping, shaping, group_size)
 
 
-def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tuple[Episode, dict]:
-    """render: Problem -> prompt token ids. Returns the episode (N groups) and collection metrics."""
+def draw(task: Task, n: int, cfg, step: int, rnd: int, pool: PromptPool | None = None) -> list:
+    """The n training prompts of round `rnd` of `step`; with a pool (objective.no_positive_resampling) the retired
+    ones dropped and the draw topped up from further seeded draws (fewer than n when those run out too)."""
+    problems = task.problems(n, seed=step_seed(cfg.seed, step, rnd), split="train")
+    if pool is None:
+        return problems
+    kept = [p for p in problems if pool.allowed(p)]
+    for extra in range(1, MAX_REDRAWS + 1):
+        if len(kept) >= n:
+            break
+        seed = step_seed(cfg.seed, step, POOL_SALT + MAX_REDRAWS * rnd + extra)
+        kept += [p for p in task.problems(n, seed=seed, split="train") if pool.allowed(p)]
+    return kept[:n] or problems  # every prompt drawn is retired: the draw as it was (pool/retired says so)
+
+
+def zero_variance_filter(ep: Episode, group_size: int) -> tuple[Episode, dict]:
+    """objective.zero_variance_filter (ScaleRL 2510.13786): the groups whose rewards are all equal leave the batch,
+    not refilled (all of them equal: the batch as it is, its advantages all 0)."""
+    keep = dynamic_sampling_keep(ep.rewards, group_size)
+    dropped = float((~keep).sum())
+    return (ep.select_groups(keep) if keep.any() else ep), {"groups/zero_var_dropped": dropped}
+
+
+def collect(
+    task: Task, backend: RolloutBackend, render, cfg, step: int, pool: PromptPool | None = None
+) -> tuple[Episode, dict]:
+    """render: Problem -> prompt token ids. Returns the episode (N groups) and collection metrics.
+    pool: objective.no_positive_resampling's running pass rates (prompt_pool.py), updated with every round."""
     N, G = cfg.train.prompts_per_step, cfg.train.group_size
     obj = cfg.objective
     parts, have, first_zero_frac, rounds = [], 0, None, 0
     max_rounds = 1 + (cfg.train.max_refill_rounds if obj.dynamic_sampling else 0)
     for rnd in range(max_rounds):
         want = N - have
-        problems = task.problems(
-            want if rnd == 0 else max(want, N // 2), seed=step_seed(cfg.seed, step, rnd), split="train"
-        )
+        problems = draw(task, want if rnd == 0 else max(want, N // 2), cfg, step, rnd, pool)
         params = SamplingParams(
             max_new_tokens=cfg.rollout.max_new_tokens,
             temperature=cfg.rollout.temperature,
@@ -60,6 +86,8 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
         )
         rollout = backend.generate([render(p) for p in problems], G, params)
         ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
+        if pool is not None:
+            pool.record(ep.problems, ep.correct, G)
         if first_zero_frac is None:  # groups/zero_std_frac: all-equal rewards (as the objective sees them)
             first_zero_frac = 1.0 - dynamic_sampling_keep(ep.rewards, G).float().mean().item()
         rounds = rnd
@@ -74,11 +102,18 @@ def collect(task: Task, backend: RolloutBackend, render, cfg, step: int) -> tupl
     if have == 0:  # every group was uninformative in every round: train on nothing-informative first round
         ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
         parts, have = [ep], len(ep.problems)
-    return Episode.concat(parts), {
-        "groups/zero_std_frac": first_zero_frac,
-        "groups/refill_rounds": float(rounds),
-        "groups/kept": float(have),
-    }
+    ep, metrics = (
+        Episode.concat(parts),
+        {
+            "groups/zero_std_frac": first_zero_frac,
+            "groups/refill_rounds": float(rounds),
+            "groups/kept": float(have),
+        },
+    )
+    if obj.zero_variance_filter:
+        ep, dropped = zero_variance_filter(ep, G)
+        metrics.update(dropped, **{"groups/kept": float(len(ep.problems))})
+    return ep, {**metrics, **(pool.metrics() if pool is not None else {})}
 
 
 def eval_problems(task: Task, cfg) -> list:

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from harness.faults import RunFault
+from harness.models.lm_head import lm_head_fp32
 from harness.models.lora import AdaptersOff, add_lora, base_digest, is_lora, load_adapter, read_adapter
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16}
@@ -41,8 +42,10 @@ def prepare_policy(model: nn.Module, cfg) -> nn.Module:
     """The module the run trains, from the initial policy (harness/train/run/warmstart.py):
     train.gradient_checkpointing -> transformers' gradient_checkpointing_enable (use_reentrant=False: no
     input needs requires_grad, frozen embeddings included; active in train mode); model.lora -> a peft
-    PeftModel with adapters on model.lora.target_modules (the base frozen). Returns `model` itself when
-    both are off."""
+    PeftModel with adapters on model.lora.target_modules (the base frozen); model.lm_head_fp32 -> the head's
+    forward in fp32 (harness/models/lm_head.py). Returns `model` itself when LoRA is off."""
+    if cfg.model.lm_head_fp32:  # model.lm_head_fp32: fp32 logits in the trainer and the hf sampler (ScaleRL)
+        lm_head_fp32(model)
     if cfg.train.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     lora = cfg.model.lora

@@ -28,10 +28,16 @@ from harness.train.core.policy import AUTOCAST_DTYPES, compute_precision, refere
 
 
 def single_pass(cfg) -> bool:
-    """Whether the update's first forward is pi_old's: one epoch of one mini-batch, and no mode asks for
-    a separate pi_old forward (TIS weighs pi_old, as the trainer computes it, against the sampler)."""
+    """Whether the update's first forward is pi_old's: one epoch of one mini-batch, no mode asks for
+    a separate pi_old forward (TIS weighs pi_old, as the trainer computes it, against the sampler), and the
+    sampler is the policy at the start of the update (rollout.staleness 0: else pi_old is the stale sampler's)."""
     tr = cfg.train
-    return tr.inner_epochs == 1 and tr.mini_batches == 1 and not inputs_needed(cfg.objective).old_logp_forward
+    return (
+        tr.inner_epochs == 1
+        and tr.mini_batches == 1
+        and not inputs_needed(cfg.objective).old_logp_forward
+        and not cfg.rollout.staleness
+    )
 
 
 def frozen_reference(cfg, model: torch.nn.Module) -> torch.nn.Module | None:
@@ -52,11 +58,15 @@ def score_episode(
     components: list[Component],
     device,
     pad_id: int,
+    old_weights=None,
 ) -> tuple[Batch, MismatchStats, dict]:
     """The step's batch with old / ref log-probs, advantages and what the active modes keep for the
     loss (extras: value targets, reward-model labels, pi_old's top-K, ...), the MismatchStats its
     pi_old forward fed (the update feeds it on a single pass), and the scoring's metrics.
-    model: the policy (pi_old); ref: frozen_reference's; components: the run's trained components."""
+    model: the policy (pi_old); ref: frozen_reference's; components: the run's trained components.
+    old_weights: rollout.staleness > 0, () -> a context in which `model` holds the sampler's (stale) weights:
+    pi_old is computed there (harness/train/rl/staleness.py), and the mismatch is fed by a forward of the
+    policy as it is (theta_t), so that it shows the staleness."""
     obj, needs = cfg.objective, inputs_needed(cfg.objective)
     r = ep.rollout
     mask = loss_mask(obj, r.response_mask.to(device), r.truncated)
@@ -74,6 +84,8 @@ def score_episode(
     with compute_precision(cfg, device):  # train.autocast: these forwards compute as the update's do
         if single_pass(cfg):  # the update's first forward is pi_old's (what the extensions read from it too)
             old_logp, read = None, {}
+        elif old_weights is not None:  # rollout.staleness: pi_old is the stale sampler's
+            old_logp, read = stale_old_logp(cfg, model, batch, pad_id, mismatch, head, old_weights)
         elif cfg.reuses_rollout_logp():  # train.old_logp: the sampler's log-probs are pi_old's
             old_logp, read = r.sampler_logp.to(device), {}
             if head is not None:  # the sampler gives no logits: one forward for what the extensions read
@@ -97,3 +109,19 @@ def score_episode(
         mismatch,
         scored.metrics,
     )
+
+
+def stale_old_logp(cfg, model, batch: Batch, pad_id: int, mismatch: MismatchStats, head, old_weights):
+    """rollout.staleness > 0: (pi_old's log-probs, what the extensions read from its forward), pi_old the sampler's
+    policy theta_{t-k}: the sampler's own log-probs where train.old_logp may reuse them (they are exact:
+    RunConfig.rollout_logp_inexact), else a no-grad forward with theta_{t-k} in the policy. The mismatch is fed
+    by a no-grad forward of theta_t (the policy at the start of the update) against the sampler."""
+    micro, temperature = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature
+    replay, shared = cfg.objective.routing_replay, cfg.train.share_prefix
+    batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch, share_prefix=shared)  # theta_t
+    reuse = cfg.reuses_rollout_logp()
+    if reuse and head is None:
+        return batch.rollout_logp, {}
+    with old_weights():
+        logp, read = batch_forward(model, batch, pad_id, temperature, micro, replay, head=head, share_prefix=shared)
+    return (batch.rollout_logp if reuse else logp), read

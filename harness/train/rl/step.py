@@ -26,10 +26,12 @@ from harness.train.core.collect import collect, step_seed
 from harness.train.core.episode import Episode
 from harness.train.core.mismatch import MismatchStats, router_old_new
 from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
+from harness.train.core.prompt_pool import PromptPool
 from harness.train.core.scoring import frozen_reference, score_episode, single_pass
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
+from harness.train.rl.staleness import StaleWeights, source_step
 from harness.train.rl.update import policy_update
 
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
@@ -82,6 +84,9 @@ class RLTrainer(Trainer):
             )
         self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
         self.entropy_ctl = adaptive_entropy(obj)  # the adaptive entropy coefficient's state (checkpointed), or None
+        self.stale = StaleWeights(cfg.rollout.staleness)  # rollout.staleness: sample with theta_{t-k} (staleness.py)
+        npr = obj.no_positive_resampling  # prompts solved at this running pass rate leave the pool (ScaleRL)
+        self.pool = PromptPool(npr) if npr is not None else None
 
     def frozen_modules(self) -> list[torch.nn.Module]:
         """pi_ref when it is a copy of its own (with LoRA it is the policy with its adapters off)."""
@@ -101,9 +106,12 @@ class RLTrainer(Trainer):
     def state_dict(self) -> dict:
         ref = self.ref if self.ref is not None and self.cfg.objective.ref_update_every else None
         ctl = getattr(self, "entropy_ctl", None)
+        pool = {"prompt_pool": self.pool.state_dict()} if self.pool is not None else {}
         return {
             "ref": ref.state_dict() if ref is not None else None,
             **({"entropy_control": ctl.state_dict()} if ctl else {}),
+            **self.stale.state_dict(),
+            **pool,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -111,17 +119,26 @@ class RLTrainer(Trainer):
             self.ref.load_state_dict(state["ref"])
         if getattr(self, "entropy_ctl", None) is not None and state.get("entropy_control") is not None:
             self.entropy_ctl.load_state_dict(state["entropy_control"])  # resume is exact (TRL entropy_ctrl_state)
+        self.stale.load_state_dict(state)  # the snapshots the next k steps sample with
+        if self.pool is not None and state.get("prompt_pool") is not None:
+            self.pool.load_state_dict(state["prompt_pool"])
 
     def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
         cfg, tr = self.cfg, self.cfg.train
         t0 = phase_clock(ctx.device)
-        ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step)
+        self.stale.begin(ctx.model, step)
+        with self.stale.sampler(ctx.model, ctx.backend, step):  # rollout.staleness: theta_{t-k} samples
+            ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step, pool=self.pool)
         t1 = phase_clock(ctx.device)  # one clock an edge: the end of a phase is the start of the next
+        old = (lambda: self.stale.loaded(ctx.model, step)) if self.stale.k else None  # pi_old = the sampler
         batch, mismatch, scored_metrics = score_episode(
-            cfg, ep, ctx.model, self.ref, ctx.components, ctx.device, ctx.pad_id
+            cfg, ep, ctx.model, self.ref, ctx.components, ctx.device, ctx.pad_id, old
         )
         t2 = phase_clock(ctx.device)
         rec.update(self._update(ctx, step, ep, batch, mismatch))
+        self.stale.end(step)
+        if self.stale.k:
+            rec["staleness/steps"] = float(step - source_step(step, self.stale.k))
         if "returns" in batch.extras:  # a critic: how much of the returns' variance its predictions explain
             rec["value/explained_variance"] = batch_explained_variance(batch)
         t_rollout, t_score, t_update = t1 - t0, t2 - t1, phase_clock(ctx.device) - t2
@@ -192,8 +209,9 @@ class RLTrainer(Trainer):
             out.update(ctx.nonfinite(step, str(err)))
         if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch
             router_old_new(ctx.model, batch, mismatch, ctx.pad_id, cfg.rollout.temperature, obj.routing_replay)
-        ctx.backend.sync_weights(ctx.model)
-        out.update(sync_times(ctx.backend))
+        if not self.stale.k:  # rollout.staleness: the next rollout syncs the engine with its stale weights
+            ctx.backend.sync_weights(ctx.model)
+            out.update(sync_times(ctx.backend))
         if self.ref is not None and obj.ref_update_every and (step + 1) % obj.ref_update_every == 0:
             self.ref.load_state_dict(ctx.model.state_dict())  # iterative GRPO: pi_ref <- pi_theta
         return out

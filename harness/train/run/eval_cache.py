@@ -54,10 +54,11 @@ def eval_cache_path(cfg, warm_folder: Path) -> Path:
     key = {
         "scoring": "task_reward",
         "eval": ev,
-        "rollout": cfg.rollout.model_dump(),
+        "rollout": {k: v for k, v in cfg.rollout.model_dump().items() if k != "staleness"},  # step 0: no stale weights
         "task": cfg.task.model_dump(),
         "prompt_suffix": cfg.model.prompt_suffix,
         "dtype": cfg.model.dtype,
+        **({"lm_head_fp32": True} if cfg.model.lm_head_fp32 else {}),  # model.lm_head_fp32: other logits
         "threads": torch.get_num_threads(),
         "code": eval_code_digest(cfg),
         "kernels": machine.kernel_path(),

@@ -13,6 +13,7 @@ import torch
 from harness.atomic import atomic_write_text
 from harness.config import ConfigError, RunConfig, load_config
 from harness.models import load_model
+from harness.models.lm_head import lm_head_fp32
 from harness.models.lora import load_adapter, read_adapter
 from harness.rollout import make_backend
 from harness.threads import start_governor
@@ -29,7 +30,8 @@ def load_trained_policy(cfg: RunConfig, ckpt: Path, device: torch.device):
     """(model, tokenizer) of a run's checkpoint for `harness eval`: the saved model (full fine-tuning), or the
     base rebuilt from the config with the checkpoint's adapters (its base digest checked)."""
     if cfg.model.lora is None:
-        return load_model(ckpt, dtype=DTYPES[cfg.model.dtype])
+        model, tok = load_model(ckpt, dtype=DTYPES[cfg.model.dtype])
+        return (lm_head_fp32(model) if cfg.model.lm_head_fp32 else model), tok  # as the run computed
     model, tok, _ = initial_policy(cfg, device)
     model = prepare_policy(model, cfg)
     check_resumed_base(model, RunDir.load_state(ckpt), ckpt.name)
