@@ -708,10 +708,9 @@ class RunConfig(_Section):
         agg = obj.get("agg", PRESETS.get(obj.get("algorithm"), {}).get("agg", knob_default("agg")))
         if agg == "seq_mean_token_sum_norm" and obj.get("norm_constant") is None:
             obj["norm_constant"] = float(max_new)  # Dr.GRPO's constant: the max generation length
-        merged = obj
         if "trainer" not in data:  # the preset sets it
-            return {**data, "objective": merged, "trainer": preset_trainer(obj.get("algorithm", "custom"))}
-        return {**data, "objective": merged}
+            return {**data, "objective": obj, "trainer": preset_trainer(obj.get("algorithm", "custom"))}
+        return {**data, "objective": obj}
 
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:
