@@ -23,6 +23,8 @@ P the widest prompt, T the longest response, M the response mask (B, T).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from harness.objective.reference_grpo import aggregate, clipped_surrogate, group_advantage, k3
@@ -39,36 +41,39 @@ def left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Te
     return ids, att
 
 
+@dataclass(frozen=True)
+class Settings:
+    """The step's knobs, GRPO's defaults (DeepSeekMath: eps 0.2, beta 0.04)."""
+
+    G: int = 8  # samples per prompt
+    mini_batches: int = 1  # optimizer steps per batch; after the first, the policy is off-policy and the clip binds
+    max_new_tokens: int = 64
+    temperature: float = 1.0  # sampling, and the log-probs of the loss at the same temperature
+    top_p: float = 1.0
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    beta: float = 0.04  # the k3 KL to pi_ref, in the loss
+    adv_eps: float = 1e-6
+    grad_clip: float | None = 1.0  # the gradient's global L2 norm
+
+
+def pad_of(tokenizer) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
 @torch.no_grad()
-def collect(
-    model,
-    prompts: list[list[int]],
-    G: int,
-    *,
-    seed: int,
-    max_new_tokens: int,
-    temperature: float,
-    top_p: float,
-    pad_id: int,
-    eos_id: int,
-):
+def collect(model, tokenizer, prompts: list[list[int]], s: Settings, seed: int):
     """1. G samples of every prompt -> (rows, responses (B, T), mask M (B, T), truncated (B,)).
     A response ends with its first EOS (kept, and masked in); a row without one hit max_new_tokens."""
-    rows = [p for p in prompts for _ in range(G)]  # a prompt's G rows contiguous: its group
+    pad_id, eos_id = pad_of(tokenizer), tokenizer.eos_token_id
+    rows = [p for p in prompts for _ in range(s.G)]  # a prompt's G rows contiguous: its group
     ids, att = left_pad(rows, pad_id)
     torch.manual_seed(seed)  # generate draws each token with torch.multinomial on the global generator
     model.eval()
     out = model.generate(
-        input_ids=ids,
-        attention_mask=att,
-        do_sample=True,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=0,
-        max_new_tokens=max_new_tokens,
-        pad_token_id=pad_id,
-        eos_token_id=eos_id,
-    )
+        input_ids=ids, attention_mask=att, do_sample=True, temperature=s.temperature, top_p=s.top_p, top_k=0,
+        max_new_tokens=s.max_new_tokens, pad_token_id=pad_id, eos_token_id=eos_id,
+    )  # fmt: skip
     model.train()
     resp = out[:, ids.shape[1] :]  # (B, T)
     is_eos = resp == eos_id
@@ -108,74 +113,39 @@ def grpo_loss(logp, old_logp, ref_logp, mask, adv, *, eps_low: float, eps_high: 
     return aggregate(loss_tok, m, "response", None)  # 1/b sum_i 1/|o_i| sum_t M l_it
 
 
-def grpo_train_step(
-    model,
-    ref_model,
-    optimizer,
-    tokenizer,
-    prompts: list[list[int]],
-    reward_fn,
-    *,
-    G: int,
-    seed: int,
-    shuffle_seed: int,
-    mini_batches: int = 1,
-    max_new_tokens: int = 64,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    pad_id: int,
-    eos_id: int,
-    eps_low: float = 0.2,
-    eps_high: float = 0.2,
-    beta: float = 0.04,
-    adv_eps: float = 1e-6,
-    grad_clip: float | None = 1.0,
-) -> dict:
-    """One GRPO step of `model` (AdamW `optimizer`) on `prompts` (token ids); ref_model: the frozen pi_ref (its
-    initial weights). reward_fn(texts, truncated) ->
-    one float a response. seed: the sampling's; shuffle_seed: the rows' order into mini-batches.
-    Returns the step's rewards, advantages and mean loss."""
-    # 1-2. collect G samples a prompt and score them
-    rows, resp, mask, truncated = collect(
-        model,
-        prompts,
-        G,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        pad_id=pad_id,
-        eos_id=eos_id,
-    )
-    texts = [tokenizer.decode(resp[i][mask[i] > 0].tolist(), skip_special_tokens=True) for i in range(len(rows))]
-    rewards = torch.tensor(reward_fn(texts, truncated.tolist()), dtype=torch.float32)  # (B,)
-    # 3. group advantages (B,)
-    adv = group_advantage(rewards, G, True, adv_eps).float()
-    # 4. pi_old and pi_ref on the sampled tokens, no gradient
-    with torch.no_grad():
-        old_logp = response_logp(model, rows, resp, mask, pad_id, temperature)
-        ref_logp = response_logp(ref_model, rows, resp, mask, pad_id, temperature) if beta > 0 else None
-    # 5. the update: shuffled rows, one optimizer step per mini-batch
+def update(model, optimizer, rows, resp, mask, adv, old_logp, ref_logp, s: Settings, shuffle_seed: int, pad_id: int):
+    """5. The rows shuffled into s.mini_batches mini-batches; each: the loss with gradient, backward, the
+    gradient clipped, one optimizer step. Returns each mini-batch's loss."""
     model.train()
     order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(shuffle_seed)).tolist()
-    size, losses = len(rows) // mini_batches, []
-    for m in range(mini_batches):
+    size, losses = len(rows) // s.mini_batches, []
+    for m in range(s.mini_batches):
         idx = order[m * size : (m + 1) * size]
         optimizer.zero_grad()
-        logp = response_logp(model, [rows[i] for i in idx], resp[idx], mask[idx], pad_id, temperature)
-        loss = grpo_loss(
-            logp,
-            old_logp[idx],
-            None if ref_logp is None else ref_logp[idx],
-            mask[idx],
-            adv[idx],
-            eps_low=eps_low,
-            eps_high=eps_high,
-            beta=beta,
-        )
+        logp = response_logp(model, [rows[i] for i in idx], resp[idx], mask[idx], pad_id, s.temperature)
+        ref = None if ref_logp is None else ref_logp[idx]
+        loss = grpo_loss(logp, old_logp[idx], ref, mask[idx], adv[idx], eps_low=s.eps_low, eps_high=s.eps_high,
+                         beta=s.beta)  # fmt: skip
         loss.backward()
-        if grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        if s.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), s.grad_clip)
         optimizer.step()
         losses.append(loss.item())
+    return losses
+
+
+def grpo_train_step(model, ref_model, optimizer, tokenizer, prompts: list[list[int]], reward_fn, s: Settings, *,
+                    seed: int, shuffle_seed: int) -> dict:  # fmt: skip
+    """One GRPO step of `model` (its AdamW `optimizer`) on `prompts` (token ids). ref_model: the frozen pi_ref
+    (the initial weights); reward_fn(texts, truncated) -> one float a response; seed: the sampling's;
+    shuffle_seed: the rows' order into mini-batches. Returns the step's rewards, advantages and mean loss."""
+    pad_id = pad_of(tokenizer)
+    rows, resp, mask, truncated = collect(model, tokenizer, prompts, s, seed)  # 1. G samples a prompt
+    texts = [tokenizer.decode(resp[i][mask[i] > 0].tolist(), skip_special_tokens=True) for i in range(len(rows))]
+    rewards = torch.tensor(reward_fn(texts, truncated.tolist()), dtype=torch.float32)  # 2. r (B,)
+    adv = group_advantage(rewards, s.G, True, s.adv_eps).float()  # 3. A (B,)
+    with torch.no_grad():  # 4. pi_old and pi_ref on the sampled tokens
+        old_logp = response_logp(model, rows, resp, mask, pad_id, s.temperature)
+        ref_logp = response_logp(ref_model, rows, resp, mask, pad_id, s.temperature) if s.beta > 0 else None
+    losses = update(model, optimizer, rows, resp, mask, adv, old_logp, ref_logp, s, shuffle_seed, pad_id)  # 5.
     return {"rewards": rewards, "adv": adv, "loss": sum(losses) / len(losses), "texts": texts}

@@ -15,7 +15,7 @@ import copy
 import pytest
 import torch
 
-from harness.objective.reference_loop import grpo_train_step
+from harness.objective.reference_loop import Settings, grpo_train_step
 from harness.rollout import make_backend
 from harness.tasks.base import RewardBreakdown
 from harness.train.core.collect import SAMPLING_SALT, step_seed
@@ -80,13 +80,15 @@ def test_the_reference_loop_takes_the_trainers_step(fast_config, tmp_path):
     def reward_fn(texts, truncated):
         return [s.total for s in task.score_batch(rows, texts, truncated)]
 
-    out = grpo_train_step(
-        model, ref, adamw(model, tr.lr, tr.betas, tr.weight_decay), tok, [render(p) for p in problems], reward_fn,
-        G=tr.group_size, seed=_sampling_seed(cfg), shuffle_seed=step_seed(cfg.seed, 0, UPDATE_ORDER_SALT),
-        mini_batches=tr.mini_batches, max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-        top_p=cfg.rollout.top_p, pad_id=tok.pad_token_id, eos_id=tok.eos_token_id, eps_low=obj.eps_low,
-        eps_high=obj.eps_high, beta=obj.kl_coef, adv_eps=obj.adv_eps, grad_clip=tr.grad_clip,
+    settings = Settings(
+        G=tr.group_size, mini_batches=tr.mini_batches, max_new_tokens=cfg.rollout.max_new_tokens,
+        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, eps_low=obj.eps_low, eps_high=obj.eps_high,
+        beta=obj.kl_coef, adv_eps=obj.adv_eps, grad_clip=tr.grad_clip,
     )  # fmt: skip
+    optimizer = adamw(model, tr.lr, tr.betas, tr.weight_decay)
+    prompts = [render(p) for p in problems]
+    seeds = dict(seed=_sampling_seed(cfg), shuffle_seed=step_seed(cfg.seed, 0, UPDATE_ORDER_SALT))
+    out = grpo_train_step(model, ref, optimizer, tok, prompts, reward_fn, settings, **seeds)
 
     assert out["adv"].abs().sum() > 0, "no group with a signal: the step would not move the weights"
     assert rec["clip/frac"] > 0  # the second mini-batch is off-policy enough for the clip to bind
