@@ -335,8 +335,8 @@ class TaskSection(_Section):
 class WarmStartSection(_Section):
     enabled: bool = Field(True, description="SFT the freshly built model on task demonstrations before RL (cached)")
     steps: int = Field(300, ge=0, description="SFT optimizer steps")
-    batch_size: int = Field(64, ge=1)
-    lr: float = Field(3e-3, gt=0)
+    batch_size: int = Field(64, ge=1, description="demonstrations per SFT optimizer step")
+    lr: float = Field(3e-3, gt=0, description="SFT learning rate (AdamW, no weight decay)")
     threads: int = Field(
         2,
         ge=1,
@@ -357,8 +357,8 @@ class WarmStartSection(_Section):
 
 class RolloutSection(_Section):
     backend: Literal["hf", "vllm"] = Field("hf", description="generation engine: hf (transformers generate) or vllm")
-    temperature: float = Field(1.0, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
+    temperature: float = Field(1.0, gt=0, description="sampling temperature of the training rollouts")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling of the training rollouts (1 = all tokens)")
     max_new_tokens: int = Field(64, ge=1, description="response length cap; a response hitting it is truncated")
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="vllm only (on CPU it is a share of RAM)")
     dtype: Literal["float32", "bfloat16"] = Field(
@@ -451,9 +451,9 @@ class TrainSection(_Section):
     steps: int = Field(30, ge=1, description="policy iterations (rollout + update)")
     prompts_per_step: int = Field(16, ge=1, description="N prompts per iteration")
     group_size: int = Field(8, ge=1, description="G responses per prompt")
-    lr: float = Field(1e-4, gt=0)
+    lr: float = Field(1e-4, gt=0, description="policy learning rate (AdamW)")
     critic_lr: float = Field(1e-3, gt=0, description="PPO value model learning rate (objective.baseline=critic)")
-    weight_decay: float = Field(0.0, ge=0)
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the policy")
     betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = Field(
         (0.9, 0.999), description="AdamW (beta1, beta2), each in [0, 1) (policy and critic optimizers)"
     )
@@ -581,10 +581,10 @@ class EvalSection(_Section):
         "log compute (docs/fit.md), the last at train.steps (`every` is then not read)",
     )
     points: int | None = Field(None, description="with spacing log: evals after step 0, 4 to train.steps")
-    num_prompts: int = Field(64, ge=1)
+    num_prompts: int = Field(64, ge=1, description="held-out prompts per eval (drawn once by eval.seed)")
     n_samples: int = Field(8, ge=1, description="samples per prompt for pass@k")
-    ks: list[int] = Field(default_factory=lambda: [1, 8])
-    temperature: float = Field(1.0, gt=0)
+    ks: list[int] = Field(default_factory=lambda: [1, 8], description="the k of every pass@k logged (eval/pass_at_{k})")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature of the held-out eval")
     seed: int = Field(
         0,
         description="seed of the held-out prompt set: the same prompts for every run seed and "
@@ -725,10 +725,9 @@ class RunConfig(_Section):
         if agg == "seq_mean_token_sum_norm" and obj.get("norm_constant") is None:
             obj["norm_constant"] = float(max_new)  # Dr.GRPO's constant: the max generation length
         data = with_preset_run_keys(data, obj.get("algorithm", "custom"))  # e.g. scalerl: model.lm_head_fp32
-        merged = obj
         if "trainer" not in data:  # the preset sets it
-            return {**data, "objective": merged, "trainer": preset_trainer(obj.get("algorithm", "custom"))}
-        return {**data, "objective": merged}
+            return {**data, "objective": obj, "trainer": preset_trainer(obj.get("algorithm", "custom"))}
+        return {**data, "objective": obj}
 
     @model_validator(mode="after")
     def _combinations(self) -> RunConfig:

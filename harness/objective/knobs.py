@@ -29,12 +29,6 @@ def knob_specs(plugins: Iterable[str] = (), selected: Iterable[str] = ()) -> dic
     }
 
 
-def owner_of(knob: str) -> list[tuple[str, str, Mode]]:
-    """(kind, name, mode) of every mode that declares `knob`."""
-    entry = all_knobs().get(knob)
-    return entry[1] if entry else []
-
-
 def _mode_is_active(cfg: Any, kind: str, name: str) -> bool:
     return any(k == kind and n == name for k, n, _ in active_modes(cfg))
 

@@ -32,7 +32,8 @@ from harness.objective.deferred import Deferred, read, scalar
 from harness.objective.entropy_control import ENTROPY_WINDOW_KEY, entropy_bonus_on, entropy_coef_now, entropy_term
 from harness.objective.extensions import active_hooks, one_hook
 from harness.objective.kl import kl_penalty, loss_kl_on
-from harness.objective.ratios import RATIO, importance_ratio, is_sequence_level
+from harness.objective.padding import zero_padding
+from harness.objective.ratios import RATIO, is_sequence_level
 from harness.objective.rollout_correction import Correction, rollout_correction, uses_sampler_logp
 from harness.objective.surrogates import clip_masks, surrogate_loss, surrogate_metrics
 
@@ -64,17 +65,17 @@ class Tokens(NamedTuple):
     zero: torch.Tensor
 
     def clean(self, x: torch.Tensor | None, detach: bool = True) -> torch.Tensor | None:
+        """Another (B, T) input (entropy, rollout_logp) cleaned as these are: padding.py's zero_padding."""
         if x is None:
             return None
-        x = x.detach() if detach else x
-        return torch.where(self.m, x.to(self.lp.dtype), self.zero)
+        return zero_padding(x.detach() if detach else x, self.m, self.lp.dtype)
 
 
 def _tokens(logp, old_logp, adv, mask, ref_logp) -> Tokens:
     m = mask > 0
     zero = torch.zeros_like(logp)
-    t = Tokens(m, logp, logp, None, logp, zero)
-    lp, old, ref = t.clean(logp, detach=False), t.clean(old_logp), t.clean(ref_logp)
+    lp, old = zero_padding(logp, m), zero_padding(old_logp.detach(), m, logp.dtype)
+    ref = None if ref_logp is None else zero_padding(ref_logp.detach(), m, logp.dtype)
     a = adv.detach().to(logp.dtype)
     A = a.unsqueeze(-1).expand_as(lp) if a.dim() == 1 else torch.where(m, a, zero)  # (B, T)
     return Tokens(m, lp, old, ref, A, zero)
@@ -163,7 +164,7 @@ def policy_loss(
     """
     _check_shapes(logp, mask, adv, old_logp=old_logp, ref_logp=ref_logp, entropy=entropy, rollout_logp=rollout_logp)
     t = _tokens(logp, old_logp, adv, mask, ref_logp)
-    rho = importance_ratio(cfg.ratio, t.lp, t.old, t.m, t.A, cfg)  # §2
+    rho = RATIO[cfg.ratio].ratio(t.lp, t.old, t.m, t.A, cfg)  # §2 (padding already zeroed: importance_ratio's work)
     keep = _token_keep(cfg, t, entropy, extras or {})
     correction = _correction(cfg, t, rollout_logp)
     parts = _token_losses(cfg, t, rho, entropy, correction, extras or {}, keep)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from harness.objective.modes import Knob, Mode, Modes, Requires
+from harness.objective.padding import zero_padding
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -41,7 +42,7 @@ def importance_ratio(
     """Per-token ratio rho (B, T) for `mode`; padding never reaches a value or a gradient
     (token/none give 1 there, the sequence modes repeat s_i; aggregation masks them out).
 
-    token           rho_{i,t} = exp(logp - old_logp)                                 (PPO r_t(theta))
+    token           rho_{i,t} = exp(clamp(logp - old_logp, ±LOG_RATIO_BOUND = 20))     (PPO r_t(theta))
     sequence        rho_{i,t} = s_i = exp((1/|o_i|) sum_t M (logp - old_logp))        (GSPO s_i(theta))
                     same for every token of i; the gradient flows through the sequence mean
     sequence_token  rho_{i,t} = sg(s_i) * exp(logp - sg(logp))                        (GSPO-token s_{i,t}(theta))
@@ -65,14 +66,20 @@ def importance_ratio(
             f"logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, mask {tuple(mask.shape)} must all be (B, T)"
         )
     m = mask > 0
-    zero = torch.zeros_like(logp)
-    lp = torch.where(m, logp, zero)  # padding may hold garbage (-inf); keep it out of exp and grads
-    old = torch.where(m, old_logp.detach(), zero)
+    lp = zero_padding(logp, m)  # padding may hold garbage (-inf); keep it out of exp and grads
+    old = zero_padding(old_logp.detach(), m)
     return RATIO[mode].ratio(lp, old, m, adv, cfg)
 
 
+# the token log-ratio is clamped to [-LOG_RATIO_BOUND, LOG_RATIO_BOUND] before exp, as verl's
+# compute_policy_loss_vanilla (core_algos.py: torch.clamp(negative_approx_kl, min=-20.0, max=20.0)):
+# exp(20) = 4.9e8 is finite in fp32 and bf16 where exp(89) is not; a clamped token has no gradient.
+# No trained run comes near it (a policy 20 nats from the one that sampled it is past any clip).
+LOG_RATIO_BOUND = 20.0
+
+
 def _token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
-    return torch.exp(lp - old)
+    return torch.exp((lp - old).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
 
 
 def _sequence(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,6 +188,26 @@ def _load_or_build_round(run: RunDir, cfg: RunConfig, r: int, task, backend, pol
     return Round(r, report, enc, ref_chosen, ref_rejected)
 
 
+@dataclass(frozen=True)
+class Position:
+    """Where the DPO schedule stands: step `local` of round `rd`'s `n_steps`, its batches drawn with
+    `seed`; the run's step is offset + local (offset: the steps of the rounds before)."""
+
+    rd: Round
+    offset: int
+    local: int
+    n_steps: int
+    seed: int
+
+    @property
+    def step(self) -> int:
+        return self.offset + self.local
+
+    @property
+    def round_ends(self) -> bool:
+        return self.local == self.n_steps - 1
+
+
 class DPOTrainer(Trainer):
     """DPO's step and its extras: rounds of pairs, pair metrics at every eval, a checkpoint at
     every round's end. The run shell (harness/train/run/shell.py) does the rest."""
@@ -209,7 +230,8 @@ class DPOTrainer(Trainer):
     def prepare(self, ctx: RunContext) -> None:
         self.ctx = ctx
         self.rounds = [self._load_round(0)]  # from the initial policy, before any checkpoint is loaded
-        self.rd, self.offset = self.rounds[0], 0
+        self.offset = 0  # the steps of the rounds finished (final_step once the schedule is exhausted)
+        self.at: Position | None = None  # where the schedule stands: what step and checkpoint_due read
 
     def _load_round(self, r: int) -> Round:
         c = self.ctx
@@ -218,35 +240,42 @@ class DPOTrainer(Trainer):
         print(f"[harness] dpo round {r}: {len(rd.enc)} pairs ({json.dumps(info)})", flush=True)
         return rd
 
-    def schedule(self, start: int):
-        """Round after round (round r > 0 built from the policy at its start), dpo.epochs passes each."""
+    def positions(self) -> Iterator[Position]:
+        """Round after round (round r > 0 built from the policy at its start: lazily, once the steps
+        before it ran), dpo.epochs passes each: every step's Position; self.offset counts finished rounds' steps."""
         d = self.cfg.dpo
         for r in range(d.rounds):
             if r > 0:
                 if d.max_steps and self.offset >= d.max_steps:
                     break
-                self.rd = self._load_round(r)  # built from the policy at the start of round r (steps < offset done)
-                self.rounds.append(self.rd)
-            self.n_steps = round_steps(self.cfg, len(self.rd.enc), self.offset)
-            self.seed = self.cfg.seed if r == 0 else step_seed(self.cfg.seed, r, PAIRS_SALT + 3)
-            for self.local in range(self.n_steps):  # noqa: B020 -- the round's step is the trainer's state
-                if self.offset + self.local >= start:
-                    yield self.offset + self.local
-            self.offset += self.n_steps
+                self.rounds.append(self._load_round(r))  # built from the policy at the start of round r
+            rd = self.rounds[r]
+            n_steps = round_steps(self.cfg, len(rd.enc), self.offset)
+            seed = self.cfg.seed if r == 0 else step_seed(self.cfg.seed, r, PAIRS_SALT + 3)
+            for local in range(n_steps):
+                yield Position(rd, self.offset, local, n_steps, seed)
+            self.offset += n_steps
+
+    def schedule(self, start: int):
+        """The run's steps from `start`; self.at holds the position of the step yielded."""
+        for pos in self.positions():
+            self.at = pos
+            if pos.step >= start:
+                yield pos.step
 
     @property
     def final_step(self) -> int:
         return self.offset
 
     def checkpoint_due(self, step: int) -> bool:
-        return self.local == self.n_steps - 1  # every round's end: the next round's pairs come from a saved policy
+        return self.at.round_ends  # every round's end: the next round's pairs come from a saved policy
 
     def eval_extras(self, ctx: RunContext, step: int) -> dict:
-        rd = self.rd
+        rd = self.rounds[-1]  # the latest round's pairs
         return _pair_metrics(ctx.model, rd.enc, rd.ref_chosen, rd.ref_rejected, self.cfg, ctx.pad_id)
 
     def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
-        rd, local, d, dev = self.rd, self.local, self.cfg.dpo, ctx.device
+        rd, local, d, dev = self.at.rd, self.at.local, self.cfg.dpo, ctx.device
         if local == 0:
             rec.update(
                 {
@@ -256,7 +285,7 @@ class DPOTrainer(Trainer):
                 }
             )
         t0 = time.perf_counter()
-        idx = batch_indices(self.seed, local, len(rd.enc), d.batch_size)
+        idx = batch_indices(self.at.seed, local, len(rd.enc), d.batch_size)
         ctx.model.train()
         with compute_precision(self.cfg, dev):  # train.autocast (docs/scale.md)
             pol_chosen, pol_rejected = sharded_sequence_logps(ctx.model, rd.enc, idx, ctx.pad_id)  # (B,), (B,)
