@@ -324,6 +324,14 @@ class TaskSection(_Section):
         description="worker processes that score completions (0: the "
         "trainer's process); null: 2 when a reward is math, regex or a function, else 0",
     )
+    reward_combine: Literal["sum_then_normalize", "normalize_then_sum"] = Field(
+        "sum_then_normalize",
+        description="how the rewards make the one reward the objective sees (TRL: multi_objective_aggregation). "
+        "sum_then_normalize: their weighted sum (the objective's baseline/scale normalise it); "
+        "normalize_then_sum: each reward normalised within its group (objective.std, objective.adv_eps), then "
+        "weighted and summed (GDPO 2601.05242, verl gdpo); a dataset task's task.rewards, a generated task's "
+        "correct + format_weight * format",
+    )
 
 
 class WarmStartSection(_Section):
@@ -835,6 +843,7 @@ class RunConfig(_Section):
         problems = knob_rules.group_size_problems(o, self.train.group_size)
         if problems:
             raise ValueError(problems[0])
+        self._reward_combine_knobs()
         for k in ("eps_low", "eps_high"):
             v = getattr(o, k)
             if v is not None and v == 0 and knob_rules.reads(o, k):
@@ -843,6 +852,24 @@ class RunConfig(_Section):
                     "token whose ratio moves past it gets no gradient; allowed: a value > 0"
                     f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none"
                 )
+
+    def _reward_combine_knobs(self) -> None:
+        """task.reward_combine=normalize_then_sum (GDPO) normalises each reward within its group: a group of
+        two or more, and no greedy baseline (ReMax's single greedy response has no group)."""
+        if self.task.reward_combine == "sum_then_normalize":
+            return
+        if self.train.group_size < 2:
+            raise ValueError(
+                f"task.reward_combine='normalize_then_sum' with train.group_size={self.train.group_size}: each "
+                "reward is normalised within its group; allowed: train.group_size >= 2, or "
+                "task.reward_combine='sum_then_normalize'"
+            )
+        if inputs_needed(self.objective).greedy_rewards:
+            raise ValueError(
+                f"task.reward_combine='normalize_then_sum' with objective.baseline={self.objective.baseline!r}: "
+                "the greedy response the baseline scores has no group to be normalised in; allowed with it: "
+                "task.reward_combine='sum_then_normalize'"
+            )
 
     def _warmup_knobs(self) -> None:
         """train.component_warmup_steps: a trained component to warm up, and policy steps left after it."""

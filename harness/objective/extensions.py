@@ -22,6 +22,8 @@ ask the active modes for their hooks and carry whatever they return in one `extr
     row_weights    (cfg, extras) -> f (b,): multiplies each row's token losses (λ-GRPO)
     loss_term      (cfg, LossInputs, num_seqs, num_tokens) -> (scalar or None, metrics): added to the
                    loss (the critic's value loss, PRIME's reward-model BCE, λ's metric)
+    greedy         it needs the reward of one greedy (temperature 0) response per prompt, (B,) in
+                   `extras["greedy_rewards"]` of `advantages` (ReMax): the rollout draws and scores it
 
 The built-in extensions -- modes no knob selects, active by their `switch` -- are below: SimKO, and
 the KL, overlong and dynamic-sampling terms (declared so that their knobs are read only when on).
@@ -54,6 +56,7 @@ class Hooks:
     token_loss: Callable | None = None
     row_weights: Callable | None = None
     loss_term: Callable | None = None
+    greedy: bool = False
 
 
 class TokenLogits(NamedTuple):

@@ -46,6 +46,8 @@ EXPECTED_TABLE = {
     "lambda_grpo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "lambda_length", 0.0, "k3", "loss"),
     "simko": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "prime": ("prime", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    # baselines, reward combination, DPO fixes (docs/zoo.md)
+    "remax": ("remax", "none", "token", "ppo", 0.2, 0.2, "seq_mean_token_sum", 0.0, "k1", "reward"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {

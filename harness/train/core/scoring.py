@@ -89,6 +89,8 @@ def score_episode(
         if current is None and needs.current_logp_for_kl:
             current = batch_logprobs(model, batch, pad_id, temperature, micro, replay, share_prefix=shared)
         given = {c.provides: c.predict(batch, pad_id, micro) for c in components if c.scores}  # values, prm_logp
+    if ep.greedy_rewards is not None:  # ReMax: each row's prompt's greedy reward (inputs_needed(obj).greedy_rewards)
+        given["greedy_rewards"] = ep.greedy_rewards.repeat_interleave(cfg.train.group_size).to(device)
     scored = advantages(
         obj, ep.rewards.to(device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp, extras=given
     )
