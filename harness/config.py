@@ -1137,6 +1137,11 @@ class RunConfig(_Section):
                 f"{', '.join('objective.' + k for k in DPO_OBJECTIVE_KNOBS)} (the reference enters through "
                 "dpo_beta, not kl_coef); remove them or use an RL preset"
             )
+        for k in DPO_OBJECTIVE_KNOBS:  # a DPO knob its loss type does not read (dpo_shift_lambda with ipo)
+            if getattr(o, k) != o.preset_value(k) and (
+                msg := knob_rules.unread_message(o, f"objective.{k}", getattr(o, k))
+            ):
+                errors.append(msg)
         unused = [
             f"train.{k}={_show(getattr(t, k))}"
             for k in RL_TRAIN_KNOBS
@@ -1245,7 +1250,7 @@ def _task_names() -> set[str]:
 
 # ----------------------------------------------------------------------------- checks
 
-DPO_OBJECTIVE_KNOBS = ("dpo_beta", "dpo_loss_type", "dpo_sft_coef")
+DPO_OBJECTIVE_KNOBS = ("dpo_beta", "dpo_loss_type", "dpo_sft_coef", "dpo_shift_lambda")
 # `train` knobs that only the RL loop reads (the DPO trainer uses lr, betas, weight_decay,
 # grad_clip, checkpoint_every and threads)
 RL_TRAIN_KNOBS = (
