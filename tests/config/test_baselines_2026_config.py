@@ -22,7 +22,16 @@ DPO = "experiments/runs/dpo.yaml"
     "path, overrides, needles",
     [
         (SMOKE, ["task.reward_combine=normalize_sum"], ["reward_combine", "normalize_then_sum"]),
-        (SMOKE, ["task.reward_combine=normalize_then_sum", "train.group_size=1"], ["train.group_size=1", ">= 2"]),
+        (
+            SMOKE,
+            [
+                "task.reward_combine=normalize_then_sum",
+                "train.group_size=1",
+                "objective.baseline=batch_mean",
+                "objective.scale=none",
+            ],
+            ["task.reward_combine='normalize_then_sum'", "train.group_size=1", ">= 2"],
+        ),
         (
             SMOKE,
             ["task.reward_combine=normalize_then_sum", "objective.preset=remax"],
