@@ -12,7 +12,9 @@ copied VERBATIM from its wheel (`pip download verl==0.9.1 --no-deps`), with the 
                                       config/non_tensor_batch branch that reads the rewards out of a
                                       DataProto is left out; score_list and reward_weights are passed in)
   - masked_mean, masked_var, masked_whiten   verl/utils/torch_functional.py:294, 311, 329
-TRL 1.16 is importable, but its losses live inside trainer methods: the lines are copied verbatim too:
+TRL 1.16 is importable, but its losses live inside trainer methods: the lines are copied verbatim too
+(`self.` attributes passed in as arguments: reward_weights, num_generations, beta; len(self.reward_funcs) is
+rewards_per_func.shape[1]):
   - GRPOTrainer._generate_and_score_completions, multi_objective_aggregation == "normalize_then_sum"
     (trl/trainer/grpo_trainer.py:2790-2799), with trl.trainer.utils.nanstd imported
   - DPOTrainer's `loss_type == "sigmoid"` (trl/trainer/dpo_trainer.py:1351-1388, reverse_kl)
