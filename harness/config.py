@@ -330,6 +330,14 @@ class TaskSection(_Section):
         description="worker processes that score completions (0: the "
         "trainer's process); null: 2 when a reward is math, regex or a function, else 0",
     )
+    reward_combine: Literal["sum_then_normalize", "normalize_then_sum"] = Field(
+        "sum_then_normalize",
+        description="how the rewards make the one reward the objective sees (TRL: multi_objective_aggregation). "
+        "sum_then_normalize: their weighted sum (the objective's baseline/scale normalise it); "
+        "normalize_then_sum: each reward normalised within its group (objective.std, objective.adv_eps), then "
+        "weighted and summed (GDPO 2601.05242, verl gdpo); a dataset task's task.rewards, a generated task's "
+        "correct + format_weight * format",
+    )
 
 
 class WarmStartSection(_Section):
@@ -852,6 +860,7 @@ class RunConfig(_Section):
         problems = knob_rules.group_size_problems(o, self.train.group_size)
         if problems:
             raise ValueError(problems[0])
+        self._reward_combine_knobs()
         for k in ("eps_low", "eps_high"):
             v = getattr(o, k)
             if v is not None and v == 0 and knob_rules.reads(o, k):
@@ -860,6 +869,24 @@ class RunConfig(_Section):
                     "token whose ratio moves past it gets no gradient; allowed: a value > 0"
                     f"{' (or null: no lower bound)' if k == 'eps_low' else ''}, or objective.clip=none"
                 )
+
+    def _reward_combine_knobs(self) -> None:
+        """task.reward_combine=normalize_then_sum (GDPO) normalises each reward within its group: a group of
+        two or more, and no greedy baseline (ReMax's single greedy response has no group)."""
+        if self.task.reward_combine == "sum_then_normalize":
+            return
+        if self.train.group_size < 2:
+            raise ValueError(
+                f"task.reward_combine='normalize_then_sum' with train.group_size={self.train.group_size}: each "
+                "reward is normalised within its group; allowed: train.group_size >= 2, or "
+                "task.reward_combine='sum_then_normalize'"
+            )
+        if inputs_needed(self.objective).greedy_rewards:
+            raise ValueError(
+                f"task.reward_combine='normalize_then_sum' with objective.baseline={self.objective.baseline!r}: "
+                "the greedy response the baseline scores has no group to be normalised in; allowed with it: "
+                "task.reward_combine='sum_then_normalize'"
+            )
 
     def _warmup_knobs(self) -> None:
         """train.component_warmup_steps: a trained component to warm up, and policy steps left after it."""
@@ -1152,6 +1179,11 @@ class RunConfig(_Section):
                 f"{', '.join('objective.' + k for k in DPO_OBJECTIVE_KNOBS)} (the reference enters through "
                 "dpo_beta, not kl_coef); remove them or use an RL preset"
             )
+        for k in DPO_OBJECTIVE_KNOBS:  # a DPO knob its loss type does not read (dpo_shift_lambda with ipo)
+            if getattr(o, k) != o.preset_value(k) and (
+                msg := knob_rules.unread_message(o, f"objective.{k}", getattr(o, k))
+            ):
+                errors.append(msg)
         unused = [
             f"train.{k}={_show(getattr(t, k))}"
             for k in RL_TRAIN_KNOBS
@@ -1274,7 +1306,7 @@ def _task_names() -> set[str]:
 
 # ----------------------------------------------------------------------------- checks
 
-DPO_OBJECTIVE_KNOBS = ("dpo_beta", "dpo_loss_type", "dpo_sft_coef")
+DPO_OBJECTIVE_KNOBS = ("dpo_beta", "dpo_loss_type", "dpo_sft_coef", "dpo_shift_lambda")
 # `train` knobs that only the RL loop reads (the DPO trainer uses lr, betas, weight_decay,
 # grad_clip, checkpoint_every and threads)
 RL_TRAIN_KNOBS = (

@@ -59,6 +59,9 @@ class Needs:
                          takes `old_forward_extras` as its head, even when pi_old's log-probs come from the
                          sampler; a single-pass update reads it from its first forward
     train_forward        an active extension reads the training forward: it takes `forward_extras` as its head
+    greedy_rewards       an active mode's baseline is the reward of a greedy response (ReMax): the rollout draws
+                         one response per prompt at temperature 0, scores it with the same rewards (not trained
+                         on) and passes each row's as `advantages(extras={"greedy_rewards": (B,)})`
     """
 
     ref_logp: bool
@@ -71,6 +74,7 @@ class Needs:
     components: tuple[str, ...] = ()
     old_forward: bool = False
     train_forward: bool = False
+    greedy_rewards: bool = False
 
 
 def inputs_needed(obj: ObjectiveConfig) -> Needs:
@@ -87,6 +91,7 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
         components=parts,
         old_forward=bool(active_hooks(obj, "old_forward")),
         train_forward=bool(active_hooks(obj, "old_forward") or active_hooks(obj, "train_forward")),
+        greedy_rewards=any(m.hooks is not None and m.hooks.greedy for _, _, m in active_modes(obj)),
     )
 
 

@@ -51,6 +51,7 @@ from harness.objective.plugins import import_plugins
 from harness.objective.presets import PRESETS, preset_knobs, preset_trainer
 from harness.objective.prime import KNOBS as _PRIME_KNOBS  # noqa: F401 -- registers baseline 'prime'
 from harness.objective.ratios import RATIO
+from harness.objective.remax import GREEDY as _REMAX_GREEDY  # noqa: F401 -- registers baseline 'remax'
 from harness.objective.rollout_correction import ROLLOUT_IS
 from harness.objective.surrogates import CLIP
 
@@ -85,7 +86,8 @@ class ObjectiveConfig(BaseModel):
         "group_mean",
         description="b_i: group_mean (GRPO 2402.03300), leave_one_out (RLOO 2402.14740, unbiased), "
         "batch_mean, none (REINFORCE), critic (PPO: value head + GAE 1506.02438, per-token), passk (the Pass@k "
-        "advantage, 2508.10751; binary rewards, scale none), prime (PRIME 2502.01456), or a registered one",
+        "advantage, 2508.10751; binary rewards, scale none), prime (PRIME 2502.01456), remax (the greedy response's "
+        "reward, ReMax 2310.10505), or a registered one",
     )
     scale: str = Field(
         "group_std",

@@ -1,5 +1,6 @@
 """Offline preference losses (docs/objective.md §8): DPO (Rafailov et al. 2305.18290) and
-IPO (Azar et al. 2310.12036).
+IPO (Azar et al. 2310.12036), with DPO-Shift's shift of the rejected term (Yang et al. 2502.07599,
+`dpo_shift_lambda`) and RPO's NLL term (`dpo_sft_coef`).
 
 Glossary: B preference pairs. Inputs are SEQUENCE log-prob sums (B,) of the chosen and the
 rejected response under the policy (with grad) and the frozen reference.
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from harness.objective.modes import Mode, Modes
+from harness.objective.modes import Knob, Mode, Modes
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -29,6 +30,8 @@ def dpo_loss(
     """(loss, metrics), mean over the B pairs.
 
         h = (pi_c - ref_c) - (pi_r - ref_r),  z = beta * h
+            with dpo_shift_lambda = lam < 1 (sigmoid only):
+        h = (pi_c - ref_c) - lam (pi_r - ref_r)                   (DPO-Shift 2502.07599, fixed f(lam) = lam)
         sigmoid: -log sigma(z)                                   (DPO 2305.18290 Eq. 7)
         ipo:     (z/beta - 1/(2 beta))^2 = (h - 1/(2 tau))^2      (IPO 2310.12036 empirical loss, tau = beta)
         + dpo_sft_coef * (-pi_c / |y_c|)                          (RPO 2404.19733 Eq. 3: NLL of the chosen
@@ -49,7 +52,9 @@ def dpo_loss(
     beta = cfg.dpo_beta
     chosen = pol_chosen - ref_chosen.detach()  # log pi/pi_ref of the chosen response
     rejected = pol_rejected - ref_rejected.detach()
-    h = chosen - rejected
+    shift = getattr(cfg, "dpo_shift_lambda", 1.0)
+    # DPO-Shift 2502.07599: -log sigma(beta log pi/pi_ref(y_w) - f(lam) beta log pi/pi_ref(y_l)), f(lam) = lam
+    h = chosen - rejected if shift == 1.0 else chosen - shift * rejected
     losses = DPO_LOSS[cfg.dpo_loss_type](h, beta)
     loss = losses.mean()
     nll = None
@@ -74,11 +79,25 @@ def dpo_loss(
     return loss, metrics
 
 
+SHIFT = Knob(
+    "dpo_shift_lambda",
+    1.0,
+    "DPO-Shift (2502.07599): the rejected log-ratio times lambda in h, -log sigma(beta [(pi_c - ref_c) - "
+    "lambda (pi_r - ref_r)]); lambda < 1 keeps the chosen response's likelihood from falling, at a cost in "
+    "margin; 1 = DPO (the paper's fixed f(lambda); its linear schedules are not here)",
+    ge=0,
+    le=1,
+)
+
 # The `dpo_loss_type` knob (docs/objective.md §8): name -> per-pair loss from (h (B,), beta).
 DPO_LOSS: Modes = Modes(
     "dpo_loss_type",
     {
-        "sigmoid": Mode(lambda h, beta: -F.logsigmoid(beta * h), "-log sigma(beta h) (DPO 2305.18290)"),
+        "sigmoid": Mode(
+            lambda h, beta: -F.logsigmoid(beta * h),
+            "-log sigma(beta h) (DPO 2305.18290)",
+            knobs=(SHIFT,),
+        ),
         "ipo": Mode(lambda h, beta: (h - 1.0 / (2.0 * beta)) ** 2, "(h - 1/(2 beta))^2 (IPO 2310.12036, tau = beta)"),
     },
 )

@@ -27,6 +27,8 @@ ask the active modes for their hooks and carry whatever they return in one `extr
     rollout_mask   (cfg, logp (B, T) detached, rollout_logp (B, T), adv (B, T), mask bool) -> (keep (B, T)
                    bool, metrics): tokens whose policy-gradient term is dropped against the sampler's
                    log-probs (off-policy sequence masking, M2PO: rollout_correction.py)
+    greedy         it needs the reward of one greedy (temperature 0) response per prompt, (B,) in
+                   `extras["greedy_rewards"]` of `advantages` (ReMax): the rollout draws and scores it
 
 The built-in extensions -- modes no knob selects, active by their `switch` -- are below: SimKO, and
 the KL, overlong and dynamic-sampling terms (declared so that their knobs are read only when on).
@@ -61,6 +63,7 @@ class Hooks:
     loss_term: Callable | None = None
     token_mask: Callable | None = None
     rollout_mask: Callable | None = None
+    greedy: bool = False
 
 
 class TokenLogits(NamedTuple):

@@ -624,6 +624,26 @@ PRESETS: dict[str, dict] = {
         zero_variance_filter=True,
         no_positive_resampling=0.9,
     ),
+    # ReMax (Li et al. 2310.10505): REINFORCE whose baseline is the reward of the greedy response
+    # to the same prompt (one extra temperature-0 rollout per prompt, scored, logged, not trained on;
+    # verl's `remax` estimator). No std: A = r - r_greedy (verl). The paper's gradient sums the
+    # token log-probs of a response (seq_mean_token_sum) and is on-policy (ratio 1 under the PPO clip
+    # of a single pass, as the rloo row). The paper draws one response per prompt (train.group_size: 1
+    # reaches it); no KL here (a verifiable reward; objective.kl_coef with kl_placement: reward adds
+    # verl's use_kl_in_reward, taken off the sampled responses only).
+    "remax": dict(
+        baseline="remax",
+        scale="none",
+        std="sample",
+        ratio="token",
+        clip="ppo",
+        eps_low=0.2,
+        eps_high=0.2,
+        agg="seq_mean_token_sum",
+        kl_coef=0.0,
+        kl_estimator="k1",
+        kl_placement="reward",
+    ),
     # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);
     # `dpo_loss_type: ipo` gives IPO (Azar et al. 2310.12036). The reference model enters through
     # dpo_beta, not kl_coef; the policy-gradient knobs are unused by dpo_loss.

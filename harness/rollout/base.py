@@ -15,7 +15,7 @@ import torch
 @dataclass
 class SamplingParams:
     max_new_tokens: int
-    temperature: float = 1.0
+    temperature: float = 1.0  # 0 = greedy: each row's argmax token (ReMax's baseline response), on hf and vllm
     top_p: float = 1.0
     seed: int = 0
     stop: tuple[str, ...] = ()  # stop strings (rollout.stop): a response ends with the token that completes one

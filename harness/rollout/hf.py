@@ -37,7 +37,7 @@ from harness.models.prefix_groups import left_pad, prompt_groups
 from harness.parallel import full_params, full_tensor
 from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
 from harness.rollout.row_seeds import RowSampler, row_seed
-from harness.rollout.samplers import BatchSampler, processors
+from harness.rollout.samplers import BatchSampler, GreedySampler, TokenSampler, processors
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 COMPILE_PAD_TO = 64  # rollout.compile: prompt width rounded up to this, so the static cache's shape repeats
@@ -247,7 +247,10 @@ class HFBackend(RolloutBackend):
         if compiled:  # a static cache's shape (and the compiled graph) repeats across steps
             input_ids, attention = pad_left_to(input_ids, attention, COMPILE_PAD_TO, self.pad_id)
         # the last processor draws the token and records its log-prob; generate's argmax takes it (samplers.py)
-        sampler = RowSampler(row_seeds) if row_seeds is not None else BatchSampler()
+        if params.temperature == 0:  # greedy (ReMax's baseline response): no draw, no seed
+            sampler: TokenSampler = GreedySampler()
+        else:
+            sampler = RowSampler(row_seeds) if row_seeds is not None else BatchSampler()
         torch.manual_seed(seed)
         was_training = model.training
         model.eval()

@@ -54,11 +54,22 @@ class BatchSampler(TokenSampler):
         return torch.multinomial(probs, num_samples=1).squeeze(1)
 
 
+class GreedySampler(TokenSampler):
+    """Temperature 0 (SamplingParams.temperature=0, ReMax's baseline response): the argmax of each row's scores
+    (the first index at a tie, as transformers' greedy search); its log-prob is under softmax(logits)."""
+
+    def draw(self, scores: torch.Tensor) -> torch.Tensor:
+        return scores.argmax(dim=-1)
+
+
 def processors(temperature: float, top_p: float, sampler: TokenSampler) -> list:
     """The logits processors of a sampling `generate` with our draw: transformers' own temperature and top-p
-    warpers (the same classes, in the same order, its sampling generate applies), then the sampler."""
+    warpers (the same classes, in the same order, its sampling generate applies), then the sampler.
+    Temperature 0 (greedy) warps nothing: the sampler takes the argmax of the raw logits."""
     from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
 
+    if temperature == 0:
+        return [sampler]
     out = []
     if temperature != 1.0:
         out.append(TemperatureLogitsWarper(temperature))

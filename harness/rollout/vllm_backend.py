@@ -333,7 +333,7 @@ class VLLMBackend(RolloutBackend):
         stops = {"stop": list(params.stop), "include_stop_str_in_output": True} if params.stop else {}
         return VSamplingParams(
             n=group_size,
-            temperature=params.temperature,
+            temperature=params.temperature,  # 0: vLLM's greedy decoding (ReMax's baseline response)
             top_p=params.top_p,
             max_tokens=params.max_new_tokens,
             min_tokens=min(self.min_new_tokens, params.max_new_tokens),

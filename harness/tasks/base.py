@@ -40,6 +40,9 @@ class RewardBreakdown:
     format: float  # 1.0 if the completion has the expected answer format, else 0.0
     parsed: str | None  # the answer the parser extracted, None if none
     parts: dict = field(default_factory=dict)  # named rewards of a dataset task (logged as reward/<name>), unweighted
+    # (name, weight, unweighted value) of every reward the total sums (task.reward_combine normalises each
+    # within its group: GDPO); empty for a task that does not say
+    terms: tuple[tuple[str, float, float], ...] = ()
 
 
 class Task(abc.ABC):

@@ -192,5 +192,9 @@ class GeneratedTask(Task):
         fmt = 1.0 if parsed is not None and not truncated else 0.0
         correct = bool(fmt) and self.is_correct(problem, parsed)
         return RewardBreakdown(
-            total=float(correct) + self.format_weight * fmt, correct=correct, format=fmt, parsed=parsed
+            total=float(correct) + self.format_weight * fmt,
+            correct=correct,
+            format=fmt,
+            parsed=parsed,
+            terms=(("correct", 1.0, float(correct)), ("format", self.format_weight, fmt)),
         )

@@ -59,6 +59,8 @@ EXPECTED_TABLE = {
     "icepop": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "m2po": ("group_mean", "group_std", "token", "none", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "scalerl": ("group_mean", "batch_std", "token", "cispo", None, 4.0, "prompt_mean", 0.0, "k3", "loss"),
+    # baselines, reward combination, DPO fixes (docs/zoo.md)
+    "remax": ("remax", "none", "token", "ppo", 0.2, 0.2, "seq_mean_token_sum", 0.0, "k1", "reward"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {

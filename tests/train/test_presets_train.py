@@ -45,6 +45,8 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
         prm = state["prm"]
         moved = sum(not torch.equal(before[k], prm["lm." + k]) for k in before if "lm." + k in prm)
         assert moved >= len(before) // 2 and state["prm_optimizer"]["state"], "the reward model took no step"
+    if preset == "remax":  # the greedy responses' reward, the baseline (docs/objective.md §1), logged
+        assert 0.0 <= step0["reward/greedy_mean"] <= 1.0 and 0.0 <= step0["reward/above_greedy_frac"] <= 1.0
     if preset == "lambda_grpo":  # λ (from lambda_init 0) logged, stepped with the policy, checkpointed
         assert math.isfinite(step0["agg/lambda"]) and step0["agg/lambda"] != 0.0
         state = torch.load(tmp_path / "run" / "checkpoints" / "step_000001" / "trainer_state.pt", weights_only=False)

@@ -364,8 +364,9 @@ class DatasetTask(Task):
         spec = next(s for s in self.specs if s.name == self.correct)
         fmt = 0.0 if truncated or (spec.verifier and scored.parsed is None) else 1.0
         parts = {**scored.rewards, "timeouts": float(scored.timed_out)}
+        terms = tuple((sp.name, sp.weight, scored.rewards[sp.name]) for sp in self.specs)
         return RewardBreakdown(
-            total=scored.total, correct=scored.correct, format=fmt, parsed=scored.parsed, parts=parts
+            total=scored.total, correct=scored.correct, format=fmt, parsed=scored.parsed, parts=parts, terms=terms
         )
 
     def score(self, problem: Problem, completion: str, truncated: bool) -> RewardBreakdown:

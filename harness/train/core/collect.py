@@ -9,9 +9,12 @@ batch holds N informative groups (at most `max_refill_rounds` extra rounds).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
-from harness.objective import dynamic_sampling_keep, overlong_penalty
+from harness.objective import dynamic_sampling_keep, inputs_needed, overlong_penalty
+from harness.objective.reward_combine import combine as combine_rewards
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
 from harness.train.core.episode import Episode
@@ -27,12 +30,17 @@ def step_seed(seed: int, step: int, salt: int = 0) -> int:
     return (seed * 1_000_003 + step * 9_176 + salt * 7_919) % (2**31 - 1)
 
 
-def score(task: Task, problems, rollout, group_size: int, objective, max_new_tokens: int) -> Episode:
+def score(
+    task: Task, problems, rollout, group_size: int, objective, max_new_tokens: int, combine: str = "sum_then_normalize"
+) -> Episode:
     """The task's verdict on every row, plus the objective's overlong shaping (docs/objective.md §6)
-    when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py)."""
+    when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py).
+    combine: task.reward_combine, how the task's rewards make the one reward (objective/reward_combine.py)."""
     rows = [p for p in problems for _ in range(group_size)]
     scores = task.score_batch(rows, rollout.texts, rollout.truncated.tolist())  # a dataset task: in worker processes
     base = torch.tensor([s.total for s in scores], dtype=torch.float32)
+    if objective is not None and combine != "sum_then_normalize":
+        base = combine_rewards(combine, base, *reward_terms(scores), group_size, objective)
     if objective is not None and objective.overlong_buffer > 0:
         shaping = overlong_penalty(
             rollout.lengths, max_new_tokens, objective.overlong_buffer, objective.overlong_penalty
@@ -65,6 +73,21 @@ def zero_variance_filter(ep: Episode, group_size: int) -> tuple[Episode, dict]:
     return (ep.select_groups(keep) if keep.any() else ep), {"groups/zero_var_dropped": dropped}
 
 
+def reward_terms(scores) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values (B, K), weights (K,)) of the rewards each RewardBreakdown's total sums (its `terms`)."""
+    if not scores or not scores[0].terms:
+        raise ValueError("task.reward_combine=normalize_then_sum: this task does not name the rewards its total sums")
+    values = torch.tensor([[v for _, _, v in s.terms] for s in scores], dtype=torch.float64)
+    return values, torch.tensor([w for _, w, _ in scores[0].terms], dtype=torch.float64)
+
+
+def greedy_rewards(task: Task, backend: RolloutBackend, prompts, problems, params: SamplingParams, objective):
+    """(N,) the reward of one greedy (temperature 0) response per prompt, scored as the sampled ones are (the
+    task's rewards and the objective's overlong shaping): ReMax's baseline (arXiv 2310.10505), never trained on."""
+    rollout = backend.generate(prompts, 1, replace(params, temperature=0.0))
+    return score(task, problems, rollout, 1, objective, params.max_new_tokens).rewards
+
+
 def collect(
     task: Task, backend: RolloutBackend, render, cfg, step: int, pool: PromptPool | None = None
 ) -> tuple[Episode, dict]:
@@ -84,8 +107,11 @@ def collect(
             stop=tuple(cfg.rollout.stop),
             seed=step_seed(cfg.seed, step, SAMPLING_SALT + rnd),
         )
-        rollout = backend.generate([render(p) for p in problems], G, params)
-        ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
+        prompts = [render(p) for p in problems]
+        rollout = backend.generate(prompts, G, params)
+        ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens, cfg.task.reward_combine)
+        if inputs_needed(obj).greedy_rewards:
+            ep.greedy_rewards = greedy_rewards(task, backend, prompts, problems, params, obj)
         if pool is not None:
             pool.record(ep.problems, ep.correct, G)
         if first_zero_frac is None:  # groups/zero_std_frac: all-equal rewards (as the objective sees them)
@@ -100,7 +126,9 @@ def collect(
         if have >= N:
             break
     if have == 0:  # every group was uninformative in every round: train on nothing-informative first round
-        ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens)
+        ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens, cfg.task.reward_combine)
+        if inputs_needed(obj).greedy_rewards:
+            ep.greedy_rewards = greedy_rewards(task, backend, prompts, problems, params, obj)
         parts, have = [ep], len(ep.problems)
     ep, metrics = (
         Episode.concat(parts),

@@ -33,6 +33,7 @@ class Episode:
     rewards: torch.Tensor  # (B,) task reward + overlong shaping (what the objective sees)
     overlong: torch.Tensor  # (B,) the overlong shaping term alone (<= 0)
     group_size: int
+    greedy_rewards: torch.Tensor | None = None  # (N,) the reward of each prompt's greedy response (ReMax), or None
 
     @property
     def correct(self) -> torch.Tensor:
@@ -67,6 +68,7 @@ class Episode:
             self.rewards[idx],
             self.overlong[idx],
             G,
+            None if self.greedy_rewards is None else self.greedy_rewards[keep.nonzero().flatten()],
         )
 
     @staticmethod
@@ -93,4 +95,5 @@ class Episode:
             torch.cat([p.rewards for p in parts]),
             torch.cat([p.overlong for p in parts]),
             parts[0].group_size,
+            None if parts[0].greedy_rewards is None else torch.cat([p.greedy_rewards for p in parts]),
         )

@@ -50,6 +50,14 @@ def frozen_reference(cfg, model: torch.nn.Module) -> torch.nn.Module | None:
     return reference_of(model, dtype)
 
 
+def _check_routing(cfg, rollout) -> None:
+    """Routing replay (R3): every forward uses the rollout's choices, so the backend must have returned them."""
+    if cfg.objective.routing_replay and rollout.extras.get("routing") is None:
+        raise ConfigError(
+            f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} returned no routing to replay"
+        )
+
+
 def score_episode(
     cfg,
     ep: Episode,
@@ -70,12 +78,7 @@ def score_episode(
     obj, needs = cfg.objective, inputs_needed(cfg.objective)
     r = ep.rollout
     mask = loss_mask(obj, r.response_mask.to(device), r.truncated)
-    if (
-        obj.routing_replay and r.extras.get("routing") is None
-    ):  # routing replay (R3): every forward uses the rollout's choices
-        raise ConfigError(
-            f"objective.routing_replay=true: rollout.backend={cfg.rollout.backend!r} returned no routing to replay"
-        )
+    _check_routing(cfg, r)
     batch = Batch.from_rollout(r, mask, device)
     micro, temperature, replay = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, obj.routing_replay
     shared = cfg.train.share_prefix  # a prompt's rows of a micro-batch run it once (harness/models/prefix_groups.py)
@@ -101,6 +104,8 @@ def score_episode(
         if current is None and needs.current_logp_for_kl:
             current = batch_logprobs(model, batch, pad_id, temperature, micro, replay, share_prefix=shared)
         given = {c.provides: c.predict(batch, pad_id, micro) for c in components if c.scores}  # values, prm_logp
+    if ep.greedy_rewards is not None:  # ReMax: each row's prompt's greedy reward (inputs_needed(obj).greedy_rewards)
+        given["greedy_rewards"] = ep.greedy_rewards.repeat_interleave(cfg.train.group_size).to(device)
     scored = advantages(
         obj, ep.rewards.to(device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp, extras=given
     )
