@@ -29,7 +29,8 @@ def score(task: Task, problems, rollout, group_size: int, objective, max_new_tok
     """The task's verdict on every row, plus the objective's overlong shaping (docs/objective.md §6)
     when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py)."""
     rows = [p for p in problems for _ in range(group_size)]
-    scores = task.score_batch(rows, rollout.texts, rollout.truncated.tolist())  # a dataset task: in worker processes
+    train = {"train": True} if objective is not None else {}  # a training batch: running reward normalisers learn
+    scores = task.score_batch(rows, rollout.texts, rollout.truncated.tolist(), **train)  # a dataset task: in workers
     base = torch.tensor([s.total for s in scores], dtype=torch.float32)
     if objective is not None and objective.overlong_buffer > 0:
         shaping = overlong_penalty(

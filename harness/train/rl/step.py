@@ -28,6 +28,7 @@ from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
 from harness.train.core.scoring import frozen_reference, score_episode, single_pass
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
+from harness.train.diagnostics.hacking import hacking_probe
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.rl.update import policy_update
 
@@ -70,6 +71,8 @@ class RLTrainer(Trainer):
                 f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} has no routers"
             )
         self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
+        self.task = ctx.task  # its running reward normalisers are part of the checkpoint
+        self.hacking = hacking_probe(ctx.task, cfg.task.hacking_window)  # a reward model and a verifier: hacking/*
 
     def frozen_modules(self) -> list[torch.nn.Module]:
         """pi_ref when it is a copy of its own (with LoRA it is the policy with its adapters off)."""
@@ -88,11 +91,21 @@ class RLTrainer(Trainer):
 
     def state_dict(self) -> dict:
         ref = self.ref if self.ref is not None and self.cfg.objective.ref_update_every else None
-        return {"ref": ref.state_dict() if ref is not None else None}
+        out = {"ref": ref.state_dict() if ref is not None else None}
+        rewards = self.task.reward_state() if hasattr(self.task, "reward_state") else {}
+        if rewards:  # task.rewards[i].normalize=running: its statistics so far
+            out["reward_norm"] = rewards
+        if self.hacking is not None:
+            out["hacking"] = self.hacking.state_dict()
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         if self.ref is not None and state.get("ref") is not None:
             self.ref.load_state_dict(state["ref"])
+        if state.get("reward_norm"):
+            self.task.load_reward_state(state["reward_norm"])
+        if self.hacking is not None and state.get("hacking"):
+            self.hacking.load_state_dict(state["hacking"])
 
     def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
         cfg, tr = self.cfg, self.cfg.train
@@ -109,6 +122,8 @@ class RLTrainer(Trainer):
         t_rollout, t_score, t_update = t1 - t0, t2 - t1, phase_clock(ctx.device) - t2
         n_tok = float(ep.rollout.response_mask.sum())
         rec.update(rollout_metrics(ep))
+        if self.hacking is not None:  # the reward model's score against the verifier's verdicts
+            rec.update(self.hacking.step(ep.scores, ep.correct))
         rec.update(coll)
         mismatch.reduce()  # on N processes: each saw the forwards of its rows
         rec.update(mismatch.result())
