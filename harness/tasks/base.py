@@ -68,4 +68,6 @@ class Task(abc.ABC):
         return [self.score(p, c, bool(t)) for p, c, t in zip(problems, completions, truncated)]
 
     def place(self, device, map_rows=None) -> None:
-        """The run's device, for a task that scores with a model of its own (a dataset task's reward models)."""
+        """The run's device, for a task that scores with a model of its own (a dataset task's reward models);
+        map_rows(fn, rows) scores a training batch's rows on each process (harness/parallel.py map_shards)."""
+        return None  # a generated task scores with rules alone

@@ -112,7 +112,9 @@ def test_a_reward_model_mixes_with_a_verifier_by_weight(rm_folder, tmp_path):
     answers = [p.answer.split("#### ")[1] for p in problems]
     completions = [f"#### {answers[0]}", "#### -1", f"#### {answers[2]}"]
     out = task.score_batch(problems, completions, [False, False, True])
-    raw = RewardModel(str(rm_folder), 8).score([conversation(task.messages(p), c) for p, c in zip(problems, completions)])
+    raw = RewardModel(str(rm_folder), 8).score(
+        [conversation(task.messages(p), c) for p, c in zip(problems, completions)]
+    )
     assert [s.parts["rm"] for s in out] == raw  # reward/rm: the model's raw score
     assert [s.parts["gsm8k"] for s in out] == [1.0, 0.0, 0.0]  # truncated: never correct
     assert [s.correct for s in out] == [True, False, False]  # the verifier defines correct
@@ -139,7 +141,9 @@ def test_running_normalisation_learns_from_training_batches_only():
     seen = torch.tensor([x for b in batches for x in b], dtype=torch.float64)
     mean, std = float(seen.mean()), float(seen.std(unbiased=False))
     assert norm.count == len(seen) and abs(norm.mean - mean) < 1e-12
-    assert torch.allclose(torch.tensor(out, dtype=torch.float64), (torch.tensor(batches[-1], dtype=torch.float64) - mean) / (std + 1e-6))
+    assert torch.allclose(
+        torch.tensor(out, dtype=torch.float64), (torch.tensor(batches[-1], dtype=torch.float64) - mean) / (std + 1e-6)
+    )
     before = norm.state_dict()
     norm([100.0, 200.0], update=False)  # an eval: the statistics stay
     assert norm.state_dict() == before

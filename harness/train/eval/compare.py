@@ -90,7 +90,8 @@ def check_paired(cfg_a: dict, cfg_b: dict, run_a: Path, run_b: Path) -> None:
     """Raise a ConfigError naming the first eval-identity key whose value differs."""
     for key in EVAL_IDENTITY:
         va, vb = (
-            _identity(key, IDENTITY_DEFAULTS.get(key) if v is None else v) for v in (dotted(cfg_a, key), dotted(cfg_b, key))
+            _identity(key, IDENTITY_DEFAULTS.get(key) if v is None else v)
+            for v in (dotted(cfg_a, key), dotted(cfg_b, key))
         )
         if va != vb:
             raise ConfigError(
