@@ -75,7 +75,7 @@ from harness.models import MODEL_NAMES, is_moe
 from harness.models.folder import classifier_problem, folder_problem
 from harness.models.lora import check_lora_targets, meta_model
 from harness.models.random_llama import RANDOM_SHAPES, random_config
-from harness.models.registry import model_positions
+from harness.models.registry import model_positions, policy_vocab
 from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
 from harness.objective import PRESETS, ObjectiveConfig, inputs_needed
 from harness.objective import knobs as knob_rules
@@ -154,6 +154,12 @@ class ModelSection(_Section):
         None,
         description="LoRA adapters (r, alpha, dropout, target_modules) instead of full "
         "fine-tuning; null = every weight trains",
+    )
+    critic_init: str | None = Field(
+        None,
+        description="objective.baseline=critic: a reward model folder (a sequence classifier, num_labels 1) the "
+        "critic starts from, its transformer and its score head (the PPO paper's setup), instead of a copy of "
+        "the policy with a zero head; it reads the policy's tokens, so it must share the policy's tokenizer",
     )
 
 
@@ -786,6 +792,7 @@ class RunConfig(_Section):
             raise ValueError(f"task.name={self.task.name!r} is unknown; allowed: {sorted(_task_names())}")
         self._task_knobs()
         self._model_knobs()
+        self._critic_init_knobs()
         self._scale_knobs()
         self._moe_knobs()
         self._eval_knobs()
@@ -984,7 +991,9 @@ class RunConfig(_Section):
         sample is finite (loaded once per process and folder state, on the CPU, before the policy loads);
         task.hacking_window only where the probe runs (a reward model and a verifier or function)."""
         t = self.task
-        models = [(i, r.model) for i, r in enumerate(t.rewards) if r.model is not None]
+        models = [
+            (i, r.model) for i, r in enumerate(t.rewards) if r.model is not None and not (r.verifier or r.function)
+        ]
         for i, path in models:
             problem = classifier_problem(Path(path))
             if problem is None:
@@ -1027,6 +1036,29 @@ class RunConfig(_Section):
                 f"rollout.max_new_tokens={self.rollout.max_new_tokens} leaves no room for a prompt in the {positions} "
                 f"positions (max_position_embeddings) of model.name={m.name!r}; allowed: below {positions}, less "
                 "the longest prompt"
+            )
+
+    def _critic_init_knobs(self) -> None:
+        """model.critic_init: a critic to initialise (objective.baseline=critic), a sequence classifier with one
+        label, whose vocabulary is the policy's (where both configs say)."""
+        path = self.model.critic_init
+        if path is None:
+            return
+        if "values" not in inputs_needed(self.objective).components:
+            raise ValueError(
+                f"model.critic_init={path!r} initialises PPO's critic, and objective.preset={self.objective.algorithm} "
+                f"has none (objective.baseline={self.objective.baseline!r}); set objective.baseline=critic (the ppo "
+                "preset), or drop it"
+            )
+        problem = classifier_problem(Path(path))
+        if problem:
+            raise ValueError(f"model.critic_init={path!r} is not a reward model: {problem}")
+        theirs = json.loads((Path(path) / "config.json").read_text()).get("vocab_size")
+        ours = policy_vocab(self.model.name, self.model.overrides)
+        if theirs is not None and ours is not None and theirs != ours:
+            raise ValueError(
+                f"model.critic_init={path!r} has vocab_size={theirs}, the policy model.name={self.model.name!r} "
+                f"{ours}: the critic reads the policy's tokens, so it must share the policy's tokenizer"
             )
 
     def _scale_knobs(self) -> None:

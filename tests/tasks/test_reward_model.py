@@ -232,3 +232,76 @@ def test_bad_reward_model_folders_are_refused_before_any_model_loads(make, why, 
     assert f"task.rewards[1].model={str(folder)!r} is not a reward model" in line and why in line
     assert "\n" not in line
     assert main(["train", "experiments/runs/smoke.yaml", *overrides, "--out", str(tmp_path / "run")]) == 2
+
+
+def test_each_process_scores_its_own_rows_of_a_training_batch(rm_folder, tmp_path):
+    """place(device, map_rows): a training batch's conversations go through map_rows (harness/parallel.py
+    map_shards: each process its shard, gathered); an eval's do not (every process scores them all)."""
+    task = _task(tmp_path, rm_folder)
+    calls = []
+
+    def map_rows(fn, rows):
+        calls.append(len(rows))
+        return fn(rows[:2]) + fn(rows[2:])  # two "processes"
+
+    task.place("cpu", map_rows)
+    problems = task.rows("train")[:3]
+    train = task.score_batch(problems, ["#### 1", "#### 2", "#### 3"], [False] * 3, train=True)
+    held = task.score_batch(problems, ["#### 1", "#### 2", "#### 3"], [False] * 3)
+    assert calls == [3]
+    assert [s.parts["rm"] for s in train] == pytest.approx([s.parts["rm"] for s in held], abs=1e-5)
+
+
+def test_reward_model_keys_leave_the_cache_keys_and_comparisons_of_other_rewards_as_they_were(tmp_path):
+    """A verifier's entry reads as before the reward-model keys existed: in the warm-start and eval cache
+    keys (task_identity), and when `harness compare` pairs a run recorded before them with a new one."""
+    from harness.tasks import task_identity
+    from harness.train.eval.compare import check_paired
+
+    rows = write_jsonl(tmp_path / "rows.jsonl", gsm8k_rows(20))
+    cfg = load_config(
+        "experiments/runs/smoke.yaml",
+        [
+            "task.name=dataset",
+            f"task.data={json.dumps({'train': str(rows), 'prompt_key': 'question'})}",
+            "task.rewards=[gsm8k]",
+            "warm_start.enabled=false",
+        ],
+    )
+    old = {"verifier": "gsm8k", "function": None, "name": None, "weight": 1.0, "options": {}}
+    assert task_identity(cfg.task)["rewards"] == [old]
+    new = cfg.to_dict()
+    recorded = json.loads(json.dumps(new))
+    recorded["task"]["rewards"] = [old]
+    check_paired(recorded, new, tmp_path / "a", tmp_path / "b")  # no ConfigError
+
+
+@pytest.mark.parametrize(
+    "rewards, needle",
+    [
+        ("[{verifier: gsm8k, micro_batch_size: 4}]", "task.rewards[0].micro_batch_size=4: only a reward model"),
+        ("[{verifier: gsm8k, model: /x}]", "task.rewards[0]: give exactly one of verifier"),
+    ],
+)
+def test_reward_model_keys_on_other_rewards_are_refused(rewards, needle, tmp_path):
+    rows = write_jsonl(tmp_path / "rows.jsonl", gsm8k_rows(20))
+    with pytest.raises(ConfigError) as err:
+        load_config(
+            "experiments/runs/smoke.yaml",
+            [
+                "task.name=dataset",
+                f"task.data={json.dumps({'train': str(rows), 'prompt_key': 'question'})}",
+                f"task.rewards={rewards}",
+                "warm_start.enabled=false",
+            ],
+        )
+    assert needle in str(err.value)
+
+
+def test_the_hacking_window_is_refused_where_the_probe_does_not_run(tmp_path):
+    rows = write_jsonl(tmp_path / "rows.jsonl", gsm8k_rows(20))
+    base = ["task.name=dataset", f"task.data={json.dumps({'train': str(rows), 'prompt_key': 'question'})}"]
+    with pytest.raises(ConfigError, match="task.hacking_window=5 sets the reward-hacking probe's window"):
+        load_config("experiments/runs/smoke.yaml", [*base, "task.rewards=[gsm8k]", "task.hacking_window=5"])
+    with pytest.raises(ConfigError, match="task.hacking_window configure"):
+        load_config("experiments/runs/smoke.yaml", ["task.hacking_window=5"])  # a generated task

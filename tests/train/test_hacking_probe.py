@@ -79,3 +79,34 @@ def test_the_probe_runs_where_a_reward_model_and_a_verdict_both_score():
     assert hacking_probe(SimpleNamespace(reward_models=rm, correct="rm"), 5) is None  # no verifier's verdict
     assert hacking_probe(SimpleNamespace(reward_models={}, correct="gsm8k"), 5) is None
     assert hacking_probe(SimpleNamespace(), 5) is None  # a generated task
+
+
+def test_a_study_whose_runs_log_the_probe_gets_its_figure(tmp_path):
+    """generic_figures draws hacking.png for runs with hacking/* metrics (and only for them)."""
+    import json
+
+    from harness.experiment.generic_figures import generic_figures
+
+    cells = []
+    for arm, hacking in (("rm", True), ("verifier", False)):
+        run = tmp_path / "runs" / arm
+        run.mkdir(parents=True)
+        recs = []
+        for step in range(4):
+            r = {
+                "step": step,
+                "eval/pass_at_1": 0.3,
+                "reward/accuracy": 0.5,
+                "length/correct": 10,
+                "length/incorrect": 12,
+            }
+            if hacking:
+                r.update({"hacking/proxy": 0.1 * step, "hacking/verified": 0.5 - 0.05 * step, "hacking/gap_trend": 1.0})
+            recs.append(r)
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        cells.append({"id": arm, "variant": arm, "seed": 1, "run_dir": str(run)})
+    (tmp_path / "cells.json").write_text(json.dumps(cells))
+    out = generic_figures(tmp_path, tmp_path / "figures")
+    assert [p.name for p in out] == ["eval_pass_at_1.png", "lengths.png", "hacking.png"] and out[-1].stat().st_size
+    (tmp_path / "cells.json").write_text(json.dumps(cells[1:]))
+    assert [p.name for p in generic_figures(tmp_path, tmp_path / "f2")] == ["eval_pass_at_1.png", "lengths.png"]
