@@ -300,7 +300,11 @@ def test_reward_model_keys_on_other_rewards_are_refused(rewards, needle, tmp_pat
 
 def test_the_hacking_window_is_refused_where_the_probe_does_not_run(tmp_path):
     rows = write_jsonl(tmp_path / "rows.jsonl", gsm8k_rows(20))
-    base = ["task.name=dataset", f"task.data={json.dumps({'train': str(rows), 'prompt_key': 'question'})}"]
+    base = [
+        "task.name=dataset",
+        f"task.data={json.dumps({'train': str(rows), 'prompt_key': 'question'})}",
+        "warm_start.enabled=false",
+    ]
     with pytest.raises(ConfigError, match="task.hacking_window=5 sets the reward-hacking probe's window"):
         load_config("experiments/runs/smoke.yaml", [*base, "task.rewards=[gsm8k]", "task.hacking_window=5"])
     with pytest.raises(ConfigError, match="task.hacking_window configure"):
