@@ -72,10 +72,10 @@ from pydantic import (
 from harness import device_defaults
 from harness.machine import bf16_slow_reason
 from harness.models import MODEL_NAMES, is_moe
-from harness.models.folder import folder_problem
+from harness.models.folder import classifier_problem, folder_problem
 from harness.models.lora import check_lora_targets, meta_model
 from harness.models.random_llama import RANDOM_SHAPES, random_config
-from harness.models.registry import model_positions
+from harness.models.registry import model_positions, policy_vocab
 from harness.models.tiny import VOCAB_SIZE, tiny_dense_config, tiny_moe_config
 from harness.objective import PRESETS, ObjectiveConfig, inputs_needed
 from harness.objective import knobs as knob_rules
@@ -87,6 +87,7 @@ from harness.objective.presets import PRESET_RUN_KEYS, preset_trainer
 from harness.tasks import TASK_NAMES, make_task, task_from_config
 from harness.tasks.dataset import check_reference_answers
 from harness.tasks.dataset.read import stat_key
+from harness.tasks.rewards import reward_model_problem
 
 
 class ConfigError(ValueError):
@@ -159,6 +160,12 @@ class ModelSection(_Section):
         description="the LM head's logits in fp32 (hidden states and head weight upcast, autocast off) in the "
         "trainer and the hf sampler, whatever model.dtype / train.autocast (ScaleRL 2510.13786 §3.2, MiniMax-M1 "
         "2506.13585); a no-op for an fp32 model without autocast. The scalerl preset turns it on",
+    )
+    critic_init: str | None = Field(
+        None,
+        description="objective.baseline=critic: a reward model folder (a sequence classifier, num_labels 1) the "
+        "critic starts from, its transformer and its score head (the PPO paper's setup), instead of a copy of "
+        "the policy with a zero head; it reads the policy's tokens, so it must share the policy's tokenizer",
     )
 
 
@@ -289,6 +296,29 @@ class RewardSection(_Section):
         default_factory=dict,
         description="verifier options: regex {pattern, group, ignore_case}, choice {choices}, exact {case_sensitive}",
     )
+    model: str | None = Field(
+        None,
+        description="a reward model: a local Hugging Face sequence-classification folder (num_labels 1, with its "
+        "tokenizer), scoring the prompt's chat and the completion re-rendered with its own chat template; its "
+        "score is the reward (TRL: a model in reward_funcs; verl: reward_model.model.path)",
+    )
+    micro_batch_size: int | None = Field(
+        None, ge=1, description="a reward model's rows per forward (null: 8); a score does not depend on it"
+    )
+    normalize: Literal["none", "batch", "running"] = Field(
+        "none",
+        description="this reward's values before the weighted sum: none; batch: whitened over the training batch "
+        "(x - mean) / std; running: by the mean and std of every training batch so far (kept in the checkpoint)",
+    )
+
+    def identity(self) -> dict:
+        """The entry as cache keys read it: the reward-model keys left out where they are at their defaults
+        (a verifier's or a function's key is what it was before they existed)."""
+        out = self.model_dump(mode="json")
+        for key in ("model", "micro_batch_size", "normalize"):
+            if out[key] == _field_default(RewardSection, key):
+                del out[key]
+        return out
 
     @model_validator(mode="before")
     @classmethod
@@ -337,6 +367,13 @@ class TaskSection(_Section):
         "normalize_then_sum: each reward normalised within its group (objective.std, objective.adv_eps), then "
         "weighted and summed (GDPO 2601.05242, verl gdpo); a dataset task's task.rewards, a generated task's "
         "correct + format_weight * format",
+    )
+    hacking_window: int = Field(
+        10,
+        ge=2,
+        description="the reward-hacking probe (a reward model and a verifier both scoring): steps over which "
+        "hacking/gap_trend is fitted, and the window in which a rising proxy with a falling verified accuracy "
+        "warns once",
     )
 
 
@@ -779,6 +816,7 @@ class RunConfig(_Section):
             raise ValueError(f"task.name={self.task.name!r} is unknown; allowed: {sorted(_task_names())}")
         self._task_knobs()
         self._model_knobs()
+        self._critic_init_knobs()
         self._scale_knobs()
         self._moe_knobs()
         self._eval_knobs()
@@ -915,7 +953,7 @@ class RunConfig(_Section):
             return
         dataset_only = [
             f"task.{k}"
-            for k in ("data", "rewards", "correct", "reward_timeout", "reward_workers")
+            for k in ("data", "rewards", "correct", "reward_timeout", "reward_workers", "hacking_window")
             if getattr(t, k) != _field_default(TaskSection, k)
         ]
         dataset_only += [f"rollout.{k}" for k in ("max_prompt_tokens",) if getattr(self.rollout, k) is not None]
@@ -983,6 +1021,7 @@ class RunConfig(_Section):
                 f"task.rewards: every weight is 0 ({[r.weight for r in t.rewards]}), so every completion's reward "
                 "is 0 and the policy has nothing to learn; give at least one reward a weight other than 0"
             )
+        self._reward_model_knobs()
         memo = json.dumps([t.model_dump(mode="json"), self.model.name], sort_keys=True, default=str)
         stats = _data_stats(d)
         if _CHECKED_DATA.get(memo) == stats:
@@ -990,6 +1029,29 @@ class RunConfig(_Section):
         task = task_from_config(t)
         check_reference_answers(task, d.check_answers)
         _CHECKED_DATA[memo] = stats
+
+    def _reward_model_knobs(self) -> None:
+        """task.rewards[i].model: a sequence classifier with one label whose tokenizer loads and whose score of a
+        sample is finite (loaded once per process and folder state, on the CPU, before the policy loads);
+        task.hacking_window only where the probe runs (a reward model and a verifier or function)."""
+        t = self.task
+        models = [
+            (i, r.model) for i, r in enumerate(t.rewards) if r.model is not None and not (r.verifier or r.function)
+        ]
+        for i, path in models:
+            problem = classifier_problem(Path(path))
+            if problem is None:
+                memo = (str(Path(path).resolve()), _folder_stats(Path(path)))
+                problem = _CHECKED_RM.get(memo) or reward_model_problem(path)
+                _CHECKED_RM[memo] = problem or ""
+            if problem:
+                raise ValueError(f"task.rewards[{i}].model={path!r} is not a reward model: {problem}")
+        rules = [r for r in t.rewards if r.model is None]
+        if t.hacking_window != _field_default(TaskSection, "hacking_window") and not (models and rules):
+            raise ValueError(
+                f"task.hacking_window={t.hacking_window} sets the reward-hacking probe's window, which runs only "
+                "where a reward model (task.rewards[i].model) and a verifier or function both score: drop it"
+            )
 
     def uses_warm_start(self) -> bool:
         """Whether the run starts from an SFT warm start: a freshly built tiny model with
@@ -1024,6 +1086,29 @@ class RunConfig(_Section):
                 f"rollout.max_new_tokens={self.rollout.max_new_tokens} leaves no room for a prompt in the {positions} "
                 f"positions (max_position_embeddings) of model.name={m.name!r}; allowed: below {positions}, less "
                 "the longest prompt"
+            )
+
+    def _critic_init_knobs(self) -> None:
+        """model.critic_init: a critic to initialise (objective.baseline=critic), a sequence classifier with one
+        label, whose vocabulary is the policy's (where both configs say)."""
+        path = self.model.critic_init
+        if path is None:
+            return
+        if "values" not in inputs_needed(self.objective).components:
+            raise ValueError(
+                f"model.critic_init={path!r} initialises PPO's critic, and objective.preset={self.objective.algorithm} "
+                f"has none (objective.baseline={self.objective.baseline!r}); set objective.baseline=critic (the ppo "
+                "preset), or drop it"
+            )
+        problem = classifier_problem(Path(path))
+        if problem:
+            raise ValueError(f"model.critic_init={path!r} is not a reward model: {problem}")
+        theirs = json.loads((Path(path) / "config.json").read_text()).get("vocab_size")
+        ours = policy_vocab(self.model.name, self.model.overrides)
+        if theirs is not None and ours is not None and theirs != ours:
+            raise ValueError(
+                f"model.critic_init={path!r} has vocab_size={theirs}, the policy model.name={self.model.name!r} "
+                f"{ours}: the critic reads the policy's tokens, so it must share the policy's tokenizer"
             )
 
     def _scale_knobs(self) -> None:
@@ -1287,6 +1372,12 @@ def with_preset_run_keys(data: dict, preset: str) -> dict:
 
 _TINY = ("tiny-dense", "tiny-moe")  # built fresh (harness/models/registry.py): warm-started by default
 _CHECKED_DATA: dict[str, tuple] = {}
+_CHECKED_RM: dict[tuple, str] = {}  # (folder, its files' stats) -> why it does not score ("": it does)
+
+
+def _folder_stats(folder: Path) -> tuple:
+    """(name, size, mtime) of a folder's files: a reward model folder re-checked once it changes."""
+    return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()))
 
 
 def _data_stats(d: DataSection) -> tuple:

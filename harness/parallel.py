@@ -77,6 +77,16 @@ def shard(n: int) -> range:
     return range(b[rank()], b[rank() + 1])
 
 
+def map_shards(fn, items: list) -> list:
+    """fn (a list -> a list of as many results) over this process's contiguous shard of items, the results of
+    every process gathered back in the items' order: each process computes its own rows (one process: fn(items))."""
+    if world() == 1:
+        return fn(items)
+    mine = shard(len(items))
+    parts = gather_objects(fn([items[i] for i in mine]))
+    return [x for part in parts for x in part]
+
+
 def gather_objects(obj) -> list:
     """[obj of rank 0, obj of rank 1, ...] on every process (pickled; for small things)."""
     if world() == 1:

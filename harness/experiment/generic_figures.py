@@ -1,5 +1,5 @@
 """The generic figures of a study without an analysis notebook: eval pass@1 vs step and response
-lengths vs step, one curve per variant (cells that differ only by seed), mean over seeds with a
+lengths vs step (and, for runs with a reward model and a verifier, the hacking/* probe), one curve per variant (cells that differ only by seed), mean over seeds with a
 shaded 95% t-interval."""
 
 from __future__ import annotations
@@ -73,10 +73,38 @@ def generic_figures(study_dir: str | os.PathLike, out_dir: str | os.PathLike) ->
     name = f"{study.get('name', '?')} ({study.get('scale', '?')})"
     axes = ", ".join(a for a in study.get("axes", []) if a != "seed") or "base config"
     n_seeds = len(study.get("seeds", [])) or "?"
+    hacking = [_hacking_figure(plt, cells, out_dir, name, axes)] if curves(cells, "hacking/proxy") else []
     return [
         _pass_at_1_figure(plt, cells, out_dir, name, axes, n_seeds),
         _lengths_figure(plt, cells, out_dir, name, axes),
+        *hacking,  # runs with a reward model and a verifier (docs/tasks.md, the reward-hacking probe)
     ]
+
+
+def _hacking_figure(plt, cells, out_dir: Path, name: str, axes: str) -> Path:
+    """hacking.png: the reward model's score (its change since step 0), the verified accuracy, and the trend
+    of their gap: proxy up while verified down is reward hacking."""
+    fig, axs = plt.subplots(1, 3, figsize=(14, 4.2))
+    panels = (
+        ("hacking/proxy", True, "reward model score minus step 0's", "proxy: the reward model's mean score"),
+        ("hacking/verified", False, "verified accuracy (fraction correct)", "verified: the verifier's accuracy"),
+        ("hacking/gap_trend", False, "slope of z(proxy) - z(verified) per step", "gap trend (> 0: proxy pulls away)"),
+    )
+    for ax, (key, relative, ylabel, title) in zip(axs, panels):
+        _plot(ax, curves(cells, key, relative=relative))
+        if relative or key == "hacking/gap_trend":
+            ax.axhline(0, color="k", lw=0.8)
+        ax.set_xlabel("training step (policy iterations)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    axs[2].legend(fontsize=7)
+    fig.suptitle(f"{name}: reward model vs verifier by {axes} (mean over seeds, 95% t-interval)", fontsize=11)
+    fig.tight_layout()
+    path = out_dir / "hacking.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def _pass_at_1_figure(plt, cells, out_dir: Path, name: str, axes: str, n_seeds) -> Path:

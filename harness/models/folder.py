@@ -133,6 +133,43 @@ def folder_problem(folder: Path) -> str | None:
     return None
 
 
+def classifier_problem(folder: Path) -> str | None:
+    """Why `folder` is not a reward model's: a sequence classifier (AutoModelForSequenceClassification) with
+    one label, its weights and its tokenizer's files (None: it is, as far as its files tell; that it loads
+    and scores is checked by loading it: harness/tasks/rewards/reward_model.py)."""
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    data, problem = _config(folder)
+    if problem:
+        return problem
+    problem = _weights_problem(folder)
+    if problem:
+        return problem
+    if "auto_map" not in data:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
+
+        if data["model_type"] not in MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES:
+            return (
+                f"{folder / 'config.json'} has model_type={data['model_type']!r}, which this transformers cannot "
+                "load as a sequence classifier (AutoModelForSequenceClassification)"
+            )
+    kinds = data.get("architectures") or []
+    if kinds and not any(str(k).endswith("ForSequenceClassification") for k in kinds):
+        return (
+            f"{folder / 'config.json'} has architectures={kinds}: not a sequence classifier (a reward model is "
+            "saved from AutoModelForSequenceClassification with num_labels=1, e.g. by harness train-rm)"
+        )
+    labels = data.get("num_labels") or len(data.get("id2label") or {}) or 2  # transformers' default: 2 labels
+    if labels != 1:
+        return (
+            f"{folder / 'config.json'} has {labels} labels (id2label); a reward model has one (num_labels=1: "
+            "one score per sequence)"
+        )
+    if not any((folder / f).is_file() for f in TOKENIZER):
+        return f"no tokenizer files in {folder} ({', '.join(TOKENIZER)})"
+    return None
+
+
 def folder_positions(folder: Path, overrides: dict | None = None) -> int | None:
     """max_position_embeddings of a model folder's config (an override of it wins); None: it does not say."""
     overrides = overrides or {}

@@ -8,6 +8,7 @@ read as a local HF folder. Models come back in eval mode; the trainer calls `.tr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,6 +68,19 @@ def model_positions(name: str, overrides: dict | None = None) -> int | None:
         return random_config(name, **(overrides or {})).max_position_embeddings
     folder = model_cache_root() / FOLDER_NAME if name == "smollm2-135m" else Path(name)
     return folder_positions(folder, overrides)
+
+
+def policy_vocab(name: str, overrides: dict | None = None) -> int | None:
+    """The vocabulary size of model `name` from its config, without building it (None: unknown here)."""
+    if name in TINY_CONFIGS:
+        return TINY_CONFIGS[name](**(overrides or {})).vocab_size
+    if name in RANDOM_SHAPES:
+        return random_config(name, **(overrides or {})).vocab_size
+    folder = model_cache_root() / FOLDER_NAME if name == "smollm2-135m" else Path(name)
+    try:
+        return json.loads((folder / "config.json").read_text()).get("vocab_size")
+    except (OSError, ValueError):
+        return None
 
 
 def _random_model(name: str, *, seed: int, overrides: dict | None, dtype: torch.dtype):

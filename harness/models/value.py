@@ -13,14 +13,23 @@ from harness.models.logprobs import pack
 
 
 class ValueModel(nn.Module):
-    def __init__(self, policy: nn.Module):
+    def __init__(self, policy: nn.Module, init: nn.Module | None = None):
+        """init: a reward model (a sequence classifier with one label: model.critic_init) whose transformer and
+        score head the critic starts from, instead of the policy's transformer and a zero head."""
         super().__init__()
-        self.backbone = copy.deepcopy(policy.get_decoder())  # initialised from the (warm-started) policy
+        source = init.base_model if init is not None else policy.get_decoder()
+        self.backbone = copy.deepcopy(source)  # initialised from the (warm-started) policy, or the reward model
         self.backbone.requires_grad_(True)
-        hidden = policy.config.hidden_size
+        hidden = (init or policy).config.hidden_size
         self.head = nn.Linear(hidden, 1)
         nn.init.zeros_(self.head.weight)  # V = 0 at start: the first advantages are the returns
         nn.init.zeros_(self.head.bias)
+        if init is not None:
+            score = score_head(init)
+            with torch.no_grad():
+                self.head.weight.copy_(score.weight)
+                if score.bias is not None:
+                    self.head.bias.copy_(score.bias)
 
     def forward(
         self, prompt_ids: list[list[int]], response_ids: torch.Tensor, mask: torch.Tensor, pad_id: int
@@ -33,3 +42,18 @@ class ValueModel(nn.Module):
         ).last_hidden_state  # (B, L, H)
         h = h.gather(1, index.to(dev).unsqueeze(-1).expand(-1, -1, h.shape[-1]))  # (B, T, H)
         return self.head(h.float()).squeeze(-1) * mask.to(dev)
+
+
+def score_head(model: nn.Module) -> nn.Linear:
+    """A sequence classifier's head (transformers names it `score` or `classifier`), one output."""
+    head = getattr(model, "score", None) or getattr(model, "classifier", None)
+    if not isinstance(head, nn.Linear) or head.out_features != 1:
+        raise ValueError(f"{type(model).__name__} has no linear score head with one output to start a critic from")
+    return head
+
+
+def load_critic_init(path: str, dtype: torch.dtype = torch.float32) -> nn.Module:
+    """model.critic_init's reward model (AutoModelForSequenceClassification), to start a critic from."""
+    from transformers import AutoModelForSequenceClassification  # heavy: only where a critic is built from it
+
+    return AutoModelForSequenceClassification.from_pretrained(path, local_files_only=True, dtype=dtype)

@@ -92,7 +92,7 @@ def task_identity(section) -> dict:
     files = {"train": fingerprint(data["train"]), "eval": fingerprint(data["eval"]) if data["eval"] else None}
     return {
         "data": data,
-        "rewards": [r.model_dump(mode="json") for r in section.rewards],
+        "rewards": [r.identity() if hasattr(r, "identity") else r for r in section.rewards],
         "correct": section.correct,
         "files": files,
     }

@@ -64,7 +64,13 @@ class Task(abc.ABC):
         """Pure verifier. A truncated completion is never correct."""
 
     def score_batch(
-        self, problems: list[Problem], completions: list[str], truncated: list[bool]
+        self, problems: list[Problem], completions: list[str], truncated: list[bool], train: bool = False
     ) -> list[RewardBreakdown]:
-        """score() of each (problem, completion, truncated); a task may score them in parallel."""
+        """score() of each (problem, completion, truncated); a task may score them in parallel. train: a
+        training batch (a dataset task's running reward normaliser learns from it)."""
         return [self.score(p, c, bool(t)) for p, c, t in zip(problems, completions, truncated)]
+
+    def place(self, device, map_rows=None) -> None:
+        """The run's device, for a task that scores with a model of its own (a dataset task's reward models);
+        map_rows(fn, rows) scores a training batch's rows on each process (harness/parallel.py map_shards)."""
+        return None  # a generated task scores with rules alone

@@ -49,6 +49,11 @@ def sample_overrides(name: str, tmp: Path) -> list[str]:
         ]
     if name == "math.yaml":
         return [f"task.data.train={SAMPLE}/math_sample/train.jsonl", f"task.data.eval={SAMPLE}/math_sample/test.jsonl"]
+    if name == "ppo_rm.yaml":  # its reward model folder (harness train-rm writes it): a tiny random one here
+        from tests.tasks.reward_models import tiny_reward_model
+
+        rm = tiny_reward_model(tmp / "rm")
+        return [f"task.rewards=[number, {{model: {rm}, name: rm, weight: 0.5, normalize: running}}]"]
     if name == "verl_parquet.yaml":
         folder = verl_parquet(tmp / "verl")
         return [f"task.data.train={folder}/train.parquet", f"task.data.eval={folder}/test.parquet"]

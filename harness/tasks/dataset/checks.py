@@ -34,7 +34,7 @@ def check_reference_answers(task: DatasetTask, n: int) -> None:
     rows' answers, scored as completions by the `correct` reward, are correct."""
     index = next(i for i, s in enumerate(task.specs) if s.name == task.correct)
     spec = task.specs[index]
-    if n <= 0 or spec.verifier == "regex":
+    if n <= 0 or spec.verifier == "regex" or spec.model:  # a reward model's verdict (score > 0) is not a check
         return
     rows = sorted(task.rows("train"), key=lambda p: p.meta["row"])[:n]
     what = f"verifier {spec.verifier}" if spec.verifier else f"function {spec.function}"

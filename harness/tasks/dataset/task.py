@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 import re
 from collections import Counter
@@ -42,7 +43,9 @@ from harness.tasks.base import Problem, RewardBreakdown, Task
 from harness.tasks.common import split_of
 from harness.tasks.dataset.fields import _MISSING, as_messages, lookup, missing_field, render_template, template_fields
 from harness.tasks.dataset.read import read_rows
-from harness.tasks.rewards.scorer import Item, RewardSpec, Scorer
+from harness.tasks.rewards.normalize import Normalizer
+from harness.tasks.rewards.reward_model import RewardModel, conversation
+from harness.tasks.rewards.scorer import Item, RewardSpec, Scored, Scorer
 
 DEFAULTS: dict[str, Any] = {
     "train": None,
@@ -117,8 +120,14 @@ class DatasetTask(Task):
         names = [s.name for s in self.specs]
         if correct is not None and correct not in names:
             raise ValueError(f"task.correct={correct!r} is not one of the rewards; their names: {names}")
-        self.correct = correct or next((s.name for s in self.specs if s.verifier), self.specs[0].name)
-        self.scorer = Scorer(self.specs, self.correct, reward_timeout, reward_workers)
+        self.correct = correct or next(
+            (s.name for s in self.specs if s.verifier), next((s.name for s in self.specs if s.function), names[0])
+        )
+        rules = [s for s in self.specs if s.model is None]  # verifiers and functions: the scorer (and its workers)
+        self.scorer = Scorer(rules, self.correct, reward_timeout, reward_workers)
+        self.reward_models = {s.name: RewardModel(s.model, s.micro_batch_size) for s in self.specs if s.model}
+        self.normalizers = {s.name: Normalizer(s.normalize) for s in self.specs}
+        self._map_rows = None  # place(): each process scores its own rows with a reward model
         self._splits: dict[str, list[Problem]] = {}
         self._load()
 
@@ -370,13 +379,65 @@ class DatasetTask(Task):
         )
 
     def score(self, problem: Problem, completion: str, truncated: bool) -> RewardBreakdown:
+        if self._mixed():
+            return self.score_batch([problem], [completion], [truncated])[0]
         return self.breakdown(self.scorer.score(self.item(problem, completion, truncated)), bool(truncated))
 
     def score_batch(
-        self, problems: list[Problem], completions: list[str], truncated: list[bool]
+        self, problems: list[Problem], completions: list[str], truncated: list[bool], train: bool = False
     ) -> list[RewardBreakdown]:
+        """train: a training batch (a running normaliser learns from it; each process scores its own rows
+        with a reward model)."""
         items = [self.item(p, c, t) for p, c, t in zip(problems, completions, truncated)]
-        return [self.breakdown(s, bool(t)) for s, t in zip(self.scorer.score_many(items), truncated)]
+        scored = self.scorer.score_many(items)
+        if self._mixed():
+            models = {n: self._model_scores(rm, problems, completions, train) for n, rm in self.reward_models.items()}
+            scored = self._combine(scored, models, truncated, train)
+        return [self.breakdown(s, bool(t)) for s, t in zip(scored, truncated)]
+
+    # ------------------------------------------------------------------ reward models, normalisation
+    def _mixed(self) -> bool:
+        """Whether a reward model or a normaliser takes part (else the scorer's weighted sum is the total)."""
+        return bool(self.reward_models) or any(n.mode != "none" for n in self.normalizers.values())
+
+    def place(self, device, map_rows: Callable | None = None) -> None:
+        """The run's device for the reward models; map_rows(fn, rows): fn over this process's rows, the
+        results of every process gathered (harness/parallel.py map_shards), for a training batch."""
+        for rm in self.reward_models.values():
+            rm.to(device)
+        self._map_rows = map_rows
+
+    def messages(self, problem: Problem) -> list[dict]:
+        """The prompt as chat messages (its system prompt, then its own messages or one user message)."""
+        meta = problem.meta
+        msgs = list(meta["messages"]) if meta.get("messages") else [{"role": "user", "content": problem.prompt}]
+        return [{"role": "system", "content": meta["system"]}, *msgs] if meta.get("system") is not None else msgs
+
+    def _model_scores(self, rm: RewardModel, problems: list[Problem], completions: list[str], train: bool):
+        convs = [conversation(self.messages(p), c) for p, c in zip(problems, completions)]
+        if train and self._map_rows is not None:
+            return self._map_rows(rm.score, convs)
+        return rm.score(convs)
+
+    def _combine(self, scored: list[Scored], models: dict[str, list[float]], truncated, train: bool) -> list[Scored]:
+        """Each reward's raw values (logged as reward/<name>), normalised, then weighted and summed; `correct`
+        from a reward model is its raw score > 0."""
+        raw = {s.name: models[s.name] if s.model else [x.rewards[s.name] for x in scored] for s in self.specs}
+        normed = {name: self.normalizers[name](values, update=train) for name, values in raw.items()}
+        out = []
+        for i, x in enumerate(scored):
+            total = math.fsum(s.weight * normed[s.name][i] for s in self.specs)
+            correct = raw[self.correct][i] > 0 and not truncated[i] if self.correct in models else x.correct
+            out.append(Scored({s.name: raw[s.name][i] for s in self.specs}, total, correct, x.parsed, x.timed_out))
+        return out
+
+    def reward_state(self) -> dict:
+        """The running normalisers' statistics (a checkpoint's; {} without one)."""
+        return {n: z.state_dict() for n, z in self.normalizers.items() if z.mode == "running"}
+
+    def load_reward_state(self, state: dict) -> None:
+        for name, z in (state or {}).items():
+            self.normalizers[name].load_state_dict(z)
 
     # ------------------------------------------------------------------ after the tokenizer / policy
     def keep(self, predicate: Callable[[Problem], bool]) -> dict[str, int]:

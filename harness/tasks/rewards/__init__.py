@@ -3,17 +3,23 @@
     specs = reward_specs([{"verifier": "gsm8k"}, {"function": "my_rewards:brevity", "weight": 0.1}])
     scorer = Scorer(specs, correct="gsm8k", timeout=5.0, workers=0)
 
-verifiers.py  math (math-verify), gsm8k, number, exact, regex, choice
-functions.py  `module.path:function` -> fn(prompt, completion, answer, row) -> float | {reward, correct}
-scorer.py     the weighted sum, which reward says "correct", the time limit, worker processes
+verifiers.py     math (math-verify), gsm8k, number, exact, regex, choice
+functions.py     `module.path:function` -> fn(prompt, completion, answer, row) -> float | {reward, correct}
+scorer.py        the weighted sum, which reward says "correct", the time limit, worker processes
+reward_model.py  {model: FOLDER}: a sequence classifier scoring the chat re-rendered with its own template
+normalize.py     per reward before the weighted sum: none, batch whitening, running mean/std
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from harness.tasks.rewards.functions import RewardFunctionError, load_function
+from harness.tasks.rewards.normalize import MODES as NORMALIZE
+from harness.tasks.rewards.normalize import Normalizer
+from harness.tasks.rewards.reward_model import RewardModel, conversation, reward_model_problem
 from harness.tasks.rewards.scorer import Item, RewardSpec, Scored, Scorer
 from harness.tasks.rewards.verifiers import VERIFIERS, Verdict, check_options
 
@@ -31,13 +37,18 @@ def reward_specs(entries: list[Any]) -> list[RewardSpec]:
     for i, e in enumerate(entries):
         e = ({"function": e} if ":" in e else {"verifier": e}) if isinstance(e, str) else dict(e)
         where = f"task.rewards[{i}]"
-        verifier, function = e.get("verifier"), e.get("function")
-        if (verifier is None) == (function is None):
+        verifier, function, model = e.get("verifier"), e.get("function"), e.get("model")
+        if sum(x is not None for x in (verifier, function, model)) != 1:
             raise ValueError(
-                f"{where}: give exactly one of verifier ({' | '.join(VERIFIERS)}) or function (module.path:function)"
+                f"{where}: give exactly one of verifier ({' | '.join(VERIFIERS)}), function (module.path:function) "
+                "or model (a reward model folder)"
             )
         options = dict(e.get("options") or {})
-        if verifier is not None:
+        extra = _model_knobs(e, where, model)
+        if model is not None:
+            if options:
+                raise ValueError(f"{where}.options: a reward model takes no options")
+        elif verifier is not None:
             if verifier not in VERIFIERS:
                 raise ValueError(f"{where}.verifier={verifier!r} is unknown; allowed: {list(VERIFIERS)}")
             try:
@@ -53,7 +64,7 @@ def reward_specs(entries: list[Any]) -> list[RewardSpec]:
                 load_function(function)
             except ValueError as err:
                 raise ValueError(f"{where}.function={err}") from None
-        name = e.get("name") or verifier or function.split(":")[1].split(".")[-1]
+        name = e.get("name") or verifier or (function.split(":")[1].split(".")[-1] if function else _folder_name(model))
         if name in RESERVED:
             raise ValueError(
                 f"{where}.name={name!r} is taken by a metric the trainer logs (reward/{name}); "
@@ -67,10 +78,40 @@ def reward_specs(entries: list[Any]) -> list[RewardSpec]:
         names[name] = i
         specs.append(
             RewardSpec(
-                name=name, weight=float(e.get("weight", 1.0)), verifier=verifier, function=function, options=options
+                name=name,
+                weight=float(e.get("weight", 1.0)),
+                verifier=verifier,
+                function=function,
+                options=options,
+                model=model,
+                **extra,
             )
         )
     return specs
+
+
+def _model_knobs(e: dict, where: str, model: str | None) -> dict:
+    """An entry's micro_batch_size (a reward model's only) and normalize (any reward) as RewardSpec fields."""
+    out = {}
+    mbs = e.get("micro_batch_size")
+    if mbs is not None:
+        if model is None:
+            raise ValueError(f"{where}.micro_batch_size={mbs}: only a reward model (model: FOLDER) scores in batches")
+        if isinstance(mbs, bool) or not isinstance(mbs, int) or mbs < 1:
+            raise ValueError(f"{where}.micro_batch_size={mbs!r}: allowed: an integer >= 1")
+        out["micro_batch_size"] = mbs
+    norm = e.get("normalize")
+    if norm is not None:
+        if norm not in NORMALIZE:
+            raise ValueError(f"{where}.normalize={norm!r}; allowed: {list(NORMALIZE)}")
+        out["normalize"] = norm
+    return out
+
+
+def _folder_name(path: str) -> str:
+    """A reward model's default name: its folder's name, as a metric name allows (reward/<name>)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(os.path.normpath(str(path))))
+    return name or "reward_model"
 
 
 def auto_workers(specs: list[RewardSpec]) -> int:
@@ -82,6 +123,11 @@ def auto_workers(specs: list[RewardSpec]) -> int:
 
 __all__ = [
     "CPU_BOUND",
+    "NORMALIZE",
+    "Normalizer",
+    "RewardModel",
+    "conversation",
+    "reward_model_problem",
     "RESERVED",
     "VERIFIERS",
     "Item",

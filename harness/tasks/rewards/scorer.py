@@ -45,13 +45,17 @@ from harness.tasks.rewards.verifiers import VERIFIERS
 
 @dataclass(frozen=True)
 class RewardSpec:
-    """One reward: a built-in verifier (with its options) or a function `module.path:function`."""
+    """One reward: a built-in verifier (with its options), a function `module.path:function`, or a reward
+    model folder (scored by the task in the trainer's process, never here: reward_model.py)."""
 
     name: str
     weight: float = 1.0
     verifier: str | None = None
     function: str | None = None
     options: dict = field(default_factory=dict)
+    model: str | None = None  # a sequence-classification folder (num_labels 1)
+    micro_batch_size: int = 8  # a reward model's rows per forward
+    normalize: str = "none"  # none | batch | running, before the weighted sum (normalize.py)
 
 
 @dataclass(frozen=True)

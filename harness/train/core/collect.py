@@ -37,7 +37,8 @@ def score(
     when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py).
     combine: task.reward_combine, how the task's rewards make the one reward (objective/reward_combine.py)."""
     rows = [p for p in problems for _ in range(group_size)]
-    scores = task.score_batch(rows, rollout.texts, rollout.truncated.tolist())  # a dataset task: in worker processes
+    train = {"train": True} if objective is not None else {}  # a training batch: running reward normalisers learn
+    scores = task.score_batch(rows, rollout.texts, rollout.truncated.tolist(), **train)  # a dataset task: in workers
     base = torch.tensor([s.total for s in scores], dtype=torch.float32)
     if objective is not None and combine != "sum_then_normalize":
         base = combine_rewards(combine, base, *reward_terms(scores), group_size, objective)

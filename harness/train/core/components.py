@@ -21,7 +21,7 @@ from torch import nn
 
 from harness.models.implicit_prm import ImplicitPRM
 from harness.models.lora import is_lora, merged_copy
-from harness.models.value import ValueModel
+from harness.models.value import ValueModel, load_critic_init
 from harness.parallel import full_params, full_tensor, gather_objects
 from harness.train.core.batch import Batch, gather_shard
 from harness.train.core.nonfinite import NonFiniteUpdate, describe
@@ -108,7 +108,8 @@ def _full_weights(policy: nn.Module) -> nn.Module:
 
 
 def _value_model(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
-    return ValueModel(_full_weights(policy)), cfg.train.critic_lr
+    init = load_critic_init(cfg.model.critic_init) if getattr(cfg.model, "critic_init", None) else None
+    return ValueModel(policy if init is not None else _full_weights(policy), init), cfg.train.critic_lr
 
 
 def _implicit_prm(cfg, policy: nn.Module) -> tuple[nn.Module, float]:

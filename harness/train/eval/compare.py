@@ -70,10 +70,29 @@ def run_config(run_dir: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
+# task.rewards[i] keys added after runs were recorded, at their default (a reward model's keys)
+REWARD_DEFAULTS = {"model": None, "micro_batch_size": None, "normalize": "none"}
+
+
+def _identity(key: str, value):
+    """A recorded value as the comparison reads it: task.rewards entries without the keys at REWARD_DEFAULTS."""
+    if key == "task.rewards" and isinstance(value, list):
+        return [
+            {k: v for k, v in e.items() if not (k in REWARD_DEFAULTS and v == REWARD_DEFAULTS[k])}
+            if isinstance(e, dict)
+            else e
+            for e in value
+        ]
+    return value
+
+
 def check_paired(cfg_a: dict, cfg_b: dict, run_a: Path, run_b: Path) -> None:
     """Raise a ConfigError naming the first eval-identity key whose value differs."""
     for key in EVAL_IDENTITY:
-        va, vb = (IDENTITY_DEFAULTS.get(key) if v is None else v for v in (dotted(cfg_a, key), dotted(cfg_b, key)))
+        va, vb = (
+            _identity(key, IDENTITY_DEFAULTS.get(key) if v is None else v)
+            for v in (dotted(cfg_a, key), dotted(cfg_b, key))
+        )
         if va != vb:
             raise ConfigError(
                 f"{key}: {va!r} in {run_a} but {vb!r} in {run_b}; runs are compared prompt by prompt "

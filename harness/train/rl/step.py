@@ -30,6 +30,7 @@ from harness.train.core.prompt_pool import PromptPool
 from harness.train.core.scoring import frozen_reference, score_episode, single_pass
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
+from harness.train.diagnostics.hacking import hacking_probe
 from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
 from harness.train.rl.staleness import StaleWeights, source_step
 from harness.train.rl.update import policy_update
@@ -87,6 +88,8 @@ class RLTrainer(Trainer):
         self.stale = StaleWeights(cfg.rollout.staleness)  # rollout.staleness: sample with theta_{t-k} (staleness.py)
         npr = obj.no_positive_resampling  # prompts solved at this running pass rate leave the pool (ScaleRL)
         self.pool = PromptPool(npr) if npr is not None else None
+        self.task = ctx.task  # its running reward normalisers are part of the checkpoint
+        self.hacking = hacking_probe(ctx.task, cfg.task.hacking_window)  # a reward model and a verifier: hacking/*
 
     def frozen_modules(self) -> list[torch.nn.Module]:
         """pi_ref when it is a copy of its own (with LoRA it is the policy with its adapters off)."""
@@ -107,12 +110,18 @@ class RLTrainer(Trainer):
         ref = self.ref if self.ref is not None and self.cfg.objective.ref_update_every else None
         ctl = getattr(self, "entropy_ctl", None)
         pool = {"prompt_pool": self.pool.state_dict()} if self.pool is not None else {}
-        return {
+        out = {
             "ref": ref.state_dict() if ref is not None else None,
             **({"entropy_control": ctl.state_dict()} if ctl else {}),
             **self.stale.state_dict(),
             **pool,
         }
+        rewards = self.task.reward_state() if hasattr(self.task, "reward_state") else {}
+        if rewards:  # task.rewards[i].normalize=running: its statistics so far
+            out["reward_norm"] = rewards
+        if self.hacking is not None:
+            out["hacking"] = self.hacking.state_dict()
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         if self.ref is not None and state.get("ref") is not None:
@@ -122,6 +131,10 @@ class RLTrainer(Trainer):
         self.stale.load_state_dict(state)  # the snapshots the next k steps sample with
         if self.pool is not None and state.get("prompt_pool") is not None:
             self.pool.load_state_dict(state["prompt_pool"])
+        if state.get("reward_norm"):
+            self.task.load_reward_state(state["reward_norm"])
+        if self.hacking is not None and state.get("hacking"):
+            self.hacking.load_state_dict(state["hacking"])
 
     def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
         cfg, tr = self.cfg, self.cfg.train
@@ -144,6 +157,8 @@ class RLTrainer(Trainer):
         t_rollout, t_score, t_update = t1 - t0, t2 - t1, phase_clock(ctx.device) - t2
         n_tok = float(ep.rollout.response_mask.sum())
         rec.update(rollout_metrics(ep))
+        if self.hacking is not None:  # the reward model's score against the verifier's verdicts
+            rec.update(self.hacking.step(ep.scores, ep.correct))
         rec.update(coll)
         mismatch.reduce()  # on N processes: each saw the forwards of its rows
         rec.update(mismatch.result())

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import yaml
 
-from harness import device_defaults, machine
+from harness import device_defaults, machine, parallel
 from harness.atomic import atomic_write_text
 from harness.config import ConfigError, RunConfig, build_config, dump_config
 from harness.faults import NoReadableCheckpoint, OrphanMetrics
@@ -115,6 +115,7 @@ def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     matmul_precision(cfg.train.tf32)  # train.tf32 (auto: on CUDA)
     task = build_task(cfg)
+    task.place(device, parallel.map_shards)  # reward models on the run's device, each process scoring its rows
     policy, tok, render = initial_policy(cfg, device)
     policy = prepare_policy(policy, cfg)  # LoRA adapters, activation checkpointing (docs/scale.md)
     info = prepare_task(cfg, task, tok, render, lambda: make_backend(cfg.rollout, policy, tok))
