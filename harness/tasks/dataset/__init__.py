@@ -2,7 +2,10 @@
 
 read.py    files and folders -> rows (the `datasets` library; JSONL, Parquet, CSV, save_to_disk)
 fields.py  dotted paths, prompt templates, chat-message prompts
-task.py    DatasetTask: rows -> problems, splits, drawing, scoring
+task.py    DatasetTask: task.data's defaults, the splits, drawing, the Task contract
+splits.py  files -> the train and eval splits (where, field checks, unique ids, hash split, shuffle, overlap)
+problem.py one row -> a Problem (prompt text or messages, answer, difficulty, solution, id; each checked)
+rewards.py DatasetRewards: verifiers, functions and reward models, normalised and summed
 checks.py  the checks before any model loads (reference answers scored as completions)
 """
 
