@@ -35,6 +35,9 @@ TASK_CODE = {
     "dataset": (
         "harness.tasks.dataset.read",
         "harness.tasks.dataset.fields",
+        "harness.tasks.dataset.splits",
+        "harness.tasks.dataset.problem",
+        "harness.tasks.dataset.rewards",
         "harness.tasks.rewards.scorer",
         "harness.tasks.rewards.verifiers",
         "harness.tasks.rewards.functions",

@@ -36,8 +36,14 @@ EVAL_MODULES = (
     "harness.models.logprobs",
 )
 _BACKEND_MODULES = {
-    "hf": ("harness.rollout.hf",),
-    "vllm": ("harness.rollout.vllm_backend", "harness.rollout.vllm_worker"),
+    # the backend's module first, then what it imports from harness.rollout (tests/train/test_code_digests.py)
+    "hf": ("harness.rollout.hf", "harness.rollout.samplers", "harness.rollout.row_seeds"),
+    "vllm": (
+        "harness.rollout.vllm_backend",
+        "harness.rollout.vllm_engine",
+        "harness.rollout.vllm_sync",
+        "harness.rollout.vllm_worker",
+    ),
 }
 
 

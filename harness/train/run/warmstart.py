@@ -39,6 +39,8 @@ SFT_MODULES = (
     "harness.models.tiny",
     "harness.models.tokenizer",
     "harness.rollout.hf",
+    "harness.rollout.samplers",
+    "harness.rollout.row_seeds",
     "harness.rollout.base",
 )
 
