@@ -12,6 +12,9 @@ A trainer (the RL loop, the DPO trainer) supplies its step and its own extras (`
 harness/train/core/trainer.py); the config key `trainer:` (rl | dpo, set by the presets) chooses it
 (`make_trainer`).
 Crash safety: see harness/train/core/rundir.py (resume without lost or duplicated steps).
+Where each part lives: setup.py (open the run directory, build the task and initial policy), resume.py (restore
+the newest checkpoint), checkpoints.py (write checkpoints, and the records they carry), summary.py (summary.json);
+this module's Shell wires them around the step loop.
 """
 
 from __future__ import annotations
@@ -25,34 +28,36 @@ import torch
 from harness import malloc, parallel, threads
 from harness.config import RunConfig
 from harness.faults import RunFault, StopOnSignal, StoppedBySignal
-from harness.jsonl import read_jsonl
 from harness.rollout import make_backend
 from harness.rollout.sharded import ShardedBackend
 from harness.tracking.pending import make_tracker, sync_pending
 from harness.train.core.collect import eval_problems
 from harness.train.core.components import Component, Trained, adamw, build_components
-from harness.train.core.policy import (
-    check_resumed_base,
-    load_policy_weights,
-    policy_checkpoint_state,
-    read_policy_weights,
-)
 from harness.train.core.rundir import RunDir
 from harness.train.core.sharding import shard_trained
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.dpo.step import DPOTrainer
-from harness.train.eval.evaluate import is_eval_step, paired_rise
+from harness.train.eval.evaluate import is_eval_step
 from harness.train.rl.step import RLTrainer
-from harness.train.run.ckpt_writer import BackgroundWriter, snapshot
+from harness.train.run.checkpoints import Checkpoints
 from harness.train.run.eval_cache import eval_at
 from harness.train.run.ranks import check_same_start, cleanup, own_dir, quiet_config, rank_zero_first
-from harness.train.run.setup import open_run, resume_point, start_run
+from harness.train.run.resume import read_newest, restore_policy, restore_state
+from harness.train.run.setup import open_run, start_run
+from harness.train.run.summary import finish
 
 
 def peak_mem_mb() -> float:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated() / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def ranks_peak_mem() -> dict:
+    """On N processes: the largest peak memory of any of them (perf/peak_mem_mb is rank 0's)."""
+    if parallel.world() == 1:
+        return {}
+    return {"perf/peak_mem_mb_ranks": max(parallel.gather_objects(peak_mem_mb()))}
 
 
 def end_status(err: BaseException) -> str:
@@ -82,13 +87,14 @@ def run(cfg: RunConfig, out_dir: str | Path) -> dict:
 
 
 class Shell:
+    """One run of `trainer` under `cfg`: start (or resume), the step loop, the end (summary.json, or the status of
+    the error or signal that ended it). Its checkpoints and pending records: Checkpoints (checkpoints.py)."""
+
     def __init__(self, cfg: RunConfig, trainer: Trainer, stop: StopOnSignal):
         self.cfg, self.trainer, self.stop = cfg, trainer, stop
-        self.pending_metrics: list[dict] = []
-        self.pending_samples: list[dict] = []
         self.elapsed0 = 0.0
         self.t_run = time.perf_counter()
-        self.writer = BackgroundWriter()  # train.checkpoint_background's writer thread
+        self.ckpt = Checkpoints(trainer, self._elapsed)
 
     def run(self, out_dir: str | Path) -> dict:
         cfg = self.cfg
@@ -102,12 +108,13 @@ class Shell:
         try:
             self._steps(ctx, start)
         except BaseException as err:
-            self._drain_writer()
+            self.ckpt.drain()
             self.tracker.finish(end_status(err))
             ctx.backend.close()
             raise
         ctx.backend.close()
-        return self._finish(ctx)
+        wall, task_info = self._elapsed(), getattr(self, "task_info", None)
+        return finish(self.cfg, self.trainer, ctx.run, self.tracker, wall, task_info)
 
     # ------------------------------------------------------------------ start and resume
     def _start(self, run: RunDir) -> tuple[RunContext, int]:
@@ -132,31 +139,16 @@ class Shell:
             Trained("policy", policy, adamw(policy, tr.lr, tr.betas, tr.weight_decay)),
         )
         self.trainer.prepare(ctx)
-        ckpt, loaded = (
-            resume_point(run, lambda c: (read_policy_weights(policy, c), run.load_state(c)))
-            if parallel.is_main()
-            else (None, None)
-        )
-        # every rank restores what rank 0 read (a run resumes on any number of processes)
-        ckpt, loaded = parallel.broadcast_object((ckpt.name if ckpt is not None else None, loaded))
+        ckpt, loaded = read_newest(run, policy)
         if ckpt is not None:  # weights loaded in place: the optimizer and the rollout engine keep `policy`
-            check_resumed_base(policy, loaded[1], ckpt)  # LoRA: the adapters' base is the one built now
-            load_policy_weights(policy, loaded[0])
-            ctx.backend.sync_weights(policy)
+            restore_policy(policy, ctx.backend, ckpt, loaded)
         ctx.components = self._components(ctx)
         start = 0
         if ckpt is not None:
             state = loaded[1]
-            ctx.policy.optimizer.load_state_dict(state["optimizer"])
-            for c in ctx.components:
-                c.load(state)
-            self.trainer.load_state_dict(state)
-            start, self.elapsed0 = state["step"] + 1, state["elapsed"]
-            run.truncate_after(state["step"])
-            ctx.last_ckpt = ckpt
-            if parallel.is_main():
-                print(f"[harness] resuming {run.root} at step {start} from {ckpt}")
+            start, self.elapsed0 = restore_state(ctx, self.trainer, ckpt, state)
         self.tracker = make_tracker(cfg, run.root)  # MLflow down: buffered on disk (harness/tracking/pending.py)
+        self.ckpt.tracker = self.tracker
         if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
             run.flush(state["pending_metrics"], state["pending_samples"])
             self.tracker.log_steps(state["pending_metrics"])
@@ -185,13 +177,13 @@ class Shell:
                     "perf/checkpoint_seconds": last_ckpt_seconds,
                     "perf/step_seconds": time.perf_counter() - t_step,
                     "perf/peak_mem_mb": peak_mem_mb(),
-                    **self._ranks_peak_mem(),
+                    **ranks_peak_mem(),
                     "perf/elapsed_seconds": self._elapsed(),
                     **threads.governor_metrics(),
                 }
             )
-            self.pending_metrics.append(rec)
-            self.pending_samples.extend(samples)
+            self.ckpt.pending_metrics.append(rec)
+            self.ckpt.pending_samples.extend(samples)
             self._print(rec)
             stopping = self._stop_requested()
             due = (step + 1) % tr.checkpoint_every == 0 or self.trainer.checkpoint_due(step) or stopping
@@ -203,24 +195,9 @@ class Shell:
         if final >= start:  # the final record holds the eval of the trained policy only
             rec = {"step": final, **self._eval(ctx, final)}
             rec["perf/elapsed_seconds"] = self._elapsed()
-            self.pending_metrics.append(rec)
+            self.ckpt.pending_metrics.append(rec)
             self._checkpoint(ctx, final)
-        self.writer.wait()
-
-    def _drain_writer(self) -> None:
-        """The run ends by an error: the write in flight finishes first (its checkpoint and records kept), and its
-        own error, if it has one, is printed (the run's error is the one raised)."""
-        try:
-            self.writer.wait()
-        except BaseException as err:  # noqa: BLE001 -- reported; the run's own error follows
-            print(f"[harness] the background checkpoint write failed too: {type(err).__name__}: {err}", flush=True)
-
-    @staticmethod
-    def _ranks_peak_mem() -> dict:
-        """On N processes: the largest peak memory of any of them (perf/peak_mem_mb is rank 0's)."""
-        if parallel.world() == 1:
-            return {}
-        return {"perf/peak_mem_mb_ranks": max(parallel.gather_objects(peak_mem_mb()))}
+        self.ckpt.wait()
 
     def _stop_requested(self) -> bool:
         """A stop signal (SIGTERM, SIGINT) received by this process, or on N processes by any of them: all stop
@@ -244,86 +221,11 @@ class Shell:
         return self.elapsed0 + time.perf_counter() - self.t_run
 
     def _checkpoint(self, ctx: RunContext, step: int, background: bool = False) -> float:
-        """Write the checkpoint of `step`, then flush the pending records; with `background` both happen in the
-        writer thread on a snapshot (train.checkpoint_background: harness/train/run/ckpt_writer.py). Returns the
-        seconds the step loop spent on it (the snapshot, and waiting for the previous write)."""
-        t0 = time.perf_counter()
-        self.writer.wait()  # one write at a time; a background write's error is raised here
-        name = f"step_{step:06d}"
-        sharded = any(parallel.is_sharded(t.module) for t in ctx.trained)  # FSDP: every rank gathers the state
-        state, weights = self._checkpoint_state(ctx, step, sharded)
-        metrics, samples = self.pending_metrics, self.pending_samples
-        self.pending_metrics, self.pending_samples = [], []
-        ctx.last_ckpt = name
-        if state is None:  # rank 0 writes the checkpoints and records (all hold the same)
-            return 0.0
-        if background:
-            state = snapshot(state)
-            weights = snapshot(weights if weights is not None else ctx.model.state_dict(keep_vars=True))
-            self.writer.submit(lambda: self._write(ctx, step, state, weights, metrics, samples), name)
-        else:
-            self._write(ctx, step, state, weights, metrics, samples)
-        return time.perf_counter() - t0
-
-    def _checkpoint_state(self, ctx: RunContext, step: int, sharded: bool) -> tuple[dict | None, dict | None]:
-        """(what trainer_state.pt holds, the model's whole weights when FSDP shards them else None); (None, None)
-        on a process that writes nothing."""
-        if not parallel.is_main() and not sharded:
-            return None, None
-        state = {
-            "step": step,
-            "optimizer": ctx.policy.optimizer.state_dict(),
-            **self.trainer.state_dict(),
-            "elapsed": self._elapsed(),
-            "pending_metrics": self.pending_metrics,
-            "pending_samples": self.pending_samples,
-            **policy_checkpoint_state(ctx.model),
-        }
-        for c in ctx.components:
-            state.update(c.state())
-        if not sharded:
-            return state, None
-        # the whole tensors, as a 1-process run saves them (any process count resumes from them)
-        state = parallel.full_state(state, keep=parallel.is_main())
-        weights = parallel.full_state(ctx.model.state_dict(keep_vars=True), keep=parallel.is_main())  # ties kept
-        return (state, weights) if parallel.is_main() else (None, None)
-
-    def _write(self, ctx: RunContext, step: int, state: dict, weights, metrics: list, samples: list) -> None:
-        """The checkpoint on disk, then the records it holds flushed (metrics.jsonl, samples.jsonl, MLflow)."""
-        ctx.run.save_checkpoint(step, ctx.model, state, ctx.tok, weights)
-        ctx.run.flush(metrics, samples)
-        self.tracker.log_steps(metrics)
+        """The checkpoint of `step` and the records pending (checkpoints.py); the seconds the step loop spent on it."""
+        return self.ckpt.save(ctx, step, background)
 
     def _print(self, rec: dict) -> None:
         if not parallel.is_main():
             return
         parts = [f"{short}={rec[k]:.3f}" for k, short in self.trainer.print_keys if k in rec]
         print(f"[harness] {self.trainer.label} {rec['step']:4d} " + " ".join(parts), flush=True)
-
-    # ------------------------------------------------------------------ end
-    def _finish(self, ctx: RunContext) -> dict:
-        run = ctx.run
-        summary = {**self._summary(run), **self.trainer.summary()}
-        run.write_summary(summary)
-        for name in ["config.yaml", "summary.json", "samples.jsonl", *self.trainer.artifacts()]:
-            if (run.root / name).exists():
-                self.tracker.log_artifact(str(run.root / name))
-        self.tracker.finish("FINISHED")
-        return summary
-
-    def _summary(self, run: RunDir) -> dict:
-        records = read_jsonl(run.metrics_path)
-        evals = [r for r in records if "eval/pass_at_1" in r]
-        first, last = (evals[0], evals[-1]) if evals else ({}, {})
-        return {
-            "algorithm": self.cfg.objective.algorithm,
-            "trainer": self.cfg.trainer,
-            "steps": self.trainer.final_step,
-            "wall_seconds": self._elapsed(),
-            "initial_eval": {k: v for k, v in first.items() if k.startswith("eval/")},
-            "final_eval": {k: v for k, v in last.items() if k.startswith("eval/")},
-            "tags": self.cfg.tracking.tags,
-            "mean_step_seconds": (sum(r.get("perf/step_seconds", 0.0) for r in records) / max(1, len(records) - 1)),
-            "paired_rise": paired_rise(run.root),  # first -> last eval, bootstrap 95% interval over prompts
-            **({"task": self.task_info} if getattr(self, "task_info", None) else {}),
-        }
