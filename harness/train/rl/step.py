@@ -4,7 +4,7 @@
           -> [old / ref log-probs] -> advantages (the objective: group baselines,     core/scoring.py
              critic/GAE, KL in the reward)
           -> K epochs x mini-batches x micro-batches of the objective's loss          rl/update.py
-             -> optimizer steps of the policy and its components -> metrics
+             -> optimizer steps of the policy and its components -> metrics            rl/records.py
 
 Every algorithm is the same code path: the objective config decides the rest. The run shell
 (harness/train/run/shell.py) owns everything around the step (run directory, resume,
@@ -31,7 +31,8 @@ from harness.train.core.scoring import frozen_reference, score_episode, single_p
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
 from harness.train.diagnostics.hacking import hacking_probe
-from harness.train.diagnostics.metrics import eos_weight_shares, rollout_metrics
+from harness.train.diagnostics.metrics import eos_weight_shares
+from harness.train.rl.records import logged_samples, perf_records, step_records
 from harness.train.rl.staleness import StaleWeights, source_step
 from harness.train.rl.update import policy_update
 
@@ -154,40 +155,10 @@ class RLTrainer(Trainer):
             rec["staleness/steps"] = float(step - source_step(step, self.stale.k))
         if "returns" in batch.extras:  # a critic: how much of the returns' variance its predictions explain
             rec["value/explained_variance"] = batch_explained_variance(batch)
-        t_rollout, t_score, t_update = t1 - t0, t2 - t1, phase_clock(ctx.device) - t2
-        n_tok = float(ep.rollout.response_mask.sum())
-        rec.update(rollout_metrics(ep))
-        if self.hacking is not None:  # the reward model's score against the verifier's verdicts
-            rec.update(self.hacking.step(ep.scores, ep.correct))
-        rec.update(coll)
-        mismatch.reduce()  # on N processes: each saw the forwards of its rows
-        rec.update(mismatch.result())
-        rec.update(scored_metrics)  # e.g. PRIME's prm/loss, prm/accuracy, reward/process_mean
-        adv, mask = batch.adv, batch.mask
-        rec["adv/abs_mean"] = (
-            float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
-        )
-        rec.update(
-            {
-                "perf/rollout_seconds": t_rollout,
-                "perf/score_seconds": t_score,
-                "perf/update_seconds": t_update,
-                "perf/rollout_tokens_per_s": n_tok / max(t_rollout, 1e-9),
-                "perf/train_tokens_per_s": n_tok * tr.inner_epochs / max(t_update, 1e-9),
-            }
-        )
-        G, rewards = tr.group_size, ep.rewards.tolist()
-        return [
-            {
-                "step": step,
-                "prompt": p.prompt,
-                "difficulty": p.difficulty,
-                "completion": ep.rollout.texts[i * G],
-                "reward": float(rewards[i * G]),
-                "correct": bool(ep.scores[i * G].correct),
-            }
-            for i, p in enumerate(ep.problems[: tr.samples_to_log])
-        ]
+        t3 = phase_clock(ctx.device)
+        rec.update(step_records(ep, batch, mismatch, coll, scored_metrics, self.hacking))  # records.py
+        rec.update(perf_records(t1 - t0, t2 - t1, t3 - t2, ep, tr.inner_epochs))
+        return logged_samples(ep, step, tr.group_size, tr.samples_to_log)
 
     def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
         """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""

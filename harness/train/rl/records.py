@@ -1,0 +1,60 @@
+"""What an RL step logs besides its update's metrics: the rollout's, the scoring's, the phases' timings, and the
+completions kept for samples.jsonl.
+
+    rec.update(step_records(ep, batch, mismatch, coll, scored_metrics, hacking))
+    rec.update(perf_records(t_rollout, t_score, t_update, ep, inner_epochs))
+    samples = logged_samples(ep, step, group_size, n)      # the first completion of each of the first n prompts
+
+Shapes: ep.rewards (B,), batch.adv (B, T) per token or (B,) per sequence, batch.mask (B, T); B = prompts x G.
+"""
+
+from __future__ import annotations
+
+from harness.train.core.batch import Batch
+from harness.train.core.episode import Episode
+from harness.train.core.mismatch import MismatchStats
+from harness.train.diagnostics.metrics import rollout_metrics
+
+
+def step_records(ep: Episode, batch: Batch, mismatch: MismatchStats, coll: dict, scored: dict, hacking) -> dict:
+    """The rollout's metrics, the hacking probe's (a reward model beside a verifier), the collection's, the
+    rollout/train mismatch (reduced over processes: each saw the forwards of its rows), the scoring's (e.g.
+    PRIME's prm/loss) and adv/abs_mean, in that order."""
+    out = dict(rollout_metrics(ep))
+    if hacking is not None:  # the reward model's score against the verifier's verdicts
+        out.update(hacking.step(ep.scores, ep.correct))
+    out.update(coll)
+    mismatch.reduce()  # on N processes: each saw the forwards of its rows
+    out.update(mismatch.result())
+    out.update(scored)  # e.g. PRIME's prm/loss, prm/accuracy, reward/process_mean
+    adv, mask = batch.adv, batch.mask
+    out["adv/abs_mean"] = float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())
+    return out
+
+
+def perf_records(t_rollout: float, t_score: float, t_update: float, ep: Episode, inner_epochs: int) -> dict:
+    """The phases' seconds and the tokens a second of the rollout and of the update (its K epochs each)."""
+    n_tok = float(ep.rollout.response_mask.sum())
+    return {
+        "perf/rollout_seconds": t_rollout,
+        "perf/score_seconds": t_score,
+        "perf/update_seconds": t_update,
+        "perf/rollout_tokens_per_s": n_tok / max(t_rollout, 1e-9),
+        "perf/train_tokens_per_s": n_tok * inner_epochs / max(t_update, 1e-9),
+    }
+
+
+def logged_samples(ep: Episode, step: int, group_size: int, n: int) -> list[dict]:
+    """samples.jsonl's rows of a step: the first completion of each of its first n prompts."""
+    rewards = ep.rewards.tolist()
+    return [
+        {
+            "step": step,
+            "prompt": p.prompt,
+            "difficulty": p.difficulty,
+            "completion": ep.rollout.texts[i * group_size],
+            "reward": float(rewards[i * group_size]),
+            "correct": bool(ep.scores[i * group_size].correct),
+        }
+        for i, p in enumerate(ep.problems[:n])
+    ]
