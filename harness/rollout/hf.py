@@ -4,7 +4,8 @@ Sampler log-probs come from the processed scores (after temperature / top-p), i.
 distribution the tokens were actually drawn from, taken at each decoding step by the logits
 processor that draws the token (harness/rollout/samplers.py; no (b, T, V) scores are kept).
 Stop strings (`rollout.stop`) end a row with the token that completes the first one (kept, as EOS is;
-`_StopStrings`, matched on the decoded text), and its text is cut after the stop string.
+`_StopStrings`, matched on the decoded text), and its text is cut after the stop string. Each row's end, its
+mask and the joining of chunks of max_batch rows: hf_rows.py.
 
 Rollout/train mismatch knobs (docs/studies.md (c)):
 - `rollout.dtype` different from the policy's dtype (bfloat16 rollout, float32 training):
@@ -35,7 +36,8 @@ from harness import threads
 from harness.models.moe import is_moe, noisy_routing, record_routing
 from harness.models.prefix_groups import left_pad, prompt_groups
 from harness.parallel import full_params, full_tensor
-from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop, stop_index
+from harness.rollout.base import RolloutBackend, RolloutBatch, SamplingParams, cut_at_stop
+from harness.rollout.hf_rows import end_rows, join_chunks
 from harness.rollout.row_seeds import RowSampler, row_seed
 from harness.rollout.samplers import BatchSampler, GreedySampler, TokenSampler, processors
 
@@ -206,21 +208,11 @@ class HFBackend(RolloutBackend):
             )
             for i in range(0, len(rows), self.max_batch)
         ]
-        width = max(p[0].shape[1] for p in parts)
-        pad = lambda t, v: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=v)  # noqa: E731
-        ids = torch.cat([pad(p[0], self.pad_id) for p in parts])
-        mask = torch.cat([pad(p[1], 0.0) for p in parts])
-        logp = torch.cat([pad(p[2], 0.0) for p in parts])
-        truncated = torch.cat([p[3] for p in parts])
+        ids, mask, logp, truncated, routing = join_chunks(parts, self.pad_id)  # hf_rows.py
         # each row's tokens under its mask, from 2 reads of the whole batch (not 2 a row)
         kept = [[t for t, k in zip(r, m) if k] for r, m in zip(ids.tolist(), mask.bool().tolist())]
         texts = [cut_at_stop(self.tokenizer.decode(r, skip_special_tokens=True), params.stop) for r in kept]
-        extras = {}
-        if self.moe:  # (B, S, L, k), S = widest prompt + response of all chunks, -1 padded
-            S = max(p[4].shape[1] for p in parts)
-            extras["routing"] = torch.cat(
-                [torch.nn.functional.pad(p[4], (0, 0, 0, 0, 0, S - p[4].shape[1]), value=-1) for p in parts]
-            )
+        extras = {"routing": routing} if self.moe else {}
         return RolloutBatch(
             prompt_ids=rows,
             response_ids=ids,
@@ -281,18 +273,7 @@ class HFBackend(RolloutBackend):
         model.train(was_training)
         resp = out.sequences[:, input_ids.shape[1] :]  # (b, T)
         logp = sampler.sampled_logp()  # (b, T) of the drawn tokens (a row's after its end: masked below)
-        is_eos = resp == self.eos_id
-        if params.stop:  # a stop string ends a row like EOS: mark the token that completes it as its end
-            for i in range(resp.shape[0]):
-                at = stop_index(self.tokenizer, resp[i].tolist(), params.stop)
-                if at is not None and not is_eos[i, :at].any():
-                    is_eos[i, at] = True
-        # mask: tokens up to and including the first EOS (or the token that completes a stop string)
-        before_eos = (is_eos.cumsum(-1) - is_eos.long()) == 0
-        mask = before_eos.float()
-        truncated = ~is_eos.any(-1)
-        logp = torch.where(mask.bool(), logp, torch.zeros_like(logp))
-        resp = torch.where(mask.bool(), resp, torch.full_like(resp, self.pad_id))
+        resp, mask, logp, truncated = end_rows(resp, logp, self.eos_id, self.pad_id, params.stop, self.tokenizer)
         routing = None
         if calls is not None:
             routing = assemble_routing(calls, attention.sum(-1), mask.sum(-1).long(), input_ids.shape[1], resp.shape[1])

@@ -37,7 +37,7 @@ EVAL_MODULES = (
 )
 _BACKEND_MODULES = {
     # the backend's module first, then what it imports from harness.rollout (tests/train/test_code_digests.py)
-    "hf": ("harness.rollout.hf", "harness.rollout.samplers", "harness.rollout.row_seeds"),
+    "hf": ("harness.rollout.hf", "harness.rollout.hf_rows", "harness.rollout.samplers", "harness.rollout.row_seeds"),
     "vllm": (
         "harness.rollout.vllm_backend",
         "harness.rollout.vllm_engine",

@@ -39,6 +39,7 @@ SFT_MODULES = (
     "harness.models.tiny",
     "harness.models.tokenizer",
     "harness.rollout.hf",
+    "harness.rollout.hf_rows",
     "harness.rollout.samplers",
     "harness.rollout.row_seeds",
     "harness.rollout.base",
