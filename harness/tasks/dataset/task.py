@@ -25,7 +25,7 @@ same seed (every eval of every run sees the same prompts).
 
 Every problem with the data wrong (a missing field, an empty split, a prompt that is neither
 text nor messages, an overlap of train and eval) is a ValueError naming the task.data key
-(harness/config.py turns it into a one-line error before any model loads).
+(harness/config/ turns it into a one-line error before any model loads).
 """
 
 from __future__ import annotations
