@@ -33,7 +33,7 @@ its first reference answers scored as completions (harness/tasks/dataset/, docs/
 
 Ignored knobs. A knob that the chosen trainer or objective would not read is an error when its
 value differs from its default (for objective knobs: from the preset's value), so a config
-never carries a setting that silently does nothing (`objective.py `ignored_knobs`` lists the
+never carries a setting that silently does nothing (objective.py `ignored_knobs` lists the
 rules): a changed `dpo:` section or `dpo_*` knob with an RL preset; RL objective knobs with
 `objective.preset=dpo`; value-model knobs (`train.critic_lr`, `objective.vf_coef`,
 `value_clip`, `gamma`, `lam`) without `baseline=critic`; `norm_constant` with an `agg` other

@@ -18,6 +18,7 @@ from harness.config.warm_start import pretrained_problem
 from harness.objective import PRESETS, ObjectiveConfig
 from harness.objective import knobs as knob_rules
 from harness.objective.config import knob_default
+from harness.objective.extensions import active_modes
 from harness.objective.plugins import import_plugins
 from harness.objective.presets import PRESET_RUN_KEYS, preset_trainer
 
@@ -118,3 +119,13 @@ def ignored_knobs(run: Any) -> tuple[list[str], list[str]]:
                 errors.append(msg)
     errors += [p for p in (pretrained_problem(run), overlong_problem(run)) if p]
     return errors, []
+
+
+def mode_warnings(run: Any) -> list[str]:
+    """What the selected modes' own rules say of the run (`Mode.run_rule`: a list of warnings; a rule that
+    refuses the run raises ValueError with its message), in registry order."""
+    out: list[str] = []
+    for _, _, mode in active_modes(run.objective):
+        if mode.run_rule is not None:
+            out += mode.run_rule(run)
+    return out

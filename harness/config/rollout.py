@@ -4,12 +4,11 @@ rollout.overlong_prompts without the bound it acts on."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from harness.config.base import ConfigWarning, _Section, field_default
+from harness.config.base import _Section, field_default
 
 
 class RolloutSection(_Section):
@@ -128,20 +127,13 @@ def rollout_logp_inexact(run: Any) -> str | None:
 
 
 def check_staleness(run: Any) -> None:
-    """rollout.staleness: the RL loop's (the DPO trainer samples its pairs once a round); a loss without an
-    importance ratio trains on the stale samples uncorrected (a warning: how a loss tolerates it is a question)."""
+    """rollout.staleness: the RL loop's (the DPO trainer samples its pairs once a round). What a loss without
+    an importance ratio makes of stale samples is its mode's rule (objective/ratios.py, ratio none)."""
     k = run.rollout.staleness
     if k and run.trainer != "rl":
         raise ValueError(
             f"rollout.staleness={k} with trainer={run.trainer!r}: only the RL loop samples with stale weights; "
             "allowed: 0 here"
-        )
-    if k and run.objective.ratio == "none":
-        warnings.warn(
-            f"rollout.staleness={k} with objective.ratio=none: the samples come from the weights of {k} "
-            "updates ago and no importance ratio corrects for it",
-            ConfigWarning,
-            stacklevel=2,
         )
 
 

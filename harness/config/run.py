@@ -26,6 +26,7 @@ from harness.config.objective import (
     check_overlong_buffer,
     check_trainer,
     ignored_knobs,
+    mode_warnings,
 )
 from harness.config.rollout import RolloutSection, check_staleness, rollout_logp_inexact
 from harness.config.scale import check_scale
@@ -81,7 +82,7 @@ class RunConfig(_Section):
         errors, notes = ignored_knobs(self)
         if errors:
             raise ValueError("; ".join(errors))
-        for note in notes:
+        for note in mode_warnings(self) + notes:
             warnings.warn(note, ConfigWarning, stacklevel=2)
         return self
 

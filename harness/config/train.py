@@ -5,14 +5,14 @@ scale knobs' rules (LoRA, checkpointing, processes, FSDP, autocast) are scale.py
 
 from __future__ import annotations
 
-import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from harness.config.base import ConfigWarning, _Section
+from harness.config.base import _Section
 from harness.config.rollout import rollout_logp_inexact
 from harness.objective import inputs_needed
+from harness.objective.modes import KIND_ORDER, KINDS
 
 
 class TrainSection(_Section):
@@ -169,14 +169,6 @@ def check_batch_shape(run: Any) -> None:
     mb = rows // t.mini_batches
     if t.micro_batch_size is not None and mb % t.micro_batch_size:
         raise ValueError(f"train.micro_batch_size={t.micro_batch_size} must divide the mini-batch size {mb}")
-    if run.objective.ratio == "none" and (t.mini_batches > 1 or t.inner_epochs > 1):
-        warnings.warn(
-            f"objective.ratio=none (e.g. gpg) with train.mini_batches={t.mini_batches}, "
-            f"inner_epochs={t.inner_epochs}: every optimizer step after the first of a batch uses "
-            "stale samples with no importance correction; set both to 1 for on-policy REINFORCE",
-            ConfigWarning,
-            stacklevel=2,
-        )
 
 
 def check_old_logp(run: Any) -> None:
@@ -188,6 +180,20 @@ def check_old_logp(run: Any) -> None:
         )
 
 
+def warmup_modes() -> str:
+    """The modes that train a component, from their declarations (`Hooks.component`; a plugin's included), as a
+    config selects them: 'objective.baseline=critic (trains values) or prime (trains prm_logp), or agg=...'."""
+    parts = []
+    for kind in sorted(KINDS, key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else len(KIND_ORDER)):
+        registry = KINDS[kind]
+        trains = [(n, m) for n, m in registry.modes.items() if m.hooks is not None and m.hooks.component]
+        if kind == "extension":  # no knob selects an extension: its switch does
+            parts += [f"{m.when.removeprefix('objective.')} (trains {m.hooks.component})" for _, m in trains]
+        elif trains:
+            parts.append(f"{kind}=" + " or ".join(f"{n} (trains {m.hooks.component})" for n, m in trains))
+    return "objective." + ", or ".join(parts)
+
+
 def check_warmup(run: Any) -> None:
     """train.component_warmup_steps: a trained component to warm up, and policy steps left after it."""
     n, steps = run.train.component_warmup_steps, run.train.steps
@@ -196,8 +202,7 @@ def check_warmup(run: Any) -> None:
     if not inputs_needed(run.objective).components:
         raise ValueError(
             f"train.component_warmup_steps={n}: this objective trains no component to warm up; "
-            "allowed: 0, or a positive number with objective.baseline=prime (its reward model) or "
-            "critic (its value model), or agg=lambda_length"
+            f"allowed: 0, or a positive number with {warmup_modes()}"
         )
     if n >= steps:
         raise ValueError(
