@@ -19,7 +19,7 @@ the argument that justifies it (docs/speed.md). An explicit value is kept on eve
     rollout.sync_bucket_mb      0        512   (vLLM weight sync in 512 MB buckets; 0: one layerwise reload)
 
 This module knows values, not configs: `resolve(values, device)` maps the dotted keys a config holds to what each
-`auto` among them becomes on `device` ("cpu" or "cuda"); harness/config.py applies it when a config is validated.
+`auto` among them becomes on `device` ("cpu" or "cuda"); harness/config/ applies it when a config is validated.
 """
 
 from __future__ import annotations

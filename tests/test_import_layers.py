@@ -17,7 +17,7 @@ The picture of issue 25 on the package's names (bottom first; docs/architecture.
     base        harness/{atomic,jsonl,machine,threads,faults,argtypes,parallel}.py: no harness import
     objective   harness/objective/
     parts       harness/models/, harness/tasks/, harness/rollout/ (+ harness/tracking/: the run's log)
-    config      harness/config.py: the run's YAML, checked against objective, models and tasks
+    config      harness/config/: the run's YAML, checked against objective, models and tasks
     train core  harness/train/core/: collect, scoring, batch log-probs, eval prompt draw, run dir
     trainers    harness/train/{rl,dpo,eval,diagnostics}/, harness/rm/ (`harness train-rm`)
     run         harness/train/run/ (the shell) and harness/train/__init__.py (`train`, its entry)

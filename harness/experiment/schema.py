@@ -1,5 +1,5 @@
 """The study file's schema: every key of experiments/<name>.yaml and what it may hold, checked
-(pydantic, as harness/config.py checks a run config) before anything is expanded or loaded.
+(pydantic, as harness/config/ checks a run config) before anything is expanded or loaded.
 
     StudyFile      the top level: name, description, base, grid, zip, seeds, exclude, scale,
                    scales, probe, final_eval, tune (docs/studies.md "The study file")

@@ -167,6 +167,9 @@ class Mode(Generic[ImplT]):
     min_group_size: int = 1  # train.group_size this mode needs (a group statistic: 2)
     group_rule: Callable[[Any, int], str | None] | None = None  # (cfg, G) -> problem with train.group_size
     hooks: Any = None  # extensions.Hooks: the extras slot
+    # (the resolved run config) -> what this mode says of the whole run while selected: a list of warnings, or a
+    # ValueError naming the keys for a run it refuses; the run config calls it (harness/config/objective.py)
+    run_rule: Callable[[Any], list[str]] | None = None
     switch: str = ""  # extensions only: the knob whose value turns it on
     when: str = ""  # when it is active, as a user writes it ("objective.clip='sapo'"); set by its registry
     origin: str = BUILTIN  # the module that registered it

@@ -13,7 +13,7 @@ between token and sequence level; here a span of `sspo_span` tokens, see `_subse
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -182,6 +182,25 @@ SSPO_SPAN = Knob(
 )
 GEOMETRIC_WHY = "the geometric ratio clips each token in log space itself (eps_low/eps_high, GMPO)"
 
+
+def _none_run_rule(run: Any) -> list[str]:
+    """Ratio none corrects nothing for samples the current policy did not draw: a warning where the run trains
+    on such samples (the later optimizer steps of a batch; rollout.staleness), allowed as a question to study."""
+    t, k, out = run.train, run.rollout.staleness, []
+    if t.mini_batches > 1 or t.inner_epochs > 1:
+        out.append(
+            f"objective.ratio=none (e.g. gpg) with train.mini_batches={t.mini_batches}, "
+            f"inner_epochs={t.inner_epochs}: every optimizer step after the first of a batch uses "
+            "stale samples with no importance correction; set both to 1 for on-policy REINFORCE"
+        )
+    if k:
+        out.append(
+            f"rollout.staleness={k} with objective.ratio=none: the samples come from the weights of {k} "
+            "updates ago and no importance ratio corrects for it"
+        )
+    return out
+
+
 # The `ratio` knob (docs/objective.md §2): name -> Ratio(rho(lp, old, m, adv, cfg), ...), all (B, T).
 RATIO: Modes = Modes(
     "ratio",
@@ -196,7 +215,9 @@ RATIO: Modes = Modes(
             "sg(s_i) * exp(logp - sg(logp)): value s_i, per-token gradient (GSPO-token)",
         ),
         "none": Mode(
-            Ratio(_none), "exp(logp - sg(logp)): value 1, gradient grad logp (on-policy REINFORCE / GPG 2504.02546)"
+            Ratio(_none),
+            "exp(logp - sg(logp)): value 1, gradient grad logp (on-policy REINFORCE / GPG 2504.02546)",
+            run_rule=_none_run_rule,
         ),
         # one value per sequence too, but it clips token by token: its clip/frac counts tokens
         "geometric": Mode(

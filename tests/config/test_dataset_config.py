@@ -1,4 +1,4 @@
-"""Every check of a dataset task before any model loads (harness/config.py _dataset_knobs,
+"""Every check of a dataset task before any model loads (harness/config/dataset.py check_dataset,
 harness/tasks/dataset/): each is a one-line ConfigError naming the key; the CLI exits 2 with it,
 without loading a model, a tokenizer or a warm start."""
 
@@ -193,7 +193,7 @@ def test_dataset_keys_elsewhere(overrides, needle):
 
 
 def test_the_check_is_memoised_and_redone_when_a_file_changes(data, monkeypatch):
-    import harness.config as config  # the run config calls the dataset's check_reference_answers
+    import harness.config.dataset as config  # the dataset checks call check_reference_answers by this name
 
     calls = []
     real = config.check_reference_answers

@@ -212,7 +212,7 @@ def test_adapters_start_from_the_run_seed_whatever_ran_before():
 def test_gradient_checkpointing_config_rules(monkeypatch):
     with pytest.raises(ConfigError, match="train.gradient_checkpointing=true with objective.routing_replay=true"):
         cfg_of("model.name=tiny-moe", "train.gradient_checkpointing=true", "objective.routing_replay=true")
-    import harness.config as config_module  # the config calls meta_model by its own name
+    import harness.config.scale as config_module  # the scale rules call meta_model by their own name
 
     class NoCheckpointing(torch.nn.Module):
         supports_gradient_checkpointing = False
@@ -266,7 +266,7 @@ def test_gradient_checkpointing_gives_the_same_gradients_and_recomputes_the_laye
 def test_autocast_refuses_bf16_weights_and_warns_on_a_slow_cpu(monkeypatch):
     with pytest.raises(ConfigError, match="model.dtype='bfloat16' already stores the weights in bf16"):
         cfg_of("train.autocast=bf16", "model.dtype=bfloat16")
-    import harness.config as config_module  # the config calls bf16_slow_reason by its own name
+    import harness.config.scale as config_module  # the scale rules call bf16_slow_reason by their own name
 
     monkeypatch.setattr(config_module, "bf16_slow_reason", lambda: "no bf16 kernels here")
     with pytest.warns(ConfigWarning, match="train.autocast='bf16': no bf16 kernels here"):

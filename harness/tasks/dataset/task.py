@@ -25,7 +25,7 @@ same seed (every eval of every run sees the same prompts).
 
 Every problem with the data wrong (a missing field, an empty split, a prompt that is neither
 text nor messages, an overlap of train and eval) is a ValueError naming the task.data key
-(harness/config.py turns it into a one-line error before any model loads).
+(harness/config/ turns it into a one-line error before any model loads).
 
 Where each part lives: splits.py (files -> checked, split, shuffled problems), problem.py (one row -> a
 Problem: prompt rendering and the answer, difficulty, solution and id checks), rewards.py (scoring: the
