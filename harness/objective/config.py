@@ -49,9 +49,7 @@ from harness.objective.kl import KL_ESTIMATOR, KL_PLACEMENT
 from harness.objective.modes import BUILTIN, RESERVED, KnobError, Modes, all_knobs
 from harness.objective.plugins import import_plugins
 from harness.objective.presets import PRESETS, preset_knobs, preset_trainer
-from harness.objective.prime import KNOBS as _PRIME_KNOBS  # noqa: F401 -- registers baseline 'prime'
 from harness.objective.ratios import RATIO
-from harness.objective.remax import GREEDY as _REMAX_GREEDY  # noqa: F401 -- registers baseline 'remax'
 from harness.objective.rollout_correction import ROLLOUT_IS
 from harness.objective.surrogates import CLIP
 
