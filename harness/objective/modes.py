@@ -375,11 +375,16 @@ def _per_token(kind: str, name: str, fn: Callable, build: dict, hooks: Any) -> t
     return None, replace(hooks, advantages=fn)
 
 
-def _origin(fn: Any) -> str:
+def origin_of(module: str) -> str:
+    """The origin of what `module` registers: the plugin being imported, BUILTIN for the package's own
+    modules, else the module itself (a notebook's, a test's)."""
     if _LOADING:
         return _LOADING[-1]
-    module = getattr(fn, "__module__", None) or "__main__"
     return BUILTIN if module.startswith(BUILTIN + ".") else module
+
+
+def _origin(fn: Any) -> str:
+    return origin_of(getattr(fn, "__module__", None) or "__main__")
 
 
 def register(
@@ -496,4 +501,6 @@ __all__ = [
     "all_knobs",
     "readers",
     "loading",
+    "origin_of",
+    "DECLARED",
 ]
