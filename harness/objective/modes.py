@@ -213,6 +213,7 @@ class Modes(Mapping[str, ImplT]):
         if self.modes[self.check(name)].origin == BUILTIN:
             raise ValueError(f"{self.kind} {name!r} is built in")
         del self.modes[name]
+        DECLARED.pop((self.kind, name), None)
 
     def active(self, cfg: Any) -> list[tuple[str, Mode]]:
         """The modes of this kind that `cfg` selects (one for a knob; any number of extensions)."""
@@ -429,7 +430,8 @@ def register(
             origin=_origin(fn),
         )
         reg.register(name, mode)
-        DECLARED[(kind, name)] = (sys._getframe(1).f_globals.get("__name__", "__main__"), fn.__module__)
+        module = getattr(fn, "__module__", None) or "__main__"
+        DECLARED[(kind, name)] = (sys._getframe(1).f_globals.get("__name__", "__main__"), module)
         return fn
 
     return decorate
