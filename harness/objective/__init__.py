@@ -2,7 +2,8 @@
 orthogonal knobs; a named algorithm (grpo, dapo, ...) is a preset of `ObjectiveConfig`.
 
 Pure functions on tensors and floats -- no model, no I/O. Rooms:
-config.py (knobs), presets.py (named algorithms), advantages.py (§1, GAE), ratios.py (§2),
+config.py (`ObjectiveConfig`: validation, presets), fields.py (its knobs by section), presets.py
+(named algorithms, `register_preset`), advantages.py (§1, GAE), ratios.py (§2),
 surrogates.py (§3), kl.py (§4), aggregation.py (§5), policy.py (the loss + §9 metrics),
 value.py (PPO critic), shaping.py (§6 DAPO), dpo.py (§8), passk.py (eval);
 modes.py (the registries: every mode with its knobs, rules and hooks; `register` adds a researcher's
@@ -14,10 +15,20 @@ api.py (the trainer's calls, §11: inputs_needed, loss_mask, advantages, loss); 
 `agg: lambda_length`; SimKO: `simko_top_k > 0`; PRIME: `baseline: prime`). reference_grpo.py is
 one GRPO step in plain tensors, top to bottom: start reading there (docs/architecture.md).
 
+Every built-in mode is declared where its function is, with the decorators a plugin uses
+(`register_baseline`, ..., modes.py; docs/extending.md), and every built-in preset with
+`register_preset` (presets.py). The registries are complete once this package is imported, and it
+always is before any of its modules: importing the package's modules here is what the package is,
+not a side effect. The first import names the rooms no other room imports (their modes are declared
+nowhere else), in the order their modes are listed.
+
 Glossary for every docstring: N prompts, G group size, B = N*G sequences (groups contiguous),
 T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 """
 
+from harness.objective import prime as prime
+from harness.objective import remax as remax
+from harness.objective import soft_clips as soft_clips
 from harness.objective.advantages import gae_advantages, group_advantages
 from harness.objective.aggregation import aggregate
 from harness.objective.api import LossInputs, Needs, Scored, advantages, inputs_needed, loss, loss_mask

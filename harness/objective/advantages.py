@@ -29,7 +29,7 @@ import torch
 
 from harness.objective.extensions import Hooks, Scored
 from harness.objective.kl import reward_kl_on, token_rewards_with_kl
-from harness.objective.modes import Knob, Mode, Modes, Requires
+from harness.objective.modes import Knob, Modes, Requires, register, register_baseline, register_scale
 from harness.objective.value import value_loss
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def _spread(x: torch.Tensor, std: str) -> torch.Tensor:
     n = x.shape[-1]
     if n == 1:
         return torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
-    s = x.std(dim=-1, correction=STD[std])
+    s = STD[std](x)
     same = x.amax(dim=-1) == x.amin(dim=-1)
     return torch.where(same, torch.zeros_like(s), s)
 
@@ -88,15 +88,35 @@ def group_advantages(cfg: ObjectiveConfig, rewards: torch.Tensor, group_size: in
     return a.reshape(-1).to(out_dtype)
 
 
+BINARY = "the overlong penalty makes the rewards non-binary, and the formula counts correct samples"
+GROUP_STAT = "a group of one response is its own mean (advantage 0) and has no std"
+
+# The `baseline` knob (docs/objective.md §1): name -> u = r - b from the rewards (N, G) in float64 and
+# the config; None = per-token advantages from its hooks (critic + GAE below, PRIME in prime.py).
+BASELINE: Modes = Modes("baseline")
+# The `scale` knob (docs/objective.md §1): name -> a from (u (N, G), rewards (N, G), cfg).
+SCALE: Modes = Modes("scale")
+# The `std` knob: name -> the std over the last dim, of N-1 or N in the denominator.
+STD: Modes = Modes("std")
+# The `batch_std_of` knob: name -> what batch_std measures, from (r (B,), u (N, G)).
+BATCH_STD_OF: Modes = Modes("batch_std_of")
+
+
 def _same(g: torch.Tensor) -> torch.Tensor:
     return (g.amax(-1) == g.amin(-1)).unsqueeze(-1)  # (N, 1) all-equal groups
 
 
+@register_baseline(
+    "group_mean", doc="b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)", min_group_size=2
+)
 def _group_mean(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     u = g - g.mean(-1, keepdim=True)  # r_i - mean_g
     return torch.where(_same(g), torch.zeros_like(u), u)
 
 
+@register_baseline(
+    "leave_one_out", doc="b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)", min_group_size=2
+)
 def _leave_one_out(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     G = g.shape[-1]
     if G < 2:
@@ -108,10 +128,16 @@ def _leave_one_out(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     return torch.where(_same(g), torch.zeros_like(g), g - loo)
 
 
+@register_baseline("batch_mean", doc="b = mean of all B rewards")
 def _batch_mean(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     r = g.reshape(-1)
     u = g - r.mean()
     return torch.zeros_like(u) if r.amax() == r.amin() else u
+
+
+@register_baseline("none", doc="b = 0 (plain REINFORCE)")
+def _no_baseline(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+    return g.clone()
 
 
 def check_binary(rewards: torch.Tensor, knob: str) -> None:
@@ -157,26 +183,54 @@ def passk_advantages(g: torch.Tensor, k: int, adv_eps: float = 1e-6) -> torch.Te
     return out
 
 
+@register_scale("group_std", doc="divide by the group's std + adv_eps (GRPO; the difficulty bias)", min_group_size=2)
+def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+    return _divide(u, _spread(g, cfg.std).unsqueeze(-1), cfg.adv_eps)
+
+
+@register_scale(
+    "batch_std",
+    doc="divide by the batch's std + adv_eps (Lite PPO 2508.08221, REINFORCE++ 2501.03262); "
+    "with the critic: whiten the per-token advantages",
+)
+def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+    return _divide(u, _spread(BATCH_STD_OF[cfg.batch_std_of](g.reshape(-1), u), cfg.std), cfg.adv_eps)
+
+
+@register_scale(
+    "group_mean",
+    doc="divide by the group's mean reward + adv_eps (MaxRL 2602.02710: the gradient of log pass rate); binary rewards",
+    requires=(Requires("overlong_buffer", (0,), BINARY),),
+)
 def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
     """MaxRL: u / (mean_g(r) + adv_eps); a group of mean 0 (all wrong) divides by 1 (u is 0 there)."""
     check_binary(g, "scale='group_mean'")
     return _divide(u, g.mean(-1, keepdim=True), cfg.adv_eps)
 
 
-def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
-    return _divide(u, _spread(g, cfg.std).unsqueeze(-1), cfg.adv_eps)
+@register_scale("none", doc="no division (Dr.GRPO 2503.20783)")
+def _no_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+    return u
 
 
-def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
-    return _divide(u, _spread(BATCH_STD_OF[cfg.batch_std_of](g.reshape(-1), u), cfg.std), cfg.adv_eps)
+@register("std", "sample", doc="N-1 (torch.std's default, TRL/verl GRPO)")
+def _sample_std(x: torch.Tensor) -> torch.Tensor:
+    return x.std(dim=-1, correction=1)
 
 
-BINARY = "the overlong penalty makes the rewards non-binary, and the formula counts correct samples"
-GROUP_STAT = "a group of one response is its own mean (advantage 0) and has no std"
+@register("std", "population", doc="N")
+def _population_std(x: torch.Tensor) -> torch.Tensor:
+    return x.std(dim=-1, correction=0)
 
 
-def _passk(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
-    return passk_advantages(g, cfg.passk_k, cfg.adv_eps)
+@register("batch_std_of", "reward", doc="the raw rewards (Lite PPO, TRL scale_rewards=batch)")
+def _of_rewards(r: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    return r
+
+
+@register("batch_std_of", "centered", doc="the centred rewards r - b (REINFORCE++-baseline)")
+def _of_centred(r: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    return u.reshape(-1)
 
 
 def _passk_group_rule(cfg: ObjectiveConfig, group_size: int) -> str | None:
@@ -189,79 +243,25 @@ def _passk_group_rule(cfg: ObjectiveConfig, group_size: int) -> str | None:
     )
 
 
-# The `baseline` knob (docs/objective.md §1): name -> u = r - b from the rewards (N, G) in float64 and
-# the config; None = per-token advantages from its hooks (critic + GAE below, PRIME in prime.py).
-BASELINE: Modes = Modes(
-    "baseline",
-    {
-        "group_mean": Mode(
-            _group_mean, "b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)", min_group_size=2
+@register_baseline(
+    "passk",
+    doc="the Pass@k advantage of the group (Chen et al. 2508.10751); binary rewards, scale none",
+    knobs=(
+        Knob(
+            "passk_k",
+            4,
+            "k of baseline=passk (Pass@k training 2508.10751): the advantage of the group's pass@k; 1 <= k < group_size",
+            ge=1,
         ),
-        "leave_one_out": Mode(
-            _leave_one_out, "b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)", min_group_size=2
-        ),
-        "batch_mean": Mode(_batch_mean, "b = mean of all B rewards"),
-        "none": Mode(lambda g, cfg: g.clone(), "b = 0 (plain REINFORCE)"),
-        "passk": Mode(
-            _passk,
-            "the Pass@k advantage of the group (Chen et al. 2508.10751); binary rewards, scale none",
-            knobs=(
-                Knob(
-                    "passk_k",
-                    4,
-                    "k of baseline=passk (Pass@k training 2508.10751): the advantage of the "
-                    "group's pass@k; 1 <= k < group_size",
-                    ge=1,
-                ),
-            ),
-            requires=(
-                Requires("scale", ("none",), "the Pass@k advantage is already normalised by its sigma"),
-                Requires("overlong_buffer", (0,), BINARY),
-            ),
-            group_rule=_passk_group_rule,
-        ),
-    },
+    ),
+    requires=(
+        Requires("scale", ("none",), "the Pass@k advantage is already normalised by its sigma"),
+        Requires("overlong_buffer", (0,), BINARY),
+    ),
+    group_rule=_passk_group_rule,
 )
-
-# The `scale` knob (docs/objective.md §1): name -> a from (u (N, G), rewards (N, G), cfg).
-SCALE: Modes = Modes(
-    "scale",
-    {
-        "group_std": Mode(
-            _group_std_scale, "divide by the group's std + adv_eps (GRPO; the difficulty bias)", min_group_size=2
-        ),
-        "batch_std": Mode(
-            _batch_std_scale,
-            "divide by the batch's std + adv_eps (Lite PPO 2508.08221, REINFORCE++ 2501.03262); "
-            "with the critic: whiten the per-token advantages",
-        ),
-        "group_mean": Mode(
-            _group_mean_scale,
-            "divide by the group's mean reward + adv_eps (MaxRL 2602.02710: the "
-            "gradient of log pass rate); binary rewards",
-            requires=(Requires("overlong_buffer", (0,), BINARY),),
-        ),
-        "none": Mode(lambda u, g, cfg: u, "no division (Dr.GRPO 2503.20783)"),
-    },
-)
-
-# The `std` knob: name -> the correction of torch.std (N - correction in the denominator).
-STD: Modes = Modes(
-    "std",
-    {
-        "sample": Mode(1, "N-1 (torch.std's default, TRL/verl GRPO)"),
-        "population": Mode(0, "N"),
-    },
-)
-
-# The `batch_std_of` knob: name -> what batch_std measures, from (r (B,), u (N, G)).
-BATCH_STD_OF: Modes = Modes(
-    "batch_std_of",
-    {
-        "reward": Mode(lambda r, u: r, "the raw rewards (Lite PPO, TRL scale_rewards=batch)"),
-        "centered": Mode(lambda r, u: u.reshape(-1), "the centred rewards r - b (REINFORCE++-baseline)"),
-    },
-)
+def _passk(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+    return passk_advantages(g, cfg.passk_k, cfg.adv_eps)
 
 
 def gae_advantages(
@@ -347,6 +347,37 @@ def gae_whitened(
 
 
 # ----------------------------------------------------------------------------- the critic (PPO)
+def _value_term(cfg: ObjectiveConfig, x, num_seqs, num_tokens):
+    """The value loss (§1) when the value model's output `values` (b, T) is among the loss inputs."""
+    values = x.extras.get("values")
+    if values is None:
+        return None, {}
+    old_values, returns = x.extras.get("old_values"), x.extras.get("returns")
+    if old_values is None or returns is None:
+        raise ValueError("values given without old_values and returns (b, T): the value loss needs all three")
+    return value_loss(cfg, values, old_values, returns, x.mask, num_seqs=num_seqs, num_tokens=num_tokens)
+
+
+@register_baseline(
+    "critic",
+    doc="a learned value model and GAE: per-token advantages (PPO 1707.06347, GAE 1506.02438)",
+    knobs=(
+        Knob("gamma", 1.0, "GAE discount (critic baseline; 1.0 for LM PPO, TRL/OpenRLHF)", ge=0, le=1),
+        Knob("lam", 0.95, "GAE lambda (critic baseline; bias-variance trade-off, 1506.02438)", ge=0, le=1),
+        Knob("vf_coef", 0.1, "value-loss weight (critic baseline; TRL PPO 0.1)", ge=0),
+        Knob(
+            "value_clip",
+            0.2,
+            "clip V to V_old +- value_clip in the value loss (PPO); null = unclipped",
+            gt=0,
+            nullable=True,
+        ),
+    ),
+    reads=("train.critic_lr",),
+    requires=(Requires("scale", ("batch_std", "none"), "critic advantages are per token, not per group"),),
+    hooks=Hooks(component="values", loss_term=_value_term),
+    per_token=True,
+)
 def _critic_scored(
     cfg: ObjectiveConfig, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inputs: dict
 ) -> Scored:
@@ -363,38 +394,3 @@ def _critic_scored(
     tok = token_rewards_with_kl(cfg, rewards, shape_src, inputs.get("ref_logp") if kl_reward else None, mask)
     adv, returns = critic_advantages(cfg, tok, values, mask)
     return Scored(adv=adv, returns=returns, rewards=tok.sum(-1), extras={"old_values": values, "returns": returns})
-
-
-def _value_term(cfg: ObjectiveConfig, x, num_seqs, num_tokens):
-    """The value loss (§1) when the value model's output `values` (b, T) is among the loss inputs."""
-    values = x.extras.get("values")
-    if values is None:
-        return None, {}
-    old_values, returns = x.extras.get("old_values"), x.extras.get("returns")
-    if old_values is None or returns is None:
-        raise ValueError("values given without old_values and returns (b, T): the value loss needs all three")
-    return value_loss(cfg, values, old_values, returns, x.mask, num_seqs=num_seqs, num_tokens=num_tokens)
-
-
-BASELINE.register(
-    "critic",
-    Mode(
-        None,
-        "a learned value model and GAE: per-token advantages (PPO 1707.06347, GAE 1506.02438)",
-        knobs=(
-            Knob("gamma", 1.0, "GAE discount (critic baseline; 1.0 for LM PPO, TRL/OpenRLHF)", ge=0, le=1),
-            Knob("lam", 0.95, "GAE lambda (critic baseline; bias-variance trade-off, 1506.02438)", ge=0, le=1),
-            Knob("vf_coef", 0.1, "value-loss weight (critic baseline; TRL PPO 0.1)", ge=0),
-            Knob(
-                "value_clip",
-                0.2,
-                "clip V to V_old +- value_clip in the value loss (PPO); null = unclipped",
-                gt=0,
-                nullable=True,
-            ),
-        ),
-        reads=("train.critic_lr",),
-        requires=(Requires("scale", ("batch_std", "none"), "critic advantages are per token, not per group"),),
-        hooks=Hooks(component="values", advantages=_critic_scored, loss_term=_value_term),
-    ),
-)

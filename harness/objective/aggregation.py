@@ -28,7 +28,7 @@ import torch
 
 from harness.objective import lambda_grpo, prompt_mean
 from harness.objective.deferred import Deferred, mean_of, read
-from harness.objective.modes import Knob, Mode, Modes
+from harness.objective.modes import Knob, Modes, register_agg
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -108,11 +108,6 @@ def _need_c(cfg) -> float:
     return float(cfg.norm_constant)
 
 
-def _seq_mean_token_mean(ell, m, n_seq, n_tok, cfg):
-    lengths = m.sum(-1).clamp(min=1).to(ell.dtype)  # |o_i|
-    return (ell.sum(-1) / lengths).sum() / n_seq
-
-
 class Aggregation(NamedTuple):
     loss: object  # (l (B, T) zero on padding, M bool (B, T), num_seqs, num_tokens, cfg) -> scalar
     weights: object = None  # (M float64 (B, T), num_seqs, num_tokens, cfg) -> w (B, T)
@@ -122,7 +117,6 @@ def _build(fn, weights=None) -> Aggregation:
     return Aggregation(fn, weights)
 
 
-_TOKEN_MEAN = Aggregation(lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_tok, lambda m, n_seq, n_tok, cfg: m / n_tok)
 NORM_CONSTANT = Knob(
     "norm_constant",
     None,
@@ -135,47 +129,87 @@ NORM_CONSTANT = Knob(
 )
 
 # The `agg` knob (docs/objective.md §5): the loss and its token weights w_it (aggregate = sum w l).
-AGG: Modes = Modes(
-    "agg",
-    {
-        "seq_mean_token_mean": Mode(
-            Aggregation(
-                _seq_mean_token_mean, lambda m, n_seq, n_tok, cfg: m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)
-            ),
-            "(1/B) sum_i (1/|o_i|) sum_t M l: a long response's tokens weigh less, the length bias (GRPO, GSPO)",
-        ),
-        "token_mean": Mode(_TOKEN_MEAN, "sum M l / sum M (DAPO 2503.14476, PPO, CISPO, REINFORCE++, Lite PPO, GPG)"),
-        "seq_mean_token_sum_norm": Mode(
-            Aggregation(
-                lambda ell, m, n_seq, n_tok, cfg: ell.sum() / (n_seq * _need_c(cfg)),
-                lambda m, n_seq, n_tok, cfg: m / (n_seq * _need_c(cfg)),
-            ),
-            "(1/B) sum_i sum_t M l / C, C = norm_constant (Dr.GRPO 2503.20783)",
-            knobs=(NORM_CONSTANT,),
-        ),
-        "seq_mean_token_sum": Mode(
-            Aggregation(lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_seq, lambda m, n_seq, n_tok, cfg: m / n_seq),
-            "(1/B) sum_i sum_t M l: the response is one action (RLOO 2402.14740)",
-        ),
-        "prompt_mean": Mode(
-            Aggregation(  # seq_mean_token_sum's loss, the row weights G / L_g from its hooks; token_mean's weights shown
-                lambda ell, m, n_seq, n_tok, cfg: ell.sum() / n_seq, lambda m, n_seq, n_tok, cfg: m / n_tok
-            ),
-            "(1/N) sum_g (1/sum_{i in g}|o_i|) sum_{i in g} sum_t M l: every prompt weighs the same, its tokens "
-            "share one mean (ScaleRL 2510.13786 prompt-level aggregation; prompt_mean.py); the token weights "
-            "shown are token_mean's",
-            hooks=prompt_mean.HOOKS,
-        ),
-        "lambda_length": Mode(
-            _TOKEN_MEAN,  # the row weights f_i enter through its hooks (lambda_grpo.py)
-            "sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 (docs/objective.md §13); "
-            "the token weights shown are λ = 0's, token_mean's",
-            knobs=lambda_grpo.KNOBS,
-            hooks=lambda_grpo.HOOKS,
-        ),
-    },
-    build=_build,
+AGG: Modes = Modes("agg", build=_build)
+
+
+def _seq_mean_token_mean_weights(m, n_seq, n_tok, cfg):
+    return m / (m.sum(-1, keepdim=True).clamp(min=1) * n_seq)
+
+
+@register_agg(
+    "seq_mean_token_mean",
+    doc="(1/B) sum_i (1/|o_i|) sum_t M l: a long response's tokens weigh less, the length bias (GRPO, GSPO)",
+    weights=_seq_mean_token_mean_weights,
 )
+def _seq_mean_token_mean(ell, m, n_seq, n_tok, cfg):
+    lengths = m.sum(-1).clamp(min=1).to(ell.dtype)  # |o_i|
+    return (ell.sum(-1) / lengths).sum() / n_seq
+
+
+def _token_mean_weights(m, n_seq, n_tok, cfg):
+    return m / n_tok
+
+
+@register_agg(
+    "token_mean",
+    doc="sum M l / sum M (DAPO 2503.14476, PPO, CISPO, REINFORCE++, Lite PPO, GPG)",
+    weights=_token_mean_weights,
+)
+def _token_mean(ell, m, n_seq, n_tok, cfg):
+    return ell.sum() / n_tok
+
+
+def _sum_norm_weights(m, n_seq, n_tok, cfg):
+    return m / (n_seq * _need_c(cfg))
+
+
+@register_agg(
+    "seq_mean_token_sum_norm",
+    doc="(1/B) sum_i sum_t M l / C, C = norm_constant (Dr.GRPO 2503.20783)",
+    knobs=(NORM_CONSTANT,),
+    weights=_sum_norm_weights,
+)
+def _seq_mean_token_sum_norm(ell, m, n_seq, n_tok, cfg):
+    return ell.sum() / (n_seq * _need_c(cfg))
+
+
+def _per_sequence_weights(m, n_seq, n_tok, cfg):
+    return m / n_seq
+
+
+@register_agg(
+    "seq_mean_token_sum",
+    doc="(1/B) sum_i sum_t M l: the response is one action (RLOO 2402.14740)",
+    weights=_per_sequence_weights,
+)
+def _seq_mean_token_sum(ell, m, n_seq, n_tok, cfg):
+    return ell.sum() / n_seq
+
+
+@register_agg(
+    "prompt_mean",
+    doc="(1/N) sum_g (1/sum_{i in g}|o_i|) sum_{i in g} sum_t M l: every prompt weighs the same, its tokens "
+    "share one mean (ScaleRL 2510.13786 prompt-level aggregation; prompt_mean.py); the token weights "
+    "shown are token_mean's",
+    hooks=prompt_mean.HOOKS,
+    weights=_token_mean_weights,
+)
+def _prompt_mean(ell, m, n_seq, n_tok, cfg):
+    """seq_mean_token_sum's loss; the row weights G / L_g come from its hooks (token_mean's weights shown)."""
+    return ell.sum() / n_seq
+
+
+@register_agg(
+    "lambda_length",
+    doc="sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 (docs/objective.md §13); "
+    "the token weights shown are λ = 0's, token_mean's",
+    knobs=lambda_grpo.KNOBS,
+    hooks=lambda_grpo.HOOKS,
+    weights=_token_mean_weights,
+)
+def _lambda_length(ell, m, n_seq, n_tok, cfg):
+    """token_mean's loss; the row weights f_i enter through its hooks (lambda_grpo.py)."""
+    return ell.sum() / n_tok
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, deferred: bool = False) -> float | Deferred:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from harness.objective.modes import Knob, Mode, Modes
+from harness.objective.modes import Knob, Modes, register
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -90,14 +90,14 @@ SHIFT = Knob(
 )
 
 # The `dpo_loss_type` knob (docs/objective.md §8): name -> per-pair loss from (h (B,), beta).
-DPO_LOSS: Modes = Modes(
-    "dpo_loss_type",
-    {
-        "sigmoid": Mode(
-            lambda h, beta: -F.logsigmoid(beta * h),
-            "-log sigma(beta h) (DPO 2305.18290)",
-            knobs=(SHIFT,),
-        ),
-        "ipo": Mode(lambda h, beta: (h - 1.0 / (2.0 * beta)) ** 2, "(h - 1/(2 beta))^2 (IPO 2310.12036, tau = beta)"),
-    },
-)
+DPO_LOSS: Modes = Modes("dpo_loss_type")
+
+
+@register("dpo_loss_type", "sigmoid", doc="-log sigma(beta h) (DPO 2305.18290)", knobs=(SHIFT,))
+def _sigmoid(h: torch.Tensor, beta: float) -> torch.Tensor:
+    return -F.logsigmoid(beta * h)
+
+
+@register("dpo_loss_type", "ipo", doc="(h - 1/(2 beta))^2 (IPO 2310.12036, tau = beta)")
+def _ipo(h: torch.Tensor, beta: float) -> torch.Tensor:
+    return (h - 1.0 / (2.0 * beta)) ** 2

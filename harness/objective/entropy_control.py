@@ -35,9 +35,9 @@ import torch
 
 from harness.objective.aggregation import aggregate
 from harness.objective.deferred import scalar
-from harness.objective.extensions import EXTENSIONS, Hooks
-from harness.objective.modes import Knob, Mode, Modes, Requires
-from harness.objective.surrogates import CLIP, EPS, Surrogate, _bound_masks, _bounds, _ppo, no_masks
+from harness.objective.extensions import Hooks
+from harness.objective.modes import Knob, Modes, Requires, register, register_clip, register_extension
+from harness.objective.surrogates import EPS, _bound_masks, _bounds, _ppo
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -151,39 +151,54 @@ KL_COV_KNOBS = (
         ge=0,
     ),
 )
-CLIP.register(
+register_clip(
     "clip_cov",
-    Mode(
-        Surrogate(_clip_cov, _bound_masks, masked=True, metrics=_clip_cov_metrics),
-        "ppo's -min(rho A, clip(rho) A), the gradient of clip_cov_ratio of the tokens whose covariance of "
-        "log-prob and advantage is in (clip_cov_lb, clip_cov_ub) detached (Clip-Cov 2505.22617)",
-        knobs=CLIP_COV_KNOBS,
-        reads=EPS,
-        requires=(Requires("dual_clip", (None,), "Clip-Cov is verl's ppo clip without a dual clip"),),
-    ),
-)
-CLIP.register(
+    doc="ppo's -min(rho A, clip(rho) A), the gradient of clip_cov_ratio of the tokens whose covariance of "
+    "log-prob and advantage is in (clip_cov_lb, clip_cov_ub) detached (Clip-Cov 2505.22617)",
+    knobs=CLIP_COV_KNOBS,
+    reads=EPS,
+    requires=(Requires("dual_clip", (None,), "Clip-Cov is verl's ppo clip without a dual clip"),),
+    masks=_bound_masks,
+    masked=True,
+    metrics=_clip_cov_metrics,
+)(_clip_cov)
+register_clip(
     "kl_cov",
-    Mode(
-        Surrogate(_kl_cov, no_masks, masked=True, metrics=_kl_cov_metrics),
-        "-rho A, + ppo_kl_coef |logp - old_logp| on the kl_cov_ratio tokens of largest covariance of log-prob and "
-        "advantage (KL-Cov 2505.22617)",
-        knobs=KL_COV_KNOBS,
-    ),
-)
+    doc="-rho A, + ppo_kl_coef |logp - old_logp| on the kl_cov_ratio tokens of largest covariance of log-prob and "
+    "advantage (KL-Cov 2505.22617)",
+    knobs=KL_COV_KNOBS,
+    masked=True,
+    metrics=_kl_cov_metrics,
+)(_kl_cov)
 
 
 # ----------------------------------------------------------------------------- the entropy bonus's aggregation
+# The `entropy_agg` knob (docs/objective.md, "Entropy controls").
+ENTROPY_AGG: Modes = Modes("entropy_agg")
+
+
 def entropy_term(cfg: Any, loss_ent: torch.Tensor, agg: dict, keep: torch.Tensor | None) -> torch.Tensor:
     """The entropy bonus's part of the loss (scalar) under cfg.entropy_agg; loss_ent = -coef H (B, T), agg the
     policy's aggregation arguments (objective/policy.py), keep the tokens a token mask keeps (or None)."""
     return ENTROPY_AGG[cfg.entropy_agg](loss_ent, keep, agg)
 
 
+@register(
+    "entropy_agg",
+    "agg",
+    doc="the bonus aggregated with the policy's agg: entropy_coef weighs otherwise under Dr.GRPO's sum than under "
+    "GRPO's mean",
+)
 def _with_policy_agg(loss_ent, keep, agg):
     return aggregate(loss_tok=loss_ent, **agg)
 
 
+@register(
+    "entropy_agg",
+    "token_mean",
+    doc="sum M' (-coef H) / sum M', M' the tokens the bonus acts on: the mean token entropy whatever the loss "
+    "(TRL 1.16); in a micro-batch sum M' is num_tokens times its kept share",
+)
 def _token_mean(loss_ent, keep, agg):
     # TRL 1.16 (grpo_trainer.py l. 3196): entropy_loss = sum M' H / sum M', M' the tokens the bonus acts on
     m = agg["mask"]
@@ -193,24 +208,6 @@ def _token_mean(loss_ent, keep, agg):
         return total / acts.sum().clamp(min=1).to(total.dtype)
     share = acts.sum().to(total.dtype) / m.sum().clamp(min=1).to(total.dtype)
     return total / torch.clamp(share * float(agg["num_tokens"]), min=1.0)
-
-
-# The `entropy_agg` knob (docs/objective.md, "Entropy controls").
-ENTROPY_AGG: Modes = Modes(
-    "entropy_agg",
-    {
-        "agg": Mode(
-            _with_policy_agg,
-            "the bonus aggregated with the policy's agg: entropy_coef weighs otherwise under Dr.GRPO's sum than under "
-            "GRPO's mean",
-        ),
-        "token_mean": Mode(
-            _token_mean,
-            "sum M' (-coef H) / sum M', M' the tokens the bonus acts on: the mean token entropy whatever the loss "
-            "(TRL 1.16); in a micro-batch sum M' is num_tokens times its kept share",
-        ),
-    },
-)
 
 
 # ----------------------------------------------------------------------------- the 80/20 rule (2506.01939)
@@ -325,29 +322,30 @@ def entropy_bonus_on(cfg: Any) -> bool:
     return bool(cfg.entropy_coef) or bool(getattr(cfg, "use_adaptive_entropy", False))
 
 
-EXTENSIONS.register(
+@register_extension(
     "top_entropy",
-    Mode(
-        lambda cfg: cfg.top_entropy_quantile < 1.0,
-        "80/20 rule (2506.01939): the policy gradient, and the entropy bonus, only on the top_entropy_quantile of "
-        "the tokens by entropy (TRL 1.16 top_entropy_quantile)",
-        knobs=(TOP_ENTROPY_KNOB,),
-        switch="top_entropy_quantile",
-        when="objective.top_entropy_quantile < 1",
-        hooks=Hooks(token_mask=_top_entropy_token_mask),
-    ),
+    doc="80/20 rule (2506.01939): the policy gradient, and the entropy bonus, only on the top_entropy_quantile of "
+    "the tokens by entropy (TRL 1.16 top_entropy_quantile)",
+    knobs=(TOP_ENTROPY_KNOB,),
+    switch="top_entropy_quantile",
+    when="objective.top_entropy_quantile < 1",
+    hooks=Hooks(token_mask=_top_entropy_token_mask),
 )
-EXTENSIONS.register(
+def _top_entropy_on(cfg: Any) -> bool:
+    return cfg.top_entropy_quantile < 1.0
+
+
+@register_extension(
     "adaptive_entropy",
-    Mode(
-        lambda cfg: bool(cfg.use_adaptive_entropy),
-        "Skywork-OR1's adaptive entropy coefficient (2505.22312; TRL 1.16 use_adaptive_entropy): entropy_coef "
-        "steered toward entropy_target; its state is checkpointed",
-        knobs=ADAPTIVE_KNOBS,
-        switch="use_adaptive_entropy",
-        when="objective.use_adaptive_entropy=true",
-    ),
+    doc="Skywork-OR1's adaptive entropy coefficient (2505.22312; TRL 1.16 use_adaptive_entropy): entropy_coef "
+    "steered toward entropy_target; its state is checkpointed",
+    knobs=ADAPTIVE_KNOBS,
+    switch="use_adaptive_entropy",
+    when="objective.use_adaptive_entropy=true",
 )
+def _adaptive_entropy_on(cfg: Any) -> bool:
+    return bool(cfg.use_adaptive_entropy)
+
 
 __all__ = [
     "ENTROPY_AGG",

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 import torch
 
 from harness.objective import simko
-from harness.objective.modes import KINDS, Mode, Modes, Requires
+from harness.objective.modes import KINDS, Mode, Modes, Requires, register_extension
 
 
 @dataclass(frozen=True)
@@ -164,69 +164,84 @@ def _is_on(cfg: Any, name: str, mode: Mode) -> bool:
     return all(hasattr(cfg, k.name) for k in mode.knobs) and bool(mode.impl(cfg))
 
 
-def _simko_mode() -> Mode:
-    return Mode(
-        lambda cfg: cfg.simko_top_k > 0,
-        "SimKO (2510.14807): at high-entropy tokens a correct response spreads simko_mix of its gradient over "
-        "pi_old's top-K tokens, a wrong one's argmax is pushed simko_neg_scale harder; needs the top-K log-probs",
-        knobs=simko.KNOBS,
-        switch="simko_top_k",
-        when="objective.simko_top_k > 0",
-        requires=(
-            Requires("clip", ("ppo",), simko.WHY),
-            Requires("ratio", ("token",), simko.WHY),
-            Requires("dual_clip", (None,), simko.WHY),
-            Requires("eps_low", why=simko.WHY, accepts=lambda v, cfg: v is not None, allowed_text="a number"),
-        ),
-        hooks=Hooks(old_forward=simko.old_topk, train_forward=simko.train_topk, token_loss=simko.token_loss),
-    )
-
-
 # The extensions (kind "extension"): active when their switch says so, whatever the mode knobs select.
-EXTENSIONS: Modes = Modes(
-    "extension",
-    {
-        "simko": _simko_mode(),
-        "kl": Mode(
-            lambda cfg: cfg.kl_coef > 0,
-            "the KL term to pi_ref (§4): kl_coef k in the loss or kl_coef k1 off the reward; loads pi_ref",
-            reads=("kl_estimator", "kl_placement", "ref_update_every"),
-            switch="kl_coef",
-            when="objective.kl_coef > 0",
-            hooks=Hooks(reference=True),
-        ),
-        "overlong": Mode(
-            lambda cfg: cfg.overlong_buffer > 0,
-            "DAPO's soft overlong punishment (§6): reward - overlong_penalty, linear over the buffer",
-            reads=("overlong_penalty",),
-            switch="overlong_buffer",
-            when="objective.overlong_buffer > 0",
-        ),
-        "dynamic_sampling": Mode(
-            lambda cfg: bool(cfg.dynamic_sampling),
-            "DAPO's dynamic sampling (§6): drop all-equal groups and refill them",
-            reads=("train.max_refill_rounds",),
-            switch="dynamic_sampling",
-            when="objective.dynamic_sampling=true",
-        ),
-        "zero_variance_filter": Mode(
-            lambda cfg: bool(cfg.zero_variance_filter),
-            "ScaleRL's zero-variance filtering (2510.13786, §6): drop all-equal groups, no refill",
-            switch="zero_variance_filter",
-            when="objective.zero_variance_filter=true",
-            min_group_size=2,  # a group of one response is always all-equal
-        ),
-        "no_positive_resampling": Mode(
-            lambda cfg: cfg.no_positive_resampling is not None,
-            "ScaleRL's no-positive-resampling (2510.13786, §6): prompts solved at a running pass rate >= the "
-            "threshold leave the training pool",
-            switch="no_positive_resampling",
-            when="objective.no_positive_resampling set",
-        ),
-    },
-    build=_build,
-    active=_is_on,
+EXTENSIONS: Modes = Modes("extension", build=_build, active=_is_on)
+
+
+@register_extension(
+    "simko",
+    doc="SimKO (2510.14807): at high-entropy tokens a correct response spreads simko_mix of its gradient over "
+    "pi_old's top-K tokens, a wrong one's argmax is pushed simko_neg_scale harder; needs the top-K log-probs",
+    knobs=simko.KNOBS,
+    switch="simko_top_k",
+    when="objective.simko_top_k > 0",
+    requires=(
+        Requires("clip", ("ppo",), simko.WHY),
+        Requires("ratio", ("token",), simko.WHY),
+        Requires("dual_clip", (None,), simko.WHY),
+        Requires("eps_low", why=simko.WHY, accepts=lambda v, cfg: v is not None, allowed_text="a number"),
+    ),
+    hooks=Hooks(old_forward=simko.old_topk, train_forward=simko.train_topk, token_loss=simko.token_loss),
 )
+def _simko_on(cfg: Any) -> bool:
+    return cfg.simko_top_k > 0
+
+
+@register_extension(
+    "kl",
+    doc="the KL term to pi_ref (§4): kl_coef k in the loss or kl_coef k1 off the reward; loads pi_ref",
+    reads=("kl_estimator", "kl_placement", "ref_update_every"),
+    switch="kl_coef",
+    when="objective.kl_coef > 0",
+    hooks=Hooks(reference=True),
+)
+def _kl_on(cfg: Any) -> bool:
+    return cfg.kl_coef > 0
+
+
+@register_extension(
+    "overlong",
+    doc="DAPO's soft overlong punishment (§6): reward - overlong_penalty, linear over the buffer",
+    reads=("overlong_penalty",),
+    switch="overlong_buffer",
+    when="objective.overlong_buffer > 0",
+)
+def _overlong_on(cfg: Any) -> bool:
+    return cfg.overlong_buffer > 0
+
+
+@register_extension(
+    "dynamic_sampling",
+    doc="DAPO's dynamic sampling (§6): drop all-equal groups and refill them",
+    reads=("train.max_refill_rounds",),
+    switch="dynamic_sampling",
+    when="objective.dynamic_sampling=true",
+)
+def _dynamic_sampling_on(cfg: Any) -> bool:
+    return bool(cfg.dynamic_sampling)
+
+
+@register_extension(
+    "zero_variance_filter",
+    doc="ScaleRL's zero-variance filtering (2510.13786, §6): drop all-equal groups, no refill",
+    switch="zero_variance_filter",
+    when="objective.zero_variance_filter=true",
+    min_group_size=2,  # a group of one response is always all-equal
+)
+def _zero_variance_filter_on(cfg: Any) -> bool:
+    return bool(cfg.zero_variance_filter)
+
+
+@register_extension(
+    "no_positive_resampling",
+    doc="ScaleRL's no-positive-resampling (2510.13786, §6): prompts solved at a running pass rate >= the "
+    "threshold leave the training pool",
+    switch="no_positive_resampling",
+    when="objective.no_positive_resampling set",
+)
+def _no_positive_resampling_on(cfg: Any) -> bool:
+    return cfg.no_positive_resampling is not None
+
 
 __all__ = [
     "Hooks",

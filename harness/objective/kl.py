@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.objective.modes import Mode, Modes, Requires
+from harness.objective.modes import Modes, Requires, register, register_kl_estimator
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -33,42 +33,43 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> to
 
 
 # The `kl_estimator` knob (docs/objective.md §4): name -> k(d), d = ref_logp - logp (B, T).
-KL_ESTIMATOR: Modes = Modes(
-    "kl_estimator",
-    {
-        "k1": Mode(lambda d: -d, "log(pi_theta / pi_ref): unbiased, can be negative"),  # log(pi_theta / pi_ref)
-        "k2": Mode(lambda d: 0.5 * d * d, "(1/2)(log r)^2: biased, low variance, >= 0"),  # (1/2) (log r)^2
-        "k3": Mode(
-            lambda d: torch.expm1(d) - d, "(r - 1) - log r, r = pi_ref/pi_theta: unbiased, >= 0 (GRPO 2402.03300)"
-        ),
-    },
-)
-
-# The `kl_placement` knob (docs/objective.md §4); dispatched by objective.api (advantages / loss).
-KL_PLACEMENT: Modes = Modes(
-    "kl_placement",
-    {
-        "loss": Mode(None, "kl_coef * k (the chosen estimator) added to the token loss (GRPO)"),
-        "reward": Mode(
-            None,
-            "kl_coef * k1 subtracted from the reward, from the rollout log-probs, no gradient "
-            "(PPO/InstructGPT per token with the critic; RLOO/REINFORCE++ per sequence)",
-            requires=(
-                Requires("kl_estimator", ("k1",), "the reward placement subtracts kl_coef*k1 (docs/objective.md §4)"),
-            ),
-        ),
-    },
-)
+KL_ESTIMATOR: Modes = Modes("kl_estimator")
+# The `kl_placement` knob (docs/objective.md §4): name -> whether its KL term is on for a config; dispatched by
+# objective.api (advantages / loss).
+KL_PLACEMENT: Modes = Modes("kl_placement")
 
 
-def reward_kl_on(cfg: ObjectiveConfig) -> bool:
-    """Whether kl_coef * k1 comes off the reward (kl_placement: reward, kl_coef > 0)."""
-    return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "reward"
+@register_kl_estimator("k1", doc="log(pi_theta / pi_ref): unbiased, can be negative")
+def _k1(d: torch.Tensor) -> torch.Tensor:
+    return -d  # log(pi_theta / pi_ref)
 
 
+@register_kl_estimator("k2", doc="(1/2)(log r)^2: biased, low variance, >= 0")
+def _k2(d: torch.Tensor) -> torch.Tensor:
+    return 0.5 * d * d  # (1/2) (log r)^2
+
+
+@register_kl_estimator("k3", doc="(r - 1) - log r, r = pi_ref/pi_theta: unbiased, >= 0 (GRPO 2402.03300)")
+def _k3(d: torch.Tensor) -> torch.Tensor:
+    return torch.expm1(d) - d
+
+
+@register("kl_placement", "loss", doc="kl_coef * k (the chosen estimator) added to the token loss (GRPO)")
 def loss_kl_on(cfg: ObjectiveConfig) -> bool:
     """Whether kl_coef * k is added to the token loss (kl_placement: loss, kl_coef > 0)."""
     return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "loss"
+
+
+@register(
+    "kl_placement",
+    "reward",
+    doc="kl_coef * k1 subtracted from the reward, from the rollout log-probs, no gradient "
+    "(PPO/InstructGPT per token with the critic; RLOO/REINFORCE++ per sequence)",
+    requires=(Requires("kl_estimator", ("k1",), "the reward placement subtracts kl_coef*k1 (docs/objective.md §4)"),),
+)
+def reward_kl_on(cfg: ObjectiveConfig) -> bool:
+    """Whether kl_coef * k1 comes off the reward (kl_placement: reward, kl_coef > 0)."""
+    return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "reward"
 
 
 def _reward_kl_active(cfg: ObjectiveConfig, ref_logp: torch.Tensor | None) -> bool:

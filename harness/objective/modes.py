@@ -30,6 +30,7 @@ its `switch` knob says so (SimKO: simko_top_k > 0).
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -183,18 +184,16 @@ class Modes(Mapping[str, ImplT]):
     def __init__(
         self,
         kind: str,
-        modes: dict[str, Mode],
+        modes: dict[str, Mode] | None = None,
         build: Callable[..., Any] | None = None,
         active: Callable[[Any, str, Mode], bool] | None = None,
     ):
-        if not modes:
-            raise ValueError(f"knob {kind!r} needs at least one mode")
         self.kind = kind
         self.knob = kind
         self.modes: dict[str, Mode] = {}
         self.build = build or (lambda fn: fn)
         self._active = active or (lambda cfg, name, mode: getattr(cfg, kind, None) == name)
-        for name, mode in modes.items():
+        for name, mode in (modes or {}).items():
             self.register(name, mode)
         KINDS[kind] = self
 
@@ -217,6 +216,7 @@ class Modes(Mapping[str, ImplT]):
         if self.modes[self.check(name)].origin == BUILTIN:
             raise ValueError(f"{self.kind} {name!r} is built in")
         del self.modes[name]
+        DECLARED.pop((self.kind, name), None)
 
     def active(self, cfg: Any) -> list[tuple[str, Mode]]:
         """The modes of this kind that `cfg` selects (one for a knob; any number of extensions)."""
@@ -295,6 +295,8 @@ def _check_knobs(mode: Mode, kind: str, name: str) -> None:
 
 # ----------------------------------------------------------------------------- the decorator
 _LOADING: list[str] = []  # the plugin module being imported (plugins.py): the origin of what it registers
+# (kind, name) -> (the module whose code called the decorator, the decorated function's module)
+DECLARED: dict[tuple[str, str], tuple[str, str]] = {}
 
 # kind -> the arguments its function is called with (docs/extending.md), and its build keywords' functions'
 CALLS: dict[str, tuple[str, ...]] = {
@@ -308,9 +310,13 @@ CALLS: dict[str, tuple[str, ...]] = {
     "entropy_agg": ("loss_ent", "keep", "agg"),
     "kl_estimator": ("d",),
     "dpo_loss_type": ("h", "beta"),
+    "std": ("x",),
+    "kl_placement": ("cfg",),
     "extension": ("cfg",),
+    "clip with mask": ("ratio", "adv", "logp", "old_logp", "cfg", "mask"),
     "clip masks": ("ratio", "adv", "logp", "old_logp", "cfg"),
     "ratio masks": ("logp", "old_logp", "adv", "cfg"),
+    "clip metrics": ("ratio", "adv", "logp", "old_logp", "cfg", "mask"),
     "agg weights": ("mask", "num_seqs", "num_tokens", "cfg"),
     "hook advantages": ("cfg", "rewards", "mask", "group_size", "inputs"),
     "hook scoring": ("cfg", "rewards", "mask", "group_size"),
@@ -348,7 +354,8 @@ def _check_calls(kind: str, name: str, fn: Callable, build: dict, hooks: Any) ->
     """The decorated function, its build keywords' functions and its hooks fit the calls they will get."""
     where = f"{kind} {name!r}"
     if kind in CALLS:
-        check_call(fn, kind, where)
+        call = "hook advantages" if build.get("per_token") else "clip with mask" if build.get("masked") else kind
+        check_call(fn, call, where)
     for key, value in build.items():
         if f"{kind} {key}" in CALLS and value is not None:
             check_call(value, f"{kind} {key}", f"{where} {key}=")
@@ -359,11 +366,29 @@ def _check_calls(kind: str, name: str, fn: Callable, build: dict, hooks: Any) ->
             check_call(value, f"hook {key}", f"{where} hooks.{key}")
 
 
-def _origin(fn: Any) -> str:
+def _per_token(kind: str, name: str, fn: Callable, build: dict, hooks: Any) -> tuple[Any, Any]:
+    """`per_token=True` (a baseline): the function is the mode's `advantages` hook, and the mode has no group
+    baseline (impl None) -> (impl, hooks); otherwise the kind's impl and the hooks as given."""
+    if not build.pop("per_token", False):
+        return KINDS[kind].build(fn, **build), hooks
+    if kind != "baseline" or hooks is None or hooks.advantages is not None:
+        raise ValueError(
+            f"{kind} {name!r}: per_token=True is for a baseline with hooks=Hooks(...) and no advantages= hook "
+            "(the decorated function is its advantages hook)"
+        )
+    return None, replace(hooks, advantages=fn)
+
+
+def origin_of(module: str) -> str:
+    """The origin of what `module` registers: the plugin being imported, BUILTIN for the package's own
+    modules, else the module itself (a notebook's, a test's)."""
     if _LOADING:
         return _LOADING[-1]
-    module = getattr(fn, "__module__", None) or "__main__"
     return BUILTIN if module.startswith(BUILTIN + ".") else module
+
+
+def _origin(fn: Any) -> str:
+    return origin_of(getattr(fn, "__module__", None) or "__main__")
 
 
 def register(
@@ -378,31 +403,41 @@ def register(
     hooks: Any = None,
     switch: str = "",
     when: str = "",
+    group_rule: Callable[[Any, int], str | None] | None = None,
+    run_rule: Callable[[Any], list[str]] | None = None,
     **build: Any,
 ) -> Callable:
     """Decorator: register the function as mode `name` of `kind` (a knob that takes a named mode, or
     "extension"). The function's signature is the kind's (docs/extending.md lists them); `build`
-    holds the kind's extra parts (clip: masks=; agg: weights=; ratio: masks=, per_sequence=).
-    Returns the function unchanged."""
+    holds the kind's extra parts (clip: masks=, masked=, metrics=; agg: weights=; ratio: masks=,
+    per_sequence=; baseline: per_token=True, the function is then its `advantages` hook); `run_rule(run)`
+    returns warnings about the whole run config, or raises ValueError to refuse it (docs/extending.md).
+    Returns the function unchanged. The package's own modes are declared with it too, each beside its
+    function (`DECLARED` records where: tests/objective/test_one_way_to_register.py)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}; allowed kinds: {sorted(KINDS)}")
     reg = KINDS[kind]
 
     def decorate(fn: Callable) -> Callable:
         _check_calls(kind, name, fn, build, hooks)
+        impl, mode_hooks = _per_token(kind, name, fn, dict(build), hooks)
         mode = Mode(
-            reg.build(fn, **build),
+            impl,
             doc,
             tuple(knobs),
             tuple(reads),
             tuple(requires),
             min_group_size,
-            hooks=hooks,
+            group_rule=group_rule,
+            run_rule=run_rule,
+            hooks=mode_hooks,
             switch=switch,
             when=when,
             origin=_origin(fn),
         )
         reg.register(name, mode)
+        module = getattr(fn, "__module__", None) or "__main__"
+        DECLARED[(kind, name)] = (sys._getframe(1).f_globals.get("__name__", "__main__"), module)
         return fn
 
     return decorate
@@ -474,4 +509,6 @@ __all__ = [
     "all_knobs",
     "readers",
     "loading",
+    "origin_of",
+    "DECLARED",
 ]

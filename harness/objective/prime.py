@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import torch
 
-from harness.objective.advantages import BASELINE, BINARY, check_binary, whiten
+from harness.objective.advantages import BINARY, check_binary, whiten
 from harness.objective.extensions import Hooks, Scored
-from harness.objective.modes import Knob, Mode, Requires
+from harness.objective.modes import Knob, Requires, register_baseline
 
 
 def _last_token(mask: torch.Tensor) -> torch.Tensor:
@@ -166,6 +166,38 @@ KNOBS = (
 )
 
 
+def _rm_term(cfg, x, num_seqs, num_tokens):
+    """The reward model's BCE(sigmoid(prime_beta sum_t M q), outcome) on the micro-batch (§13)."""
+    prm_logp = x.extras.get("prm_logp")
+    if prm_logp is None:
+        return None, {}
+    if x.ref_logp is None or x.extras.get("outcomes") is None:
+        raise ValueError(
+            "prm_logp given without ref_logp (b, T) and outcomes (b,): the reward model's loss needs all three"
+        )
+    rm = prime_rm_loss(prm_logp - x.ref_logp.detach(), x.mask, x.extras["outcomes"], cfg.prime_beta, num_seqs)
+    return rm, {"loss/prm": float(rm.detach())}
+
+
+@register_baseline(
+    "prime",
+    doc="PRIME's implicit process rewards + outcome, RLOO over the group, returns whitened: per-token advantages "
+    "(2502.01456, docs/objective.md §13); binary rewards, scale batch_std",
+    knobs=KNOBS,
+    min_group_size=2,
+    requires=(
+        Requires("scale", ("batch_std",), "PRIME whitens its token returns over the batch (docs/objective.md §13)"),
+        Requires(
+            "kl_placement",
+            why="PRIME's returns are built from its process and outcome rewards only",
+            accepts=lambda v, cfg: v == "loss" or cfg.kl_coef == 0,
+            allowed_text="'loss', or kl_coef=0",
+        ),
+        Requires("overlong_buffer", (0,), BINARY),
+    ),
+    hooks=Hooks(component="prm_logp", reference=True, loss_term=_rm_term),
+    per_token=True,
+)
 def _scored(cfg, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inputs: dict) -> Scored:
     """PRIME's advantages (B, T) and the reward model's metrics on the step's batch (§13):
     prm/loss its BCE, prm/accuracy the share of rows whose score sum_t M q predicts the outcome,
@@ -190,39 +222,3 @@ def _scored(cfg, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inp
     if (auc := prime_rm_auc(q, mask, rewards)) is not None:
         metrics["prm/auc"] = auc
     return Scored(adv=adv, returns=None, rewards=rewards, metrics=metrics, extras={"outcomes": rewards})
-
-
-def _rm_term(cfg, x, num_seqs, num_tokens):
-    """The reward model's BCE(sigmoid(prime_beta sum_t M q), outcome) on the micro-batch (§13)."""
-    prm_logp = x.extras.get("prm_logp")
-    if prm_logp is None:
-        return None, {}
-    if x.ref_logp is None or x.extras.get("outcomes") is None:
-        raise ValueError(
-            "prm_logp given without ref_logp (b, T) and outcomes (b,): the reward model's loss needs all three"
-        )
-    rm = prime_rm_loss(prm_logp - x.ref_logp.detach(), x.mask, x.extras["outcomes"], cfg.prime_beta, num_seqs)
-    return rm, {"loss/prm": float(rm.detach())}
-
-
-BASELINE.register(
-    "prime",
-    Mode(
-        None,
-        "PRIME's implicit process rewards + outcome, RLOO over the group, returns whitened: per-token advantages "
-        "(2502.01456, docs/objective.md §13); binary rewards, scale batch_std",
-        knobs=KNOBS,
-        min_group_size=2,
-        requires=(
-            Requires("scale", ("batch_std",), "PRIME whitens its token returns over the batch (docs/objective.md §13)"),
-            Requires(
-                "kl_placement",
-                why="PRIME's returns are built from its process and outcome rewards only",
-                accepts=lambda v, cfg: v == "loss" or cfg.kl_coef == 0,
-                allowed_text="'loss', or kl_coef=0",
-            ),
-            Requires("overlong_buffer", (0,), BINARY),
-        ),
-        hooks=Hooks(component="prm_logp", reference=True, advantages=_scored, loss_term=_rm_term),
-    ),
-)

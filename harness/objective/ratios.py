@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
-from harness.objective.modes import Knob, Mode, Modes, Requires
+from harness.objective.modes import Knob, Modes, Requires, register_ratio
 from harness.objective.padding import zero_padding
 
 if TYPE_CHECKING:
@@ -78,45 +78,78 @@ def importance_ratio(
 LOG_RATIO_BOUND = 20.0
 
 
+class Ratio(NamedTuple):
+    ratio: object  # (logp, old_logp, mask, adv, cfg) -> rho (B, T), padding zeroed in logp and old_logp
+    masks: object = None  # (logp, old_logp, adv, cfg) -> (low, high) (B, T) bool: tokens the ratio itself clipped
+    per_sequence: bool = False  # one value and one clip per sequence: clip/frac counts sequences
+
+
+def _build(fn, masks=None, per_sequence: bool = False) -> Ratio:
+    return Ratio(fn, masks, per_sequence)
+
+
+LOG_W_MIN = math.log(1e-8)
+SSPO_SPAN = Knob(
+    "sspo_span",
+    16,
+    "SSPO (2511.04256) sub-sentence length in tokens: the ratio is the geometric mean of the token ratios "
+    "over each span of this many tokens (1 = token ratio, >= the response = GSPO's sequence ratio)",
+    ge=1,
+)
+GEOMETRIC_WHY = "the geometric ratio clips each token in log space itself (eps_low/eps_high, GMPO)"
+
+# The `ratio` knob (docs/objective.md §2): name -> Ratio(rho(lp, old, m, adv, cfg), ...), all (B, T).
+RATIO: Modes = Modes("ratio", build=_build)
+
+
+@register_ratio("token", doc="exp(logp - old_logp) per token (PPO, GRPO, DAPO, CISPO)")
 def _token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     return torch.exp((lp - old).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
 
 
+@register_ratio(
+    "sequence", doc="s_i = exp(mean_t(logp - old_logp)), one value per sequence (GSPO 2507.18071)", per_sequence=True
+)
 def _sequence(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     s = torch.exp(sequence_log_ratio(lp, old, m))  # (B,)
     return s.unsqueeze(-1).expand_as(lp)
 
 
+@register_ratio(
+    "sequence_token",
+    doc="sg(s_i) * exp(logp - sg(logp)): value s_i, per-token gradient (GSPO-token)",
+    per_sequence=True,
+)
 def _sequence_token(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     s = torch.exp(sequence_log_ratio(lp, old, m)).detach()  # sg(s_i)
     return s.unsqueeze(-1) * torch.exp(lp - lp.detach())
 
 
+def _none_run_rule(run: Any) -> list[str]:
+    """Ratio none corrects nothing for samples the current policy did not draw: a warning where the run trains
+    on such samples (the later optimizer steps of a batch; rollout.staleness), allowed as a question to study."""
+    t, k, out = run.train, run.rollout.staleness, []
+    if t.mini_batches > 1 or t.inner_epochs > 1:
+        out.append(
+            f"objective.ratio=none (e.g. gpg) with train.mini_batches={t.mini_batches}, "
+            f"inner_epochs={t.inner_epochs}: every optimizer step after the first of a batch uses "
+            "stale samples with no importance correction; set both to 1 for on-policy REINFORCE"
+        )
+    if k:
+        out.append(
+            f"rollout.staleness={k} with objective.ratio=none: the samples come from the weights of {k} "
+            "updates ago and no importance ratio corrects for it"
+        )
+    return out
+
+
+@register_ratio(
+    "none",
+    doc="exp(logp - sg(logp)): value 1, gradient grad logp (on-policy REINFORCE / GPG 2504.02546)",
+    run_rule=_none_run_rule,
+)
 def _none(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     return torch.exp(lp - lp.detach())
-
-
-def _sequence_product(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
-    x = torch.clamp(lp - old, -20.0, 20.0)  # padding is 0 here
-    log_w = torch.clamp(x.sum(-1), LOG_W_MIN, 20.0)  # log w_i = sum_t log rho_t   (VESPO's sequence weight)
-    return torch.exp(log_w).unsqueeze(-1).expand_as(lp)
-
-
-def span_mean(x: torch.Tensor, m: torch.Tensor, span: int) -> torch.Tensor:
-    """(B, T): each token's mean of x over the response tokens of its span [k span, (k+1) span) of the row
-    (0 where a span has none). x is zero on padding."""
-    B, T = x.shape
-    n = -(-T // span)  # spans per row
-    pad = n * span - T
-    xs = torch.nn.functional.pad(x, (0, pad)).view(B, n, span).sum(-1)  # (B, n)
-    cs = torch.nn.functional.pad(m.to(x.dtype), (0, pad)).view(B, n, span).sum(-1)
-    means = xs / cs.clamp(min=1)
-    return means.repeat_interleave(span, dim=-1)[:, :T]
-
-
-def _subsentence(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
-    # SSPO 2511.04256: s_{i,k} = exp((1/|k|) sum_{t in k} (logp - old_logp)), the sub-sentence's geometric mean
-    return torch.exp(span_mean(lp - old, m, cfg.sspo_span))
 
 
 def _need_adv(adv: torch.Tensor | None, cfg, shape: torch.Size) -> torch.Tensor:
@@ -149,6 +182,20 @@ def geometric_clip_masks(
     return low, high
 
 
+def _geometric_masks(lp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor]:
+    """GMPO: the tokens whose log-ratio the clip replaced by its bound (for clip/frac)."""
+    return geometric_clip_masks(lp.detach() - old, adv, cfg.eps_low, cfg.eps_high)
+
+
+# one value per sequence too, but it clips token by token: its clip/frac counts tokens
+@register_ratio(
+    "geometric",
+    doc="s_i = exp(mean_t of the token log-ratios, each clipped in log space by the sign of A), one "
+    "value per sequence (GMPO 2507.20673); clip none",
+    reads=("eps_low", "eps_high"),
+    requires=(Requires("clip", ("none",), GEOMETRIC_WHY),),
+    masks=_geometric_masks,
+)
 def _geometric(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
     a = _need_adv(adv, cfg, lp.shape)
     xt = geometric_log_ratio(lp - old, a, cfg.eps_low, cfg.eps_high)
@@ -157,90 +204,39 @@ def _geometric(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -
     return s.unsqueeze(-1).expand_as(lp)
 
 
-def _geometric_masks(lp: torch.Tensor, old: torch.Tensor, adv: torch.Tensor, cfg) -> tuple[torch.Tensor, torch.Tensor]:
-    """GMPO: the tokens whose log-ratio the clip replaced by its bound (for clip/frac)."""
-    return geometric_clip_masks(lp.detach() - old, adv, cfg.eps_low, cfg.eps_high)
-
-
-class Ratio(NamedTuple):
-    ratio: object  # (logp, old_logp, mask, adv, cfg) -> rho (B, T), padding zeroed in logp and old_logp
-    masks: object = None  # (logp, old_logp, adv, cfg) -> (low, high) (B, T) bool: tokens the ratio itself clipped
-    per_sequence: bool = False  # one value and one clip per sequence: clip/frac counts sequences
-
-
-def _build(fn, masks=None, per_sequence: bool = False) -> Ratio:
-    return Ratio(fn, masks, per_sequence)
-
-
-LOG_W_MIN = math.log(1e-8)
-SSPO_SPAN = Knob(
-    "sspo_span",
-    16,
-    "SSPO (2511.04256) sub-sentence length in tokens: the ratio is the geometric mean of the token ratios "
-    "over each span of this many tokens (1 = token ratio, >= the response = GSPO's sequence ratio)",
-    ge=1,
+@register_ratio(
+    "sequence_product",
+    doc="w_i = exp(sum_t(logp - old_logp)), the product of the token ratios, not length-normalised, one "
+    "value per sequence (VESPO 2602.10693; clip vespo)",
+    per_sequence=True,
 )
-GEOMETRIC_WHY = "the geometric ratio clips each token in log space itself (eps_low/eps_high, GMPO)"
+def _sequence_product(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
+    x = torch.clamp(lp - old, -20.0, 20.0)  # padding is 0 here
+    log_w = torch.clamp(x.sum(-1), LOG_W_MIN, 20.0)  # log w_i = sum_t log rho_t   (VESPO's sequence weight)
+    return torch.exp(log_w).unsqueeze(-1).expand_as(lp)
 
 
-def _none_run_rule(run: Any) -> list[str]:
-    """Ratio none corrects nothing for samples the current policy did not draw: a warning where the run trains
-    on such samples (the later optimizer steps of a batch; rollout.staleness), allowed as a question to study."""
-    t, k, out = run.train, run.rollout.staleness, []
-    if t.mini_batches > 1 or t.inner_epochs > 1:
-        out.append(
-            f"objective.ratio=none (e.g. gpg) with train.mini_batches={t.mini_batches}, "
-            f"inner_epochs={t.inner_epochs}: every optimizer step after the first of a batch uses "
-            "stale samples with no importance correction; set both to 1 for on-policy REINFORCE"
-        )
-    if k:
-        out.append(
-            f"rollout.staleness={k} with objective.ratio=none: the samples come from the weights of {k} "
-            "updates ago and no importance ratio corrects for it"
-        )
-    return out
+def span_mean(x: torch.Tensor, m: torch.Tensor, span: int) -> torch.Tensor:
+    """(B, T): each token's mean of x over the response tokens of its span [k span, (k+1) span) of the row
+    (0 where a span has none). x is zero on padding."""
+    B, T = x.shape
+    n = -(-T // span)  # spans per row
+    pad = n * span - T
+    xs = torch.nn.functional.pad(x, (0, pad)).view(B, n, span).sum(-1)  # (B, n)
+    cs = torch.nn.functional.pad(m.to(x.dtype), (0, pad)).view(B, n, span).sum(-1)
+    means = xs / cs.clamp(min=1)
+    return means.repeat_interleave(span, dim=-1)[:, :T]
 
 
-# The `ratio` knob (docs/objective.md §2): name -> Ratio(rho(lp, old, m, adv, cfg), ...), all (B, T).
-RATIO: Modes = Modes(
-    "ratio",
-    {
-        "token": Mode(Ratio(_token), "exp(logp - old_logp) per token (PPO, GRPO, DAPO, CISPO)"),
-        "sequence": Mode(
-            Ratio(_sequence, per_sequence=True),
-            "s_i = exp(mean_t(logp - old_logp)), one value per sequence (GSPO 2507.18071)",
-        ),
-        "sequence_token": Mode(
-            Ratio(_sequence_token, per_sequence=True),
-            "sg(s_i) * exp(logp - sg(logp)): value s_i, per-token gradient (GSPO-token)",
-        ),
-        "none": Mode(
-            Ratio(_none),
-            "exp(logp - sg(logp)): value 1, gradient grad logp (on-policy REINFORCE / GPG 2504.02546)",
-            run_rule=_none_run_rule,
-        ),
-        # one value per sequence too, but it clips token by token: its clip/frac counts tokens
-        "geometric": Mode(
-            Ratio(_geometric, _geometric_masks),
-            "s_i = exp(mean_t of the token log-ratios, each clipped in log space by the sign of A), one "
-            "value per sequence (GMPO 2507.20673); clip none",
-            reads=("eps_low", "eps_high"),
-            requires=(Requires("clip", ("none",), GEOMETRIC_WHY),),
-        ),
-        "sequence_product": Mode(
-            Ratio(_sequence_product, per_sequence=True),
-            "w_i = exp(sum_t(logp - old_logp)), the product of the token ratios, not length-normalised, one "
-            "value per sequence (VESPO 2602.10693; clip vespo)",
-        ),
-        "subsentence": Mode(
-            Ratio(_subsentence),
-            "exp(mean of logp - old_logp over each span of sspo_span tokens): between token and sequence "
-            "level (SSPO 2511.04256)",
-            knobs=(SSPO_SPAN,),
-        ),
-    },
-    build=_build,
+@register_ratio(
+    "subsentence",
+    doc="exp(mean of logp - old_logp over each span of sspo_span tokens): between token and sequence "
+    "level (SSPO 2511.04256)",
+    knobs=(SSPO_SPAN,),
 )
+def _subsentence(lp: torch.Tensor, old: torch.Tensor, m: torch.Tensor, adv, cfg) -> torch.Tensor:
+    # SSPO 2511.04256: s_{i,k} = exp((1/|k|) sum_{t in k} (logp - old_logp)), the sub-sentence's geometric mean
+    return torch.exp(span_mean(lp - old, m, cfg.sspo_span))
 
 
 def is_sequence_level(mode: str) -> bool:

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.objective.advantages import BASELINE, SCALE
+from harness.objective.advantages import SCALE
 from harness.objective.extensions import Hooks, Scored
 from harness.objective.kl import kl_in_reward, reward_kl_on
-from harness.objective.modes import Mode
+from harness.objective.modes import register_baseline
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -47,6 +47,13 @@ def remax_advantages(
     return SCALE[cfg.scale](u, r, cfg).reshape(-1).to(out_dtype)
 
 
+@register_baseline(
+    "remax",
+    doc="b_i = the reward of the greedy (temperature 0) response to the same prompt (ReMax 2310.10505, "
+    "verl `remax`); one extra greedy rollout per prompt, scored, logged, not trained on",
+    hooks=Hooks(greedy=True),
+    per_token=True,
+)
 def _remax_scored(
     cfg: ObjectiveConfig, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inputs: dict
 ) -> Scored:
@@ -68,14 +75,3 @@ def _remax_scored(
         "reward/above_greedy_frac": float((rewards.double() > greedy.double()).double().mean()),
     }
     return Scored(adv=adv, returns=None, rewards=rewards, metrics=metrics)
-
-
-BASELINE.register(
-    "remax",
-    Mode(
-        None,
-        "b_i = the reward of the greedy (temperature 0) response to the same prompt (ReMax 2310.10505, "
-        "verl `remax`); one extra greedy rollout per prompt, scored, logged, not trained on",
-        hooks=Hooks(advantages=_remax_scored, greedy=True),
-    ),
-)

@@ -35,8 +35,8 @@ import torch
 
 from harness.objective.aggregation import masked_mean
 from harness.objective.deferred import Deferred, mean_of
-from harness.objective.extensions import EXTENSIONS, Hooks, active_hooks
-from harness.objective.modes import Knob, Mode, Modes, Requires
+from harness.objective.extensions import Hooks, active_hooks
+from harness.objective.modes import Knob, Modes, Requires, register, register_extension
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -124,41 +124,43 @@ def _mask(per_sequence: bool) -> Callable:
     return fn
 
 
+# The importance-sampling modes of the sampler correction (objective.rollout_is); TRL 1.16's four.
+ROLLOUT_IS: Modes = Modes("rollout_is")
+
+
+@register("rollout_is", "none", doc="no importance weight against the sampler (tis_cap may still set token_truncate)")
 def _none(log_ratio: torch.Tensor, mask: torch.Tensor, cfg: Any) -> Weight:
     return Weight(torch.ones_like(log_ratio), torch.zeros_like(mask, dtype=torch.bool))
 
 
-def _is_mode(fn: Callable, doc: str, truncate: bool) -> Mode:
-    return Mode(fn, doc, knobs=(CLIP_MAX, CLIP_MIN), requires=_requires(truncate))
-
-
-# The importance-sampling modes of the sampler correction (objective.rollout_is); TRL 1.16's four.
-ROLLOUT_IS: Modes = Modes(
+register(
     "rollout_is",
-    {
-        "none": Mode(_none, "no importance weight against the sampler (tis_cap may still set token_truncate)"),
-        "token_truncate": _is_mode(
-            _truncate(False),
-            "TIS (Yao et al. 2025): w_it = clamp(pi_old/pi_rollout, C_min, C_max) per token (TRL token_truncate)",
-            True,
-        ),
-        "token_mask": _is_mode(
-            _mask(False),
-            "MIS per token: w_it = r_it inside [C_min, C_max], else 0 (TRL token_mask; both bounds: IcePop 2510.18855)",
-            False,
-        ),
-        "sequence_truncate": _is_mode(
-            _truncate(True),
-            "sequence TIS: w_i = clamp(prod_t r_it, C_min, C_max) on the whole row (TRL sequence_truncate)",
-            True,
-        ),
-        "sequence_mask": _is_mode(
-            _mask(True),
-            "sequence MIS: the row's w_i = prod_t r_it, 0 outside [C_min, C_max] (TRL sequence_mask, verl seq IS)",
-            False,
-        ),
-    },
-)
+    "token_truncate",
+    doc="TIS (Yao et al. 2025): w_it = clamp(pi_old/pi_rollout, C_min, C_max) per token (TRL token_truncate)",
+    knobs=(CLIP_MAX, CLIP_MIN),
+    requires=_requires(True),
+)(_truncate(False))
+register(
+    "rollout_is",
+    "token_mask",
+    doc="MIS per token: w_it = r_it inside [C_min, C_max], else 0 (TRL token_mask; both bounds: IcePop 2510.18855)",
+    knobs=(CLIP_MAX, CLIP_MIN),
+    requires=_requires(False),
+)(_mask(False))
+register(
+    "rollout_is",
+    "sequence_truncate",
+    doc="sequence TIS: w_i = clamp(prod_t r_it, C_min, C_max) on the whole row (TRL sequence_truncate)",
+    knobs=(CLIP_MAX, CLIP_MIN),
+    requires=_requires(True),
+)(_truncate(True))
+register(
+    "rollout_is",
+    "sequence_mask",
+    doc="sequence MIS: the row's w_i = prod_t r_it, 0 outside [C_min, C_max] (TRL sequence_mask, verl seq IS)",
+    knobs=(CLIP_MAX, CLIP_MIN),
+    requires=_requires(False),
+)(_mask(True))
 
 
 # ----------------------------------------------------------------------------- the token masks against the sampler
@@ -220,30 +222,32 @@ M2_THRESHOLD = Knob(
     nullable=True,
 )
 
-EXTENSIONS.register(
+
+@register_extension(
     "off_policy_mask",
-    Mode(
-        lambda cfg: cfg.off_policy_mask_threshold is not None,
-        "off-policy sequence masking (DeepSeek-V3.2 2512.02556): negative-advantage rows far from the sampler "
-        "get no policy gradient",
-        knobs=(OFF_POLICY_THRESHOLD,),
-        switch="off_policy_mask_threshold",
-        when="objective.off_policy_mask_threshold set",
-        hooks=Hooks(rollout_mask=off_policy_keep),
-    ),
+    doc="off-policy sequence masking (DeepSeek-V3.2 2512.02556): negative-advantage rows far from the sampler "
+    "get no policy gradient",
+    knobs=(OFF_POLICY_THRESHOLD,),
+    switch="off_policy_mask_threshold",
+    when="objective.off_policy_mask_threshold set",
+    hooks=Hooks(rollout_mask=off_policy_keep),
 )
-EXTENSIONS.register(
+def _off_policy_mask_on(cfg: Any) -> bool:
+    return cfg.off_policy_mask_threshold is not None
+
+
+@register_extension(
     "m2po",
-    Mode(
-        lambda cfg: cfg.m2_threshold is not None,
-        "M2PO (2510.01161): mask the tokens with the largest squared log-ratio to the sampler until its second "
-        "moment is under m2_threshold",
-        knobs=(M2_THRESHOLD,),
-        switch="m2_threshold",
-        when="objective.m2_threshold set",
-        hooks=Hooks(rollout_mask=m2po_keep),
-    ),
+    doc="M2PO (2510.01161): mask the tokens with the largest squared log-ratio to the sampler until its second "
+    "moment is under m2_threshold",
+    knobs=(M2_THRESHOLD,),
+    switch="m2_threshold",
+    when="objective.m2_threshold set",
+    hooks=Hooks(rollout_mask=m2po_keep),
 )
+def _m2po_on(cfg: Any) -> bool:
+    return cfg.m2_threshold is not None
+
 
 # metrics that are shares of rows: a trainer merging micro-batches weighs them by rows (harness/train/rl/update.py)
 ROW_METRICS = ("off_policy_mask/frac_masked", "rollout_is/seq_frac_truncated", "rollout_is/seq_frac_masked")

@@ -9,7 +9,7 @@ DAPO 2503.14476 (decoupled eps_low/eps_high: clip-higher), CISPO / MiniMax-M1 25
 GSPO 2507.18071 (same clip on the sequence ratio), SAPO 2511.20347 (a soft sigmoid gate instead
 of the hard clip), DPPO 2602.04879 (a trust region on the divergence of the token's probability:
 total variation or binary KL); INTELLECT-2 2505.07291 (two-sided clip `delta`); VESPO 2602.10693,
-GPPO 2508.07629 / CE-GPPO 2509.20712 and DRO (verl 0.9.1) in soft_clips.py.
+GPPO 2508.07629 / CE-GPPO 2509.20712 and DRO (verl 0.9.1) in soft_clips.py, declared there.
 
 The clip/frac metrics (docs/objective.md §9, §12) count, for every mode, the response tokens whose
 gradient the trust region removed or damped: ppo/cispo where the clip binds, sapo where the gate's
@@ -22,17 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from harness.objective.modes import Knob, Mode, Modes, Requires
-from harness.objective.soft_clips import (
-    DRO_BETA,
-    GPPO_KNOBS,
-    VESPO_KNOBS,
-    dro_loss,
-    gppo_loss,
-    gppo_masks,
-    vespo_loss,
-    vespo_masks,
-)
+from harness.objective.modes import Knob, Modes, Requires, register_clip
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -88,80 +78,10 @@ def surrogate_metrics(cfg: ObjectiveConfig, ratio, adv, logp, old_logp, mask) ->
     return surrogate.metrics(ratio.detach(), adv, logp.detach(), old_logp, cfg, _need_mask(cfg, mask))
 
 
-def _ppo(ratio, adv, logp, old_logp, cfg):
-    lo, hi = _bounds(cfg)
-    # INTELLECT-2 2505.07291 two-sided clip (TRL `delta`): min(rho, delta) A in the unclipped term
-    unclipped = (ratio if cfg.delta is None else torch.clamp(ratio, max=cfg.delta)) * adv
-    clipped = torch.clamp(ratio, min=lo, max=hi) * adv
-    loss = -torch.minimum(unclipped, clipped)
-    if cfg.dual_clip is not None:
-        capped = torch.minimum(loss, -cfg.dual_clip * adv)  # only ever binds for A < 0
-        loss = torch.where(adv < 0, capped, loss)
-    return loss
-
-
-def _cispo(ratio, adv, logp, old_logp, cfg):
-    lo, hi = _bounds(cfg)
-    weight = torch.clamp(ratio, min=lo, max=hi).detach()  # sg(r_hat)
-    return -weight * adv * logp
-
-
-def _none(ratio, adv, logp, old_logp, cfg):
-    return -ratio * adv
-
-
-def sapo_tau(adv: torch.Tensor, tau_pos: float, tau_neg: float) -> torch.Tensor:
-    """tau (B, T): tau_pos where A > 0, tau_neg elsewhere (SAPO's asymmetric temperatures)."""
-    return torch.where(adv > 0, torch.full_like(adv, tau_pos), torch.full_like(adv, tau_neg))
-
-
-def _sapo(ratio, adv, logp, old_logp, cfg):
-    # SAPO 2511.20347: f(rho) = (4/tau) sigma(tau (rho - 1)); grad_theta f = 4 p (1 - p) rho grad logp,
-    # p = sigma(tau (rho - 1)): weight 1 at rho = 1 (the on-policy gradient), decaying smoothly off it.
-    tau = sapo_tau(adv, cfg.sapo_tau_pos, cfg.sapo_tau_neg)
-    return -(4.0 / tau) * torch.sigmoid(tau * (ratio - 1.0)) * adv
-
-
-def sapo_weight(ratio: torch.Tensor, adv: torch.Tensor, tau_pos: float, tau_neg: float) -> torch.Tensor:
-    """The gate's gradient weight 4 p (1 - p), p = sigma(tau (rho - 1)) (B, T), no grad: 1 at rho = 1."""
-    tau = sapo_tau(adv, tau_pos, tau_neg)
-    p = torch.sigmoid(tau * (ratio.detach() - 1.0))
-    return 4.0 * p * (1.0 - p)
-
-
-def dppo_mask(
-    kind: str, logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, div_low: float, div_high: float
-) -> torch.Tensor:
-    """DPPO's trust-region mask m (B, T) bool (2602.04879), on the sampled token's probabilities
-    pi = exp(logp), mu = exp(old_logp), no gradient:
-      tv  m = (pi - mu <= div_high) where A > 0;  (pi - mu >= -div_low) elsewhere
-      kl  D = mu (log mu - log pi) + (1 - mu) log((1 - mu + 1e-8) / (1 - pi + 1e-8))   (binary KL)
-          m = (D <= div_high) or (pi <= mu) where A > 0;  (D <= div_low) or (pi >= mu) elsewhere
-    A token is dropped only when it moved too far in the direction its advantage pushes."""
-    lp, old = logp.detach(), old_logp.detach()
-    pi, mu = torch.exp(lp), torch.exp(old)
-    pos = adv > 0
-    if kind == "tv":
-        return torch.where(pos, pi - mu <= div_high, pi - mu >= -div_low)
-    if kind == "kl":
-        d = mu * (old - lp) + (1.0 - mu) * torch.log((1.0 - mu + 1e-8) / (1.0 - pi + 1e-8))
-        return torch.where(pos, (d <= div_high) | (pi <= mu), (d <= div_low) | (pi >= mu))
-    raise ValueError(f"unknown DPPO divergence {kind!r}; allowed: ['tv', 'kl']")
-
-
-def _dppo_kept(kind: str, logp, old_logp, adv, cfg) -> torch.Tensor:
-    if old_logp is None or logp is None:
-        raise ValueError(f"clip='dppo_{kind}' needs logp and the behaviour log-probs old_logp (B, T)")
-    return dppo_mask(kind, logp, old_logp, adv, cfg.div_low, cfg.div_high)
-
-
-def _dppo(kind: str):
-    def loss(ratio, adv, logp, old_logp, cfg):
-        m = _dppo_kept(kind, logp, old_logp, adv, cfg)
-        w = torch.clamp(ratio, max=cfg.is_cap).detach()  # rho_bar = sg(min(rho, is_cap))
-        return -adv * w * logp * m.to(logp.dtype)  # l = -A rho_bar logp m
-
-    return loss
+def no_masks(ratio, adv, logp, old_logp, cfg):
+    """A surrogate that never clips: (low, high) all False."""
+    f = torch.zeros_like(ratio, dtype=torch.bool)
+    return f, f
 
 
 def _bound_masks(ratio, adv, logp, old_logp, cfg):
@@ -171,27 +91,6 @@ def _bound_masks(ratio, adv, logp, old_logp, cfg):
     return low, (adv > 0) & (ratio > hi)
 
 
-def no_masks(ratio, adv, logp, old_logp, cfg):
-    """A surrogate that never clips: (low, high) all False."""
-    f = torch.zeros_like(ratio, dtype=torch.bool)
-    return f, f
-
-
-def _sapo_masks(ratio, adv, logp, old_logp, cfg):
-    """The gate damps a token to below half its peak gradient: 4p(1-p) < 1/2 (|tau (rho - 1)| > 1.7627);
-    low = such a token with rho < 1, high = with rho > 1 (the gate damps both directions, whatever A)."""
-    damped = (sapo_weight(ratio, adv, cfg.sapo_tau_pos, cfg.sapo_tau_neg) < 0.5) & (adv != 0)
-    return damped & (ratio < 1), damped & (ratio > 1)
-
-
-def _dppo_masks(kind: str):
-    def masks(ratio, adv, logp, old_logp, cfg):
-        dropped = ~_dppo_kept(kind, logp, old_logp, adv, cfg)
-        return dropped & (adv < 0), dropped & (adv > 0)
-
-    return masks
-
-
 class Surrogate(NamedTuple):
     loss: object  # (ratio, adv, logp, old_logp | None, cfg) -> l (B, T); masked: (..., cfg, mask) -> l (B, T)
     masks: object = no_masks  # (ratio, adv, logp | None, old_logp | None, cfg) -> (low, high) bool (B, T)
@@ -199,8 +98,8 @@ class Surrogate(NamedTuple):
     metrics: object = None  # (ratio, adv, logp, old_logp, cfg, mask) -> {name: Deferred}: its own metrics
 
 
-def _build(fn, masks=None) -> Surrogate:
-    return Surrogate(fn, masks or no_masks)
+def _build(fn, masks=None, masked: bool = False, metrics=None) -> Surrogate:
+    return Surrogate(fn, masks or no_masks, masked, metrics)
 
 
 EPS = ("eps_low", "eps_high")
@@ -244,67 +143,137 @@ DELTA = Knob(
     nullable=True,
     strict=True,
 )
-DRO_WHY = "DRO penalises each token's own log-ratio and reads no importance ratio"
 
 # The `clip` knob (docs/objective.md §3).
-CLIP: Modes = Modes(
-    "clip",
-    {
-        "ppo": Mode(
-            Surrogate(_ppo, _bound_masks),
-            "-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), dual_clip optional (PPO 1707.06347)",
-            knobs=(DUAL_CLIP, DELTA),
-            reads=EPS,
-        ),
-        "cispo": Mode(
-            Surrogate(_cispo, _bound_masks),
-            "-sg(clip(rho, 1-eps_low, 1+eps_high)) A logp: the IS weight is "
-            "clipped, no token dropped (CISPO 2506.13585)",
-            reads=EPS,
-        ),
-        "none": Mode(Surrogate(_none), "-rho A, no clipping"),
-        "sapo": Mode(
-            Surrogate(_sapo, _sapo_masks),
-            "-(4/tau) sigmoid(tau (rho - 1)) A: a soft gate, "
-            "tau = sapo_tau_pos (A > 0) / sapo_tau_neg (SAPO 2511.20347)",
-            knobs=SAPO_KNOBS,
-        ),
-        "dppo_tv": Mode(
-            Surrogate(_dppo("tv"), _dppo_masks("tv")),
-            "-A sg(min(rho, is_cap)) logp, tokens whose "
-            "probability moved more than div_low/div_high (total variation) dropped (DPPO 2602.04879)",
-            knobs=DPPO_KNOBS,
-            requires=(Requires("ratio", ("token",), DPPO_WHY),),
-        ),
-        "dppo_kl": Mode(
-            Surrogate(_dppo("kl"), _dppo_masks("kl")),
-            "as dppo_tv with the binary KL of the sampled token's probability as the divergence (DPPO 2602.04879)",
-            knobs=DPPO_KNOBS,
-            requires=(Requires("ratio", ("token",), DPPO_WHY),),
-        ),
-        "vespo": Mode(
-            Surrogate(vespo_loss, vespo_masks),
-            "-sg(phi(rho)) A logp, phi(w) = e^lambda w^k e^(-lambda w) a smooth Gamma-shaped weight, no clip "
-            "(VESPO 2602.10693; its ratio: sequence_product)",
-            knobs=VESPO_KNOBS,
-        ),
-        "gppo": Mode(
-            Surrogate(gppo_loss, gppo_masks),
-            "PPO's clipped value, the clipped tokens' gradient kept and bounded at beta1 (1-eps_low) / "
-            "beta2 (1+eps_high) A grad logp (GPPO 2508.07629, CE-GPPO 2509.20712)",
-            knobs=(*GPPO_KNOBS, DUAL_CLIP),
-            reads=EPS,
-        ),
-        "dro": Mode(
-            Surrogate(dro_loss),
-            "-(logp A - dro_beta/2 (logp - old_logp)^2): REINFORCE with a quadratic log-ratio penalty, "
-            "no clip (DRO, verl 0.9.1)",
-            knobs=(DRO_BETA,),
-            requires=(Requires("ratio", ("token",), DRO_WHY),),
-        ),
-    },
-    build=_build,
+CLIP: Modes = Modes("clip", build=_build)
+
+
+@register_clip(
+    "ppo",
+    doc="-min(rho A, clip(rho, 1-eps_low, 1+eps_high) A), dual_clip optional (PPO 1707.06347)",
+    knobs=(DUAL_CLIP, DELTA),
+    reads=EPS,
+    masks=_bound_masks,
 )
+def _ppo(ratio, adv, logp, old_logp, cfg):
+    lo, hi = _bounds(cfg)
+    # INTELLECT-2 2505.07291 two-sided clip (TRL `delta`): min(rho, delta) A in the unclipped term
+    unclipped = (ratio if cfg.delta is None else torch.clamp(ratio, max=cfg.delta)) * adv
+    clipped = torch.clamp(ratio, min=lo, max=hi) * adv
+    loss = -torch.minimum(unclipped, clipped)
+    if cfg.dual_clip is not None:
+        capped = torch.minimum(loss, -cfg.dual_clip * adv)  # only ever binds for A < 0
+        loss = torch.where(adv < 0, capped, loss)
+    return loss
+
+
+@register_clip(
+    "cispo",
+    doc="-sg(clip(rho, 1-eps_low, 1+eps_high)) A logp: the IS weight is clipped, no token dropped (CISPO 2506.13585)",
+    reads=EPS,
+    masks=_bound_masks,
+)
+def _cispo(ratio, adv, logp, old_logp, cfg):
+    lo, hi = _bounds(cfg)
+    weight = torch.clamp(ratio, min=lo, max=hi).detach()  # sg(r_hat)
+    return -weight * adv * logp
+
+
+@register_clip("none", doc="-rho A, no clipping")
+def _none(ratio, adv, logp, old_logp, cfg):
+    return -ratio * adv
+
+
+def sapo_tau(adv: torch.Tensor, tau_pos: float, tau_neg: float) -> torch.Tensor:
+    """tau (B, T): tau_pos where A > 0, tau_neg elsewhere (SAPO's asymmetric temperatures)."""
+    return torch.where(adv > 0, torch.full_like(adv, tau_pos), torch.full_like(adv, tau_neg))
+
+
+def sapo_weight(ratio: torch.Tensor, adv: torch.Tensor, tau_pos: float, tau_neg: float) -> torch.Tensor:
+    """The gate's gradient weight 4 p (1 - p), p = sigma(tau (rho - 1)) (B, T), no grad: 1 at rho = 1."""
+    tau = sapo_tau(adv, tau_pos, tau_neg)
+    p = torch.sigmoid(tau * (ratio.detach() - 1.0))
+    return 4.0 * p * (1.0 - p)
+
+
+def _sapo_masks(ratio, adv, logp, old_logp, cfg):
+    """The gate damps a token to below half its peak gradient: 4p(1-p) < 1/2 (|tau (rho - 1)| > 1.7627);
+    low = such a token with rho < 1, high = with rho > 1 (the gate damps both directions, whatever A)."""
+    damped = (sapo_weight(ratio, adv, cfg.sapo_tau_pos, cfg.sapo_tau_neg) < 0.5) & (adv != 0)
+    return damped & (ratio < 1), damped & (ratio > 1)
+
+
+@register_clip(
+    "sapo",
+    doc="-(4/tau) sigmoid(tau (rho - 1)) A: a soft gate, tau = sapo_tau_pos (A > 0) / sapo_tau_neg (SAPO 2511.20347)",
+    knobs=SAPO_KNOBS,
+    masks=_sapo_masks,
+)
+def _sapo(ratio, adv, logp, old_logp, cfg):
+    # SAPO 2511.20347: f(rho) = (4/tau) sigma(tau (rho - 1)); grad_theta f = 4 p (1 - p) rho grad logp,
+    # p = sigma(tau (rho - 1)): weight 1 at rho = 1 (the on-policy gradient), decaying smoothly off it.
+    tau = sapo_tau(adv, cfg.sapo_tau_pos, cfg.sapo_tau_neg)
+    return -(4.0 / tau) * torch.sigmoid(tau * (ratio - 1.0)) * adv
+
+
+def dppo_mask(
+    kind: str, logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, div_low: float, div_high: float
+) -> torch.Tensor:
+    """DPPO's trust-region mask m (B, T) bool (2602.04879), on the sampled token's probabilities
+    pi = exp(logp), mu = exp(old_logp), no gradient:
+      tv  m = (pi - mu <= div_high) where A > 0;  (pi - mu >= -div_low) elsewhere
+      kl  D = mu (log mu - log pi) + (1 - mu) log((1 - mu + 1e-8) / (1 - pi + 1e-8))   (binary KL)
+          m = (D <= div_high) or (pi <= mu) where A > 0;  (D <= div_low) or (pi >= mu) elsewhere
+    A token is dropped only when it moved too far in the direction its advantage pushes."""
+    lp, old = logp.detach(), old_logp.detach()
+    pi, mu = torch.exp(lp), torch.exp(old)
+    pos = adv > 0
+    if kind == "tv":
+        return torch.where(pos, pi - mu <= div_high, pi - mu >= -div_low)
+    if kind == "kl":
+        d = mu * (old - lp) + (1.0 - mu) * torch.log((1.0 - mu + 1e-8) / (1.0 - pi + 1e-8))
+        return torch.where(pos, (d <= div_high) | (pi <= mu), (d <= div_low) | (pi >= mu))
+    raise ValueError(f"unknown DPPO divergence {kind!r}; allowed: ['tv', 'kl']")
+
+
+def _dppo_kept(kind: str, logp, old_logp, adv, cfg) -> torch.Tensor:
+    if old_logp is None or logp is None:
+        raise ValueError(f"clip='dppo_{kind}' needs logp and the behaviour log-probs old_logp (B, T)")
+    return dppo_mask(kind, logp, old_logp, adv, cfg.div_low, cfg.div_high)
+
+
+def _dppo(kind: str):
+    def loss(ratio, adv, logp, old_logp, cfg):
+        m = _dppo_kept(kind, logp, old_logp, adv, cfg)
+        w = torch.clamp(ratio, max=cfg.is_cap).detach()  # rho_bar = sg(min(rho, is_cap))
+        return -adv * w * logp * m.to(logp.dtype)  # l = -A rho_bar logp m
+
+    return loss
+
+
+def _dppo_masks(kind: str):
+    def masks(ratio, adv, logp, old_logp, cfg):
+        dropped = ~_dppo_kept(kind, logp, old_logp, adv, cfg)
+        return dropped & (adv < 0), dropped & (adv > 0)
+
+    return masks
+
+
+register_clip(
+    "dppo_tv",
+    doc="-A sg(min(rho, is_cap)) logp, tokens whose "
+    "probability moved more than div_low/div_high (total variation) dropped (DPPO 2602.04879)",
+    knobs=DPPO_KNOBS,
+    requires=(Requires("ratio", ("token",), DPPO_WHY),),
+    masks=_dppo_masks("tv"),
+)(_dppo("tv"))
+register_clip(
+    "dppo_kl",
+    doc="as dppo_tv with the binary KL of the sampled token's probability as the divergence (DPPO 2602.04879)",
+    knobs=DPPO_KNOBS,
+    requires=(Requires("ratio", ("token",), DPPO_WHY),),
+    masks=_dppo_masks("kl"),
+)(_dppo("kl"))
 
 
 def clip_masks(

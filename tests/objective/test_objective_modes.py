@@ -11,7 +11,7 @@ import pytest
 from harness.config import ConfigError, load_config
 from harness.objective import MODE_KNOBS, ObjectiveConfig, register_baseline
 from harness.objective.explain import knob_table, rules_table
-from harness.objective.modes import Mode, Modes
+from harness.objective.modes import KINDS, Mode, Modes
 
 DOCS = Path("docs/objective.md").read_text()
 
@@ -102,8 +102,11 @@ def test_a_registry_is_one_definition_of_names_impls_and_literal():
     assert reg.check("red") == "red"
     with pytest.raises(ValueError, match=r"unknown colour 'green'; allowed colour values: \['red', 'blue'\]"):
         reg.check("green")
-    with pytest.raises(ValueError):
-        Modes("empty", {})
+    shade = Modes("shade")  # a registry starts empty: the decorators of its modules fill it (modes.register)
+    try:
+        assert len(shade) == 0 and KINDS["shade"] is shade
+    finally:
+        del KINDS["shade"]
 
 
 def test_every_builtin_preset_holds_only_declared_knobs_and_allowed_values():

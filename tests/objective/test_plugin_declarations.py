@@ -93,3 +93,67 @@ def test_a_plugin_module_with_a_bad_declaration_fails_its_config_in_one_line(tmp
     msg = str(e.value)
     assert "\n" not in msg and "objective.plugins: module 'bad_knob_plugin' does not import" in msg
     assert "baseline 'shifted' declares knob 'shift_by' with default -1.0, outside its own range" in msg
+
+
+# ----------------------------------------------------------------------------- the keywords the built-ins use too
+def test_per_token_makes_the_function_a_baselines_advantages_hook():
+    """`per_token=True` (critic, PRIME, ReMax): no group baseline, the function is the advantages hook."""
+
+    @register_baseline("per_token_probe", doc="x", hooks=Hooks(component="values"), per_token=True)
+    def scored(cfg, rewards, mask, group_size, inputs):
+        return None
+
+    try:
+        mode = KINDS["baseline"].mode("per_token_probe")
+        assert mode.impl is None and mode.hooks.advantages is scored and mode.hooks.component == "values"
+    finally:
+        KINDS["baseline"].unregister("per_token_probe")
+    with pytest.raises(ValueError, match=r"cannot be called as fn\(cfg, rewards, mask, group_size, inputs\)"):
+        register_baseline("per_token_two", doc="x", hooks=Hooks(), per_token=True)(neg)
+    with pytest.raises(ValueError, match="per_token=True is for a baseline with hooks="):
+        register_baseline("per_token_bare", doc="x", per_token=True)(lambda cfg, rewards, mask, g, inputs: None)
+
+
+def test_a_masked_clip_takes_the_mask_and_declares_its_metrics():
+    def loss(ratio, adv, logp, old_logp, cfg, mask):
+        return -ratio * adv * mask
+
+    def metrics(ratio, adv, logp, old_logp, cfg, mask):
+        return {}
+
+    register_clip("masked_probe", doc="x", masked=True, metrics=metrics)(loss)
+    try:
+        surrogate = KINDS["clip"]["masked_probe"]
+        assert surrogate.masked and surrogate.loss is loss and surrogate.metrics is metrics
+    finally:
+        KINDS["clip"].unregister("masked_probe")
+    with pytest.raises(ValueError, match=r"cannot be called as fn\(ratio, adv, logp, old_logp, cfg, mask\)"):
+        register_clip("masked_bad", doc="x", masked=True)(lambda ratio, adv, logp, old_logp, cfg: ratio)
+
+
+def test_a_group_rule_is_declared_with_the_decorator():
+    def rule(cfg, group_size):
+        return None if group_size >= 3 else "needs 3"
+
+    register_baseline("group_rule_probe", doc="x", group_rule=rule)(neg)
+    try:
+        assert KINDS["baseline"].mode("group_rule_probe").group_rule is rule
+    finally:
+        KINDS["baseline"].unregister("group_rule_probe")
+
+
+def test_a_preset_declares_its_trainer_and_run_keys():
+    from harness.objective import register_preset
+    from harness.objective.presets import PRESET_DECLARED, PRESET_ORIGINS, PRESET_RUN_KEYS, PRESET_TRAINERS, PRESETS
+
+    register_preset("run_keys_probe", run_keys={"model.lm_head_fp32": True}, kl_coef=0.0)
+    try:
+        assert PRESET_RUN_KEYS["run_keys_probe"] == {"model.lm_head_fp32": True}
+        assert "run_keys_probe" not in PRESET_TRAINERS
+    finally:
+        for table in (PRESETS, PRESET_RUN_KEYS, PRESET_ORIGINS, PRESET_DECLARED):
+            del table["run_keys_probe"]
+    with pytest.raises(ValueError, match="run_keys key 'objective.kl_coef'; allowed: a run-config key outside"):
+        register_preset("run_keys_bad", run_keys={"objective.kl_coef": 0.0})
+    with pytest.raises(ValueError, match="preset 'grpo' is built in; pick another name"):
+        register_preset("grpo", kl_coef=0.0)
