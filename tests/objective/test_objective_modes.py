@@ -95,13 +95,16 @@ def test_every_mode_has_a_doc_line():
 
 def test_a_registry_is_one_definition_of_names_impls_and_literal():
     reg = Modes("colour", {"red": Mode(1, "warm"), "blue": Mode(2, "cold")})
-    assert reg.names == ("red", "blue") and list(reg) == ["red", "blue"] and len(reg) == 2
-    assert reg["blue"] == 2 and "red" in reg and "green" not in reg
-    assert typing.get_args(reg.literal) == ("red", "blue")
-    assert reg.describe() == "- `red`: warm\n- `blue`: cold"
-    assert reg.check("red") == "red"
-    with pytest.raises(ValueError, match=r"unknown colour 'green'; allowed colour values: \['red', 'blue'\]"):
-        reg.check("green")
+    try:
+        assert reg.names == ("red", "blue") and list(reg) == ["red", "blue"] and len(reg) == 2
+        assert reg["blue"] == 2 and "red" in reg and "green" not in reg
+        assert typing.get_args(reg.literal) == ("red", "blue")
+        assert reg.describe() == "- `red`: warm\n- `blue`: cold"
+        assert reg.check("red") == "red"
+        with pytest.raises(ValueError, match=r"unknown colour 'green'; allowed colour values: \['red', 'blue'\]"):
+            reg.check("green")
+    finally:
+        del KINDS["colour"]  # a registry joins KINDS: leave none behind (test_one_way_to_register reads them all)
     shade = Modes("shade")  # a registry starts empty: the decorators of its modules fill it (modes.register)
     try:
         assert len(shade) == 0 and KINDS["shade"] is shade
