@@ -1173,6 +1173,12 @@ class RunConfig(_Section):
                 f"rollout.staleness={k} with trainer={self.trainer!r}: only the RL loop samples with stale weights; "
                 "allowed: 0 here"
             )
+        if k >= self.train.steps:  # doors (issue 41): every batch from theta_0, and every step's weights kept
+            raise ValueError(
+                f"rollout.staleness={k} with train.steps={self.train.steps}: every batch would be sampled by the "
+                f"initial weights and a copy of the trained parameters kept for each step; allowed: "
+                f"0 <= rollout.staleness < train.steps"
+            )
         if self.objective.ratio == "none":
             warnings.warn(
                 f"rollout.staleness={k} with objective.ratio=none: the samples come from the weights of {k} "
