@@ -236,3 +236,14 @@ def test_the_weight_sync_check_is_timed_apart_from_the_step():
     assert [s["step_s"] for s in steps] == [3.75, 3.75, 3.75]
     assert [s["verify_s"] for s in steps] == [0.5, 0.0, 0.0]
     assert [s["log_s"] for s in steps] == [0.25, 0.25, 0.25]
+
+
+@pytest.mark.parametrize("tol", ["nan", "inf", "-0.1"])
+def test_a_steady_tolerance_that_is_not_a_finite_number_ge_0_is_refused(tol, capsys, monkeypatch):
+    """--steady-tol nan used to be accepted and the benchmark run: every `slower than (1 + nan) x` is False."""
+    from harness.bench import cli as bench_cli
+    from harness.cli import main
+
+    monkeypatch.setattr(bench_cli, "_config", lambda *a, **k: pytest.fail("a case was built"))
+    assert main(["bench", "--models", "tiny-dense", "--backends", "hf", "--no-trl", "--steady-tol", tol]) == 2
+    assert f"--steady-tol must be a finite number >= 0 (got {float(tol)})" in capsys.readouterr().err

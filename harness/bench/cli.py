@@ -305,8 +305,8 @@ def _validate(args) -> tuple[list[str], list[str]]:
     args.lever_set_list = _split(args.lever_sets, LEVER_SETS, "--lever-sets")
     args.device = device_kind()
     args.plan = step_plan(args.warmup, args.warmup_max, args.steps, args.device)
-    if args.steady_tol < 0:
-        raise ValueError(f"--steady-tol must be >= 0 (got {args.steady_tol})")
+    if not args.steady_tol >= 0 or args.steady_tol == float("inf"):  # nan and inf fail every comparison's purpose
+        raise ValueError(f"--steady-tol must be a finite number >= 0 (got {args.steady_tol})")
     if args.busy < 0:
         raise ValueError(f"--busy must be >= 0 busy-loop processes (got {args.busy})")
     if args.in_process and args.omp_wait_policy != "inherit":

@@ -135,6 +135,12 @@ def check_staleness(run: Any) -> None:
             f"rollout.staleness={k} with trainer={run.trainer!r}: only the RL loop samples with stale weights; "
             "allowed: 0 here"
         )
+    if k >= run.train.steps:  # issue 41: every batch from theta_0, and every step's weights kept
+        raise ValueError(
+            f"rollout.staleness={k} with train.steps={run.train.steps}: every batch would be sampled by the "
+            f"initial weights and a copy of the trained parameters kept for each step; allowed: "
+            f"0 <= rollout.staleness < train.steps"
+        )
 
 
 def overlong_problem(run: Any) -> str | None:

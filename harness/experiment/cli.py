@@ -22,6 +22,7 @@ import json
 import sys
 from pathlib import Path
 
+from harness.argtypes import out_dir
 from harness.atomic import atomic_write_text
 from harness.experiment import cells_index, describe, load_study, study_dir, write_configs
 from harness.experiment import reproduce as rp
@@ -74,7 +75,9 @@ def _add_fit_command(sub) -> None:
     p.add_argument("--reference", default=None, help="the arm the others are compared with (default: the first)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap replicates (default 1000)")
     p.add_argument("--level", type=float, default=0.95, help="interval level (default 0.95)")
-    p.add_argument("--out", default=None, help="where the table and figure go (default: the results folder)")
+    p.add_argument(
+        "--out", type=out_dir, default=None, help="where the table and figure go (default: the results folder)"
+    )
     p.add_argument("--no-mlflow", action="store_true", help="do not log the fits to MLflow")
 
 

@@ -157,7 +157,16 @@ register_clip(
     "log-prob and advantage is in (clip_cov_lb, clip_cov_ub) detached (Clip-Cov 2505.22617)",
     knobs=CLIP_COV_KNOBS,
     reads=EPS,
-    requires=(Requires("dual_clip", (None,), "Clip-Cov is verl's ppo clip without a dual clip"),),
+    requires=(
+        Requires("dual_clip", (None,), "Clip-Cov is verl's ppo clip without a dual clip"),
+        Requires(  # an empty interval: no token is ever a candidate, so the run is plain ppo, silently
+            "clip_cov_ub",
+            why="no covariance lies strictly between clip_cov_lb and clip_cov_ub, so Clip-Cov would detach no "
+            "token",
+            accepts=lambda ub, cfg: ub > cfg.clip_cov_lb,
+            allowed_text="a number > clip_cov_lb",
+        ),
+    ),
     masks=_bound_masks,
     masked=True,
     metrics=_clip_cov_metrics,
@@ -340,6 +349,14 @@ def _top_entropy_on(cfg: Any) -> bool:
     doc="Skywork-OR1's adaptive entropy coefficient (2505.22312; TRL 1.16 use_adaptive_entropy): entropy_coef "
     "steered toward entropy_target; its state is checkpointed",
     knobs=ADAPTIVE_KNOBS,
+    requires=(
+        Requires(  # the controller clips the coefficient to [min, max]: an empty interval has no coefficient
+            "entropy_coef_max",
+            why="the coefficient is kept in [entropy_coef_min, entropy_coef_max], an empty interval",
+            accepts=lambda hi, cfg: hi >= cfg.entropy_coef_min,
+            allowed_text="a number >= entropy_coef_min",
+        ),
+    ),
     switch="use_adaptive_entropy",
     when="objective.use_adaptive_entropy=true",
 )

@@ -17,6 +17,7 @@ import os
 import sys
 
 from harness.objective.modes import loading
+from harness.user_exits import CalledOsExit, no_os_exit, what_it_did
 
 _IMPORTED: set[str] = set()
 
@@ -54,12 +55,12 @@ def _import(name: str) -> None:
     if cwd not in sys.path and "" not in sys.path:
         sys.path.append(cwd)  # after the installed packages: a plugin never shadows one
     try:
-        with loading(name):
+        with loading(name), no_os_exit():  # os._exit on import would end the harness silently, with its status
             importlib.import_module(name)
-    except (Exception, SystemExit) as err:  # noqa: BLE001 -- any failure (sys.exit too) is the researcher's to fix
+    except (Exception, SystemExit, CalledOsExit) as err:  # noqa: BLE001 -- any failure is the researcher's to fix
         reason = " ".join(f"{type(err).__name__}: {err}".split())
-        if isinstance(err, SystemExit):
-            reason = f"it called sys.exit({'' if err.code is None else repr(err.code)}) on import"
+        if isinstance(err, (SystemExit, CalledOsExit)):
+            reason = f"it {what_it_did(err)} on import"
         raise ValueError(
             f"objective.plugins: module {name!r} does not import ({reason}); a plugin is a module on "
             f"sys.path or in the working directory {cwd} (docs/extending.md)"

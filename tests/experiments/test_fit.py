@@ -144,6 +144,23 @@ def test_the_cli_refuses_bad_options(tmp_path, capsys, args, says):
     assert says in capsys.readouterr().err
 
 
+def test_a_metric_no_run_logs_is_refused_naming_those_they_log(tmp_path, capsys):
+    """A misspelt --metric used to fit nothing and exit 0 (every run refused for want of points)."""
+    assert main(["fit", str(_study(tmp_path)), "--no-mlflow", "--metric", "eval/pass_at_99"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "harness: --metric 'eval/pass_at_99': no run of the study logs it; allowed: ['eval/pass_at_1']"
+
+
+@pytest.mark.parametrize("out", ["afile", "afile/below"])
+def test_an_out_that_is_or_lies_under_a_file_is_refused(tmp_path, capsys, out):
+    """--out naming a file used to end in a FileExistsError traceback after the fits were computed."""
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SystemExit) as done:
+        main(["fit", str(_study(tmp_path)), "--no-mlflow", "--out", str(tmp_path / out)])
+    assert done.value.code == 2
+    assert "argument --out:" in capsys.readouterr().err
+
+
 def test_fits_are_logged_to_mlflow_on_the_cells_and_the_study_run(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 

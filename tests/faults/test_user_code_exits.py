@@ -155,3 +155,18 @@ def test_a_reward_module_that_exits_on_import_is_refused(body, did, tmp_path):
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     err = done.stderr.strip().splitlines()[-1]
     assert "module 'rewards_exit_on_import' does not import (it called " + did + " on import)" in err, err
+
+
+@pytest.mark.parametrize(
+    "body, did", [("import sys\nsys.exit(0)\n", "sys.exit(0)"), ("import os\nos._exit(0)\n", "os._exit(0)")]
+)
+def test_a_plugin_module_that_exits_on_import_is_refused(body, did, tmp_path):
+    """A plugin (objective.plugins) calling os._exit on import used to end `harness config` / `train` at once,
+    printing nothing, with the status the module chose (0: a success). In a process of its own, as above."""
+    (tmp_path / "plugin_exit_on_import.py").write_text(body)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.getcwd()])}
+    args = ["config", "experiments/runs/smoke.yaml", "objective.plugins=[plugin_exit_on_import]"]
+    done = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, env=env)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    err = done.stderr.strip().splitlines()[-1]
+    assert "objective.plugins: module 'plugin_exit_on_import' does not import (it called " + did + " on import)" in err

@@ -59,6 +59,7 @@ def test_bad_options_are_refused(tmp_path, capsys, no_model, extra, message):
         ([{"prompt": "a", "chosen": "b"}], "p.jsonl, row 1: field 'rejected' is missing"),
         ([*GOOD, {"prompt": "a", "chosen": "b", "rejected": "b"}], "row 11: field 'rejected' equals field 'chosen'"),
         ([{"prompt": "a", "chosen": ["x"], "rejected": "c"}], "row 1: field 'chosen' is ['x']; allowed:"),
+        ([], "p.jsonl' is empty: no rows"),  # was: "does not parse as JSON Lines / JSON (StopIteration: )"
     ],
 )
 def test_bad_pairs_files_are_refused(tmp_path, capsys, no_model, rows, message):

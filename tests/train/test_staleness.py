@@ -121,6 +121,9 @@ def test_resume_samples_with_the_same_stale_weights(fast_config, tmp_path, train
         (["rollout.staleness=-1"], "rollout.staleness"),
         (["rollout.staleness=1.5"], "rollout.staleness"),
         (["rollout.staleness=2", "objective.preset=dpo"], "rollout.staleness=2"),
+        # accepted before: every batch sampled by theta_0 and one copy of the weights kept per step (issue 41)
+        (["rollout.staleness=100000"], "rollout.staleness=100000 with train.steps="),
+        (["rollout.staleness=3", "train.steps=3"], r"allowed: 0 <= rollout.staleness < train.steps"),
     ],
 )
 def test_bad_staleness_refused(overrides, named):
@@ -139,7 +142,7 @@ def test_staleness_is_a_grid_axis():
     from harness.experiment import parse_study
     from harness.experiment.expand import expand
 
-    base = {"task": {"name": "arithmetic"}, "train": {"steps": 2}, "objective": {"preset": "cispo"}}
+    base = {"task": {"name": "arithmetic"}, "train": {"steps": 3}, "objective": {"preset": "cispo"}}
     grid = {"rollout.staleness": [0, 2], "objective.preset": ["cispo", "scalerl"]}
     cells = expand(parse_study({"base": base, "grid": grid}, name="t"))
     got = {(c.config.rollout.staleness, c.config.objective.algorithm) for c in cells}

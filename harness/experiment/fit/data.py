@@ -117,3 +117,15 @@ def read_curve(run: str | Path, metric: str, axis: str, params: float | None = N
             cum += c
     prompts = _per_prompt(run, steps) if metric == PER_PROMPT_METRIC and steps else None
     return RunCurve(np.asarray(steps), np.asarray(compute), np.asarray(y), prompts)
+
+
+def logged_eval_metrics(runs: list[str | Path]) -> set[str]:
+    """The eval/* keys the runs' metrics.jsonl hold (the runs whose records cannot be read are skipped)."""
+    keys: set[str] = set()
+    for run in runs:
+        try:
+            records = read_jsonl(Path(run) / "metrics.jsonl")
+        except (OSError, ValueError):
+            continue
+        keys.update(k for rec in records for k in rec if str(k).startswith("eval/"))
+    return keys

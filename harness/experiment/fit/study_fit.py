@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.experiment.fit.bootstrap import Pool, intervals, paired, resampling
-from harness.experiment.fit.data import NoCompute, RunCurve, read_curve
+from harness.experiment.fit.data import NoCompute, RunCurve, logged_eval_metrics, read_curve
 from harness.experiment.fit.sigmoid import Fit
 from harness.experiment.results import load_index
 from harness.experiment.study import StudyError
@@ -170,7 +170,8 @@ def fit_arm(arm: str, runs: dict, opts: Options, out: StudyFit, rng) -> None:
 def fit_study(study_dir: str | Path, opts: Options) -> StudyFit:
     """Every run's and arm's fit, and every arm against the reference (default: the first arm fitted)."""
     rng = np.random.default_rng(opts.seed)
-    arms, _ = _curves(Path(study_dir), opts)
+    arms, cells = _curves(Path(study_dir), opts)
+    check_metric(opts.metric, [c["run_dir"] for c in cells if c.get("run_dir")])
     if opts.reference is not None and opts.reference not in arms:
         raise StudyError(f"--reference {opts.reference!r} is not an arm of the study (arms: {sorted(arms)})")
     out = StudyFit()
@@ -185,6 +186,14 @@ def fit_study(study_dir: str | Path, opts: Options) -> StudyFit:
             row = paired(pool, out.pools[ref], opts.n_boot, opts.level, rng)
             out.compare.append({"arm": arm, "reference": ref, "metric": opts.metric, "compute": opts.compute, **row})
     return out
+
+
+def check_metric(metric: str, runs: list) -> None:
+    """StudyError when runs whose records can be read log evals, but none of `metric` (a misspelt --metric
+    would otherwise fit nothing and exit 0, every run refused for want of points)."""
+    logged = logged_eval_metrics(runs)
+    if logged and metric not in logged:
+        raise StudyError(f"--metric {metric!r}: no run of the study logs it; allowed: {sorted(logged)}")
 
 
 def finite(v) -> bool:

@@ -162,9 +162,18 @@ def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key:
     return [dict(r) for r in rows], list(columns)
 
 
+def _blank(file: str) -> bool:
+    """Whether a data file holds nothing but white space (read only when it is small)."""
+    size = Path(file).stat().st_size
+    return size == 0 or (size < 4096 and not Path(file).read_bytes().strip())
+
+
 def _read(ps: list[Path], kind: str, split: str, key: str, split_key: str) -> tuple[list[dict], list[str]]:
     ds_lib = _datasets()
     shown = str(ps[0]) if len(ps) == 1 else str([str(p) for p in ps])
+    blank = kind != "arrow" and all(_blank(f) for p in ps for f in _files(p, kind))
+    if blank and any(_files(p, kind) for p in ps):  # datasets would say only StopIteration
+        raise ValueError(f"{key}={shown!r} is empty: no rows")
     try:
         if kind == "arrow":
             if len(ps) > 1:
