@@ -161,8 +161,7 @@ register_clip(
         Requires("dual_clip", (None,), "Clip-Cov is verl's ppo clip without a dual clip"),
         Requires(  # an empty interval: no token is ever a candidate, so the run is plain ppo, silently
             "clip_cov_ub",
-            why="no covariance lies strictly between clip_cov_lb and clip_cov_ub, so Clip-Cov would detach no "
-            "token",
+            why="no covariance lies strictly between clip_cov_lb and clip_cov_ub, so Clip-Cov would detach no token",
             accepts=lambda ub, cfg: ub > cfg.clip_cov_lb,
             allowed_text="a number > clip_cov_lb",
         ),
