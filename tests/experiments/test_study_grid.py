@@ -67,6 +67,42 @@ def test_zip_varies_keys_together_with_arm_label():
     assert study.axis_names() == ["arm", "rollout.router_noise", "seed"]
 
 
+def test_arm_overrides_set_the_arms_config_without_touching_the_other_arms():
+    zip_ = [{"arm": ["grpo", "tis"], "objective.preset": ["grpo", "grpo"], "objective.kl_coef": [0.0, 0.01]}]
+    _, before = cells({"zip": zip_})
+    extra = {"tis": {"objective.rollout_is": "token_truncate", "objective.rollout_is_clip_max": 2.0}}
+    study, after = cells({"zip": zip_, "arm_overrides": extra})
+    assert [c.id for c in after] == [c.id for c in before] == ["arm=grpo__seed=0", "arm=tis__seed=0"]
+    assert after[0].config_yaml() == before[0].config_yaml()  # the other arm: the same file, tags included
+    assert after[0].overrides == before[0].overrides and after[0].tags == before[0].tags
+    tis = after[1]
+    assert tis.config.objective.rollout_is == "token_truncate" and tis.config.objective.rollout_is_clip_max == 2.0
+    assert before[1].config.objective.rollout_is == "none"
+    assert "objective.rollout_is" not in tis.tags and "objective.rollout_is" not in tis.axes  # not an axis
+    assert tis.overrides["objective.rollout_is"] == "token_truncate"  # listed (harness grid --list)
+    assert study.axis_names() == ["arm", "seed"]
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        ({"nope": {"train.lr": 1e-4}}, "arm_overrides.nope: not an arm"),
+        ({"b": {"objective.preset": "dapo"}}, "arm_overrides.b.objective.preset: an axis"),
+        ({"b": {"train.steps": 3}}, "arm_overrides.b.train.steps: scales.smoke overrides it too"),
+        ({"b": {"objective.bogus": 1}}, "arm_overrides.b.objective.bogus"),
+    ],
+)
+def test_arm_overrides_errors_name_the_key(extra, needle):
+    raw = {
+        "zip": [{"arm": ["a", "b"], "objective.preset": ["grpo", "dapo"]}],
+        "arm_overrides": extra,
+        "scales": {"smoke": {"train.steps": 1}},
+    }
+    with pytest.raises(StudyError) as err:
+        cells(raw, validate=False)
+    assert needle in str(err.value)
+
+
 def test_zip_without_label_lists_every_key():
     _, cs = cells({"zip": [{"objective.eps_low": [0.2, 0.1], "objective.eps_high": [0.2, 0.28]}]})
     assert [c.id for c in cs] == ["eps_low=0.2__eps_high=0.2__seed=0", "eps_low=0.1__eps_high=0.28__seed=0"]
