@@ -172,7 +172,14 @@ def _arm_overrides(raw: dict, axes: list[Axis], scale: str, scale_ov: dict) -> d
                 raise StudyError(f"arm_overrides.{label}.{k}: an axis or a key the study sets; set it there")
             if k in scale_ov:
                 raise StudyError(f"arm_overrides.{label}.{k}: scales.{scale} overrides it too; set it in one place")
-    return {str(label): dict(keys) for label, keys in given.items()}
+    out = {str(label): dict(keys) for label, keys in given.items()}
+    for ax in axes:
+        if ax.labels:  # two arms that set the same values are one arm under two names
+            points = [repr((point, sorted(out.get(label, {}).items()))) for label, point in zip(ax.labels, ax.values)]
+            same = sorted({lb for lb, p in zip(ax.labels, points) if points.count(p) > 1})
+            if same:
+                raise StudyError(f"{ax.source}: arms {same} set the same values (zip keys and arm_overrides)")
+    return out
 
 
 def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None, scale: str | None = None) -> Study:

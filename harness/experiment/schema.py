@@ -240,6 +240,8 @@ def _zip_group(group: Any) -> dict:
     keys = [k for k in group if k != ARM]
     if not keys:
         raise ValueError(f"needs at least one run-config key besides `{ARM}`")
+    if ARM in group:  # labelled arms may share these keys and differ by `arm_overrides` (load.py checks that)
+        return group
     try:
         _values(list(zip(*(group[k] for k in keys))))
     except ValueError as err:
