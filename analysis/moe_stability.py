@@ -87,7 +87,7 @@ for key in OPTIONAL:
 CORRECTION = [  # what the rollout-correction arms log (harness/objective/rollout_correction.py)
     ("rollout_is/frac_truncated", "tokens truncated", "TIS: tokens whose weight was capped"),
     ("rollout_is/frac_masked", "tokens masked", "IcePop / MIS: tokens given no gradient"),
-    ("rollout_is/seq_frac_masked", "responses masked", "MIS: responses given no gradient"),
+    ("rollout_is/seq_frac_masked", "responses masked", "responses with a masked token (MIS: all of it)"),
     ("rollout_is/weight_mean", "mean IS weight", "mean weight against the sampler"),
     ("off_policy_mask/frac_masked", "responses masked", "off-policy mask: responses dropped"),
 ]
@@ -463,7 +463,8 @@ SPIKE = 2.0  # the report's threshold: steps whose largest mini-batch gradient n
 
 
 def spikes_per_seed(cells):
-    return " / ".join(str(sum(v > SPIKE for v in s.values())) for s in F.seed_series(data, cells, "grad/norm_max"))
+    per_seed = [str(sum(v > SPIKE for v in s.values())) for s in F.seed_series(data, cells, "grad/norm_max")]
+    return " / ".join(per_seed) or "n/a"
 
 
 def peak(cell, key):
