@@ -20,7 +20,10 @@
 # their tokens. RPO adds the chosen answer's NLL (per token, `objective.dpo_sft_coef`), which
 # holds log π(y_w) up.
 #
-# **Arms** (`arm`): `dpo` (dpo_sft_coef 0) and `rpo` (dpo_sft_coef 1). Offline DPO: one fixed
+# **Arms** (`arm`): `dpo` (dpo_sft_coef 0) and `rpo` (dpo_sft_coef 1); `dpo_shift` (DPO-Shift,
+# Yang et al. 2502.07599: the rejected log-ratio times λ = 0.75 in the loss, `objective.dpo_shift_lambda`;
+# not yet run) weakens the push on the rejected answer instead of adding an NLL term. Every arm
+# other than `dpo` is compared with `dpo`, paired by seed. Offline DPO: one fixed
 # set of pairs sampled from the warm start (the same per seed in both arms), 3 epochs; the
 # log-probs of ALL pairs are measured at every eval (`eval/pairs/*`), so a curve follows the
 # same answers over training.
@@ -41,6 +44,7 @@ F.setup()
 data = F.StudyData.from_env("dpo_displacement")
 ARMS = data.by("arm") if "arm" in data.study.get("axes", []) else data.by("objective.dpo_sft_coef")
 BASE, RPO = "dpo", "rpo"
+FIXES = [a for a in ARMS if a != BASE]  # each fix against plain DPO, paired by seed (rpo first: the reported one)
 KEYS = {"chosen": "eval/pairs/logps_chosen", "rejected": "eval/pairs/logps_rejected"}
 print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(ARMS)}, {F.seeds_label(data.n_seeds)}")
 
@@ -139,8 +143,9 @@ F.save(fig, data, "regime")
 # numbers below use each seed's own last eval.
 
 # %%
-fig, axs = plt.subplots(1, 3, figsize=(16, 4.5), layout="constrained")
-for ax, arm in zip(axs[:2], (BASE, RPO)):
+PANELS = [BASE, RPO] + [a for a in FIXES if a != RPO]  # one panel per arm (dpo, rpo as reported), then the margin
+fig, axs = plt.subplots(1, len(PANELS) + 1, figsize=(16 * (len(PANELS) + 1) / 3, 4.5), layout="constrained")
+for ax, arm in zip(axs[:-1], PANELS):
     if arm not in ARMS:
         F.note(ax, f"arm '{arm}' not in this study")
         continue
@@ -160,24 +165,24 @@ for ax, arm in zip(axs[:2], (BASE, RPO)):
     ax.set_title(f"{arm}: log-prob of chosen and rejected answers")
     F.integer_steps(ax)
     ax.legend(loc="lower left")
-lo = min(ax.get_ylim()[0] for ax in axs[:2])
-hi = max(ax.get_ylim()[1] for ax in axs[:2])
-for ax in axs[:2]:
-    ax.set_ylim(lo, hi)  # the two arms on one scale
+lo = min(ax.get_ylim()[0] for ax in axs[:-1])
+hi = max(ax.get_ylim()[1] for ax in axs[:-1])
+for ax in axs[:-1]:
+    ax.set_ylim(lo, hi)  # the arms on one scale
 for arm, cells in ARMS.items():
     F.plot_curve(
-        axs[2],
+        axs[-1],
         F.combine(common_steps(F.seed_series(data, cells, "eval/pairs/margin"))),
         arm,
         data.color(arm),
         marker=data.marker(arm),
     )
-axs[2].axhline(0, color="k", lw=0.8)
-axs[2].set_xlabel(F.X_STEP)
-axs[2].set_ylabel("DPO margin β·[Δlog π(y_w) − Δlog π(y_l)]\n(mean over pairs; β × nats)")
-axs[2].set_title("the margin DPO maximises, per arm")
-F.integer_steps(axs[2])
-F.legend(axs[2])
+axs[-1].axhline(0, color="k", lw=0.8)
+axs[-1].set_xlabel(F.X_STEP)
+axs[-1].set_ylabel("DPO margin β·[Δlog π(y_w) − Δlog π(y_l)]\n(mean over pairs; β × nats)")
+axs[-1].set_title("the margin DPO maximises, per arm")
+F.integer_steps(axs[-1])
+F.legend(axs[-1])
 fig.suptitle(data.title("DPO vs RPO: log-probs of the same chosen and rejected answers while the margin grows"))
 F.save(fig, data, "logps")
 
@@ -189,21 +194,26 @@ F.save(fig, data, "logps")
 # %%
 fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
 drawn = False
-if BASE in ARMS and RPO in ARMS:
-    for ax, key, what in ((axs[0], KEYS["chosen"], "chosen"), (axs[1], KEYS["rejected"], "rejected")):
-        cur = F.combine(common_steps(F.paired_series(data, ARMS[RPO], ARMS[BASE], key)))  # equal at step 0 per seed
-        F.plot_curve(ax, cur, f"{RPO} − {BASE}", "C4", marker="D")
+fixes = FIXES if BASE in ARMS else []
+who = " / ".join(fixes) if fixes else RPO
+for ax, key, what in ((axs[0], KEYS["chosen"], "chosen"), (axs[1], KEYS["rejected"], "rejected")):
+    for arm in fixes:
+        cur = F.combine(common_steps(F.paired_series(data, ARMS[arm], ARMS[BASE], key)))  # equal at step 0 per seed
+        color, marker = ("C4", "D") if arm == RPO else (data.color(arm), data.marker(arm))
+        F.plot_curve(ax, cur, f"{arm} − {BASE}", color, marker=marker)
+        drawn |= bool(cur)
+    if fixes:
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xlabel(F.X_STEP)
-        ax.set_ylabel(f"log π({what} answer), {RPO} minus {BASE}\n(nats per answer, same seed)")
-        ax.set_title(f"{what} answers: {RPO} − {BASE}")
+        ax.set_ylabel(f"log π({what} answer), {who} minus {BASE}\n(nats per answer, same seed)")
+        ax.set_title(f"{what} answers: {who} − {BASE}")
         F.integer_steps(ax)
-        drawn |= bool(cur)
 if drawn:
     F.legend(list(axs))
 else:
-    F.note(axs[0], f"needs arms '{BASE}' and '{RPO}' with a common seed")
-fig.suptitle(data.title(f"what the NLL term changes: {RPO} minus {BASE}, paired by seed"))
+    F.note(axs[0], f"needs arm '{BASE}' and a fix ('{RPO}', ...) with a common seed")
+what_changes = "the NLL term" if fixes in ([], [RPO]) else "each fix"
+fig.suptitle(data.title(f"what {what_changes} changes: {who} minus {BASE}, paired by seed"))
 F.save(fig, data, "rpo_minus_dpo")
 
 # %% [markdown]
@@ -256,20 +266,23 @@ for arm, cells in ARMS.items():
     lines.append(
         "- " + F.verdict(F.last_value(data, cells, "eval/pairs/margin"), f"{arm}: margin at the end", "β × nats")
     )
-if BASE in ARMS and RPO in ARMS:
+for arm in FIXES if BASE in ARMS else []:
     for what in ("chosen", "rejected"):
-        d = F.last_of(F.paired_series(data, ARMS[RPO], ARMS[BASE], KEYS[what]))
-        lines.append("- " + F.verdict(d, f"{RPO} − {BASE}, log π({what}) at the end (same seed)", "nats"))
+        d = F.last_of(F.paired_series(data, ARMS[arm], ARMS[BASE], KEYS[what]))
+        lines.append("- " + F.verdict(d, f"{arm} − {BASE}, log π({what}) at the end (same seed)", "nats"))
+    if arm != RPO:  # the margin's cost (DPO-Shift's trade-off); rpo's lines stay the report's
+        d = F.last_of(F.paired_series(data, ARMS[arm], ARMS[BASE], "eval/pairs/margin"))
+        lines.append("- " + F.verdict(d, f"{arm} − {BASE}, margin at the end (same seed)", "β × nats"))
     d = F.final(
         [
             data.final_eval(a).get("eval/pass_at_1", float("nan"))
             - data.final_eval(b).get("eval/pass_at_1", float("nan"))
-            for a in ARMS[RPO]
+            for a in ARMS[arm]
             for b in ARMS[BASE]
             if a.get("seed") == b.get("seed")
         ]
     )
-    lines.append("- " + F.verdict(d, f"{RPO} − {BASE}, final held-out pass@1 (same seed)"))
+    lines.append("- " + F.verdict(d, f"{arm} − {BASE}, final held-out pass@1 (same seed)"))
 if data.scale == "smoke":
     lines += ["", "Smoke scale: a few steps and 1 seed check the wiring only; no effect can be read from it."]
 F.write_summary(data, "\n".join(lines))

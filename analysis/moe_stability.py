@@ -28,6 +28,15 @@
 # (+ TIS, cap 2). One panel row per `rollout.router_noise` value: Gaussian noise on the
 # router logits at rollout only, a controlled knob for the mismatch strength.
 #
+# **Rollout-correction arms** (issue 45; not yet run at any scale beyond smoke): each weighs
+# GRPO's token loss against the sampler's own log-probs π_rollout, kept apart from π_old.
+# `grpo_tis` (token TIS, weight min(π_old/π_rollout, 2)), `grpo_mis` (sequence MIS: the
+# product of the ratios on the whole response, 0 above 2), `icepop` (tokens with ratio
+# outside [0.5, 5] masked) and `grpo_opsm` (DeepSeek-V3.2's off-policy sequence mask, δ 0.1:
+# negative-advantage responses whose mean log(π_rollout/π_θ) exceeds δ dropped). None changes
+# the sampler, so their k3 KL and router disagreement should be grpo's; what they can change is
+# the clip fraction, the gradient-norm spikes and pass@1 (the study file argues each).
+#
 # **Regime at tiny scale.** A tiny top-k MoE on arithmetic, 4 mini-batches per rollout (the
 # later ones off-policy: without off-policy steps GSPO equals GRPO), bf16 rollout vs fp32
 # training (the gpu scale adds vLLM vs transformers). A model this small may not be unstable
@@ -75,7 +84,15 @@ for key in OPTIONAL:
         print(f"note: no run logged '{key}': its panels are left empty")
 
 
+CORRECTION = [  # what the rollout-correction arms log (harness/objective/rollout_correction.py)
+    ("rollout_is/frac_truncated", "tokens truncated", "TIS: tokens whose weight was capped"),
+    ("rollout_is/frac_masked", "tokens masked", "IcePop / MIS: tokens given no gradient"),
+    ("rollout_is/seq_frac_masked", "responses masked", "responses with a masked token (MIS: all of it)"),
+    ("rollout_is/weight_mean", "mean IS weight", "mean weight against the sampler"),
+    ("off_policy_mask/frac_masked", "responses masked", "off-policy mask: responses dropped"),
+]
 FRACTIONS = {
+    *(key for key, _, _ in CORRECTION if key != "rollout_is/weight_mean"),
     "reward/mean",
     "eval/pass_at_1",
     "mismatch/ratio_gt2_frac",
@@ -323,6 +340,20 @@ fig.suptitle(
 F.save(fig, data, "grad_norm_entropy")
 
 # %% [markdown]
+# ## What the rollout corrections act on
+# Per step, the share of tokens or responses each correction truncated or masked, and the mean
+# importance weight against the sampler (1 = no correction); an arm appears only in the panels
+# of the metrics it logs.
+
+# %%
+logged = [(k, y, t, False) for k, y, t in CORRECTION if data.has_metric(k)]
+if logged:
+    fig, _ = grid(logged, "what each rollout correction acts on, per step (mean over seeds, 95% t-interval)")
+    F.save(fig, data, "correction")
+else:
+    print("note: no run logged a rollout-correction metric (no correction arm in these cells): no figure")
+
+# %% [markdown]
 # ## Numbers: per arm and router noise, with 95% t-intervals over seeds
 # Reward: each seed's mean over the last quarter of its steps. pass@1: the final checkpoint
 # (`eval.json`). Clip fraction, k3 KL and router disagreement: each seed's mean over all its
@@ -428,6 +459,45 @@ for nz in noises:
                         f"σ = {nz}: {what}, grpo_r3 − grpo (R3: lower)",
                     )
                 )
+SPIKE = 2.0  # the report's threshold: steps whose largest mini-batch gradient norm exceeds it
+
+
+def spikes_per_seed(cells):
+    per_seed = [str(sum(v > SPIKE for v in s.values())) for s in F.seed_series(data, cells, "grad/norm_max")]
+    return " / ".join(per_seed) or "n/a"
+
+
+def peak(cell, key):
+    series = F.seed_series(data, [cell], key)
+    return max(series[0].values()) if series and series[0] else float("nan")
+
+
+def paired_max(a_cells, b_cells, key):
+    """Per seed, the peak over steps of arm a minus that of arm b, as a Final (n = the common seeds)."""
+    b = {c.get("seed"): peak(c, key) for c in b_cells}
+    return F.final([peak(c, key) - b[c.get("seed")] for c in a_cells if c.get("seed") in b])
+
+
+REPORTED = ("grpo", "grpo_r3", "gspo")  # the arms analysis/reports/moe_stability.md reports
+
+
+for nz in noises:
+    row = ROWS[nz]
+    fixes = [a for a in row if a not in REPORTED]  # the rollout-correction arms (and any added later)
+    if "grpo" not in row or not fixes:
+        continue
+    lines += ["", f"Rollout corrections at σ = {nz} (against grpo, paired by seed):", ""]
+    crow = [[a, *(mean_over_steps(row[a], k).fmt() for k, _, _ in CORRECTION), spikes_per_seed(row[a])] for a in row]
+    lines += [F.markdown_table(["arm", *(k for k, _, _ in CORRECTION), f"steps over {SPIKE} per seed"], crow), ""]
+    for arm in fixes:
+        lines.append(
+            "- "
+            + F.verdict(paired_max(row[arm], row["grpo"], "grad/norm_max"), f"σ = {nz}: peak grad norm, {arm} − grpo")
+        )
+        for key, what in (("clip/frac", "clip fraction"), ("mismatch/k3_kl", "rollout–train k3 KL (expected ≈ 0)")):
+            if data.has_metric(key):
+                d = F.tail_of(F.paired_series(data, row[arm], row["grpo"], key), 1.0)
+                lines.append("- " + F.verdict(d, f"σ = {nz}: {what}, {arm} − grpo"))
 if len(noises) > 1 and data.has_metric("mismatch/k3_kl"):
     lo, hi = noises[0], noises[-1]
     for arm in ROWS[hi]:

@@ -78,6 +78,8 @@ def _point(study: Study, combo: tuple[int, ...], key_names: dict[str, str]) -> t
                 parts.append(f"{key_names[k]}={format_value(v)}")
         for k, v in zip(ax.keys, point):
             axes_vals[k] = v
+    # the arm's own extra keys (study file `arm_overrides`): set in its config, neither an axis nor a tag
+    overrides.update(study.arm_overrides.get(str(axes_vals.get(ARM)), {}) if ARM in axes_vals else {})
     return parts, axes_vals, overrides
 
 

@@ -13,6 +13,8 @@ A study file (experiments/<name>.yaml) declares (every key checked by schema.Stu
       - arm: [grpo, gspo]           #   `arm` (optional) names the group's values in ids and tags
         objective.preset: [grpo, gspo]
         train.mini_batches: [4, 4]
+    arm_overrides:                  # optional: more dotted keys for one arm's cells, not an axis (no tag,
+      gspo: {train.lr: 1e-5}        #   no id part): an arm added beside others leaves their configs as they were
     seeds: [1, 2, 3]                # the `seed` axis (always last in the id)
     exclude:                        # optional: partial cells to drop (every key must match)
       - {objective.preset: dapo, train.group_size: 4}
@@ -156,6 +158,30 @@ def _axes(raw: dict, scale: str, scale_ov: dict) -> list[Axis]:
     return axes
 
 
+def _arm_overrides(raw: dict, axes: list[Axis], scale: str, scale_ov: dict) -> dict[str, dict]:
+    """`arm_overrides`: each label must be an arm of the labelled zip group, and no key an axis or a
+    key the scale or the study itself sets (the arm's value would silently lose or win)."""
+    given = dict(raw.get("arm_overrides") or {})
+    labels = next((ax.labels for ax in axes if ax.labels), None) or ()
+    axis_keys = {k for ax in axes for k in ax.keys}
+    for label, keys in given.items():
+        if str(label) not in labels:
+            raise StudyError(f"arm_overrides.{label}: not an arm of the zip group (arms: {list(labels)})")
+        for k in keys:
+            if k in axis_keys or k in (SEED, "tracking.experiment", "tracking.run_name", "tracking.tags"):
+                raise StudyError(f"arm_overrides.{label}.{k}: an axis or a key the study sets; set it there")
+            if k in scale_ov:
+                raise StudyError(f"arm_overrides.{label}.{k}: scales.{scale} overrides it too; set it in one place")
+    out = {str(label): dict(keys) for label, keys in given.items()}
+    for ax in axes:
+        if ax.labels:  # two arms that set the same values are one arm under two names
+            points = [repr((point, sorted(out.get(label, {}).items()))) for label, point in zip(ax.labels, ax.values)]
+            same = sorted({lb for lb, p in zip(ax.labels, points) if points.count(p) > 1})
+            if same:
+                raise StudyError(f"{ax.source}: arms {same} set the same values (zip keys and arm_overrides)")
+    return out
+
+
 def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None, scale: str | None = None) -> Study:
     """Check the study file against its schema (schema.py), then build its axes for `scale`
     (no run config is built here: expand.py does that per cell). The plugins the study names
@@ -186,6 +212,7 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
     final_eval.update(scale_ov.pop("final_eval", None) or {})
     probe = dict(raw.get("probe") or {})
     probe.update(scale_ov.pop("probe", None) or {})
+    arm_overrides = _arm_overrides(raw, axes, scale, scale_ov)
     return Study(
         name=name,
         path=path,
@@ -197,6 +224,7 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
         seeds=list(seeds),
         exclude=list(raw.get("exclude") or []),
         final_eval=final_eval,
+        arm_overrides=arm_overrides,
         probe=probe,
         tune=spec.tune,
     )

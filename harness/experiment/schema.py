@@ -1,7 +1,7 @@
 """The study file's schema: every key of experiments/<name>.yaml and what it may hold, checked
 (pydantic, as harness/config/ checks a run config) before anything is expanded or loaded.
 
-    StudyFile      the top level: name, description, base, grid, zip, seeds, exclude, scale,
+    StudyFile      the top level: name, description, base, grid, zip, arm_overrides, seeds, exclude, scale,
                    scales, probe, final_eval, tune (docs/studies.md "The study file")
     ScaleSection   scales.<smoke|cpu|gpu>: dotted run-config keys, plus seeds, final_eval, probe
     ProbeSettings  probe: the mechanism probe's settings (harness/probes/)
@@ -240,6 +240,8 @@ def _zip_group(group: Any) -> dict:
     keys = [k for k in group if k != ARM]
     if not keys:
         raise ValueError(f"needs at least one run-config key besides `{ARM}`")
+    if ARM in group:  # labelled arms may share these keys and differ by `arm_overrides` (load.py checks that)
+        return group
     try:
         _values(list(zip(*(group[k] for k in keys))))
     except ValueError as err:
@@ -269,6 +271,9 @@ class StudyFile(_Strict):
     )
     grid: Annotated[dict[RunConfigKey, AxisValues], BeforeValidator(_grid)] | None = None
     zip: list[Annotated[dict, BeforeValidator(_zip_group)]] | None = None
+    # arm label -> dotted overrides its cells also get, not an axis: no tag, no id part (an arm added
+    # beside reported ones leaves their cells' configs unchanged); load.py checks the labels and keys
+    arm_overrides: dict[str, dict[RunConfigKey, Any]] | None = None
     seeds: Seeds | None = None  # default: the base's seed
     exclude: list[Annotated[dict[str, Any], Field(min_length=1)]] | None = None  # keys checked against the axes
     scale: Scale | None = None  # default scale (override: --scale)

@@ -62,6 +62,7 @@ class Study:
     seeds: list[int]
     exclude: list[dict]
     final_eval: dict = field(default_factory=dict)
+    arm_overrides: dict[str, dict] = field(default_factory=dict)  # arm label -> dotted overrides (not axes)
     probe: dict = field(default_factory=dict)  # settings of `harness probe` (harness/probes/)
     tune: Any = None  # the validated `tune:` section (schema.TuneSection), if any
     cells: list[Cell] = field(default_factory=list)

@@ -14,8 +14,8 @@ EXPECTED = {
     "demo": {"warmstart": 1, "train": 1, "eval": 1, "probe": 1},  # grpo; the probe has 3 arms
     "length_bias": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},  # 3 aggregations
     "difficulty_bias": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},  # 3 advantage scales
-    "moe_stability": {"warmstart": 1, "train": 3, "eval": 3, "probe": 1},  # 3 arms (5 in the probe)
-    "dpo_displacement": {"warmstart": 1, "train": 2, "eval": 2},  # dpo, rpo
+    "moe_stability": {"warmstart": 1, "train": 7, "eval": 7, "probe": 1},  # 3 arms + 4 corrections (5 in the probe)
+    "dpo_displacement": {"warmstart": 1, "train": 3, "eval": 3},  # dpo, rpo, dpo_shift
     "clip_higher": {"warmstart": 1, "train": 2, "eval": 2},  # eps_high 0.28, 0.2
     "passk": {"warmstart": 1, "train": 1, "eval": 1},  # one grpo policy (eval --vs-initial)
 }

@@ -26,6 +26,7 @@ def test_a_file_with_every_key_parses():
         "base": {"train": {"steps": 2}},
         "grid": {"objective.preset": ["grpo", "dapo"]},
         "zip": [{"arm": ["a", "b"], "train.lr": [1e-4, 1e-4], "train.mini_batches": [1, 2]}],
+        "arm_overrides": {"b": {"objective.kl_coef": 0.0}},
         "seeds": [1, 2],
         "exclude": [{"preset": "dapo", "arm": "b"}],
         "scale": "smoke",
