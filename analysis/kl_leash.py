@@ -18,7 +18,7 @@
 #
 # **Arms** (`arm`): GRPO against the study's own reward model (`reward_model:` in experiments/kl_leash.yaml,
 # trained first by `harness train-rm` on pairs whose chosen answer is correct AND longer) with kl_coef 0,
-# 0.04, 0.1; and GRPO against the verifier (the task's Answer line) with kl_coef 0 and 0.1, the control.
+# 0.04, 0.1; and GRPO against the verifier (the task's Answer line) with kl_coef 0, the control.
 # Every run is scored by both (one at weight 0): `hacking/proxy` is the reward model's mean raw score on
 # the step's rollouts, `hacking/verified` their verified accuracy. Same seed = same warm start weights,
 # step-0 prompts and eval set.

@@ -1039,8 +1039,9 @@ class RunConfig(_Section):
             (i, r.model) for i, r in enumerate(t.rewards) if r.model is not None and not (r.verifier or r.function)
         ]
         for i, path in models:
-            if str(path) in PENDING_REWARD_MODELS and not Path(path).exists():
-                continue  # a study's reward model, trained (`harness train-rm`) before its cells run
+            folder = Path(path)
+            if str(path) in PENDING_REWARD_MODELS and not (folder.is_dir() and any(folder.iterdir())):
+                continue  # a study's reward model, not yet written (train-rm writes its folder whole, at the end)
             problem = classifier_problem(Path(path))
             if problem is None:
                 memo = (str(Path(path).resolve()), _folder_stats(Path(path)))
@@ -1375,7 +1376,7 @@ def with_preset_run_keys(data: dict, preset: str) -> dict:
 _TINY = ("tiny-dense", "tiny-moe")  # built fresh (harness/models/registry.py): warm-started by default
 _CHECKED_DATA: dict[str, tuple] = {}
 _CHECKED_RM: dict[tuple, str] = {}  # (folder, its files' stats) -> why it does not score ("": it does)
-# reward model folders not checked while they do not exist yet: a study's `reward_model:`, trained by its
+# reward model folders not checked while they are absent or empty: a study's `reward_model:`, trained by its
 # Snakefile rule before any cell runs (harness/experiment/expand.py adds and removes them)
 PENDING_REWARD_MODELS: set[str] = set()
 

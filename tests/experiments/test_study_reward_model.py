@@ -74,8 +74,12 @@ def test_a_missing_pairs_file_or_bad_option_is_refused():
 
 
 def test_an_existing_folder_that_is_not_a_reward_model_is_still_refused(tmp_path):
-    """The exemption covers a folder that does not exist yet, not a wrong one."""
-    (tmp_path / "t" / "smoke" / "reward_model").mkdir(parents=True)
+    """The exemption covers a folder not written yet (absent, or the empty folder Snakemake makes for the
+    job's output), not a wrong one."""
+    folder = tmp_path / "t" / "smoke" / "reward_model"
+    folder.mkdir(parents=True)
+    cells({"reward_model": RM}, results=str(tmp_path))  # empty: still to be written
+    (folder / "config.json").write_text("{}")
     with pytest.raises(StudyError, match=r"task.rewards\[0\].model=.* is not a reward model"):
         cells({"reward_model": RM}, results=str(tmp_path))
 
@@ -88,8 +92,8 @@ def test_dry_run_trains_the_reward_model_before_the_cells(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout + out.stderr
     counts = job_counts(text)
-    assert counts["reward_model"] == 1 and counts["train"] == 5 and counts["warmstart"] == 2, counts
+    assert counts["reward_model"] == 1 and counts["train"] == 4 and counts["warmstart"] == 2, counts
     folder = Path(tmp_path) / "kl_leash" / "smoke" / "reward_model"
     assert f"train-rm --out {folder}" in text and "--pairs experiments/data/kl_leash/rm_pairs.jsonl" in text
     configs = sorted((Path(tmp_path) / "kl_leash" / "smoke" / "configs").glob("*.yaml"))
-    assert len(configs) == 5 and all(str(folder) in c.read_text() for c in configs)
+    assert len(configs) == 4 and all(str(folder) in c.read_text() for c in configs)
