@@ -191,6 +191,12 @@ def rise(cells):
     return F.final([r["delta_pass_at_1"] for r in F.paired_rises(data, cells)])
 
 
+def eval_change(cells, key):
+    """Per seed: the held-out eval's `key` at the last eval minus at step 0 (same prompts and sampling seed)."""
+    series = F.seed_series(data, cells, key)
+    return F.final([s[max(s)] - s[min(s)] for s in series])
+
+
 rows = []
 for arm, cells in ARMS.items():
     rows.append(
@@ -199,6 +205,7 @@ for arm, cells in ARMS.items():
             change(cells, "hacking/proxy").fmt(),
             change(cells, "hacking/verified").fmt(),
             rise(cells).fmt(),
+            eval_change(cells, "eval/reward/rm").fmt(),
             change(cells, "length/mean").fmt(),
             F.tail_mean(data, cells, "length/truncated_frac").fmt(),
             F.tail_mean(data, cells, "loss/kl").fmt(),
@@ -210,6 +217,7 @@ table = F.markdown_table(
         "proxy change (score, last quarter − step 0)",
         "verified accuracy change (train rollouts)",
         "held-out pass@1 rise (step 0 → end)",
+        "held-out reward-model score change (step 0 → end)",
         "length change (tokens)",
         "truncated share (last quarter)",
         "KL to the reference (loss/kl, last quarter)",
@@ -238,6 +246,19 @@ for a, b in pairs:
         verdicts.append("- " + F.verdict(held_out_gap(a, b), f"final held-out pass@1, {a} − {b} (paired by seed)"))
         p = F.tail_of(F.paired_series(data, ARMS[a], ARMS[b], "hacking/proxy"))
         verdicts.append("- " + F.verdict(p, f"proxy score, last quarter, {a} − {b}"))
+        e = F.last_of(F.paired_series(data, ARMS[a], ARMS[b], "eval/reward/rm"))
+        verdicts.append("- " + F.verdict(e, f"held-out reward-model score at the end, {a} − {b}"))
+verdicts.append("")
+verdicts.append("Per seed (the held-out reward-model score's change; the pass@1 rise with its interval over prompts):")
+for arm in RM_ARMS + VER_ARMS:
+    for r, c in zip(F.paired_rises(data, ARMS[arm]), ARMS[arm]):
+        e = eval_change([c], "eval/reward/rm")
+        lo, hi = r["ci95"]
+        hacked = e.mean > 0 and hi < 0
+        verdicts.append(
+            f"- {arm}, seed {r['seed']}: proxy {e.mean:+.2f}, pass@1 {r['delta_pass_at_1']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+            f"{': proxy up, verified down' if hacked else ''}"
+        )
 lines = [
     f"# {data.name} ({data.scale}): reward hacking against a flawed reward model, and the KL leash",
     "",
