@@ -9,6 +9,8 @@
 DAG, per study and scale (everything under results/<study>/<scale>/):
 
     warmstart (once per model x task x SFT settings, shared by the cells; cached in results/warmstart/)
+    reward_model  when the study file has a `reward_model:` section: `harness train-rm` -> reward_model/,
+                  the folder its cells name as `@reward_model` (task.rewards), trained before any cell
       -> train  one job per cell: `harness train configs/<cell>.yaml --out runs/<cell>` (resumes by itself);
                 output = runs/<cell>/summary.json only (written last by the trainer)
       -> eval   `harness eval runs/<cell>` -> runs/<cell>/eval.json (held-out pass@k of the final policy)
@@ -51,11 +53,11 @@ RESULTS = config.get("results", "results")
 def _load():
     scale = config.get("scale")
     if "study" in config:
-        return load_study(str(config["study"]), scale)
+        return load_study(str(config["study"]), scale, results=RESULTS)
     if any(k in config for k in ("base", "grid", "zip")):  # --configfile experiments/<study>.yaml
         raw = {k: v for k, v in config.items() if k in TOP_LEVEL_KEYS}
         path = Path(workflow.configfiles[-1]) if workflow.configfiles else None
-        return load_study(raw, scale, name=path.stem if path else None, path=path)
+        return load_study(raw, scale, name=path.stem if path else None, path=path, results=RESULTS)
     raise StudyError("which study? use --config study=<name> (experiments/<name>.yaml) or --configfile <study.yaml>")
 
 
@@ -118,6 +120,11 @@ NOTEBOOK = Path(workflow.basedir) / "analysis" / f"{STUDY.name}.py"
 EVAL_FLAGS = final_eval_flags(STUDY.final_eval)  # the study's `final_eval`: --n-samples N --num-prompts P --vs-initial
 PROBE = bool(STUDY.probe)  # the study file's `probe:` section (for this scale)
 STUDY_ARG = shlex.quote(str(STUDY.path or STUDY.name))
+RM_DIR = STUDY.reward_model_dir  # the study's `reward_model:` (None without one): trained before any cell
+if RM_DIR is not None:
+    atomic_write_text(OUT / "reward_model.json", json.dumps(STUDY.reward_model, indent=1, sort_keys=True) + "\n",
+                      only_if_changed=True)
+    RM_FLAGS = " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in sorted(STUDY.reward_model.items()))
 
 wildcard_constraints:
     cell="|".join(sorted(CELLS, key=len, reverse=True)).replace(".", r"\.").replace("+", r"\+"),
@@ -178,6 +185,7 @@ rule warmstart:
     """SFT warm start shared by every cell with this model x task x SFT settings."""
     input:
         config=OUT / "warmstart" / "{ws}.yaml",
+        reward_model=[OUT / "reward_model" / "rm_report.json"] if RM_DIR is not None else [],  # its config names it
     output:
         OUT / "warmstart" / "{ws}.json",
     log:
@@ -191,11 +199,34 @@ rule warmstart:
         "OMP_NUM_THREADS={threads} {HARNESS} warmstart {input.config} --out {output} > {log} 2>&1"
 
 
+rule reward_model:
+    """The study's reward model (its `reward_model:` section): `harness train-rm` into reward_model/, which the
+    cells name as `@reward_model`; rm_report.json is written with the folder (held-out accuracy, calibration)."""
+    input:
+        options=OUT / "reward_model.json",
+        pairs=lambda w: STUDY.reward_model["pairs"],
+    output:
+        OUT / "reward_model" / "rm_report.json",
+    log:
+        OUT / "logs" / "reward_model.log",
+    params:
+        folder=lambda w: RM_DIR,
+        flags=lambda w: RM_FLAGS,
+    threads: 8 if GPU else 1
+    resources:
+        mem_mb=16000 if GPU else 3000,
+        runtime=60,
+        gpu=1 if GPU else 0,
+    shell:
+        "OMP_NUM_THREADS={threads} {HARNESS} train-rm --out {params.folder} {params.flags} > {log} 2>&1"
+
+
 rule train:
     """One cell: train, or resume after a crash; summary.json is written last (= complete)."""
     input:
         config=OUT / "configs" / "{cell}.yaml",
         warmstart=lambda w: [OUT / "warmstart" / f"{WS_OF_CELL[w.cell]}.json"] if w.cell in WS_OF_CELL else [],
+        reward_model=[OUT / "reward_model" / "rm_report.json"] if RM_DIR is not None else [],
     output:
         OUT / "runs" / "{cell}" / "summary.json",
     log:

@@ -66,6 +66,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 SIDEWAYS: frozenset[tuple[str, str]] = frozenset(
     {
         ("harness.rollout", "harness.models"),  # a backend loads and scores with the model
+        ("harness.tasks", "harness.models"),  # a reward model scores with the rendering train-rm trains on
         ("harness.train.rl", "harness.train.diagnostics"),  # the RL step logs the diagnostics
         ("harness.train.eval", "harness.train.diagnostics"),  # an eval reports the rollout metrics
         ("harness.cli", "harness.experiment"),  # `harness` wires every command

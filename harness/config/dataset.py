@@ -20,6 +20,9 @@ from harness.tasks.rewards import reward_model_problem
 
 _CHECKED_DATA: dict[str, tuple] = {}
 _CHECKED_RM: dict[tuple, str] = {}  # (folder, its files' stats) -> why it does not score ("": it does)
+# reward model folders not checked while they are absent or empty: a study's `reward_model:`, trained by its
+# Snakefile rule before any cell runs (harness/experiment/expand.py adds and removes them)
+PENDING_REWARD_MODELS: set[str] = set()
 
 
 def _folder_stats(folder: Path) -> tuple:
@@ -91,6 +94,9 @@ def check_reward_models(run: Any) -> None:
     t = run.task
     models = [(i, r.model) for i, r in enumerate(t.rewards) if r.model is not None and not (r.verifier or r.function)]
     for i, path in models:
+        folder = Path(path)
+        if str(path) in PENDING_REWARD_MODELS and not (folder.is_dir() and any(folder.iterdir())):
+            continue  # a study's reward model, not yet written (train-rm writes its folder whole, at the end)
         problem = classifier_problem(Path(path))
         if problem is None:
             memo = (str(Path(path).resolve()), _folder_stats(Path(path)))

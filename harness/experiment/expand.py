@@ -1,5 +1,7 @@
 """Grid expansion: a parsed study -> its cells (Cartesian product of the axes minus `exclude`),
-each with its id, tags, tracking settings and validated RunConfig."""
+each with its id, tags, tracking settings and validated RunConfig. A value `@reward_model` anywhere in
+a cell's config becomes the folder of the reward model the study trains first (its `reward_model:`);
+the cells are validated before that folder exists (harness.config.PENDING_REWARD_MODELS)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,10 @@ import itertools
 import json
 from typing import Any
 
-from harness.config import ConfigError, build_config
+from harness.config import PENDING_REWARD_MODELS, ConfigError, build_config
 from harness.experiment.ids import format_value, short_names
 from harness.experiment.keys import apply_override
-from harness.experiment.study import ARM, SEED, Cell, Study, StudyError
+from harness.experiment.study import ARM, REWARD_MODEL, SEED, Cell, Study, StudyError
 
 
 def expand(study: Study, validate: bool = True) -> list[Cell]:
@@ -88,6 +90,7 @@ def _cell(study: Study, base: dict, cid: str, parts: list[str], axes_vals: dict,
     data = copy.deepcopy(base)
     for k, v in overrides.items():
         apply_override(data, k, v)
+    data = _with_reward_model(study, data)
     tags = {
         "study": study.name,
         "scale": study.scale,
@@ -107,14 +110,37 @@ def _cell(study: Study, base: dict, cid: str, parts: list[str], axes_vals: dict,
     return Cell(id=cid, axes=axes_vals, overrides=overrides, data=data, tags=tags)
 
 
+def _with_reward_model(study: Study, value: Any) -> Any:
+    """`value` with every string `@reward_model` replaced by the study's reward model folder; a StudyError where
+    the study has no `reward_model:` section."""
+    if isinstance(value, dict):
+        return {k: _with_reward_model(study, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_reward_model(study, v) for v in value]
+    if value == REWARD_MODEL:
+        if study.reward_model_dir is None:
+            raise StudyError(
+                f"{REWARD_MODEL}: names the reward model the study trains first, and study {study.name} has no "
+                "`reward_model:` section at this scale; add one (`harness train-rm` options: pairs, steps, ...)"
+            )
+        return str(study.reward_model_dir)
+    return value
+
+
 def _validate(study: Study, cell: Cell) -> None:
-    """cell.config: the cell's validated RunConfig; a StudyError naming the study, the cell and its axes."""
+    """cell.config: the cell's validated RunConfig; a StudyError naming the study, the cell and its axes. The
+    study's reward model folder is not checked before it exists (the Snakefile trains it before any cell)."""
+    pending = str(study.reward_model_dir) if study.reward_model_dir is not None else None
     try:
+        if pending is not None:
+            PENDING_REWARD_MODELS.add(pending)
         cell.config = build_config(cell.data)
     except ConfigError as err:
         axes = ", ".join(f"{k}={v!r}" for k, v in cell.overrides.items())
         where = f"{study.path}: " if study.path else ""
         raise StudyError(f"{where}study {study.name} ({study.scale}), cell {cell.id} [{axes}]: {err}") from None
+    finally:
+        PENDING_REWARD_MODELS.discard(pending)
 
 
 def _tag_value(v: Any) -> str:

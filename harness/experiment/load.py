@@ -26,6 +26,10 @@ A study file (experiments/<name>.yaml) declares (every key checked by schema.Stu
     probe: {batches: 12}            # optional: settings of the study's mechanism probe (`harness probe`),
                                     #   also per scale
     final_eval: {n_samples: 8}      # optional: `harness eval` of each final checkpoint, also per scale
+    reward_model: {pairs: FILE, steps: 200}  # optional: a reward model trained first (`harness train-rm`
+                                    #   options, also per scale) that cells name as `@reward_model`
+                                    #   (task.rewards: [{model: "@reward_model"}]); trained into
+                                    #   <results>/<study>/<scale>/reward_model
     tune: {...}                     # optional: an Optuna search (see harness/experiment/tune.py)
 
 A cell's run config = base <- scale overrides <- the cell's axis values <- seed <- tracking
@@ -182,7 +186,9 @@ def _arm_overrides(raw: dict, axes: list[Axis], scale: str, scale_ov: dict) -> d
     return out
 
 
-def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None, scale: str | None = None) -> Study:
+def parse_study(
+    raw: dict, *, path: Path | None = None, name: str | None = None, scale: str | None = None, results: str = "results"
+) -> Study:
     """Check the study file against its schema (schema.py), then build its axes for `scale`
     (no run config is built here: expand.py does that per cell). The plugins the study names
     (objective.plugins) are imported first: their knobs are grid keys like any other."""
@@ -213,6 +219,7 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
     probe = dict(raw.get("probe") or {})
     probe.update(scale_ov.pop("probe", None) or {})
     arm_overrides = _arm_overrides(raw, axes, scale, scale_ov)
+    reward_model = _reward_model(raw, scale, scale_ov.pop("reward_model", None))
     return Study(
         name=name,
         path=path,
@@ -227,7 +234,26 @@ def parse_study(raw: dict, *, path: Path | None = None, name: str | None = None,
         arm_overrides=arm_overrides,
         probe=probe,
         tune=spec.tune,
+        reward_model=reward_model,
+        results=str(results),
     )
+
+
+def _reward_model(raw: dict, scale: str, scale_rm: dict | None) -> dict:
+    """The study's `reward_model:` options at this scale (the scale's keys win); {} without one. Its pairs
+    file must exist (relative paths are read from the working directory, as `harness train-rm` reads them)."""
+    rm = {k: v for k, v in {**(raw.get("reward_model") or {}), **(scale_rm or {})}.items() if v is not None}
+    if not rm:
+        return {}
+    pairs = rm.get("pairs")
+    if pairs is None:
+        raise StudyError(f"reward_model.pairs: missing at scale {scale}; allowed: a pairs file for `harness train-rm`")
+    if not Path(pairs).is_file():
+        raise StudyError(
+            f"reward_model.pairs={pairs!r}: no such file (relative paths are read from {os.getcwd()}); allowed: a "
+            "pairs file (prompt, chosen, rejected) for `harness train-rm`"
+        )
+    return rm
 
 
 def load_study(
@@ -237,14 +263,16 @@ def load_study(
     validate: bool = True,
     name: str | None = None,
     path: str | os.PathLike | None = None,
+    results: str | os.PathLike = "results",
 ) -> Study:
     """Load, check and expand a study (a name under experiments/, a path, or an already-loaded
-    mapping; with a mapping, `path` is the file it came from: relative `base:` paths start there)."""
+    mapping; with a mapping, `path` is the file it came from: relative `base:` paths start there). `results`:
+    the results root the Snakefile writes under (where `@reward_model` is trained)."""
     if isinstance(name_or_path, dict):
         raw, path = name_or_path, (Path(path) if path else None)
     else:
         path = find_study(name_or_path)
         raw = read_yaml(path, "study", StudyError)
-    study = parse_study(raw, path=path, name=name, scale=scale)
+    study = parse_study(raw, path=path, name=name, scale=scale, results=str(results))
     expand(study, validate=validate)
     return study

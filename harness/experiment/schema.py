@@ -3,7 +3,8 @@
 
     StudyFile      the top level: name, description, base, grid, zip, arm_overrides, seeds, exclude, scale,
                    scales, probe, final_eval, tune (docs/studies.md "The study file")
-    ScaleSection   scales.<smoke|cpu|gpu>: dotted run-config keys, plus seeds, final_eval, probe
+    ScaleSection   scales.<smoke|cpu|gpu>: dotted run-config keys, plus seeds, final_eval, probe, reward_model
+    RewardModelSpec reward_model: `harness train-rm` options of a reward model the study trains first
     ProbeSettings  probe: the mechanism probe's settings (harness/probes/)
     TuneSection    tune: an Optuna search (harness/experiment/tune.py), its space of distributions
 
@@ -99,6 +100,23 @@ class ProbeSettings(_Strict):
     probe_samples: Annotated[StrictInt, Field(ge=1)] | None = None
     prompts_per_batch: Annotated[StrictInt, Field(ge=1)] | None = None
     router_noise: list[Annotated[Number, Field(ge=0)]] | None = None  # the MoE probe's noise levels
+
+
+class RewardModelSpec(_Strict):
+    """reward_model: a reward model the study trains first (`harness train-rm`, the Snakefile's rule reward_model),
+    named `@reward_model` in the cells' task.rewards (top level and per scale; the scale's keys win). Keys: those
+    of `harness train-rm` (docs/reward_models.md); `pairs` is required, a path from the repository root."""
+
+    pairs: str | None = None  # --pairs FILE
+    base: str | None = None  # --base
+    steps: Annotated[StrictInt, Field(ge=1)] | None = None
+    epochs: Annotated[Number, Field(gt=0)] | None = None
+    lr: Annotated[Number, Field(gt=0)] | None = None
+    batch_size: Annotated[StrictInt, Field(ge=1)] | None = None
+    eval_fraction: Annotated[Number, Field(ge=0, lt=1)] | None = None
+    seed: StrictInt | None = None
+    center_rewards_coefficient: Annotated[Number, Field(ge=0)] | None = None
+    max_length: Annotated[StrictInt, Field(ge=1)] | None = None
 
 
 class FinalEval(_Strict):
@@ -209,6 +227,7 @@ class ScaleSection(BaseModel):
     seeds: Seeds | None = None
     final_eval: FinalEval | None = None
     probe: ProbeSettings | None = None
+    reward_model: RewardModelSpec | None = None
 
     @model_validator(mode="after")
     def _keys(self):
@@ -281,6 +300,7 @@ class StudyFile(_Strict):
     probe: ProbeSettings | None = None
     final_eval: FinalEval | None = None
     tune: TuneSection | None = None
+    reward_model: RewardModelSpec | None = None  # a reward model trained first (`@reward_model` in the cells)
 
 
 TOP_LEVEL_KEYS = tuple(StudyFile.model_fields)

@@ -18,6 +18,7 @@ SCALES = (
 DECLARED_SCALES = ("dataset",)  # a study runs at these only when its file has the scale's section
 ARM = "arm"  # optional label key of a zip group
 SEED = "seed"
+REWARD_MODEL = "@reward_model"  # a cell's name for the reward model its study trains first (`reward_model:`)
 
 
 class StudyError(ValueError):
@@ -66,6 +67,13 @@ class Study:
     probe: dict = field(default_factory=dict)  # settings of `harness probe` (harness/probes/)
     tune: Any = None  # the validated `tune:` section (schema.TuneSection), if any
     cells: list[Cell] = field(default_factory=list)
+    reward_model: dict = field(default_factory=dict)  # `harness train-rm` options of the study's reward model
+    results: str = "results"  # the results root: the study's reward model is trained under it
+
+    @property
+    def reward_model_dir(self) -> Path | None:
+        """Where the study's reward model is trained (`@reward_model` in a cell's config); None without one."""
+        return Path(self.results) / self.name / self.scale / "reward_model" if self.reward_model else None
 
     @property
     def experiment(self) -> str:

@@ -36,6 +36,7 @@ def test_a_file_with_every_key_parses():
                 "seeds": [3],
                 "final_eval": {"n_samples": 2},
                 "probe": {"batches": 1, "router_noise": [0, 0.5]},
+                "reward_model": {"steps": 1},
             },
             "cpu": None,
         },
@@ -47,6 +48,7 @@ def test_a_file_with_every_key_parses():
             "prompts_per_batch": 2,
         },
         "final_eval": {"n_samples": 4},
+        "reward_model": {"pairs": "pairs.jsonl", "base": "tiny-dense", "steps": 3, "lr": 1e-4, "batch_size": 4},
         "tune": {
             "metric": "eval/pass_at_1",
             "direction": "minimize",
@@ -67,6 +69,7 @@ def test_a_file_with_every_key_parses():
         "seeds",
         "final_eval",
         "probe",
+        "reward_model",
     }  # the keys a scale may set besides run-config keys
     assert spec.tune.space["train.group_size"].step == 2 and spec.scales["cpu"] is None
 

@@ -1,9 +1,7 @@
 """The reward template (harness/models/reward_template.py): the reward tokenizer's own chat template on
 [user: prompt, assistant: completion], token for token."""
 
-import pytest
-
-from harness.models.reward_template import reward_input_ids, reward_messages
+from harness.models.reward_template import chat_input_ids, reward_input_ids, reward_messages
 from harness.models.tokenizer import char_tokenizer
 
 
@@ -28,8 +26,12 @@ def test_ids_are_the_tokenizers_own_template():
     assert tok.decode(ids) == "<bos>2+2=?\n4<eos>"  # the character template: bos, the turns, eos after the answer
 
 
-def test_a_tokenizer_without_a_template_is_refused():
+def test_a_tokenizer_without_a_template_renders_plain_text():
+    """A foreign folder's tokenizer without a chat template: BOS + the contents joined by blank lines, for
+    train-rm and the scorer alike (one rendering: chat_input_ids)."""
     tok = char_tokenizer()
     tok.chat_template = None
-    with pytest.raises(ValueError, match="has no chat template"):
-        reward_input_ids(tok, "a", "b")
+    ids = reward_input_ids(tok, "a", "b")
+    assert ids == [tok.bos_token_id, *tok.encode("a\n\nb", add_special_tokens=False)]
+    assert tok.decode(ids) == "<bos>a\n\nb"
+    assert chat_input_ids(tok, reward_messages("a", "b")) == ids

@@ -7,7 +7,8 @@
 The policy's text is re-rendered with the reward model's OWN tokenizer and chat template (the prompt's
 chat messages, then the completion as the assistant's turn): never the policy's token ids, so a reward
 model whose tokenizer or template differs from the policy's (TRL #1979, OpenRLHF #242) scores what it
-was trained on. Without a chat template: BOS (if any) + the messages' contents joined by blank lines.
+was trained on. The rendering is harness/models/reward_template.py's `chat_input_ids`, the one `harness
+train-rm` trains with (without a chat template: BOS (if any) + the messages' contents joined by blank lines).
 Scored in micro-batches of `micro_batch_size` rows (right-padded with the model's pad id; the model's
 own pooling reads the last token that is not padding), no gradient, in this process (never pickled into
 the reward workers), on the device the run moved it to. A micro-batch changes no score beyond the last
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import math
 
+from harness.models.reward_template import chat_input_ids, reward_messages
+
 SAMPLE = [{"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": "2 + 3 = 5. #### 5"}]
 
 
 def conversation(messages: list[dict], completion: str) -> list[dict]:
     """The chat the reward model reads: the prompt's messages, then the completion as the assistant's turn."""
-    return [*messages, {"role": "assistant", "content": completion}]
+    return reward_messages(messages, completion)
 
 
 class RewardModel:
@@ -65,12 +68,8 @@ class RewardModel:
         return self._tok
 
     def token_ids(self, conv: list[dict]) -> list[int]:
-        """The reward model's tokens of one conversation: its own chat template (apply_chat_template)."""
-        tok = self.tokenizer
-        if tok.chat_template:
-            return list(tok.apply_chat_template(conv, tokenize=True, return_dict=False))
-        bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-        return bos + tok.encode("\n\n".join(m["content"] for m in conv), add_special_tokens=False)
+        """The reward model's tokens of one conversation: its own chat template (reward_template.chat_input_ids)."""
+        return chat_input_ids(self.tokenizer, conv)
 
     def score(self, convs: list[list[dict]]) -> list[float]:
         """One score per conversation (B,), in micro-batches of micro_batch_size rows."""
