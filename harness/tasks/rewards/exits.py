@@ -17,8 +17,6 @@ from __future__ import annotations
 import signal
 import time
 
-from harness.user_exits import CalledOsExit, no_os_exit, what_it_did  # noqa: F401 -- re-exported
-
 
 def exit_status(code: int | None) -> str:
     """A process's exit code in words: 'exit code 3', 'killed by SIGKILL (out of memory?)'."""

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.faults import RunFault
-from harness.tasks.rewards.exits import CalledOsExit, no_os_exit, what_it_did
+from harness.user_exits import CalledOsExit, no_os_exit, what_it_did
 
 PARAMS = ("prompt", "completion", "answer", "row")
 

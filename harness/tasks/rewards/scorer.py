@@ -38,9 +38,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.tasks.rewards.exits import CalledOsExit, dead_workers, no_os_exit, what_it_did
+from harness.tasks.rewards.exits import dead_workers
 from harness.tasks.rewards.functions import RewardFunctionError, load_function, read_result
 from harness.tasks.rewards.verifiers import VERIFIERS
+from harness.user_exits import CalledOsExit, no_os_exit, what_it_did
 
 
 @dataclass(frozen=True)
