@@ -58,7 +58,7 @@ print(
 )
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), sharey=True)
+fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), sharex=True, sharey=True)
 for ax, (title, arms) in zip(axes, PANELS.items()):
     for arm in arms:
         color, label = data.color(arm), arm
