@@ -22,6 +22,7 @@ SHIPPED_STUDIES = (
     "dpo_displacement",
     "clip_higher",
     "passk",
+    "scaling",
 )
 
 

@@ -18,6 +18,7 @@ EXPECTED = {
     "dpo_displacement": {"warmstart": 1, "train": 3, "eval": 3},  # dpo, rpo, dpo_shift
     "clip_higher": {"warmstart": 1, "train": 2, "eval": 2},  # eps_high 0.28, 0.2
     "passk": {"warmstart": 1, "train": 1, "eval": 1},  # one grpo policy (eval --vs-initial)
+    "scaling": {"warmstart": 1, "train": 8, "eval": 8},  # 4 losses + grpo/cispo at staleness 2 and 4
 }
 TAIL = {"summary": 1, "fit": 1, "figures": 1, "all": 1}
 
