@@ -72,7 +72,6 @@ config calls the rule of every selected mode (objective.py `mode_warnings`) and 
 
 from harness.config.base import ConfigError, ConfigWarning, _Section, bool_as_number
 from harness.config.data import DataSection, PassRateDifficulty
-from harness.config.dataset import PENDING_REWARD_MODELS
 from harness.config.dpo import DPO_OBJECTIVE_KNOBS, DpoSection
 from harness.config.eval import EvalSection
 from harness.config.explain import explain_config
@@ -89,7 +88,6 @@ from harness.config.train import RL_TRAIN_KNOBS, TrainSection
 from harness.config.warm_start import WarmStartSection
 
 __all__ = [
-    "PENDING_REWARD_MODELS",
     "DPO_OBJECTIVE_KNOBS",
     "LOAD_OPTIONS",
     "RL_TRAIN_KNOBS",

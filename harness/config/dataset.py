@@ -20,9 +20,6 @@ from harness.tasks.rewards import reward_model_problem
 
 _CHECKED_DATA: dict[str, tuple] = {}
 _CHECKED_RM: dict[tuple, str] = {}  # (folder, its files' stats) -> why it does not score ("": it does)
-# reward model folders not checked while they are absent or empty: a study's `reward_model:`, trained by its
-# Snakefile rule before any cell runs (harness/experiment/expand.py adds and removes them)
-PENDING_REWARD_MODELS: set[str] = set()
 
 
 def _folder_stats(folder: Path) -> tuple:
@@ -30,9 +27,10 @@ def _folder_stats(folder: Path) -> tuple:
     return tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()))
 
 
-def check_dataset(run: Any) -> None:
+def check_dataset(run: Any, to_build: frozenset[str] = frozenset()) -> None:
     """task.name=dataset: its own keys set, the generated tasks' keys not; the files read, the fields,
-    rewards and reference answers checked (memoised per process on the task section and the files)."""
+    rewards and reference answers checked (memoised per process on the task section and the files).
+    to_build: reward model folders written before the run starts (check_reward_models)."""
     t = run.task
     if t.data is None:
         raise ValueError(
@@ -77,7 +75,7 @@ def check_dataset(run: Any) -> None:
             f"task.rewards: every weight is 0 ({[r.weight for r in t.rewards]}), so every completion's reward "
             "is 0 and the policy has nothing to learn; give at least one reward a weight other than 0"
         )
-    check_reward_models(run)
+    check_reward_models(run, to_build)
     memo = json.dumps([t.model_dump(mode="json"), run.model.name], sort_keys=True, default=str)
     stats = data_stats(d)
     if _CHECKED_DATA.get(memo) == stats:
@@ -87,15 +85,18 @@ def check_dataset(run: Any) -> None:
     _CHECKED_DATA[memo] = stats
 
 
-def check_reward_models(run: Any) -> None:
+def check_reward_models(run: Any, to_build: frozenset[str] = frozenset()) -> None:
     """task.rewards[i].model: a sequence classifier with one label whose tokenizer loads and whose score of a
     sample is finite (loaded once per process and folder state, on the CPU, before the policy loads);
-    task.hacking_window only where the probe runs (a reward model and a verifier or function)."""
+    task.hacking_window only where the probe runs (a reward model and a verifier or function).
+    to_build: folders not checked while they are absent or empty: a study's `reward_model:`, which its
+    Snakefile rule trains before any cell runs (build_config's reward_models_to_build, from
+    harness/experiment/expand.py)."""
     t = run.task
     models = [(i, r.model) for i, r in enumerate(t.rewards) if r.model is not None and not (r.verifier or r.function)]
     for i, path in models:
         folder = Path(path)
-        if str(path) in PENDING_REWARD_MODELS and not (folder.is_dir() and any(folder.iterdir())):
+        if str(path) in to_build and not (folder.is_dir() and any(folder.iterdir())):
             continue  # a study's reward model, not yet written (train-rm writes its folder whole, at the end)
         problem = classifier_problem(Path(path))
         if problem is None:

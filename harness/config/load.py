@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from harness.config.base import ConfigError
-from harness.config.run import RunConfig
+from harness.config.run import TO_BUILD, RunConfig
 from harness.config.strict_yaml import read_yaml, yaml_loads
 from harness.objective.modes import KnobError
 
@@ -111,15 +112,17 @@ def _format_error(err: ValidationError) -> str:
     return f"invalid run config ({len(lines)} errors):\n  " + "\n  ".join(lines)
 
 
-def build_config(data: dict, source: str | None = None) -> RunConfig:
-    """A validated RunConfig from a mapping; errors raise ConfigError (prefixed with `source`)."""
+def build_config(data: dict, source: str | None = None, reward_models_to_build: Iterable[str | Path] = ()) -> RunConfig:
+    """A validated RunConfig from a mapping; errors raise ConfigError (prefixed with `source`).
+    reward_models_to_build: reward model folders written before the run starts (a study's `reward_model:`,
+    harness/experiment/expand.py), not checked while they are absent or empty."""
     prefix = f"{source}: " if source else ""
     if not isinstance(data, dict):
         raise ConfigError(
             f"{prefix}the top level of a run config must be a mapping of sections (got {type(data).__name__})"
         )
     try:
-        return RunConfig.model_validate(data)
+        return RunConfig.model_validate(data, context={TO_BUILD: frozenset(map(str, reward_models_to_build))})
     except ValidationError as err:
         raise ConfigError(prefix + _format_error(err)) from None
     except ValueError as err:  # raised by ObjectiveConfig.preset / validators outside pydantic's wrapper

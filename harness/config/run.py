@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from harness import device_defaults
 from harness.config.base import ConfigWarning, _Section, field_default
@@ -36,6 +36,9 @@ from harness.config.train import TrainSection, check_batch_shape, check_old_logp
 from harness.config.warm_start import WarmStartSection, uses_warm_start
 from harness.models import MODEL_NAMES
 from harness.objective import ObjectiveConfig
+
+# the validation context's key (load.py build_config): the reward model folders written before the run starts
+TO_BUILD = "reward_models_to_build"
 
 
 class RunConfig(_Section):
@@ -65,8 +68,9 @@ class RunConfig(_Section):
         return build_objective(data)
 
     @model_validator(mode="after")
-    def _combinations(self) -> RunConfig:
-        """Every rule of the run, each from the module of what it constrains, in the order they are checked."""
+    def _combinations(self, info: ValidationInfo) -> RunConfig:
+        """Every rule of the run, each from the module of what it constrains, in the order they are checked.
+        The validation context's TO_BUILD: reward model folders not checked while absent (dataset.py)."""
         self._resolve_auto(device_defaults.run_device())
         check_trainer(self)
         if self.trainer == "rl":  # the DPO trainer reads no group, clip or batch-shape knob
@@ -76,7 +80,10 @@ class RunConfig(_Section):
         check_old_logp(self)
         check_overlong_buffer(self)
         check_task_name(self)
-        (check_dataset if self.task.name == "dataset" else check_generated_task)(self)
+        if self.task.name == "dataset":
+            check_dataset(self, frozenset((info.context or {}).get(TO_BUILD, ())))
+        else:
+            check_generated_task(self)
         for check in (check_model, check_critic_init, check_scale, check_moe, check_eval, check_staleness):
             check(self)
         errors, notes = ignored_knobs(self)

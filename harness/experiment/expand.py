@@ -1,7 +1,7 @@
 """Grid expansion: a parsed study -> its cells (Cartesian product of the axes minus `exclude`),
 each with its id, tags, tracking settings and validated RunConfig. A value `@reward_model` anywhere in
 a cell's config becomes the folder of the reward model the study trains first (its `reward_model:`);
-the cells are validated before that folder exists (harness.config.PENDING_REWARD_MODELS)."""
+the cells are validated before that folder exists (build_config's reward_models_to_build)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import itertools
 import json
 from typing import Any
 
-from harness.config import PENDING_REWARD_MODELS, ConfigError, build_config
+from harness.config import ConfigError, build_config
 from harness.experiment.ids import format_value, short_names
 from harness.experiment.keys import apply_override
 from harness.experiment.study import ARM, REWARD_MODEL, SEED, Cell, Study, StudyError
@@ -130,17 +130,13 @@ def _with_reward_model(study: Study, value: Any) -> Any:
 def _validate(study: Study, cell: Cell) -> None:
     """cell.config: the cell's validated RunConfig; a StudyError naming the study, the cell and its axes. The
     study's reward model folder is not checked before it exists (the Snakefile trains it before any cell)."""
-    pending = str(study.reward_model_dir) if study.reward_model_dir is not None else None
+    to_build = [study.reward_model_dir] if study.reward_model_dir is not None else []
     try:
-        if pending is not None:
-            PENDING_REWARD_MODELS.add(pending)
-        cell.config = build_config(cell.data)
+        cell.config = build_config(cell.data, reward_models_to_build=to_build)
     except ConfigError as err:
         axes = ", ".join(f"{k}={v!r}" for k, v in cell.overrides.items())
         where = f"{study.path}: " if study.path else ""
         raise StudyError(f"{where}study {study.name} ({study.scale}), cell {cell.id} [{axes}]: {err}") from None
-    finally:
-        PENDING_REWARD_MODELS.discard(pending)
 
 
 def _tag_value(v: Any) -> str:

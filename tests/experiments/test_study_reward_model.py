@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from study_helpers import REPO, clean_env, job_counts, snakemake_cmd
 
-from harness.config import PENDING_REWARD_MODELS
+import harness.experiment.expand as expand_module
+from harness.config import ConfigError, build_config
 from harness.experiment import StudyError, parse_study
 from harness.experiment.expand import expand
 
@@ -49,7 +50,29 @@ def test_cells_name_the_folder_the_study_trains_and_validate_before_it_exists(tm
     assert study.reward_model == RM and study.reward_model_dir == folder and not folder.exists()
     assert [c.config.task.rewards[0].model for c in cs] == [str(folder)] * 2
     assert cs[0].config.task.rewards[1].model is None
-    assert not PENDING_REWARD_MODELS  # the exemption ends with the expansion
+
+
+def test_the_exemption_is_the_cells_argument_not_the_process_state(tmp_path, monkeypatch):
+    """The folder the study trains is passed to its cells' validation (build_config's reward_models_to_build):
+    a config validated meanwhile, in the same process, that names the folder is refused, and so is one
+    validated after the expansion."""
+    folder = tmp_path / "t" / "smoke" / "reward_model"
+    named = {**BASE, "task": {**TASK, "rewards": [{"model": str(folder), "name": "rm"}, TASK["rewards"][1]]}}
+    refused = r"task.rewards\[0\].model=.* is not a reward model"
+    built = []
+
+    def build_meanwhile(data, *args, **kwargs):
+        with pytest.raises(ConfigError, match=refused):
+            build_config(named)
+        built.append(build_config(data, *args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(expand_module, "build_config", build_meanwhile)
+    cells({"reward_model": RM, "grid": {"objective.kl_coef": [0.0, 0.1]}}, results=str(tmp_path))
+    assert len(built) == 2 and not folder.exists()
+    with pytest.raises(ConfigError, match=refused):
+        build_config(named)
+    assert build_config(named, reward_models_to_build=[folder]).task.rewards[0].model == str(folder)
 
 
 def test_a_scale_overrides_the_options():
