@@ -10,7 +10,9 @@ module is an edge: at module level, inside a function, and under `if TYPE_CHECKI
     TYPE_CHECKING cannot hide one: the modules' graph counts every executed import);
   - no harness module is imported inside a function (a late import is how a cycle or an upward
     import hides); inside a function only the heavy third-party packages of LATE_ALLOWED may be
-    imported, so that `harness config` or a Snakemake dry run does not load transformers or vLLM.
+    imported, so that `harness config` or a Snakemake dry run does not load transformers or vLLM;
+  - inside each package of NO_TYPING_CYCLES the modules form no cycle even counting the imports under
+    TYPE_CHECKING: an annotation's import never runs, but a reader follows it as any other.
 
 The picture of issue 25 on the package's names (bottom first; docs/architecture.md says the same):
 
@@ -94,6 +96,10 @@ LATE_ALLOWED: frozenset[str] = frozenset(
         "math_verify",  # a dataset task's files and math answers
     }
 )
+
+# The packages whose modules import each other in no circle, the imports under TYPE_CHECKING counted: the
+# objective's rooms below config.py annotate with fields.ObjectiveKnobs, never config.ObjectiveConfig.
+NO_TYPING_CYCLES: tuple[str, ...] = ("harness.objective",)
 
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 LAYER_NAME = [name for name, _ in LAYERS]
@@ -283,6 +289,27 @@ def module_cycles(edges: list[Edge]) -> tuple[list[list[str]], list[str]]:
     return cycles, detail
 
 
+def package_cycles(edges: list[Edge], package: str) -> tuple[list[list[str]], list[str]]:
+    """(the cycles between the modules of `package` (its own and its subpackages'), counting the imports under
+    TYPE_CHECKING and inside functions, the edges that make them)."""
+
+    def inside(module: str) -> bool:
+        return module == package or module.startswith(package + ".")
+
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        if inside(e.importer) and inside(e.imported):
+            graph.setdefault(e.importer, set()).add(e.imported)
+    cycles = _cycles(graph)
+    detail = [
+        e.where() + (" (under TYPE_CHECKING)" if e.typing_only else "")
+        for e in edges
+        for c in cycles
+        if e.importer in c and e.imported in c
+    ]
+    return cycles, list(dict.fromkeys(detail))  # one line per statement, however many names it imports
+
+
 def test_every_module_has_a_layer():
     for module in MODULES:
         unit_of(module)  # raises, naming the module
@@ -306,6 +333,14 @@ def test_no_cycle_between_units():
 def test_no_cycle_between_modules():
     cycles, detail = module_cycles(EDGES)
     assert not cycles, f"modules importing each other: {cycles}\n" + "\n".join(detail)
+
+
+def test_no_cycle_inside_a_package_even_under_type_checking():
+    for package in NO_TYPING_CYCLES:
+        cycles, detail = package_cycles(EDGES, package)
+        assert not cycles, f"modules of {package} importing each other (TYPE_CHECKING counted): {cycles}\n" + "\n".join(
+            detail
+        )
 
 
 def test_no_harness_import_inside_a_function():
@@ -380,6 +415,11 @@ def test_the_checks_fail_on_cycles(tmp_path):
     units, _ = unit_cycles(edges)
     assert any({"harness.train.core", "harness.train.rl"} <= set(c) for c in units), units
     assert ["harness.train.dpo", "harness.train.run"] in units, units  # units count every edge
+    # inside a package, the imports under TYPE_CHECKING count: dpo.step -> run.shell -> dpo.step is a cycle
+    inside, detail = package_cycles(edges, "harness.train")
+    assert ["harness.train.dpo.step", "harness.train.run.shell"] in inside, inside
+    assert "harness/train/dpo/step.py:4 imports harness.train.run.shell (under TYPE_CHECKING)" in detail
+    assert package_cycles(edges, "harness.train.dpo") == ([], [])  # only the package's own modules
 
 
 def test_the_checks_fail_on_a_harness_import_inside_a_function(tmp_path):

@@ -2,8 +2,9 @@
 orthogonal knobs; a named algorithm (grpo, dapo, ...) is a preset of `ObjectiveConfig`.
 
 Pure functions on tensors and floats -- no model, no I/O. Rooms:
-config.py (`ObjectiveConfig`: validation, presets), fields.py (its knobs by section), presets.py
-(named algorithms, `register_preset`), advantages.py (§1, GAE), ratios.py (§2),
+config.py (`ObjectiveConfig`: validation, presets), fields.py (its knobs by section), mode_knobs.py
+(`MODE_KNOBS`: the knobs that select a mode -> their registries), presets.py (named algorithms,
+`register_preset`), advantages.py (§1, GAE), ratios.py (§2),
 surrogates.py (§3), kl.py (§4), aggregation.py (§5), policy.py (the loss + §9 metrics),
 value.py (PPO critic), shaping.py (§6 DAPO), dpo.py (§8), passk.py (eval);
 modes.py (the registries: every mode with its knobs, rules and hooks; `register` adds a researcher's

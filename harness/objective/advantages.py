@@ -33,7 +33,7 @@ from harness.objective.modes import Knob, Modes, Requires, register, register_ba
 from harness.objective.value import value_loss
 
 if TYPE_CHECKING:
-    from harness.objective.config import ObjectiveConfig
+    from harness.objective.fields import ObjectiveKnobs
 
 
 def _spread(x: torch.Tensor, std: str) -> torch.Tensor:
@@ -53,7 +53,7 @@ def _divide(u: torch.Tensor, spread: torch.Tensor, eps: float) -> torch.Tensor:
     return u / denom
 
 
-def group_advantages(cfg: ObjectiveConfig, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+def group_advantages(cfg: ObjectiveKnobs, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     """Sequence advantages (B,) from sequence rewards (B,), groups of `group_size` contiguous.
 
     baseline b_i:  group_mean     b_i = (1/G) sum_j r_j                       (GRPO 2402.03300 Eq. 3)
@@ -109,7 +109,7 @@ def _same(g: torch.Tensor) -> torch.Tensor:
 @register_baseline(
     "group_mean", doc="b_i = mean of the group's rewards (GRPO 2402.03300, Dr.GRPO, DAPO, GSPO)", min_group_size=2
 )
-def _group_mean(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+def _group_mean(g: torch.Tensor, cfg: ObjectiveKnobs) -> torch.Tensor:
     u = g - g.mean(-1, keepdim=True)  # r_i - mean_g
     return torch.where(_same(g), torch.zeros_like(u), u)
 
@@ -117,7 +117,7 @@ def _group_mean(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
 @register_baseline(
     "leave_one_out", doc="b_i = mean of the other G-1 rewards of the group (RLOO 2402.14740)", min_group_size=2
 )
-def _leave_one_out(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+def _leave_one_out(g: torch.Tensor, cfg: ObjectiveKnobs) -> torch.Tensor:
     G = g.shape[-1]
     if G < 2:
         raise ValueError(
@@ -129,14 +129,14 @@ def _leave_one_out(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
 
 
 @register_baseline("batch_mean", doc="b = mean of all B rewards")
-def _batch_mean(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+def _batch_mean(g: torch.Tensor, cfg: ObjectiveKnobs) -> torch.Tensor:
     r = g.reshape(-1)
     u = g - r.mean()
     return torch.zeros_like(u) if r.amax() == r.amin() else u
 
 
 @register_baseline("none", doc="b = 0 (plain REINFORCE)")
-def _no_baseline(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+def _no_baseline(g: torch.Tensor, cfg: ObjectiveKnobs) -> torch.Tensor:
     return g.clone()
 
 
@@ -184,7 +184,7 @@ def passk_advantages(g: torch.Tensor, k: int, adv_eps: float = 1e-6) -> torch.Te
 
 
 @register_scale("group_std", doc="divide by the group's std + adv_eps (GRPO; the difficulty bias)", min_group_size=2)
-def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveKnobs) -> torch.Tensor:
     return _divide(u, _spread(g, cfg.std).unsqueeze(-1), cfg.adv_eps)
 
 
@@ -193,7 +193,7 @@ def _group_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> 
     doc="divide by the batch's std + adv_eps (Lite PPO 2508.08221, REINFORCE++ 2501.03262); "
     "with the critic: whiten the per-token advantages",
 )
-def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveKnobs) -> torch.Tensor:
     return _divide(u, _spread(BATCH_STD_OF[cfg.batch_std_of](g.reshape(-1), u), cfg.std), cfg.adv_eps)
 
 
@@ -202,14 +202,14 @@ def _batch_std_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> 
     doc="divide by the group's mean reward + adv_eps (MaxRL 2602.02710: the gradient of log pass rate); binary rewards",
     requires=(Requires("overlong_buffer", (0,), BINARY),),
 )
-def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+def _group_mean_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveKnobs) -> torch.Tensor:
     """MaxRL: u / (mean_g(r) + adv_eps); a group of mean 0 (all wrong) divides by 1 (u is 0 there)."""
     check_binary(g, "scale='group_mean'")
     return _divide(u, g.mean(-1, keepdim=True), cfg.adv_eps)
 
 
 @register_scale("none", doc="no division (Dr.GRPO 2503.20783)")
-def _no_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+def _no_scale(u: torch.Tensor, g: torch.Tensor, cfg: ObjectiveKnobs) -> torch.Tensor:
     return u
 
 
@@ -233,7 +233,7 @@ def _of_centred(r: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return u.reshape(-1)
 
 
-def _passk_group_rule(cfg: ObjectiveConfig, group_size: int) -> str | None:
+def _passk_group_rule(cfg: ObjectiveKnobs, group_size: int) -> str | None:
     """`passk_k` < `train.group_size`: pass@k of G samples with k = G is 0 or 1 for every group (advantage 0)"""
     if cfg.passk_k < group_size:
         return None
@@ -260,7 +260,7 @@ def _passk_group_rule(cfg: ObjectiveConfig, group_size: int) -> str | None:
     ),
     group_rule=_passk_group_rule,
 )
-def _passk(g: torch.Tensor, cfg: ObjectiveConfig) -> torch.Tensor:
+def _passk(g: torch.Tensor, cfg: ObjectiveKnobs) -> torch.Tensor:
     return passk_advantages(g, cfg.passk_k, cfg.adv_eps)
 
 
@@ -314,7 +314,7 @@ def whiten(
 
 
 def critic_advantages(
-    cfg: ObjectiveConfig, token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+    cfg: ObjectiveKnobs, token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The critic path of §1 with the config's knobs: `gae_whitened`."""
     return gae_whitened(
@@ -347,7 +347,7 @@ def gae_whitened(
 
 
 # ----------------------------------------------------------------------------- the critic (PPO)
-def _value_term(cfg: ObjectiveConfig, x, num_seqs, num_tokens):
+def _value_term(cfg: ObjectiveKnobs, x, num_seqs, num_tokens):
     """The value loss (§1) when the value model's output `values` (b, T) is among the loss inputs."""
     values = x.extras.get("values")
     if values is None:
@@ -379,7 +379,7 @@ def _value_term(cfg: ObjectiveConfig, x, num_seqs, num_tokens):
     per_token=True,
 )
 def _critic_scored(
-    cfg: ObjectiveConfig, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inputs: dict
+    cfg: ObjectiveKnobs, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inputs: dict
 ) -> Scored:
     """Per-token rewards r_t = -kl_coef k1_t + [t last] r_i (KL only when placed in the reward), GAE,
     whitening for scale batch_std (§1); inputs: values (B, T) of the value model, logp and ref_logp."""

@@ -31,7 +31,7 @@ from harness.objective.deferred import Deferred, mean_of, read
 from harness.objective.modes import Knob, Modes, register_agg
 
 if TYPE_CHECKING:
-    from harness.objective.config import ObjectiveConfig
+    from harness.objective.fields import ObjectiveKnobs
 
 
 def batch_denominators(mask: torch.Tensor) -> tuple[int, int]:
@@ -48,7 +48,7 @@ def aggregate(
     norm_constant: float | None = None,
     num_seqs: int | float | torch.Tensor | None = None,
     num_tokens: int | float | torch.Tensor | None = None,
-    cfg: ObjectiveConfig | None = None,
+    cfg: ObjectiveKnobs | None = None,
 ) -> torch.Tensor:
     """Scalar loss from the per-token loss (B, T) under `agg` (see the module docstring).
 
@@ -78,7 +78,7 @@ def token_weights(
     norm_constant: float | None = None,
     num_seqs: int | float | None = None,
     num_tokens: int | float | None = None,
-    cfg: ObjectiveConfig | None = None,
+    cfg: ObjectiveKnobs | None = None,
 ) -> torch.Tensor:
     """(B, T) weight w_it with which `aggregate` sums the per-token losses: aggregate(agg, l, M)
     = sum_{i,t} w_it l_it. It is what the aggregation makes of the per-token gradient:

@@ -32,7 +32,8 @@ from pydantic import ValidationInfo, field_validator, model_serializer, model_va
 
 from harness.objective import knobs as knob_rules
 from harness.objective.extensions import active_modes
-from harness.objective.fields import MODE_KNOBS, ObjectiveKnobs
+from harness.objective.fields import ObjectiveKnobs
+from harness.objective.mode_knobs import MODE_KNOBS
 from harness.objective.modes import BUILTIN, RESERVED, all_knobs
 from harness.objective.plugins import import_plugins
 from harness.objective.presets import PRESETS, preset_knobs, preset_trainer, register_preset

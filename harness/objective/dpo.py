@@ -16,11 +16,11 @@ import torch.nn.functional as F
 from harness.objective.modes import Knob, Modes, register
 
 if TYPE_CHECKING:
-    from harness.objective.config import ObjectiveConfig
+    from harness.objective.fields import ObjectiveKnobs
 
 
 def dpo_loss(
-    cfg: ObjectiveConfig,
+    cfg: ObjectiveKnobs,
     pol_chosen: torch.Tensor,
     pol_rejected: torch.Tensor,
     ref_chosen: torch.Tensor,

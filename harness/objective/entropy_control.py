@@ -40,7 +40,7 @@ from harness.objective.modes import Knob, Modes, Requires, register, register_cl
 from harness.objective.surrogates import EPS, _bound_masks, _bounds, _ppo
 
 if TYPE_CHECKING:
-    from harness.objective.config import ObjectiveConfig
+    from harness.objective.fields import ObjectiveKnobs
 
 
 # ----------------------------------------------------------------------------- Clip-Cov, KL-Cov (2505.22617)
@@ -306,7 +306,7 @@ class AdaptiveEntropy:
         self.coef, self.last_entropy = float(state["coef"]), float(state["last_entropy"])
 
 
-def adaptive_entropy(cfg: ObjectiveConfig) -> AdaptiveEntropy | None:
+def adaptive_entropy(cfg: ObjectiveKnobs) -> AdaptiveEntropy | None:
     """A fresh controller when cfg turns it on, else None (the trainer keeps it across steps)."""
     return AdaptiveEntropy.start(cfg) if getattr(cfg, "use_adaptive_entropy", False) else None
 

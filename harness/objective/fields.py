@@ -1,41 +1,25 @@
 """The fields of `ObjectiveConfig` (config.py), section by section of docs/objective.md: the knobs every
-algorithm reads or that select a mode (a name in that kind's registry, modes.py). The knobs a mode owns
+algorithm reads or that select a mode (a name in that kind's registry, mode_knobs.py). The knobs a mode owns
 are declared by the mode (modes.py `Knob`) and carried as extras.
 
     AdvantageKnobs   where the knobs came from (algorithm, plugins) and §1 the advantage
     PolicyKnobs      §2-3 the ratio and the surrogate, §4 the KL, §5 the aggregation
-    ObjectiveKnobs   §6 the batch-level knobs and the sampler correction, §8 DPO; `check_knob_values`
+    ObjectiveKnobs   §6 the batch-level knobs and the sampler correction, §8 DPO
 
 Each class adds its section to the one before, so the fields keep the order of the YAML, the dump
 (config.yaml, MLflow params) and docs/objective.md's table. Validation, the presets and the knobs the
-modes declare are config.py's.
+modes declare are config.py's; the mode knobs' registries and the check of a preset's values are
+mode_knobs.py's. This module imports no other of the package: the functions of the rooms below config.py
+take an `ObjectiveKnobs` (the knobs they read), so a room that declares modes never names config.py.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-
-from harness.objective.advantages import BASELINE, BATCH_STD_OF, SCALE, STD
-from harness.objective.aggregation import AGG
-from harness.objective.dpo import DPO_LOSS
-from harness.objective.entropy_control import ENTROPY_AGG
-from harness.objective.kl import KL_ESTIMATOR, KL_PLACEMENT
-from harness.objective.modes import KnobError, Modes, all_knobs
-from harness.objective.ratios import RATIO
-from harness.objective.rollout_correction import ROLLOUT_IS
-from harness.objective.surrogates import CLIP
+from pydantic import BaseModel, ConfigDict, Field
 
 NonNeg = Annotated[float, Field(ge=0)]
-
-# Every knob that takes a named mode -> its registry (harness/objective/modes.py): the one place a
-# mode name is defined; validation, dispatch and docs/objective.md's table follow it.
-MODE_KNOBS: dict[str, Modes] = {
-    m.knob: m for m in (BASELINE, SCALE, STD, BATCH_STD_OF, RATIO, CLIP, KL_ESTIMATOR, KL_PLACEMENT, AGG, DPO_LOSS)
-}
-MODE_KNOBS[ENTROPY_AGG.knob] = ENTROPY_AGG  # entropy_control.py: the entropy bonus's aggregation
-MODE_KNOBS[ROLLOUT_IS.knob] = ROLLOUT_IS  # §6 the rollout correction against the sampler (rollout_correction.py)
 
 
 class AdvantageKnobs(BaseModel):
@@ -193,24 +177,5 @@ class ObjectiveKnobs(PolicyKnobs):
         "counters likelihood displacement; 0 = plain DPO/IPO",
     )
 
-    @classmethod
-    def check_knob_values(cls, knobs: dict, where: str) -> None:
-        """Each key a knob and each value allowed (a preset's knobs); ValueError naming `where` and the knob."""
-        declared = {k: kn for k, (kn, _) in all_knobs().items()}
-        for k, v in knobs.items():
-            try:
-                if k in declared:
-                    declared[k].validate(v)
-                elif k in MODE_KNOBS:
-                    MODE_KNOBS[k].check(v)
-                elif k in cls.model_fields and k not in ("algorithm", "plugins"):
-                    f = cls.model_fields[k]
-                    annotation = Annotated[f.annotation, *f.metadata] if f.metadata else f.annotation
-                    TypeAdapter(annotation).validate_python(v)
-                else:
-                    raise ValueError(f"{k!r} is not a knob")
-            except (ValueError, KnobError) as err:
-                raise ValueError(f"{where}: {' '.join(str(err).split())}") from None
 
-
-__all__ = ["MODE_KNOBS", "AdvantageKnobs", "PolicyKnobs", "ObjectiveKnobs"]
+__all__ = ["AdvantageKnobs", "PolicyKnobs", "ObjectiveKnobs"]

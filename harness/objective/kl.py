@@ -21,7 +21,7 @@ import torch
 from harness.objective.modes import Modes, Requires, register, register_kl_estimator
 
 if TYPE_CHECKING:
-    from harness.objective.config import ObjectiveConfig
+    from harness.objective.fields import ObjectiveKnobs
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:
@@ -55,7 +55,7 @@ def _k3(d: torch.Tensor) -> torch.Tensor:
 
 
 @register("kl_placement", "loss", doc="kl_coef * k (the chosen estimator) added to the token loss (GRPO)")
-def loss_kl_on(cfg: ObjectiveConfig) -> bool:
+def loss_kl_on(cfg: ObjectiveKnobs) -> bool:
     """Whether kl_coef * k is added to the token loss (kl_placement: loss, kl_coef > 0)."""
     return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "loss"
 
@@ -67,12 +67,12 @@ def loss_kl_on(cfg: ObjectiveConfig) -> bool:
     "(PPO/InstructGPT per token with the critic; RLOO/REINFORCE++ per sequence)",
     requires=(Requires("kl_estimator", ("k1",), "the reward placement subtracts kl_coef*k1 (docs/objective.md §4)"),),
 )
-def reward_kl_on(cfg: ObjectiveConfig) -> bool:
+def reward_kl_on(cfg: ObjectiveKnobs) -> bool:
     """Whether kl_coef * k1 comes off the reward (kl_placement: reward, kl_coef > 0)."""
     return cfg.kl_coef > 0 and KL_PLACEMENT.check(cfg.kl_placement) == "reward"
 
 
-def _reward_kl_active(cfg: ObjectiveConfig, ref_logp: torch.Tensor | None) -> bool:
+def _reward_kl_active(cfg: ObjectiveKnobs, ref_logp: torch.Tensor | None) -> bool:
     if KL_PLACEMENT.check(cfg.kl_placement) != "reward" or cfg.kl_coef == 0:
         return False
     if ref_logp is None:
@@ -84,7 +84,7 @@ def _reward_kl_active(cfg: ObjectiveConfig, ref_logp: torch.Tensor | None) -> bo
 
 
 def kl_in_reward(
-    cfg: ObjectiveConfig,
+    cfg: ObjectiveKnobs,
     rewards: torch.Tensor,
     logp: torch.Tensor,
     ref_logp: torch.Tensor | None,
@@ -114,7 +114,7 @@ def sequence_rewards_with_kl(
 
 
 def token_rewards_with_kl(
-    cfg: ObjectiveConfig,
+    cfg: ObjectiveKnobs,
     rewards: torch.Tensor,
     logp: torch.Tensor,
     ref_logp: torch.Tensor | None,

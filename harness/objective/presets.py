@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from harness.objective.fields import ObjectiveKnobs
+from harness.objective.mode_knobs import check_knob_values
 from harness.objective.modes import BUILTIN, origin_of
 
 # The registry: preset name -> its knob values; the trainer of each preset not run under "rl"; the run-config
@@ -54,7 +54,7 @@ def register_preset(name: str, *, trainer: str = "rl", run_keys: dict | None = N
                 f"preset {name!r}: run_keys key {key!r}; allowed: a run-config key outside objective, "
                 "section.name (e.g. model.lm_head_fp32)"
             )
-    ObjectiveKnobs.check_knob_values(knobs, f"preset {name!r}")
+    check_knob_values(knobs, f"preset {name!r}")
     PRESETS[name] = dict(knobs)
     PRESET_ORIGINS[name], PRESET_DECLARED[name] = origin, module
     if trainer != "rl":

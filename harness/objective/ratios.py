@@ -21,7 +21,7 @@ from harness.objective.modes import Knob, Modes, Requires, register_ratio
 from harness.objective.padding import zero_padding
 
 if TYPE_CHECKING:
-    from harness.objective.config import ObjectiveConfig
+    from harness.objective.fields import ObjectiveKnobs
 
 
 def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -37,7 +37,7 @@ def importance_ratio(
     old_logp: torch.Tensor,
     mask: torch.Tensor,
     adv: torch.Tensor | None = None,
-    cfg: ObjectiveConfig | None = None,
+    cfg: ObjectiveKnobs | None = None,
 ) -> torch.Tensor:
     """Per-token ratio rho (B, T) for `mode`; padding never reaches a value or a gradient
     (token/none give 1 there, the sequence modes repeat s_i; aggregation masks them out).

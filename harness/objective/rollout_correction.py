@@ -39,7 +39,7 @@ from harness.objective.extensions import Hooks, active_hooks
 from harness.objective.modes import Knob, Modes, Requires, register, register_extension
 
 if TYPE_CHECKING:
-    from harness.objective.config import ObjectiveConfig
+    from harness.objective.fields import ObjectiveKnobs
 
 CLIP_MAX = Knob(
     "rollout_is_clip_max",
@@ -286,7 +286,7 @@ class Correction(NamedTuple):
 
 @torch.no_grad()
 def rollout_correction(
-    cfg: ObjectiveConfig, lp: torch.Tensor, old: torch.Tensor, rollout: torch.Tensor, A: torch.Tensor, m: torch.Tensor
+    cfg: ObjectiveKnobs, lp: torch.Tensor, old: torch.Tensor, rollout: torch.Tensor, A: torch.Tensor, m: torch.Tensor
 ) -> Correction:
     """The weight of the policy-gradient token loss against the sampler: the IS weight (rollout_is / tis_cap) times
     every active mask (off-policy sequence mask, M2PO). lp, old, rollout, A: (B, T), 0 on padding (policy.Tokens);

@@ -25,16 +25,16 @@ import torch
 from harness.objective.modes import Knob, Modes, Requires, register_clip
 
 if TYPE_CHECKING:
-    from harness.objective.config import ObjectiveConfig
+    from harness.objective.fields import ObjectiveKnobs
 
 
-def _bounds(cfg: ObjectiveConfig) -> tuple[float | None, float]:
+def _bounds(cfg: ObjectiveKnobs) -> tuple[float | None, float]:
     """(1 - eps_low or None, 1 + eps_high): the clip bounds (eps_* are distances from 1)."""
     return (None if cfg.eps_low is None else 1.0 - cfg.eps_low), 1.0 + cfg.eps_high
 
 
 def surrogate_loss(
-    cfg: ObjectiveConfig,
+    cfg: ObjectiveKnobs,
     ratio: torch.Tensor,
     adv: torch.Tensor,
     logp: torch.Tensor,
@@ -64,13 +64,13 @@ def surrogate_loss(
     return surrogate.loss(ratio, adv, logp, old_logp, cfg)
 
 
-def _need_mask(cfg: ObjectiveConfig, mask: torch.Tensor | None) -> torch.Tensor:
+def _need_mask(cfg: ObjectiveKnobs, mask: torch.Tensor | None) -> torch.Tensor:
     if mask is None:
         raise ValueError(f"clip={cfg.clip!r} selects among the batch's tokens: pass mask (B, T), the response mask")
     return mask > 0
 
 
-def surrogate_metrics(cfg: ObjectiveConfig, ratio, adv, logp, old_logp, mask) -> dict:
+def surrogate_metrics(cfg: ObjectiveKnobs, ratio, adv, logp, old_logp, mask) -> dict:
     """The metrics a surrogate declares of itself (clip_cov/frac, kl_cov/frac), no grad; {} for most."""
     surrogate = CLIP[cfg.clip]
     if surrogate.metrics is None:
@@ -277,7 +277,7 @@ register_clip(
 
 
 def clip_masks(
-    cfg: ObjectiveConfig,
+    cfg: ObjectiveKnobs,
     ratio: torch.Tensor,
     adv: torch.Tensor,
     logp: torch.Tensor | None = None,

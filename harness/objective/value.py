@@ -14,11 +14,11 @@ import torch
 from harness.objective.aggregation import aggregate, masked_mean
 
 if TYPE_CHECKING:
-    from harness.objective.config import ObjectiveConfig
+    from harness.objective.fields import ObjectiveKnobs
 
 
 def value_loss(
-    cfg: ObjectiveConfig,
+    cfg: ObjectiveKnobs,
     values: torch.Tensor,
     old_values: torch.Tensor,
     returns: torch.Tensor,

@@ -115,11 +115,12 @@ def test_a_registry_is_one_definition_of_names_impls_and_literal():
 def test_every_builtin_preset_holds_only_declared_knobs_and_allowed_values():
     """A preset is checked against the declarations (register_preset does it for a researcher's own)."""
     from harness.objective import PRESETS
+    from harness.objective.mode_knobs import check_knob_values
     from harness.objective.presets import BUILTIN_PRESETS
 
     for name in BUILTIN_PRESETS:
-        ObjectiveConfig.check_knob_values(PRESETS[name], f"preset {name!r}")
+        check_knob_values(PRESETS[name], f"preset {name!r}")
     with pytest.raises(ValueError, match="preset 'x': sapo_tau_pos: Input should be greater than 0"):
-        ObjectiveConfig.check_knob_values({"sapo_tau_pos": -1.0}, "preset 'x'")
+        check_knob_values({"sapo_tau_pos": -1.0}, "preset 'x'")
     with pytest.raises(ValueError, match="preset 'x': unknown clip 'tanh'"):
-        ObjectiveConfig.check_knob_values({"clip": "tanh"}, "preset 'x'")
+        check_knob_values({"clip": "tanh"}, "preset 'x'")
