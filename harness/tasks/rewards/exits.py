@@ -32,6 +32,11 @@ def dead_workers(processes: list) -> str:
     deadline = time.monotonic() + 2.0  # a dead process's pipe closes a moment before its exit status is there
     for p in processes:
         p.join(timeout=max(0.0, deadline - time.monotonic()))
+    # The pool's own thread reaps its dead workers too (is_alive, join): while it holds a status the kernel gave
+    # it and has not yet stored on the Process, our join finds no child (ECHILD) and the exit code reads None;
+    # the pool's thread stores it a moment later.
+    while any(p.exitcode is None for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.01)
     ended = [p.exitcode for p in processes if p.exitcode is not None]
     first = [c for c in ended if c != -signal.SIGTERM] or ended
     return ", ".join(exit_status(c) for c in dict.fromkeys(first)) or "exit status unknown"
