@@ -267,7 +267,8 @@ def _reproduce(args) -> int:
         path = rp.write_record(args.study, args.scale, args.results or "results", merge=args.merge)
         print(f"record -> {path}")
         if before is not None:
-            print(rp.merge_report(before, json.loads(path.read_text())))
+            rerun = rp.complete_cells(args.study, args.scale, args.results or "results")
+            print(rp.merge_report(before, json.loads(path.read_text()), rerun))
         return 0
     if not args.cell:
         print("harness: reproduce needs --cell CELL (or --write-record)", file=sys.stderr)

@@ -259,12 +259,16 @@ def merge_records(old: dict, cells: dict, machines: list, commits: set, warm: di
     return {**kept, **cells}, machines, commits, {**old.get("warm_starts", {}), **warm}
 
 
-def merge_report(before: dict, after: dict) -> str:
-    """What a merged record changed: cells added, kept as recorded, and re-recorded (equal to the old numbers,
-    or how many of them differ; a rerun on the report's kernel path must give every number back)."""
+def merge_report(before: dict, after: dict, rerun: set) -> str:
+    """What a merged record changed: cells added, kept as recorded, and re-recorded (the cells of `rerun`, the
+    results folder's, that the old record held: equal to the old numbers, or how many of them differ; a rerun on
+    the report's kernel path must give every number back)."""
     old, new = before.get("cells", {}), after.get("cells", {})
-    lines = [f"added: {', '.join(c for c in new if c not in old) or 'none'}"]
-    for cell in (c for c in new if c in old):
+    lines = [
+        f"added: {', '.join(c for c in new if c not in old) or 'none'}",
+        f"kept as recorded: {', '.join(c for c in old if c not in rerun) or 'none'}",
+    ]
+    for cell in (c for c in new if c in old and c in rerun):
         rows = compare(old[cell], {k: _value(v) for k, v in new[cell].items()}, same_path=True)
         bad = [r["name"] for r in failed(rows)]
         lines.append(
@@ -272,6 +276,12 @@ def merge_report(before: dict, after: dict) -> str:
             + (f"{len(rows)} numbers equal" if not bad else f"{len(bad)} of {len(rows)} differ ({', '.join(bad[:5])})")
         )
     return "\n".join(lines)
+
+
+def complete_cells(study: str, scale: str | None, results: str | os.PathLike = "results") -> set:
+    """The ids of the cells of a study's results folder that finished (summary.json written)."""
+    _, cells = load_index(study_dir(load_study(study, scale), results))
+    return {c["id"] for c in cells if (Path(c["run_dir"]) / "summary.json").exists()}
 
 
 def _without_intervals(entry):

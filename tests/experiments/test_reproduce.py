@@ -143,10 +143,12 @@ def test_a_merged_record_keeps_the_cells_the_folder_lacks():
     lo, hi = cells["arm=a__seed=1"]["x"]["predict95"]
     assert lo == pytest.approx(0.059 - 0.017914, abs=1e-5) and hi == pytest.approx(0.059 + 0.017914, abs=1e-5)
     after = {"cells": cells}
-    text = rp.merge_report(old, after)
+    rerun = set(new_cells)
+    text = rp.merge_report(old, after, rerun)
     assert "added: arm=b__seed=1" in text and "re-recorded arm=a__seed=3: 1 numbers equal" in text
+    assert "kept as recorded: arm=a__seed=1, arm=a__seed=2" in text and "re-recorded arm=a__seed=1" not in text
     after["cells"]["arm=a__seed=3"]["x"]["value"] = 0.07
-    assert "re-recorded arm=a__seed=3: 1 of 1 differ (x)" in rp.merge_report(old, after)
+    assert "re-recorded arm=a__seed=3: 1 of 1 differ (x)" in rp.merge_report(old, after, rerun)
 
 
 def test_merge_goes_with_write_record(capsys):
