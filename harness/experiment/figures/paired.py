@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from harness.experiment.figures.curves import seed_series
+from harness.experiment.figures.curves import note, seed_series
 from harness.experiment.figures.learning import paired_rises
 from harness.experiment.figures.numbers import Final, final
 from harness.experiment.figures.style import _finite
@@ -98,6 +98,8 @@ def paired_panel(ax, data: StudyData, diffs: dict[str, Final], title: str, ylabe
         )
         if f.n > 1 and math.isfinite(f.half):
             ax.errorbar([x + 0.25], [f.mean], yerr=[f.half], fmt=marker, color=color, capsize=4)
+    if not any(f.n for f in diffs.values()):
+        note(ax, "no seed has this number in both arms (not logged, or 0 where a ratio is taken)")
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(diffs)), [f"{a}\n(n={f.n})" for a, f in diffs.items()], fontsize=8)
     ax.set_xlim(-0.6, len(diffs) - 0.4)
