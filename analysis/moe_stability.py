@@ -61,7 +61,9 @@ for a in data.values("arm"):  # one colour per arm, in the study's order, whiche
     data.color(str(a))
 MISSING = data.drop_incomplete()  # cells never run (or not finished) here: named, not drawn
 if MISSING:
-    print(f"note: {len(MISSING)} cells have no eval.json in this folder (not run): {[c['id'] for c in MISSING]}")
+    print(
+        f"note: {len(MISSING)} cells have no eval.json in this folder (not run, or not finished): {[c['id'] for c in MISSING]}"
+    )
 NOISE = "rollout.router_noise"
 noises = [v for v in data.values(NOISE) if v is not None]
 if not noises and data.cells:  # router noise fixed by the scale, not an axis: one row of panels
@@ -503,7 +505,7 @@ lines = [
     "",
     *(
         [
-            f"Not run in this folder (no eval.json; left out of every number and figure): {', '.join(c['id'] for c in MISSING)}.",
+            f"Not run in this folder, or not finished (no eval.json; left out of every number and figure): {', '.join(c['id'] for c in MISSING)}.",
             "",
         ]
         if MISSING
