@@ -354,7 +354,9 @@ F.save(fig, data, "grad_norm_entropy")
 # %%
 logged = [(k, y, t, False) for k, y, t in CORRECTION if data.has_metric(k)]
 if logged:
-    fig, _ = grid(logged, "what each rollout correction acts on, per step (mean over seeds, 95% t-interval)")
+    fig, axs = grid(logged, "what each rollout correction acts on, per step (mean over seeds, 95% t-interval)")
+    for ax in axs.flat:  # each panel has its own arms (those that log the metric): a legend on each
+        F.legend(ax, fontsize=6.5)
     F.save(fig, data, "correction")
 else:
     print("note: no run logged a rollout-correction metric (no correction arm in these cells): no figure")
