@@ -28,7 +28,8 @@
 # (+ TIS, cap 2). One panel row per `rollout.router_noise` value: Gaussian noise on the
 # router logits at rollout only, a controlled knob for the mismatch strength.
 #
-# **Rollout-correction arms** (issue 45; not yet run at any scale beyond smoke): each weighs
+# **Rollout-correction arms** (issue 45; run at cpu scale, 3 seeds: the report's "Rollout-correction
+# arms"): each weighs
 # GRPO's token loss against the sampler's own log-probs π_rollout, kept apart from π_old.
 # `grpo_tis` (token TIS, weight min(π_old/π_rollout, 2)), `grpo_mis` (sequence MIS: the
 # product of the ratios on the whole response, 0 above 2), `icepop` (tokens with ratio
@@ -53,9 +54,17 @@
 import matplotlib.pyplot as plt
 
 from harness.experiment import figures as F
+from harness.experiment.figures import paired as P
 
 F.setup()
 data = F.StudyData.from_env("moe_stability")
+for a in data.values("arm"):  # one colour per arm, in the study's order, whichever cells ran here
+    data.color(str(a))
+MISSING = data.drop_incomplete()  # cells never run (or not finished) here: named, not drawn
+if MISSING:
+    print(
+        f"note: {len(MISSING)} cells have no eval.json in this folder (not run, or not finished): {[c['id'] for c in MISSING]}"
+    )
 NOISE = "rollout.router_noise"
 noises = [v for v in data.values(NOISE) if v is not None]
 if not noises and data.cells:  # router noise fixed by the scale, not an axis: one row of panels
@@ -63,8 +72,6 @@ if not noises and data.cells:  # router noise fixed by the scale, not an axis: o
 ROWS = {nz: data.by("arm", cells=[c for c in data.cells if c["axes"].get(NOISE, nz) == nz]) for nz in noises}
 PROBE = F.load_probe(data)
 arms = data.values("arm")
-for a in arms:
-    data.color(str(a))  # one colour per arm, in the study's order, in every figure
 print(
     f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {arms}, router noise {noises}, "
     f"{F.seeds_label(data.n_seeds)}"
@@ -348,10 +355,96 @@ F.save(fig, data, "grad_norm_entropy")
 # %%
 logged = [(k, y, t, False) for k, y, t in CORRECTION if data.has_metric(k)]
 if logged:
-    fig, _ = grid(logged, "what each rollout correction acts on, per step (mean over seeds, 95% t-interval)")
+    fig, axs = grid(logged, "what each rollout correction acts on, per step (mean over seeds, 95% t-interval)")
+    for ax in axs.flat:  # each panel has its own arms (those that log the metric): a legend on each
+        F.legend(ax, fontsize=6.5)
     F.save(fig, data, "correction")
 else:
     print("note: no run logged a rollout-correction metric (no correction arm in these cells): no figure")
+
+# %% [markdown]
+# ## The rollout corrections against grpo, paired by seed
+# Each correction arm minus grpo of the same seed (the same warm start, prompts and eval set): the
+# final held-out pass@1 (eval.json) and its paired rise over training, the clip fraction, the
+# rollout–train k3 KL and router disagreement (each seed's mean over its steps: the sampler is
+# grpo's, so these two should not move), the peak gradient norm (log10 of the ratio: the spikes
+# span decades) and the number of steps whose largest mini-batch gradient norm exceeds 2 (the
+# report's spikes). Hollow markers: each seed; filled with caps: the mean and its 95% t-interval.
+
+# %%
+SPIKE = 2.0  # the report's threshold: steps whose largest mini-batch gradient norm exceeds it
+COMPARE = [  # (label, value per cell, log10 ratio?, y label): the mechanism first, then what is learned
+    ("rollout–train k3 KL", P.step_mean("mismatch/k3_kl"), False, "k3 KL per token, arm − grpo"),
+    ("router disagreement rollout–train", P.step_mean("router/disagree_rollout_train"), False, "share, arm − grpo"),
+    ("clip fraction", P.step_mean("clip/frac"), False, "clip fraction (mean over steps), arm − grpo"),
+    ("peak grad norm", P.peak("grad/norm_max"), True, "log10(peak norm / grpo's peak)"),
+    (f"steps with grad norm over {SPIKE:g}", P.count_over("grad/norm_max", SPIKE), False, "steps, arm − grpo"),
+    ("final pass@1", P.eval_value("eval/pass_at_1"), False, "final held-out pass@1, arm − grpo"),
+    ("paired rise of pass@1", P.rise, False, "rise of held-out pass@1, arm − grpo"),
+]
+OWN = [(key, title) for key, _, title in CORRECTION]  # each correction's own metrics, per arm
+
+
+def fixes_of(nz):
+    """The arms beside the reported three (the rollout corrections, and any added later)."""
+    return [a for a in ROWS[nz] if a not in ("grpo", "grpo_r3", "gspo")] if "grpo" in ROWS[nz] else []
+
+
+def compare(nz):
+    """label -> {arm: Final of arm − grpo per seed}, at router noise nz."""
+    row = ROWS[nz]
+    return {
+        lab: {a: P.paired(data, row[a], row["grpo"], fn, log10) for a in fixes_of(nz)} for lab, fn, log10, _ in COMPARE
+    }
+
+
+def own_metric(cells, key):
+    """Mean over seeds ± 95% t-interval of each seed's mean over steps, then the seeds' values."""
+    per_seed = P.by_seed(data, cells, P.step_mean(key))
+    if not per_seed:
+        return "–"
+    return f"{F.final(list(per_seed.values())).fmt()}: " + " / ".join(f"{v:.3g}" for v in per_seed.values())
+
+
+def correction_lines(nz):
+    """Summary lines: each correction arm against grpo (mean, interval, per-seed values), its own metrics."""
+    fixes = fixes_of(nz)
+    if not fixes:
+        return []
+    row, out = ROWS[nz], ["", f"Rollout corrections at σ = {nz}, each minus grpo of the same seed:", ""]
+    for (lab, _, log10, _), diffs in zip(COMPARE, compare(nz).values()):
+        for a, d in diffs.items():
+            what = f"log10({a} / grpo)" if log10 else f"{a} − grpo"
+            out.append(f"- {F.verdict(d, f'σ = {nz}: {lab}, {what}')} Per seed: {P.per_seed_text(d)}.")
+    peaks = [
+        [
+            a,
+            " / ".join(f"{v:.3g}" for v in P.by_seed(data, row[a], P.peak("grad/norm_max")).values()) or "n/a",
+            " / ".join(f"{v:.0f}" for v in P.by_seed(data, row[a], P.count_over("grad/norm_max", SPIKE)).values())
+            or "n/a",
+        ]
+        for a in ["grpo", *fixes]
+    ]
+    out += ["", F.markdown_table(["arm", "peak grad norm per seed", f"steps over {SPIKE:g} per seed"], peaks), ""]
+    own = [[a, *(own_metric(row[a], k) for k, _ in OWN)] for a in fixes]
+    out += [F.markdown_table(["arm (each seed's mean over steps)", *(k for k, _ in OWN)], own)]
+    return out
+
+
+for nz in noises:
+    if fixes_of(nz):
+        diffs = compare(nz)
+        fig, axs = plt.subplots(2, 4, figsize=(17, 8), layout="constrained")
+        for ax, (lab, _, _, ylabel) in zip(axs.flat, COMPARE):
+            P.paired_panel(ax, data, diffs[lab], lab, ylabel)
+        axs.flat[-1].set_visible(False)
+        fig.suptitle(
+            data.title(
+                f"rollout corrections minus grpo of the same seed, router noise σ = {nz}",
+                "hollow: each seed; filled with caps: mean and 95% t-interval over seeds",
+            )
+        )
+        F.save(fig, data, "corrections_paired" if len(noises) == 1 else f"corrections_paired_noise{nz}")
 
 # %% [markdown]
 # ## Numbers: per arm and router noise, with 95% t-intervals over seeds
@@ -413,6 +506,14 @@ lines = [
     "",
     table,
     "",
+    *(
+        [
+            f"Not run in this folder, or not finished (no eval.json; left out of every number and figure): {', '.join(c['id'] for c in MISSING)}.",
+            "",
+        ]
+        if MISSING
+        else []
+    ),
     "Comparisons (paired by seed):",
     "",
 ]
@@ -433,7 +534,7 @@ for nz in noises:
     row = ROWS[nz]
     if "grpo" not in row:
         continue
-    for arm in [a for a in row if a != "grpo"]:
+    for arm in [a for a in row if a in ("grpo_r3", "gspo")]:  # the corrections' pass@1: correction_lines
         lines.append(
             "- "
             + F.verdict(paired_final(row[arm], row["grpo"], "eval/pass_at_1"), f"σ = {nz}: final pass@1, {arm} − grpo")
@@ -459,45 +560,9 @@ for nz in noises:
                         f"σ = {nz}: {what}, grpo_r3 − grpo (R3: lower)",
                     )
                 )
-SPIKE = 2.0  # the report's threshold: steps whose largest mini-batch gradient norm exceeds it
-
-
-def spikes_per_seed(cells):
-    per_seed = [str(sum(v > SPIKE for v in s.values())) for s in F.seed_series(data, cells, "grad/norm_max")]
-    return " / ".join(per_seed) or "n/a"
-
-
-def peak(cell, key):
-    series = F.seed_series(data, [cell], key)
-    return max(series[0].values()) if series and series[0] else float("nan")
-
-
-def paired_max(a_cells, b_cells, key):
-    """Per seed, the peak over steps of arm a minus that of arm b, as a Final (n = the common seeds)."""
-    b = {c.get("seed"): peak(c, key) for c in b_cells}
-    return F.final([peak(c, key) - b[c.get("seed")] for c in a_cells if c.get("seed") in b])
-
-
 REPORTED = ("grpo", "grpo_r3", "gspo")  # the arms analysis/reports/moe_stability.md reports
-
-
 for nz in noises:
-    row = ROWS[nz]
-    fixes = [a for a in row if a not in REPORTED]  # the rollout-correction arms (and any added later)
-    if "grpo" not in row or not fixes:
-        continue
-    lines += ["", f"Rollout corrections at σ = {nz} (against grpo, paired by seed):", ""]
-    crow = [[a, *(mean_over_steps(row[a], k).fmt() for k, _, _ in CORRECTION), spikes_per_seed(row[a])] for a in row]
-    lines += [F.markdown_table(["arm", *(k for k, _, _ in CORRECTION), f"steps over {SPIKE} per seed"], crow), ""]
-    for arm in fixes:
-        lines.append(
-            "- "
-            + F.verdict(paired_max(row[arm], row["grpo"], "grad/norm_max"), f"σ = {nz}: peak grad norm, {arm} − grpo")
-        )
-        for key, what in (("clip/frac", "clip fraction"), ("mismatch/k3_kl", "rollout–train k3 KL (expected ≈ 0)")):
-            if data.has_metric(key):
-                d = F.tail_of(F.paired_series(data, row[arm], row["grpo"], key), 1.0)
-                lines.append("- " + F.verdict(d, f"σ = {nz}: {what}, {arm} − grpo"))
+    lines += correction_lines(nz)
 if len(noises) > 1 and data.has_metric("mismatch/k3_kl"):
     lo, hi = noises[0], noises[-1]
     for arm in ROWS[hi]:

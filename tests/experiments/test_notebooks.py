@@ -527,3 +527,90 @@ def test_moe_notebook_names_a_router_noise_fixed_by_the_scale(tmp_path, monkeypa
     summary = (out / "summary.md").read_text()
     assert "σ = None" not in summary
     assert "σ = 0.5: final pass@1, gspo − grpo" in summary
+
+
+CORRECTION_METRICS = {  # what each rollout-correction arm logs (harness/objective/rollout_correction.py)
+    "grpo_tis": {"rollout_is/frac_truncated": 0.01, "rollout_is/weight_mean": 0.98},
+    "grpo_mis": {"rollout_is/frac_masked": 0.2, "rollout_is/seq_frac_masked": 0.05, "rollout_is/weight_mean": 0.6},
+    "icepop": {"rollout_is/frac_masked": 0.02, "rollout_is/seq_frac_masked": 0.3},
+    "grpo_opsm": {"off_policy_mask/frac_masked": 0.1},
+}
+
+
+def fixture_moe_corrections(d):
+    """The 7-arm study at router noise 0.5 (fixed by the scale), 3 seeds, where grpo_r3 and gspo were
+    never run (no run folder: the session's 15 cells). grpo spikes twice per seed (peak 10 x seed at
+    step 3, 5 at step 4); every correction arm's norm is 1 throughout, its final pass@1 0.02 above
+    grpo's of the same seed, its k3 KL and router disagreement grpo's."""
+    cells = []
+    for arm in ("grpo", "grpo_r3", "gspo", "grpo_tis", "grpo_mis", "icepop", "grpo_opsm"):
+        for seed in (1, 2, 3):
+            cid = f"arm={arm}__seed={seed}"
+            cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed, "axes": {"arm": arm, "seed": seed}})
+            if arm in ("grpo_r3", "gspo"):
+                continue
+            recs = []
+            for st in range(STEPS + 1):
+                r = {"step": st}
+                if st in (0, STEPS):
+                    r["eval/pass_at_1"] = 0.3 + 0.01 * st
+                if st < STEPS:
+                    spike = {3: 10.0 * seed, 4: 5.0}.get(st, 1.0) if arm == "grpo" else 1.0
+                    r.update(
+                        {
+                            "reward/mean": 0.3,
+                            "clip/frac": 1e-3 * seed,
+                            "mismatch/k3_kl": 0.06 + 0.01 * seed,
+                            "router/disagree_rollout_train": 0.13,
+                            "grad/norm_max": spike,
+                            "entropy": 0.2,
+                            **CORRECTION_METRICS.get(arm, {}),
+                        }
+                    )
+                recs.append(r)
+            final = 0.40 + 0.01 * seed + (0.0 if arm == "grpo" else 0.02)
+            _run(
+                d,
+                cid,
+                recs,
+                {"objective": {"preset": "grpo"}, "rollout": {"router_noise": 0.5}},
+                {"eval/pass_at_1": final},
+            )
+            _rise(d, cid, 0.05 + (0.0 if arm == "grpo" else 0.01 * seed))
+    _write_study(d, "moe_stability", cells, [1, 2, 3])
+
+
+def test_moe_notebook_compares_the_corrections_and_names_cells_not_run(tmp_path, monkeypatch):
+    """A folder where some cells were never run (this session's 15 of 21): the notebook summarises the
+    complete cells, names the others, and pairs each rollout-correction arm with grpo by seed."""
+    d = tmp_path / "results" / "moe_stability" / "fixture"
+    d.mkdir(parents=True)
+    fixture_moe_corrections(d)
+    monkeypatch.chdir(tmp_path)
+    out = make_figures(d, d / "figures", notebook=str(REPO / "analysis" / "moe_stability.py"), log_mlflow=False)
+    assert sorted(p.stem for p in out.glob("*.png")) == sorted(
+        ["regime", "reward_eval", "clip_fraction", "mismatch", "router_disagreement", "grad_norm_entropy"]
+        + ["correction", "corrections_paired"]
+    )
+    summary = (out / "summary.md").read_text()
+    assert "15 cells" in summary
+    missing = [f"arm={a}__seed={s}" for a in ("grpo_r3", "gspo") for s in (1, 2, 3)]
+    assert (
+        f"Not run in this folder, or not finished (no eval.json; left out of every number and figure): {', '.join(missing)}."
+        in summary
+    )
+    assert "| grpo_r3 |" not in summary and "gspo −" not in summary  # no empty arm, no comparison without data
+    for arm in CORRECTION_METRICS:
+        assert (
+            f"- σ = 0.5: steps with grad norm over 2, {arm} − grpo: -2, 95% CI [-2, -2] over n=3 seeds: the interval "
+            "excludes 0, the difference APPEARS (sign as shown). Per seed: -2 / -2 / -2." in summary
+        )
+        assert f"- σ = 0.5: final pass@1, {arm} − grpo: +0.02, 95% CI [+0.02, +0.02] over n=3 seeds" in summary
+        assert f"- σ = 0.5: rollout–train k3 KL, {arm} − grpo: +0, 95% CI [+0, +0] over n=3 seeds" in summary
+        assert f"- σ = 0.5: router disagreement rollout–train, {arm} − grpo: +0" in summary
+    assert "- σ = 0.5: peak grad norm, log10(icepop / grpo): -1.26, 95% CI [-1.86, -0.66] over n=3 seeds" in summary
+    assert "Per seed: -1 / -1.3 / -1.48." in summary  # log10(1 / (10 x seed))
+    assert summary.count("final pass@1, grpo_tis − grpo") == 1  # once, with the other paired numbers
+    assert "Per seed: +0.01 / +0.02 / +0.03." in summary  # the paired rise, arm − grpo
+    assert "| grpo | 10 / 20 / 30 | 2 / 2 / 2 |" in summary
+    assert "| grpo_mis | – | 0.2 ± 0 (n=3): 0.2 / 0.2 / 0.2 |" in summary

@@ -16,6 +16,7 @@ groups.jsonl, eval.json, config.yaml), like harness/experiment/summary.py.
     numbers.py           per-arm final / tail values with intervals, verdict sentences, tables
     output.py            where figures and summary.md go
     learning.py          the paired rise of held-out pass@1 per arm and seed
+    paired.py            arms against a reference arm, paired by seed: differences, intervals, panel
     probe.py             probe.json: loading, points with intervals, verdicts
     length_probe.py      the length-bias probe's figure and lines (docs/studies.md (a))
     difficulty_probe.py  the difficulty-bias probe's figure and lines (docs/studies.md (b))

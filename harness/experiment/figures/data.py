@@ -75,6 +75,16 @@ class StudyData:
 
         return self._load(cell, "config", read)
 
+    def drop_incomplete(self) -> list[dict]:
+        """Keep in `cells` only the cells that finished (their eval.json, the Snakefile's target for
+        every cell, exists) and return the others: a folder where some cells were never run (or
+        are still running) is summarised from its complete cells, and the rest are named, not drawn
+        as empty arms."""
+        done = [c for c in self.cells if (self.run_dir(c) / "eval.json").exists()]
+        missing = [c for c in self.cells if c not in done]
+        self.cells = done
+        return missing
+
     def has_metric(self, key: str) -> bool:
         return any(_finite(r.get(key)) for c in self.cells for r in self.metrics(c))
 
