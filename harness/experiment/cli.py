@@ -128,6 +128,12 @@ def _add_reproduce_commands(sub) -> None:
         action="store_true",
         help="write the report's record.json from the study's results folder (when the report is made)",
     )
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --write-record: keep the record's cells the results folder lacks (arms added to a report); "
+        "a cell in both takes the folder's numbers, and the cells whose numbers changed are listed",
+    )
 
     p = sub.add_parser(
         "mlflow-sync",
@@ -253,9 +259,15 @@ def _summarize(args) -> int:
 
 
 def _reproduce(args) -> int:
+    if args.merge and not args.write_record:
+        print("harness: reproduce --merge goes with --write-record", file=sys.stderr)
+        return 2
     if args.write_record:
-        path = rp.write_record(args.study, args.scale, args.results or "results")
+        before = rp.load_record(args.study) if args.merge and rp.record_path(args.study).exists() else None
+        path = rp.write_record(args.study, args.scale, args.results or "results", merge=args.merge)
         print(f"record -> {path}")
+        if before is not None:
+            print(rp.merge_report(before, json.loads(path.read_text())))
         return 0
     if not args.cell:
         print("harness: reproduce needs --cell CELL (or --write-record)", file=sys.stderr)

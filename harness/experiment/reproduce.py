@@ -3,6 +3,7 @@ number the report took from that cell.
 
     harness reproduce STUDY --cell CELL [--scale S] [--results DIR] [--cores N]
     harness reproduce STUDY --write-record [--scale S] [--results DIR]    # when a report is made
+    harness reproduce STUDY --write-record --merge ...    # new cells added to a report: the record keeps the rest
 
 A report's record (analysis/reports/<study>/record.json) says what the report stands on and
 what it took from each cell:
@@ -194,10 +195,16 @@ def format_rows(rows: list[dict]) -> str:
 
 # ------------------------------------------------------------------------------ records
 def write_record(
-    study: str, scale: str | None, results: str | os.PathLike = "results", out: Path | None = None
+    study: str,
+    scale: str | None,
+    results: str | os.PathLike = "results",
+    out: Path | None = None,
+    merge: bool = False,
 ) -> Path:
     """record.json of a study's results folder: the commit, machine and warm starts of its cells and
-    every number of every complete cell (the report is written from the same folder)."""
+    every number of every complete cell (the report is written from the same folder). With `merge`, the
+    existing record's cells that the folder lacks are kept (a report that adds arms to an older run);
+    a cell in both takes the folder's numbers (`merge_records`)."""
     st = load_study(study, scale)
     folder = study_dir(st, results)
     _, cells = load_index(folder)
@@ -217,6 +224,10 @@ def write_record(
             f = warm_start_folder(c.config)
             if f.exists():
                 warm[f.name] = warm_start_fingerprint(f)
+    out = out or record_path(st.name)
+    if merge and out.exists():
+        old = json.loads(out.read_text())
+        cells_out, machines, commits, warm = merge_records(old, cells_out, machines, commits, warm)
     add_prediction_intervals(cells_out, {c["id"]: c.get("variant", "") for c in cells})
     record = {
         "study": st.name,
@@ -228,10 +239,47 @@ def write_record(
         "warm_starts": warm,
         "cells": cells_out,
     }
-    out = out or record_path(st.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
     return out
+
+
+def merge_records(old: dict, cells: dict, machines: list, commits: set, warm: dict) -> tuple:
+    """The old record's cells absent from `cells` kept, as recorded (their interval fields dropped: the
+    prediction intervals are recomputed over the merged arms); the commits, machines and warm starts of both.
+    -> (cells, machines, commits, warm)."""
+    kept = {
+        cell: {name: _without_intervals(entry) for name, entry in numbers.items()}
+        for cell, numbers in old.get("cells", {}).items()
+        if cell not in cells
+    }
+    old_machines = old.get("machines") or ([old["machine"]] if old.get("machine") else [])
+    machines = machines + [m for m in old_machines if m not in machines]
+    commits = set(commits) | set(old.get("commit") or [])
+    return {**kept, **cells}, machines, commits, {**old.get("warm_starts", {}), **warm}
+
+
+def merge_report(before: dict, after: dict) -> str:
+    """What a merged record changed: cells added, kept as recorded, and re-recorded (equal to the old numbers,
+    or how many of them differ; a rerun on the report's kernel path must give every number back)."""
+    old, new = before.get("cells", {}), after.get("cells", {})
+    lines = [f"added: {', '.join(c for c in new if c not in old) or 'none'}"]
+    for cell in (c for c in new if c in old):
+        rows = compare(old[cell], {k: _value(v) for k, v in new[cell].items()}, same_path=True)
+        bad = [r["name"] for r in failed(rows)]
+        lines.append(
+            f"re-recorded {cell}: "
+            + (f"{len(rows)} numbers equal" if not bad else f"{len(bad)} of {len(rows)} differ ({', '.join(bad[:5])})")
+        )
+    return "\n".join(lines)
+
+
+def _without_intervals(entry):
+    """A recorded number without its `predict95` (a bootstrap `ci95` and hand-copied `decimals` stay)."""
+    if not isinstance(entry, dict):
+        return entry
+    rest = {k: v for k, v in entry.items() if k != "predict95"}
+    return rest["value"] if set(rest) == {"value"} else rest
 
 
 def add_prediction_intervals(cells: dict, variant_of: dict) -> None:

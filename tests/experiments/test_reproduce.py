@@ -117,3 +117,40 @@ def test_a_smoke_cell_reproduces_bitwise_on_this_machine(tmp_path, monkeypatch):
     rows, ctx = rp.reproduce("demo", "preset=grpo__seed=1", "smoke", str(tmp_path / "again"), cores=2)
     assert ctx["same_kernel_path"] and rows and not rp.failed(rows), rp.format_rows(rows)
     assert any(r["name"] == "paired_rise_pass_at_1" for r in rows)
+
+
+def test_a_merged_record_keeps_the_cells_the_folder_lacks():
+    """A report adds arms to an older run: the record keeps the old arm's cells, takes the folder's numbers for a
+    cell in both, and recomputes the prediction intervals over the merged arms (seeds 0.060, 0.055 of arm a kept,
+    0.062 re-recorded as 0.062 and arm b new: arm a's interval is the one of test_prediction_intervals_by_hand)."""
+    old = {
+        "commit": ["c0"],
+        "machines": [{"cpu": "old"}],
+        "warm_starts": {"ws0": {"sha": 1}},
+        "cells": {
+            "arm=a__seed=1": {"x": {"value": 0.060, "predict95": [0, 1]}},
+            "arm=a__seed=2": {"x": {"value": 0.055, "ci95": [0.05, 0.06], "predict95": [0, 1]}},
+            "arm=a__seed=3": {"x": {"value": 0.062, "predict95": [0, 1]}},
+        },
+    }
+    new_cells = {"arm=a__seed=3": {"x": 0.062}, "arm=b__seed=1": {"x": 0.5}}
+    cells, machines, commits, warm = rp.merge_records(old, new_cells, [{"cpu": "new"}], {"c1"}, {"ws1": {"sha": 2}})
+    assert sorted(cells) == ["arm=a__seed=1", "arm=a__seed=2", "arm=a__seed=3", "arm=b__seed=1"]
+    assert cells["arm=a__seed=1"]["x"] == 0.060  # the stale interval dropped
+    assert cells["arm=a__seed=2"]["x"] == {"value": 0.055, "ci95": [0.05, 0.06]}  # the bootstrap interval kept
+    assert machines == [{"cpu": "new"}, {"cpu": "old"}] and commits == {"c0", "c1"} and set(warm) == {"ws0", "ws1"}
+    rp.add_prediction_intervals(cells, {c: c.split("__")[0] for c in cells})
+    lo, hi = cells["arm=a__seed=1"]["x"]["predict95"]
+    assert lo == pytest.approx(0.059 - 0.017914, abs=1e-5) and hi == pytest.approx(0.059 + 0.017914, abs=1e-5)
+    after = {"cells": cells}
+    text = rp.merge_report(old, after)
+    assert "added: arm=b__seed=1" in text and "re-recorded arm=a__seed=3: 1 numbers equal" in text
+    after["cells"]["arm=a__seed=3"]["x"]["value"] = 0.07
+    assert "re-recorded arm=a__seed=3: 1 of 1 differ (x)" in rp.merge_report(old, after)
+
+
+def test_merge_goes_with_write_record(capsys):
+    from harness.cli import main
+
+    assert main(["reproduce", "moe_stability", "--merge"]) == 2
+    assert "--merge goes with --write-record" in capsys.readouterr().err
