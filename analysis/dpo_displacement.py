@@ -21,9 +21,10 @@
 # holds log π(y_w) up.
 #
 # **Arms** (`arm`): `dpo` (dpo_sft_coef 0) and `rpo` (dpo_sft_coef 1); `dpo_shift` (DPO-Shift,
-# Yang et al. 2502.07599: the rejected log-ratio times λ = 0.75 in the loss, `objective.dpo_shift_lambda`;
-# not yet run) weakens the push on the rejected answer instead of adding an NLL term. Every arm
-# other than `dpo` is compared with `dpo`, paired by seed. Offline DPO: one fixed
+# Yang et al. 2502.07599: the rejected log-ratio times λ = 0.75 in the loss, `objective.dpo_shift_lambda`)
+# weakens the push on the rejected answer instead of adding an NLL term. Every arm
+# other than `dpo` is compared with `dpo`, paired by seed. An arm whose cells were not run in
+# this folder (rpo in a rerun of dpo and dpo_shift alone) is named and left out. Offline DPO: one fixed
 # set of pairs sampled from the warm start (the same per seed in both arms), 3 epochs; the
 # log-probs of ALL pairs are measured at every eval (`eval/pairs/*`), so a curve follows the
 # same answers over training.
@@ -42,11 +43,25 @@ from harness.experiment import figures as F
 
 F.setup()
 data = F.StudyData.from_env("dpo_displacement")
-ARMS = data.by("arm") if "arm" in data.study.get("axes", []) else data.by("objective.dpo_sft_coef")
+ALL_ARMS = data.by("arm") if "arm" in data.study.get("axes", []) else data.by("objective.dpo_sft_coef")
+for _arm in ALL_ARMS:
+    data.color(_arm)  # colours by the study's arm order, the same whichever arms were run
+RAN = {c["id"] for c in data.cells if (data.run_dir(c) / "metrics.jsonl").exists()}
+ARMS = {a: [c for c in cells if c["id"] in RAN] for a, cells in ALL_ARMS.items()}
+ARMS = {a: cells for a, cells in ARMS.items() if cells}
+NOT_RUN = sorted(c["id"] for c in data.cells if c["id"] not in RAN)  # cells.json lists them, no run folder
+MISSING = [a for a in ALL_ARMS if a not in ARMS]
 BASE, RPO = "dpo", "rpo"
 FIXES = [a for a in ARMS if a != BASE]  # each fix against plain DPO, paired by seed (rpo first: the reported one)
 KEYS = {"chosen": "eval/pairs/logps_chosen", "rejected": "eval/pairs/logps_rejected"}
+MARGIN, PASS1 = "eval/pairs/margin", "eval/pass_at_1"
 print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(ARMS)}, {F.seeds_label(data.n_seeds)}")
+not_run_line = (
+    f"Not run in this folder ({len(NOT_RUN)} of {len(data.cells)} cells, left out): {', '.join(NOT_RUN)}"
+    if NOT_RUN
+    else ""
+)
+print(not_run_line)
 
 
 def change_series(cells, key):
@@ -143,11 +158,11 @@ F.save(fig, data, "regime")
 # numbers below use each seed's own last eval.
 
 # %%
-PANELS = [BASE, RPO] + [a for a in FIXES if a != RPO]  # one panel per arm (dpo, rpo as reported), then the margin
+PANELS = [a for a in [BASE, RPO] + [a for a in FIXES if a != RPO] if a in ARMS] or [BASE]  # one per arm run
 fig, axs = plt.subplots(1, len(PANELS) + 1, figsize=(16 * (len(PANELS) + 1) / 3, 4.5), layout="constrained")
 for ax, arm in zip(axs[:-1], PANELS):
     if arm not in ARMS:
-        F.note(ax, f"arm '{arm}' not in this study")
+        F.note(ax, f"arm '{arm}' not run in this folder")
         continue
     for which, style in (("chosen", "-"), ("rejected", "--")):
         cur = F.combine(common_steps(change_series(ARMS[arm], KEYS[which])))
@@ -183,20 +198,33 @@ axs[-1].set_ylabel("DPO margin β·[Δlog π(y_w) − Δlog π(y_l)]\n(mean over
 axs[-1].set_title("the margin DPO maximises, per arm")
 F.integer_steps(axs[-1])
 F.legend(axs[-1])
-fig.suptitle(data.title("DPO vs RPO: log-probs of the same chosen and rejected answers while the margin grows"))
+absent = f" ({', '.join(MISSING)} not run here)" if MISSING else ""
+fig.suptitle(
+    data.title(
+        f"{' vs '.join(PANELS)}{absent}: log-probs of the same chosen and rejected answers while the margin grows"
+    )
+)
 F.save(fig, data, "logps")
 
 # %% [markdown]
-# ## RPO minus DPO, paired by seed
-# Same seed = same pairs, same batches: the per-seed difference of the chosen answers'
-# log-prob change carries only the NLL term.
+# ## Each fix minus DPO, paired by seed
+# Same seed = same pairs, same batches: the per-seed difference carries only what the fix
+# changes (rpo: the NLL term; dpo_shift: λ on the rejected term). Left to right: the change of
+# the chosen and of the rejected answers' log-prob, the margin (every arm's `eval/pairs/margin`
+# is DPO's, at λ = 1), and held-out pass@1 of the in-loop evals (the same prompts per seed).
 
 # %%
-fig, axs = plt.subplots(1, 2, figsize=(12, 4.3), layout="constrained")
+PAIRED = (
+    (KEYS["chosen"], "log π(chosen answer)", "nats per answer"),
+    (KEYS["rejected"], "log π(rejected answer)", "nats per answer"),
+    (MARGIN, "DPO margin", "β × nats"),
+    (PASS1, "held-out pass@1 (in-loop eval)", "share of samples"),
+)
+fig, axs = plt.subplots(1, len(PAIRED), figsize=(22, 4.3), layout="constrained")
 drawn = False
 fixes = FIXES if BASE in ARMS else []
 who = " / ".join(fixes) if fixes else RPO
-for ax, key, what in ((axs[0], KEYS["chosen"], "chosen"), (axs[1], KEYS["rejected"], "rejected")):
+for ax, (key, what, unit) in zip(axs, PAIRED):
     for arm in fixes:
         cur = F.combine(common_steps(F.paired_series(data, ARMS[arm], ARMS[BASE], key)))  # equal at step 0 per seed
         color, marker = ("C4", "D") if arm == RPO else (data.color(arm), data.marker(arm))
@@ -205,21 +233,67 @@ for ax, key, what in ((axs[0], KEYS["chosen"], "chosen"), (axs[1], KEYS["rejecte
     if fixes:
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xlabel(F.X_STEP)
-        ax.set_ylabel(f"log π({what} answer), {who} minus {BASE}\n(nats per answer, same seed)")
-        ax.set_title(f"{what} answers: {who} − {BASE}")
+        ax.set_ylabel(f"{what}, {who} minus {BASE}\n({unit}, same seed)")
+        ax.set_title(f"{what}: {who} − {BASE}")
         F.integer_steps(ax)
 if drawn:
     F.legend(list(axs))
 else:
-    F.note(axs[0], f"needs arm '{BASE}' and a fix ('{RPO}', ...) with a common seed")
-what_changes = "the NLL term" if fixes in ([], [RPO]) else "each fix"
-fig.suptitle(data.title(f"what {what_changes} changes: {who} minus {BASE}, paired by seed"))
-F.save(fig, data, "rpo_minus_dpo")
+    F.note(axs[0], f"needs arm '{BASE}' and a fix ('{RPO}', ...) run with a common seed")
+absent = f" ({', '.join(MISSING)} not run here)" if MISSING else ""
+fig.suptitle(data.title(f"what each fix changes: {who} minus {BASE}, paired by seed{absent}"))
+F.save(fig, data, "fixes_minus_dpo")
+
 
 # %% [markdown]
 # ## Numbers: per arm, with 95% t-intervals over seeds
+# Then each fix minus `dpo` paired by seed, with the per-seed values, and for DPO-Shift the
+# verdict by the criteria set in experiments/dpo_displacement.yaml before its cells ran.
+
 
 # %%
+def final_pass1_diff(cells_a, cells_b):
+    """Per seed: final held-out pass@1 (eval.json) of a minus b; mean and 95% t-interval."""
+    return F.final(
+        [
+            data.final_eval(a).get(PASS1, float("nan")) - data.final_eval(b).get(PASS1, float("nan"))
+            for a in cells_a
+            for b in cells_b
+            if a.get("seed") == b.get("seed")
+        ]
+    )
+
+
+def paired_end(arm):
+    """{row name: Final of arm minus dpo per seed}: the chosen and rejected log-prob and the margin
+    at each seed's last eval, and final held-out pass@1."""
+    out = {
+        f"log π({w}) at the end (nats)": F.last_of(F.paired_series(data, ARMS[arm], ARMS[BASE], KEYS[w])) for w in KEYS
+    }
+    out["margin at the end (β × nats)"] = F.last_of(F.paired_series(data, ARMS[arm], ARMS[BASE], MARGIN))
+    out["final held-out pass@1 (eval.json)"] = final_pass1_diff(ARMS[arm], ARMS[BASE])
+    return out
+
+
+def interval(f):
+    if f.n < 2:
+        return "n/a" if f.n == 0 else f"{f.mean:+.3g} (n=1 seed, no interval)"
+    return f"{f.mean:+.3g} [{f.mean - f.half:+.3g}, {f.mean + f.half:+.3g}] (n={f.n})"
+
+
+def keeps_chosen(own, paired):
+    """The criterion set before the dpo_shift cells ran (experiments/dpo_displacement.yaml)."""
+    if paired.n < 2 or own.n < 2:
+        return "cannot tell (fewer than 2 seeds: no interval)"
+    if paired.mean - paired.half <= 0:
+        return "DOES NOT APPEAR (the paired interval reaches 0 or below: the chosen log-prob does not fall less than under dpo)"
+    if own.mean + own.half < 0:
+        return "PARTIAL: falls less than under dpo (paired interval above 0), but still falls (own interval below 0)"
+    if own.mean >= 0:
+        return "APPEARS (falls less than under dpo, and its own change has mean >= 0, interval not wholly below 0)"
+    return "PARTIAL: falls less than under dpo; its own change has mean < 0 with an interval reaching 0"
+
+
 rows = []
 for arm, cells in ARMS.items():
     rows.append(
@@ -227,8 +301,8 @@ for arm, cells in ARMS.items():
             arm,
             last_change(cells, KEYS["chosen"]).fmt(),
             last_change(cells, KEYS["rejected"]).fmt(),
-            F.last_value(data, cells, "eval/pairs/margin").fmt(),
-            F.eval_json_value(data, cells, "eval/pass_at_1").fmt(),
+            F.last_value(data, cells, MARGIN).fmt(),
+            F.eval_json_value(data, cells, PASS1).fmt(),
         ]
     )
 table = F.markdown_table(
@@ -241,20 +315,33 @@ table = F.markdown_table(
     ],
     rows,
 )
+seeds = sorted({c.get("seed") for cells in ARMS.values() for c in cells})
+paired_rows = []
+for arm in FIXES if BASE in ARMS else []:
+    for what, f in paired_end(arm).items():
+        paired_rows.append([f"{arm} − {BASE}", what, " / ".join(f"{v:+.3g}" for v in f.per_seed), interval(f)])
+paired_table = F.markdown_table(
+    ["difference", "quantity", "per seed (seeds in order)", "mean [95% t-interval]"], paired_rows
+)
 lines = [
-    f"# {data.name} ({data.scale}): log-probs of chosen and rejected answers, DPO vs RPO",
+    f"# {data.name} ({data.scale}): log-probs of chosen and rejected answers, DPO and its fixes",
     "",
+    *([not_run_line, ""] if NOT_RUN else []),
     "## Regime (reference arm alone)",
     "",
     *regime,
     "",
     "## Training",
     "",
-    f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm; ± = 95% t-interval half-width.",
+    f"{sum(len(c) for c in ARMS.values())} cells run; {F.seeds_label(data.n_seeds)} per arm; ± = 95% t-interval half-width.",
     "",
     table,
     "",
     *[x for arm, cells in ARMS.items() if arm != BASE for x in F.rise_lines(data, arm, cells)],
+    "",
+    f"Each fix minus {BASE}, paired by seed (seeds {', '.join(str(x) for x in seeds)}; a seed without both arms is left out):",
+    "",
+    paired_table if paired_rows else f"(needs arm '{BASE}' and a fix run with a common seed)",
     "",
     "Displacement (the chosen answers' log-prob falls while the margin grows):",
     "",
@@ -263,26 +350,35 @@ for arm, cells in ARMS.items():
     lines.append(
         "- " + F.verdict(last_change(cells, KEYS["chosen"]), f"{arm}: change of log π(chosen), step 0 → end", "nats")
     )
-    lines.append(
-        "- " + F.verdict(F.last_value(data, cells, "eval/pairs/margin"), f"{arm}: margin at the end", "β × nats")
-    )
+    lines.append("- " + F.verdict(F.last_value(data, cells, MARGIN), f"{arm}: margin at the end", "β × nats"))
 for arm in FIXES if BASE in ARMS else []:
-    for what in ("chosen", "rejected"):
-        d = F.last_of(F.paired_series(data, ARMS[arm], ARMS[BASE], KEYS[what]))
-        lines.append("- " + F.verdict(d, f"{arm} − {BASE}, log π({what}) at the end (same seed)", "nats"))
+    ends = paired_end(arm)
+    for what in KEYS:
+        lines.append(
+            "- "
+            + F.verdict(
+                ends[f"log π({what}) at the end (nats)"],
+                f"{arm} − {BASE}, log π({what}) at the end (same seed)",
+                "nats",
+            )
+        )
     if arm != RPO:  # the margin's cost (DPO-Shift's trade-off); rpo's lines stay the report's
-        d = F.last_of(F.paired_series(data, ARMS[arm], ARMS[BASE], "eval/pairs/margin"))
-        lines.append("- " + F.verdict(d, f"{arm} − {BASE}, margin at the end (same seed)", "β × nats"))
-    d = F.final(
-        [
-            data.final_eval(a).get("eval/pass_at_1", float("nan"))
-            - data.final_eval(b).get("eval/pass_at_1", float("nan"))
-            for a in ARMS[arm]
-            for b in ARMS[BASE]
-            if a.get("seed") == b.get("seed")
-        ]
+        lines.append(
+            "- "
+            + F.verdict(
+                ends["margin at the end (β × nats)"], f"{arm} − {BASE}, margin at the end (same seed)", "β × nats"
+            )
+        )
+    lines.append(
+        "- "
+        + F.verdict(ends["final held-out pass@1 (eval.json)"], f"{arm} − {BASE}, final held-out pass@1 (same seed)")
     )
-    lines.append("- " + F.verdict(d, f"{arm} − {BASE}, final held-out pass@1 (same seed)"))
+    if arm != RPO:
+        own = last_change(ARMS[arm], KEYS["chosen"])
+        lines.append(
+            f"- {arm}: keeps the chosen log-prob from falling: "
+            + keeps_chosen(own, ends["log π(chosen) at the end (nats)"])
+        )
 if data.scale == "smoke":
     lines += ["", "Smoke scale: a few steps and 1 seed check the wiring only; no effect can be read from it."]
 F.write_summary(data, "\n".join(lines))

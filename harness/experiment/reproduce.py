@@ -225,20 +225,24 @@ def write_record(
             if f.exists():
                 warm[f.name] = warm_start_fingerprint(f)
     out = out or record_path(st.name)
-    if merge and out.exists():
-        old = json.loads(out.read_text())
+    old = json.loads(out.read_text()) if merge and out.exists() else {}
+    unknown = old and not (old.get("machine") or old.get("machines")) and set(old.get("cells", {})) - set(cells_out)
+    if old:
         cells_out, machines, commits, warm = merge_records(old, cells_out, machines, commits, warm)
     add_prediction_intervals(cells_out, {c["id"]: c.get("variant", "") for c in cells})
     record = {
         "study": st.name,
         "scale": st.scale,
         "commit": sorted(c for c in commits if c) or None,
-        "machine": machines[0] if len(machines) == 1 else None,
+        # null where a kept cell's machine was never recorded: that cell is judged as from another kernel path
+        "machine": machines[0] if len(machines) == 1 and not unknown else None,
         "machines": machines,
         "packages": machine.package_versions(),
         "warm_starts": warm,
         "cells": cells_out,
     }
+    if old.get("note"):  # what the kept cells stand on (a transcribed record's decimals, say)
+        record["note"] = f"cells kept from the earlier record: {old['note']}"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
     return out
@@ -256,7 +260,7 @@ def merge_records(old: dict, cells: dict, machines: list, commits: set, warm: di
     old_machines = old.get("machines") or ([old["machine"]] if old.get("machine") else [])
     machines = machines + [m for m in old_machines if m not in machines]
     commits = set(commits) | set(old.get("commit") or [])
-    return {**kept, **cells}, machines, commits, {**old.get("warm_starts", {}), **warm}
+    return {**kept, **cells}, machines, commits, {**(old.get("warm_starts") or {}), **warm}  # null: transcribed
 
 
 def merge_report(before: dict, after: dict, rerun: set) -> str:

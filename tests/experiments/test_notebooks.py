@@ -41,7 +41,7 @@ EXPECTED = {
         "router_disagreement",
         "grad_norm_entropy",
     ],
-    "dpo_displacement": ["regime", "logps", "rpo_minus_dpo"],
+    "dpo_displacement": ["regime", "logps", "fixes_minus_dpo"],
     "clip_higher": ["regime", "entropy", "pass_at_1_length"],
     "passk": ["passk", "passk_delta"],
 }
@@ -335,13 +335,20 @@ def _rise(d, cid, delta):
     )
 
 
-def fixture_dpo_displacement(d):
+def fixture_dpo_displacement(d, arms=("dpo", "rpo", "dpo_shift"), shift_slopes=(-0.02, -0.03)):
     """dpo: the chosen answers' log-prob falls 0.1 nats per step; rpo: it rises 0.05 per step;
-    rejected falls in both. Margin = beta * (chosen change - rejected change)."""
+    dpo_shift: it changes by shift_slopes[seed - 1] per step; rejected falls in all three.
+    Margin = beta * (chosen change - rejected change). Cells of an arm not in `arms` are listed
+    in cells.json with no run folder (a folder where that arm was never run)."""
     cells = []
-    for a, (arm, slope_c) in enumerate((("dpo", -0.1), ("rpo", 0.05))):
+    for a, (arm, slope) in enumerate((("dpo", -0.1), ("rpo", 0.05), ("dpo_shift", None))):
         for seed in (1, 2):
+            slope_c = shift_slopes[seed - 1] if slope is None else slope
+            axes = {"arm": arm, "objective.dpo_sft_coef": float(a == 1), "seed": seed}
             cid = f"arm={arm}__seed={seed}"
+            if arm not in arms:
+                cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed, "axes": axes})
+                continue
             c0, r0 = -3.5 - 0.1 * seed, -6.0 - 0.1 * seed  # the same pairs per seed in both arms
             recs = []
             for st in range(STEPS + 1):
@@ -363,7 +370,7 @@ def fixture_dpo_displacement(d):
                 d,
                 cid,
                 recs,
-                {"objective": {"preset": "dpo", "dpo_sft_coef": float(a)}},
+                {"objective": {"preset": "dpo", "dpo_sft_coef": float(a == 1)}},
                 {"eval/pass_at_1": 0.16 + 0.01 * a},
             )
             pairs = [
@@ -372,14 +379,7 @@ def fixture_dpo_displacement(d):
             ]
             (d / "runs" / cid / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
             _rise(d, cid, 0.01)
-            cells.append(
-                {
-                    "id": cid,
-                    "variant": f"arm={arm}",
-                    "seed": seed,
-                    "axes": {"arm": arm, "objective.dpo_sft_coef": float(a), "seed": seed},
-                }
-            )
+            cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed, "axes": axes})
     _write_study(d, "dpo_displacement", cells, [1, 2])
 
 
@@ -501,6 +501,13 @@ def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
             "interval excludes 0, the difference APPEARS" in summary
         )
         assert "rpo − dpo, log π(chosen) at the end (same seed): +0.9" in summary
+        # dpo_shift's chosen log-prob: -0.12 and -0.18 at the end, dpo's -0.6: falls less, still below 0 on average
+        assert (
+            "| dpo_shift − dpo | log π(chosen) at the end (nats) | +0.48 / +0.42 | +0.45 [+0.0688, +0.831] (n=2) |"
+            in summary
+        )
+        assert "- dpo_shift: keeps the chosen log-prob from falling: PARTIAL: falls less than under dpo;" in summary
+        assert "Not run in this folder" not in summary
     if name == "clip_higher":  # symmetric loses 0.015 nats/step more entropy than clip_higher
         assert "entropy, last quarter, clip_higher − symmetric: +0.06" in summary
     if name == "passk":  # RL wins at k = 1, 2 and loses from k = 4 (closed forms in fixture_passk)
@@ -614,3 +621,28 @@ def test_moe_notebook_compares_the_corrections_and_names_cells_not_run(tmp_path,
     assert "Per seed: +0.01 / +0.02 / +0.03." in summary  # the paired rise, arm − grpo
     assert "| grpo | 10 / 20 / 30 | 2 / 2 / 2 |" in summary
     assert "| grpo_mis | – | 0.2 ± 0 (n=3): 0.2 / 0.2 / 0.2 |" in summary
+
+
+@pytest.mark.parametrize(
+    "shift_slopes, verdict",
+    [
+        ((0.01, 0.02), "APPEARS (falls less than under dpo, and its own change has mean >= 0"),
+        ((-0.05, -0.051), "PARTIAL: falls less than under dpo (paired interval above 0), but still falls"),
+        ((-0.1, -0.02), "DOES NOT APPEAR (the paired interval reaches 0 or below"),
+    ],
+)
+def test_dpo_notebook_without_rpo_runs_names_them_and_judges_dpo_shift(tmp_path, monkeypatch, shift_slopes, verdict):
+    """A rerun of dpo and dpo_shift alone (rpo's cells in cells.json, never run): the notebook names
+    the cells not run, leaves rpo out, and compares dpo_shift with dpo by the study file's criteria."""
+    d = tmp_path / "results" / "dpo_displacement" / "fixture"
+    d.mkdir(parents=True)
+    fixture_dpo_displacement(d, arms=("dpo", "dpo_shift"), shift_slopes=shift_slopes)
+    monkeypatch.chdir(tmp_path)
+    nb = str(REPO / "analysis" / "dpo_displacement.py")
+    out = make_figures(d, d / "figures", notebook=nb, log_mlflow=False)
+    assert sorted(p.stem for p in out.glob("*.png")) == sorted(EXPECTED["dpo_displacement"])
+    summary = (out / "summary.md").read_text()
+    assert "Not run in this folder (2 of 6 cells, left out): arm=rpo__seed=1, arm=rpo__seed=2" in summary
+    assert "rpo" not in summary.replace("arm=rpo__seed", "")  # no row, verdict or 'no data' line for rpo
+    assert f"- dpo_shift: keeps the chosen log-prob from falling: {verdict}" in summary
+    assert "| dpo_shift − dpo | margin at the end (β × nats) |" in summary

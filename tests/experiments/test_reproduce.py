@@ -151,8 +151,51 @@ def test_a_merged_record_keeps_the_cells_the_folder_lacks():
     assert "re-recorded arm=a__seed=3: 1 of 1 differ (x)" in rp.merge_report(old, after, rerun)
 
 
+def test_a_merge_into_a_transcribed_record_keeps_its_note(tmp_path, monkeypatch):
+    """A record transcribed from a report's text has `warm_starts: null` and a note: the merge keeps both
+    its cells and its note (dpo_displacement's record, re-recorded with dpo_shift's cells)."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "results" / "demo" / "smoke"
+    run = folder / "runs" / "preset=grpo__seed=1"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"paired_rise": {"delta_pass_at_1": 0.1, "ci95": [0.0, 0.2]}}))
+    cells = [{"id": "preset=grpo__seed=1", "variant": "preset=grpo", "run_dir": str(run)}]
+    (folder / "cells.json").write_text(json.dumps(cells))
+    out = tmp_path / "record.json"
+    old_cell = {"paired_rise_pass_at_1": {"value": 0.05, "decimals": 2}}
+    note = "transcribed from the report's text"
+    out.write_text(json.dumps({"warm_starts": None, "note": note, "cells": {"preset=old__seed=1": old_cell}}))
+    record = json.loads(rp.write_record("demo", "smoke", tmp_path / "results", out=out, merge=True).read_text())
+    assert record["cells"]["preset=old__seed=1"] == old_cell
+    assert record["cells"]["preset=grpo__seed=1"]["paired_rise_pass_at_1"]["value"] == 0.1
+    assert record["note"] == f"cells kept from the earlier record: {note}"
+
+
 def test_merge_goes_with_write_record(capsys):
     from harness.cli import main
 
     assert main(["reproduce", "moe_stability", "--merge"]) == 2
     assert "--merge goes with --write-record" in capsys.readouterr().err
+
+
+def test_a_merged_record_keeping_cells_of_an_unrecorded_machine_names_no_machine(tmp_path, monkeypatch):
+    """A record transcribed before machines were recorded (machine null) keeps its cells in a merge: the merged
+    record's machine stays null, so a rerun of a kept cell is judged as from another kernel path, not bit for bit."""
+    monkeypatch.setattr(rp, "REPORTS", tmp_path / "reports")
+    results = tmp_path / "results"
+    folder = results / "demo" / "smoke"
+    run = folder / "runs" / "preset=grpo__seed=1"
+    (run).mkdir(parents=True)
+    (run / "summary.json").write_text("{}")
+    (run / "run.json").write_text(json.dumps({"attempts": [{"commit": "c1", "machine": machine.describe()}]}))
+    cells = [{"id": "preset=grpo__seed=1", "run_dir": str(run), "variant": "preset=grpo"}]
+    monkeypatch.setattr(rp, "load_index", lambda _folder: ({}, cells))
+    monkeypatch.setattr(rp, "cell_numbers", lambda _run: {"x": 1.0})
+    out = tmp_path / "record.json"
+    out.write_text(json.dumps({"machine": None, "warm_starts": None, "cells": {"preset=old__seed=1": {"x": 2.0}}}))
+    rp.write_record("demo", "smoke", results, out=out, merge=True)
+    merged = json.loads(out.read_text())
+    assert merged["machine"] is None and merged["machines"] == [machine.describe()]
+    assert set(merged["cells"]) == {"preset=grpo__seed=1", "preset=old__seed=1"}
+    rp.write_record("demo", "smoke", results, out=out, merge=False)
+    assert json.loads(out.read_text())["machine"] == machine.describe()  # no kept cell: the folder's machine

@@ -293,7 +293,7 @@ def test_seed_figure_study_shapes():
     } == {
         "dpo": (0.0, 1.0),
         "rpo": (1.0, 1.0),
-        "dpo_shift": (0.0, 0.75),  # DPO-Shift, not yet run
+        "dpo_shift": (0.0, 0.75),  # DPO-Shift (report: "DPO-Shift")
     }
     assert all(c.config.dpo.rounds == 1 and c.config.objective.algorithm == "dpo" for c in dpo.cells)  # fixed pairs
     clip = load_study("clip_higher", "cpu")
