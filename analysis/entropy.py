@@ -43,6 +43,7 @@ import matplotlib.pyplot as plt
 from harness.config import ConfigError
 from harness.experiment import figures as F
 from harness.train.eval.compare import compare_runs
+from harness.train.eval.evaluate import saved_evals
 
 F.setup()
 data = F.StudyData.from_env("entropy")
@@ -180,8 +181,9 @@ F.save(fig, data, "regime")
 
 # %% [markdown]
 # ## Each control's own activity over training
-# One panel per control, its arm alone: the metric the objective logs of itself. The last panel is the
-# adaptive arm's entropy against its target (dashed): the bonus acts only at steps at or below it.
+# One panel per control, its arm alone: the metric the objective logs of itself. Then the adaptive arm's
+# entropy against its target (dashed): the bonus acts only at steps at or below it. Last, the share of
+# tokens the PPO upper clip zeroes in each arm (clip_cov's bound is 0.2, the others' 0.28).
 
 
 # %%
@@ -205,10 +207,19 @@ def target_panel(ax):
     ax.set_title("adaptive: entropy vs its target (bonus on at or below it)")
 
 
-fig, axs = plt.subplots(1, 5, figsize=(24, 4.3), layout="constrained")
+fig, axs = plt.subplots(2, 3, figsize=(17, 8.6), layout="constrained")
+axs = list(axs.flat)
 for ax, arm in zip(axs[:4], CONTROL):
     control_panel(ax, arm)
 target_panel(axs[4])
+F.panel(
+    axs[5],
+    data,
+    ARMS,
+    "clip/frac_high",
+    "share of tokens clipped at 1 + ε_high (A > 0)",
+    "the PPO upper clip per arm (kl_cov has none)",
+)
 for ax in axs:
     F.legend(ax)
 fig.suptitle(data.title("each control's own metric over training (its arm alone)"))
@@ -252,17 +263,19 @@ F.save(fig, data, "entropy")
 
 # %% [markdown]
 # ## Held-out pass@1 and pass@k at the last eval
-# Left two: each arm's held-out pass@1 and pass@k (k = the largest of eval.ks: 8 at the cpu scale) at the
+# Top: each arm's held-out pass@1 and pass@k (k = the largest of eval.ks: 8 at the cpu scale) at the
 # last in-loop eval, one point per seed (the same prompts and sampling seed in every run), the mean as a
-# bar. Right two: each arm minus clip_higher per seed, prompt by prompt (`harness compare`, clip_higher as
+# bar. Bottom: each arm minus clip_higher per seed, prompt by prompt (`harness compare`, clip_higher as
 # A): the difference and its paired bootstrap 95% interval over prompts.
 
 
 # %%
 def compare_seed(arm_cell, ref_cell):
-    """harness compare (ref as A, arm as B) at the last eval both saved, or None when it is refused."""
+    """harness compare (ref as A, arm as B) at the reference's last saved eval, or None when it is refused (an
+    unfinished arm lacks that eval: never compared at an earlier step)."""
+    steps = saved_evals(data.run_dir(ref_cell))
     try:
-        return compare_runs(data.run_dir(ref_cell), data.run_dir(arm_cell), ks=KS)
+        return compare_runs(data.run_dir(ref_cell), data.run_dir(arm_cell), step=max(steps, default=None), ks=KS)
     except (ConfigError, FileNotFoundError, KeyError) as err:
         print(f"compare {arm_cell['id']} vs {ref_cell['id']}: {err}")
         return None
@@ -312,7 +325,8 @@ def compare_points(ax, k):
     ax.set_title(f"pass@{k}, arm − {REF}: one point per seed (left to right: seeds {seeds_of(ARMS.get(REF, []))})")
 
 
-fig, axs = plt.subplots(1, 4, figsize=(21, 4.5), layout="constrained")
+fig, axs = plt.subplots(2, 2, figsize=(13, 8.6), layout="constrained")
+axs = list(axs.flat)
 final_points(axs[0], "eval/pass_at_1", "held-out pass@1 (fraction of prompts, unbiased)")
 final_points(axs[1], f"eval/pass_at_{KBIG}", f"held-out pass@{KBIG} (fraction of prompts, unbiased)")
 compare_points(axs[2], 1)

@@ -443,6 +443,8 @@ def _entropy_record(arm, st, rng):
     }
     if control:
         r[control[0]] = 0.005 * st if control[1] is None else control[1]
+    if arm != "kl_cov":  # KL-Cov has no clip
+        r["clip/frac_high"] = 0.004 + 0.001 * (arm == "clip_cov")
     return r
 
 
