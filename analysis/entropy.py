@@ -82,17 +82,21 @@ def drop(cells, key):
 
 
 def tail_steps(cells, key):
-    """The steps the last quarter covers (of the first seed's series), e.g. '15-19'."""
+    """The steps the last quarter covers (of the first seed's series): 'steps 15-19', or 'step 1'."""
     series = F.seed_series(data, cells, key)
     if not series:
-        return "none"
+        return "no steps"
     steps = sorted(series[0])
     tail = steps[-max(1, int(round(len(steps) * 0.25))) :]
-    return f"{tail[0]}-{tail[-1]}" if len(tail) > 1 else str(tail[0])
+    return f"steps {tail[0]}-{tail[-1]}" if len(tail) > 1 else f"step {tail[0]}"
 
 
 def seeds_of(cells):
     return [c.get("seed", c["axes"].get("seed")) for c in cells]
+
+
+def seeds_text(cells):
+    return ", ".join(str(s) for s in seeds_of(cells))
 
 
 # %% [markdown]
@@ -110,10 +114,10 @@ def entropy_regime_lines():
     ref = ARMS[REF]
     fall = drop(ref, "entropy")
     return [
-        f"- {REF}: entropy at step 0 / last quarter (steps {tail_steps(ref, 'entropy')}) (nats per token): "
+        f"- {REF}: entropy at step 0 / last quarter ({tail_steps(ref, 'entropy')}) (nats per token): "
         f"{first_value(ref, 'entropy').fmt()} / {F.tail_mean(data, ref, 'entropy').fmt()}",
         "- " + F.verdict(fall, f"{REF}: entropy change, step 0 → last quarter (< 0: it falls)", "nats"),
-        f"  - per seed {seeds_of(ref)}: " + ", ".join(f"{v:+.3f}" for v in fall.per_seed),
+        f"  - per seed ({seeds_text(ref)}): " + ", ".join(f"{v:+.3f}" for v in fall.per_seed),
         f"- {REF}: groups kept by dynamic sampling per step: {F.tail_mean(data, ref, 'groups/kept', 1.0).fmt()}",
         *F.rise_lines(data, REF, ref),
     ]
@@ -303,6 +307,7 @@ def final_points(ax, key, ylabel):
             ax.bar(x, sum(vals) / len(vals), color=data.color(arm), alpha=0.3, width=0.6)
             ax.plot([x] * len(vals), vals, data.marker(arm), color=data.color(arm), mfc="none", ms=6)
     ax.set_xticks(range(len(ARMS)), list(ARMS), rotation=20)
+    ax.set_ylim(bottom=0)  # a fraction of prompts
     ax.set_ylabel(ylabel)
     ax.set_title(f"held-out {key.split('/')[-1].replace('_at_', '@')} at the last eval (points: seeds; bar: mean)")
 
@@ -322,7 +327,7 @@ def compare_points(ax, k):
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(OTHERS)), OTHERS, rotation=20)
     ax.set_ylabel(f"held-out pass@{k}, arm − {REF}\n(same prompts; bootstrap 95% CI)")
-    ax.set_title(f"pass@{k}, arm − {REF}: one point per seed (left to right: seeds {seeds_of(ARMS.get(REF, []))})")
+    ax.set_title(f"pass@{k}, arm − {REF}: one point per seed (left to right: seeds {seeds_text(ARMS.get(REF, []))})")
 
 
 fig, axs = plt.subplots(2, 2, figsize=(13, 8.6), layout="constrained")
@@ -412,7 +417,7 @@ def compare_rows():
 sections, verdict_lines = [], []
 for key, read, unit, what in PAIRED if REF in ARMS else []:
     rows, ds = paired_rows(key, read)
-    head = ["arm", "the arm", REF, f"arm − {REF} (same seed, 95% t-interval)", f"per seed {seeds_of(ARMS[REF])}"]
+    head = ["arm", "the arm", REF, f"arm − {REF} (same seed, 95% t-interval)", f"per seed ({seeds_text(ARMS[REF])})"]
     sections += [f"### {what}", "", F.markdown_table(head, rows), ""]
     verdict_lines += ["- " + F.verdict(d, f"{what}, {arm} − {REF}", unit) for arm, d in zip(OTHERS, ds)]
 cmp_table = F.markdown_table(
@@ -431,7 +436,7 @@ lines = [
     "## Training",
     "",
     f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm. Last quarter = each seed's mean over the "
-    f"last quarter of its steps (here steps {tail_steps(data.cells, 'entropy')}); ± = 95% t-interval half-width.",
+    f"last quarter of its steps (here {tail_steps(data.cells, 'entropy')}); ± = 95% t-interval half-width.",
     "",
     per_arm,
     "",
