@@ -44,8 +44,9 @@ EXPECTED = {
     "dpo_displacement": ["regime", "logps", "fixes_minus_dpo"],
     "clip_higher": ["regime", "entropy", "pass_at_1_length"],
     "passk": ["passk", "passk_delta"],
+    "entropy": ["regime", "controls", "entropy", "pass_at_k"],
 }
-NO_PROBE = {"dpo_displacement", "clip_higher", "passk"}  # studies without a `probe:` section
+NO_PROBE = {"dpo_displacement", "clip_higher", "passk", "entropy"}  # studies without a `probe:` section
 PROBE_KEYS = {  # what a fabricated probe batch holds per arm (the keys the probes record)
     "demo": [
         "eval/pass_at_1",
@@ -421,6 +422,64 @@ def fixture_clip_higher(d):
     _write_study(d, "clip_higher", cells, [1, 2])
 
 
+ENTROPY_ARMS = {  # arm -> (preset, its control's metric and value)
+    "clip_higher": ("dapo", None),
+    "clip_cov": ("clip_cov", ("clip_cov/frac", 2e-4)),
+    "kl_cov": ("kl_cov", ("kl_cov/frac", 2e-3)),
+    "top_entropy": ("top_entropy", ("entropy/kept_frac", 0.2)),
+    "adaptive": ("dapo", ("entropy/coef", None)),  # the coefficient grows 0.005 per step
+}
+
+
+def _entropy_record(arm, st, rng):
+    """One fabricated train step: clip_higher's entropy falls 0.02 nats per step, every control's 0.005."""
+    control = ENTROPY_ARMS[arm][1]
+    r = {
+        "entropy": 0.5 - (0.02 if arm == "clip_higher" else 0.005) * st,
+        "reward/accuracy": 0.5 + 0.01 * st,
+        "length/mean": 25.0 + rng.uniform(-1, 1),
+        "groups/kept": 32.0,
+        "groups/zero_var_frac": 0.3,
+    }
+    if control:
+        r[control[0]] = 0.005 * st if control[1] is None else control[1]
+    if arm != "kl_cov":  # KL-Cov has no clip
+        r["clip/frac_high"] = 0.004 + 0.001 * (arm == "clip_cov")
+    return r
+
+
+def fixture_entropy(d):
+    """5 arms x 2 seeds. Held-out: 16 prompts x 8 samples; every control solves 1 more sample of 8 than
+    clip_higher on 4 prompts (pass@1 +4/128 = +0.031 in each seed) and the same on the rest."""
+    from harness.train.eval.evaluate import save_prompt_scores
+
+    cells = []
+    for a, (arm, (preset, _)) in enumerate(ENTROPY_ARMS.items()):
+        for seed in (1, 2):
+            rng = random.Random(seed * 13 + a)
+            cid = f"arm={arm}__seed={seed}"
+            recs = []
+            for st in range(STEPS + 1):
+                r = {"step": st}
+                if st in (0, STEPS):
+                    r.update({"eval/pass_at_1": 0.4 + 0.01 * st, "eval/pass_at_8": 0.7 + 0.01 * st})
+                if st < STEPS:
+                    r.update(_entropy_record(arm, st, rng))
+                recs.append(r)
+            obj = {"preset": preset, "use_adaptive_entropy": arm == "adaptive", "entropy_target": 0.4}
+            cfg = {"objective": obj, "eval": {"n_samples": 8, "ks": [1, 8], "num_prompts": 16}}
+            _run(d, cid, recs, cfg, {"eval/pass_at_1": 0.5})
+            _rise(d, cid, 0.03)
+            base = [(i % 9) / 8 for i in range(16)]
+            for st in (0, STEPS):
+                better = st == STEPS and arm != "clip_higher"
+                scores = [min(1.0, p + 0.125) if better and i < 4 else p for i, p in enumerate(base)]
+                save_prompt_scores(d / "runs" / cid, st, scores)
+            axes = {"arm": arm, "objective.preset": preset, "seed": seed}
+            cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed, "axes": axes})
+    _write_study(d, "entropy", cells, [1, 2])
+
+
 def passk_eval_json(rl_p, init_p, ks=(1, 2, 4, 8)):
     """An eval.json of `harness eval --vs-initial` whose per-prompt success chances are rl_p and
     init_p (pass@k = mean of 1 - (1 - p)^k; a made-up interval of +-0.02 around each difference)."""
@@ -510,6 +569,12 @@ def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
         assert "Not run in this folder" not in summary
     if name == "clip_higher":  # symmetric loses 0.015 nats/step more entropy than clip_higher
         assert "entropy, last quarter, clip_higher − symmetric: +0.06" in summary
+    if name == "entropy":  # clip_higher loses 0.015 nats/step more; each control +4/128 pass@1 per seed
+        assert "- entropy, last quarter of steps, clip_cov − clip_higher: +0.0675 nats" in summary
+        assert "| clip_cov | 1 | +0.031 [" in summary and "| adaptive | 2 | +0.031 [" in summary
+        assert "- clip_higher: entropy change, step 0 → last quarter (< 0: it falls): -0.09 nats" in summary
+        assert "- clip_cov: share of tokens whose gradient Clip-Cov detached (`clip_cov/frac`)" in summary
+        assert "α moves in 2 of 2 seeds" in summary
     if name == "passk":  # RL wins at k = 1, 2 and loses from k = 4 (closed forms in fixture_passk)
         assert "pass@1, grpo − warm start (mean over seeds of the per-seed paired difference): +0.15" in summary
         assert "- pass@8, grpo − warm start (mean over seeds of the per-seed paired difference): -0.283" in summary

@@ -2,6 +2,7 @@
 the report's kernel path and on another one, and (slow) a smoke-scale rerun end to end."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -89,13 +90,30 @@ def test_same_kernel_path():
     assert rp.same_kernel_path({**here, "cpu": "another model name", "threads": 7}, here)  # not kernel-selecting
 
 
+def not_yet_run(report: Path) -> bool:
+    """A report's frame written before its study ran says so in bold before its first section."""
+    return "**NOT YET RUN.**" in report.read_text().split("\n## ", 1)[0]
+
+
 def test_every_report_has_a_record_naming_its_cells():
-    reports = sorted(p.stem for p in rp.REPORTS.glob("*.md") if p.stem != "README")
-    for study in reports:
+    """A report stands on a record; a frame marked NOT YET RUN has none (and loses the mark with one)."""
+    reports = sorted(p for p in rp.REPORTS.glob("*.md") if p.stem != "README")
+    for report in reports:
+        study = report.stem
+        if not_yet_run(report):
+            assert not rp.record_path(study).exists(), f"{study}: a record exists but the report says NOT YET RUN"
+            continue
         record = rp.load_record(study)
         assert record["study"] == study and record["cells"], study
         for cell, numbers in record["cells"].items():
             assert numbers, (study, cell)
+
+
+def test_a_report_is_not_yet_run_only_by_its_opening_mark(tmp_path):
+    framed, done = tmp_path / "framed.md", tmp_path / "done.md"
+    framed.write_text("# (g) study\n\n**NOT YET RUN.** The frame.\n\n## Regime\n")
+    done.write_text("# (e) study\n\n**Verdict**: appears.\n\n## First design\n\n**NOT YET RUN.** an old arm\n")
+    assert not_yet_run(framed) and not not_yet_run(done)
 
 
 def test_reproduce_refuses_an_unknown_study_or_cell(capsys):
