@@ -47,7 +47,11 @@ from harness.train.eval.evaluate import saved_evals
 
 F.setup()
 data = F.StudyData.from_env("entropy")
-ARMS = data.by("arm")
+# only the finished cells (summary.json, written last by the trainer): a run still training would put its step-0
+# eval where the final one belongs; the unfinished are named in the summary
+FINISHED = [c for c in data.cells if (data.run_dir(c) / "summary.json").exists()]
+UNFINISHED = [c["id"] for c in data.cells if c not in FINISHED]
+ARMS = data.by("arm", cells=FINISHED)
 REF = "clip_higher"
 OTHERS = [a for a in ARMS if a != REF]
 # each control's own metric (harness/objective/entropy_control.py; entropy/coef: harness/train/rl/update.py)
@@ -57,7 +61,9 @@ CONTROL = {
     "top_entropy": ("entropy/kept_frac", "share of tokens the 80/20 mask trains on"),
     "adaptive": ("entropy/coef", "entropy bonus coefficient α (after the step)"),
 }
-print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(ARMS)}, {F.seeds_label(data.n_seeds)}")
+print(f"study {data.name} ({data.scale}): {len(FINISHED)} of {len(data.cells)} cells finished, arms {list(ARMS)}")
+if UNFINISHED:
+    print(f"unfinished (left out): {', '.join(UNFINISHED)}")
 
 
 def eval_ks():
@@ -86,7 +92,7 @@ def tail_steps(cells, key):
     series = F.seed_series(data, cells, key)
     if not series:
         return "no steps"
-    steps = sorted(series[0])
+    steps = sorted(max(series, key=len))
     tail = steps[-max(1, int(round(len(steps) * 0.25))) :]
     return f"steps {tail[0]}-{tail[-1]}" if len(tail) > 1 else f"step {tail[0]}"
 
@@ -97,6 +103,12 @@ def seeds_of(cells):
 
 def seeds_text(cells):
     return ", ".join(str(s) for s in seeds_of(cells))
+
+
+def per_seed_text(cells, value):
+    """'seed: value' for each cell (seed) with a finite value(cell) (a Final of that one cell)."""
+    got = [(s, value(c)) for s, c in zip(seeds_of(cells), cells)]
+    return ", ".join(f"{s}: {f.mean:+.3f}" for s, f in got if f.n) or "—"
 
 
 # %% [markdown]
@@ -117,7 +129,7 @@ def entropy_regime_lines():
         f"- {REF}: entropy at step 0 / last quarter ({tail_steps(ref, 'entropy')}) (nats per token): "
         f"{first_value(ref, 'entropy').fmt()} / {F.tail_mean(data, ref, 'entropy').fmt()}",
         "- " + F.verdict(fall, f"{REF}: entropy change, step 0 → last quarter (< 0: it falls)", "nats"),
-        f"  - per seed ({seeds_text(ref)}): " + ", ".join(f"{v:+.3f}" for v in fall.per_seed),
+        "  - per seed: " + per_seed_text(ref, lambda c: drop([c], "entropy")),
         f"- {REF}: groups kept by dynamic sampling per step: {F.tail_mean(data, ref, 'groups/kept', 1.0).fmt()}",
         *F.rise_lines(data, REF, ref),
     ]
@@ -391,7 +403,7 @@ def paired_rows(key, read):
     for arm in OTHERS:
         d = read(F.paired_series(data, ARMS[arm], ARMS[REF], key))
         a, r = read(F.seed_series(data, ARMS[arm], key)), read(F.seed_series(data, ARMS[REF], key))
-        seeds = ", ".join(f"{v:+.3f}" for v in d.per_seed) or "—"
+        seeds = per_seed_text(ARMS[arm], lambda c: read(F.paired_series(data, [c], ARMS[REF], key)))
         ci = f"{d.mean:+.3f} [{d.mean - d.half:+.3f}, {d.mean + d.half:+.3f}]" if d.n > 1 else d.fmt()
         rows.append([arm, a.fmt(), r.fmt(), ci, seeds])
         verdicts.append(d)
@@ -417,7 +429,7 @@ def compare_rows():
 sections, verdict_lines = [], []
 for key, read, unit, what in PAIRED if REF in ARMS else []:
     rows, ds = paired_rows(key, read)
-    head = ["arm", "the arm", REF, f"arm − {REF} (same seed, 95% t-interval)", f"per seed ({seeds_text(ARMS[REF])})"]
+    head = ["arm", "the arm", REF, f"arm − {REF} (same seed, 95% t-interval)", "per seed (seed: difference)"]
     sections += [f"### {what}", "", F.markdown_table(head, rows), ""]
     verdict_lines += ["- " + F.verdict(d, f"{what}, {arm} − {REF}", unit) for arm, d in zip(OTHERS, ds)]
 cmp_table = F.markdown_table(
@@ -435,8 +447,10 @@ lines = [
     "",
     "## Training",
     "",
-    f"{len(data.cells)} cells; {F.seeds_label(data.n_seeds)} per arm. Last quarter = each seed's mean over the "
-    f"last quarter of its steps (here {tail_steps(data.cells, 'entropy')}); ± = 95% t-interval half-width.",
+    f"{len(FINISHED)} of {len(data.cells)} cells finished"
+    + (f" (left out, unfinished: {', '.join(UNFINISHED)})" if UNFINISHED else "")
+    + f"; {F.seeds_label(data.n_seeds)} per arm. Last quarter = each seed's mean over the "
+    f"last quarter of its steps (here {tail_steps(FINISHED, 'entropy')}); ± = 95% t-interval half-width.",
     "",
     per_arm,
     "",

@@ -477,6 +477,10 @@ def fixture_entropy(d):
                 save_prompt_scores(d / "runs" / cid, st, scores)
             axes = {"arm": arm, "objective.preset": preset, "seed": seed}
             cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed, "axes": axes})
+    # a cell still training (no summary.json): its numbers must stay out of every table
+    cid = "arm=clip_cov__seed=3"
+    _run(d, cid, [{"step": 0, "entropy": 9.0, "eval/pass_at_1": 0.9, "eval/pass_at_8": 0.9}], {"objective": {}})
+    cells.append({"id": cid, "variant": "arm=clip_cov", "seed": 3, "axes": {"arm": "clip_cov", "seed": 3}})
     _write_study(d, "entropy", cells, [1, 2])
 
 
@@ -575,6 +579,8 @@ def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
         assert "- clip_higher: entropy change, step 0 → last quarter (< 0: it falls): -0.09 nats" in summary
         assert "- clip_cov: share of tokens whose gradient Clip-Cov detached (`clip_cov/frac`)" in summary
         assert "α moves in 2 of 2 seeds" in summary
+        assert "10 of 11 cells finished (left out, unfinished: arm=clip_cov__seed=3)" in summary
+        assert "| clip_cov | 0.5 ± 0 (n=2) | 0.477 ± 0 (n=2) |" in summary  # the unfinished seed 3 left out
     if name == "passk":  # RL wins at k = 1, 2 and loses from k = 4 (closed forms in fixture_passk)
         assert "pass@1, grpo − warm start (mean over seeds of the per-seed paired difference): +0.15" in summary
         assert "- pass@8, grpo − warm start (mean over seeds of the per-seed paired difference): -0.283" in summary
