@@ -252,17 +252,17 @@ F.save(fig, data, "controls")
 fig, axs = plt.subplots(1, 3, figsize=(17, 4.5), layout="constrained")
 F.panel(axs[0], data, ARMS, "entropy", "policy entropy on the rollout tokens (nats per token)", "entropy per arm")
 axs[0].set_ylim(bottom=0)
-if REF in ARMS and OTHERS:
-    for arm in OTHERS:
-        cur = F.paired_difference(data, ARMS[arm], ARMS[REF], "entropy")
-        F.plot_curve(axs[1], cur, f"{arm} − {REF}", data.color(arm), marker=data.marker(arm))
-    axs[1].axhline(0, color="k", lw=0.8)
-    axs[1].set_xlabel(F.X_STEP)
-    axs[1].set_ylabel("entropy difference (nats per token, same seed)")
-    axs[1].set_title(f"entropy, each arm minus {REF} (> 0: keeps more)")
-    F.integer_steps(axs[1])
-else:
-    F.note(axs[1], f"needs the arm '{REF}' and another")
+F.paired_difference_panel(
+    axs[1],
+    data,
+    ARMS,
+    OTHERS,
+    REF,
+    "entropy",
+    "entropy difference (nats per token, same seed)",
+    f"entropy, each arm minus {REF} (> 0: keeps more)",
+    missing=f"needs the arm '{REF}' and another",
+)
 F.panel(
     axs[2],
     data,
