@@ -114,16 +114,18 @@ F.save(fig, data, "regime")
 fig, axs = plt.subplots(1, 3, figsize=(16, 4.3), layout="constrained")
 F.panel(axs[0], data, ARMS, "entropy", "policy entropy on the rollout tokens (nats per token)", "entropy per arm")
 axs[0].set_ylim(bottom=0)
-if BASE in ARMS and HIGH in ARMS:
-    cur = F.paired_difference(data, ARMS[HIGH], ARMS[BASE], "entropy")
-    F.plot_curve(axs[1], cur, f"{HIGH} − {BASE}", "C4", marker="D")
-    axs[1].axhline(0, color="k", lw=0.8)
-    axs[1].set_xlabel(F.X_STEP)
-    axs[1].set_ylabel("entropy difference (nats per token, same seed)")
-    axs[1].set_title(f"entropy, {HIGH} minus {BASE} (> 0: clip-higher keeps more)")
-    F.integer_steps(axs[1])
-else:
-    F.note(axs[1], f"needs arms '{HIGH}' and '{BASE}'")
+F.paired_difference_panel(
+    axs[1],
+    data,
+    ARMS,
+    [HIGH],
+    BASE,
+    "entropy",
+    "entropy difference (nats per token, same seed)",
+    f"entropy, {HIGH} minus {BASE} (> 0: clip-higher keeps more)",
+    missing=f"needs arms '{HIGH}' and '{BASE}'",
+    styles={HIGH: ("C4", "D")},
+)
 F.panel(
     axs[2],
     data,

@@ -43,21 +43,23 @@ from harness.experiment import figures as F
 
 F.setup()
 data = F.StudyData.from_env("dpo_displacement")
-ALL_ARMS = data.by("arm") if "arm" in data.study.get("axes", []) else data.by("objective.dpo_sft_coef")
+ARM_AXIS = "arm" if "arm" in data.study.get("axes", []) else "objective.dpo_sft_coef"
+ALL_ARMS = data.by(ARM_AXIS)
 for _arm in ALL_ARMS:
     data.color(_arm)  # colours by the study's arm order, the same whichever arms were run
-RAN = {c["id"] for c in data.cells if (data.run_dir(c) / "metrics.jsonl").exists()}
-ARMS = {a: [c for c in cells if c["id"] in RAN] for a, cells in ALL_ARMS.items()}
-ARMS = {a: cells for a, cells in ARMS.items() if cells}
-NOT_RUN = sorted(c["id"] for c in data.cells if c["id"] not in RAN)  # cells.json lists them, no run folder
+NOT_RUN = sorted(c["id"] for c in data.drop_incomplete("metrics.jsonl"))  # cells.json lists them, no run folder
+RAN = data.by(ARM_AXIS)
+ARMS = {a: RAN[a] for a in ALL_ARMS if a in RAN}  # the arms run, in the study's order
 MISSING = [a for a in ALL_ARMS if a not in ARMS]
 BASE, RPO = "dpo", "rpo"
 FIXES = [a for a in ARMS if a != BASE]  # each fix against plain DPO, paired by seed (rpo first: the reported one)
 KEYS = {"chosen": "eval/pairs/logps_chosen", "rejected": "eval/pairs/logps_rejected"}
 MARGIN, PASS1 = "eval/pairs/margin", "eval/pass_at_1"
-print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(ARMS)}, {F.seeds_label(data.n_seeds)}")
+print(
+    f"study {data.name} ({data.scale}): {len(data.all_cells)} cells, arms {list(ARMS)}, {F.seeds_label(data.n_seeds)}"
+)
 not_run_line = (
-    f"Not run in this folder ({len(NOT_RUN)} of {len(data.cells)} cells, left out): {', '.join(NOT_RUN)}"
+    f"Not run in this folder ({len(NOT_RUN)} of {len(data.all_cells)} cells, left out): {', '.join(NOT_RUN)}"
     if NOT_RUN
     else ""
 )
@@ -113,7 +115,7 @@ def pair_stats(cell):
     return {"n": n, "shares": shares, "sims": sims}
 
 
-STATS = {c["id"]: pair_stats(c) for c in data.cells}
+STATS = {c["id"]: pair_stats(c) for c in data.all_cells}
 all_sims = [x for s in STATS.values() if s for x in s["sims"]]
 regime = []
 if all_sims:

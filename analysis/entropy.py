@@ -49,9 +49,8 @@ F.setup()
 data = F.StudyData.from_env("entropy")
 # only the finished cells (summary.json, written last by the trainer): a run still training would put its step-0
 # eval where the final one belongs; the unfinished are named in the summary
-FINISHED = [c for c in data.cells if (data.run_dir(c) / "summary.json").exists()]
-UNFINISHED = [c["id"] for c in data.cells if c not in FINISHED]
-ARMS = data.by("arm", cells=FINISHED)
+UNFINISHED = [c["id"] for c in data.drop_incomplete("summary.json")]
+ARMS = data.by("arm")
 REF = "clip_higher"
 OTHERS = [a for a in ARMS if a != REF]
 # each control's own metric (harness/objective/entropy_control.py; entropy/coef: harness/train/rl/update.py)
@@ -61,14 +60,14 @@ CONTROL = {
     "top_entropy": ("entropy/kept_frac", "share of tokens the 80/20 mask trains on"),
     "adaptive": ("entropy/coef", "entropy bonus coefficient α (after the step)"),
 }
-print(f"study {data.name} ({data.scale}): {len(FINISHED)} of {len(data.cells)} cells finished, arms {list(ARMS)}")
+print(f"study {data.name} ({data.scale}): {len(data.cells)} of {len(data.all_cells)} cells finished, arms {list(ARMS)}")
 if UNFINISHED:
     print(f"unfinished (left out): {', '.join(UNFINISHED)}")
 
 
 def eval_ks():
     """The eval's ks (eval.ks of the runs' config: [1, 8] at the cpu scale, [1, 2] at smoke)."""
-    ks = sorted({int(k) for c in data.cells for k in (data.config(c).get("eval") or {}).get("ks") or [1]})
+    ks = sorted({int(k) for c in data.all_cells for k in (data.config(c).get("eval") or {}).get("ks") or [1]})
     return ks or [1]
 
 
@@ -253,17 +252,17 @@ F.save(fig, data, "controls")
 fig, axs = plt.subplots(1, 3, figsize=(17, 4.5), layout="constrained")
 F.panel(axs[0], data, ARMS, "entropy", "policy entropy on the rollout tokens (nats per token)", "entropy per arm")
 axs[0].set_ylim(bottom=0)
-if REF in ARMS and OTHERS:
-    for arm in OTHERS:
-        cur = F.paired_difference(data, ARMS[arm], ARMS[REF], "entropy")
-        F.plot_curve(axs[1], cur, f"{arm} − {REF}", data.color(arm), marker=data.marker(arm))
-    axs[1].axhline(0, color="k", lw=0.8)
-    axs[1].set_xlabel(F.X_STEP)
-    axs[1].set_ylabel("entropy difference (nats per token, same seed)")
-    axs[1].set_title(f"entropy, each arm minus {REF} (> 0: keeps more)")
-    F.integer_steps(axs[1])
-else:
-    F.note(axs[1], f"needs the arm '{REF}' and another")
+F.paired_difference_panel(
+    axs[1],
+    data,
+    ARMS,
+    OTHERS,
+    REF,
+    "entropy",
+    "entropy difference (nats per token, same seed)",
+    f"entropy, each arm minus {REF} (> 0: keeps more)",
+    missing=f"needs the arm '{REF}' and another",
+)
 F.panel(
     axs[2],
     data,
@@ -447,10 +446,10 @@ lines = [
     "",
     "## Training",
     "",
-    f"{len(FINISHED)} of {len(data.cells)} cells finished"
+    f"{len(data.cells)} of {len(data.all_cells)} cells finished"
     + (f" (left out, unfinished: {', '.join(UNFINISHED)})" if UNFINISHED else "")
     + f"; {F.seeds_label(data.n_seeds)} per arm. Last quarter = each seed's mean over the "
-    f"last quarter of its steps (here {tail_steps(FINISHED, 'entropy')}); ± = 95% t-interval half-width.",
+    f"last quarter of its steps (here {tail_steps(data.cells, 'entropy')}); ± = 95% t-interval half-width.",
     "",
     per_arm,
     "",

@@ -12,7 +12,7 @@ groups.jsonl, eval.json, config.yaml), like harness/experiment/summary.py.
 
     style.py             conventions (x axis, markers, how many seeds are drawn one by one), setup()
     data.py              StudyData: the results folder, per-cell files, colours per arm
-    curves.py            curves over seeds, paired differences, the one-metric panel
+    curves.py            curves over seeds, paired differences and their panel, the one-metric panel
     numbers.py           per-arm final / tail values with intervals, verdict sentences, tables
     output.py            where figures and summary.md go
     learning.py          the paired rise of held-out pass@1 per arm and seed
@@ -38,6 +38,7 @@ from harness.experiment.figures.curves import (
     legend,
     note,
     paired_difference,
+    paired_difference_panel,
     paired_series,
     panel,
     plot_curve,
@@ -89,6 +90,7 @@ __all__ = [
     "no_signal_lines",
     "note",
     "paired_difference",
+    "paired_difference_panel",
     "paired_rises",
     "paired_series",
     "panel",

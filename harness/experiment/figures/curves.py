@@ -1,5 +1,5 @@
 """Curves over seeds: a metric vs step per arm, its mean and 95% t-interval (or each seed drawn),
-and the panel that draws one metric for every arm."""
+the panel that draws one metric for every arm, and the panel of arms minus a reference, paired by seed."""
 
 from __future__ import annotations
 
@@ -75,6 +75,35 @@ def paired_series(data: StudyData, cells_a: list[dict], cells_b: list[dict], key
 def paired_difference(data: StudyData, cells_a: list[dict], cells_b: list[dict], key: str) -> Curve:
     """Curve of a - b, paired by seed (see paired_series)."""
     return combine(paired_series(data, cells_a, cells_b, key))
+
+
+def paired_difference_panel(
+    ax,
+    data: StudyData,
+    groups: dict[str, list[dict]],
+    arms: list[str],
+    ref: str,
+    key: str,
+    ylabel: str,
+    title: str,
+    missing: str,
+    styles: dict[str, tuple[str, str]] | None = None,
+) -> bool:
+    """`key` of each of `arms` minus `ref` over steps, paired by seed (paired_difference), one curve
+    per arm in its colour and marker (or styles[arm] = (colour, marker)), and a line at 0; the note
+    `missing` instead when `ref`, or any of `arms`, is not in `groups` (label -> cells), or `arms` is empty."""
+    if not arms or ref not in groups or any(a not in groups for a in arms):
+        note(ax, missing)
+        return False
+    for arm in arms:
+        color, marker = (styles or {}).get(arm) or (data.color(arm), data.marker(arm))
+        plot_curve(ax, paired_difference(data, groups[arm], groups[ref], key), f"{arm} − {ref}", color, marker=marker)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xlabel(X_STEP)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    integer_steps(ax)
+    return True
 
 
 def plot_curve(

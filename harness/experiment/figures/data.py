@@ -19,6 +19,7 @@ class StudyData:
     def __init__(self, study_dir: str | os.PathLike):
         self.dir = Path(study_dir)
         self.study, self.cells = load_index(self.dir)
+        self.all_cells = list(self.cells)  # every cell of cells.json, finished or not (drop_incomplete keeps it)
         self.name = self.study.get("name") or self.dir.parent.name
         self.scale = self.study.get("scale") or self.dir.name
         self._cache: dict[tuple[str, str], object] = {}
@@ -75,12 +76,13 @@ class StudyData:
 
         return self._load(cell, "config", read)
 
-    def drop_incomplete(self) -> list[dict]:
-        """Keep in `cells` only the cells that finished (their eval.json, the Snakefile's target for
-        every cell, exists) and return the others: a folder where some cells were never run (or
-        are still running) is summarised from its complete cells, and the rest are named, not drawn
-        as empty arms."""
-        done = [c for c in self.cells if (self.run_dir(c) / "eval.json").exists()]
+    def drop_incomplete(self, marker: str = "eval.json") -> list[dict]:
+        """Keep in `cells` only the cells that finished (their run folder holds `marker`: by default
+        eval.json, the Snakefile's target for every cell; a notebook names its own, e.g. summary.json,
+        which the trainer writes last) and return the others (`all_cells` still holds every cell): a
+        folder where some cells were never run (or are still running) is summarised from its complete
+        cells, and the rest are named, not drawn as empty arms."""
+        done = [c for c in self.cells if (self.run_dir(c) / marker).exists()]
         missing = [c for c in self.cells if c not in done]
         self.cells = done
         return missing
