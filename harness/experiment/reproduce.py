@@ -9,7 +9,7 @@ A report's record (analysis/reports/<study>/record.json) says what the report st
 what it took from each cell:
 
     {"study": ..., "scale": ..., "commit": ..., "machine": {...} | null, "warm_starts": {...},
-     "cells": {CELL: {NAME: number | {"value": v, "ci95": [lo, hi]}}}}
+     "cell_machines": {CELL: {...} | null}, "cells": {CELL: {NAME: number | {"value": v, "ci95": [lo, hi]}}}}
 
 NAME is one of `cell_numbers`' names: `paired_rise_pass_at_1` (with its bootstrap interval),
 `initial_pass_at_1`, `final_pass_at_1`, `final_eval eval/...` and `final_eval delta/...` (with
@@ -26,8 +26,10 @@ portable kernels, each with a bootstrap interval of about +-0.013 that covers th
 not the training. So a number is judged by its `predict95`, the 95% prediction interval of one
 more seed of its arm (mean +- t * sd * sqrt(1 + 1/n) over the report's seeds), where the report
 has 2 or more seeds; else by its `ci95` (flagged: that interval excludes training noise); levels
-without either are listed, not judged. A record made before machines were recorded
-(`machine: null`) is treated as another kernel path.
+without either are listed, not judged. Each cell is judged against the machine IT ran on
+(`cell_machines`; a record that merged cells of several machines names each); a record made
+before cells named theirs falls back on `machine`, and a cell whose machine was never recorded
+(null) is treated as another kernel path.
 """
 
 from __future__ import annotations
@@ -208,12 +210,13 @@ def write_record(
     st = load_study(study, scale)
     folder = study_dir(st, results)
     _, cells = load_index(folder)
-    machines, commits, cells_out, warm = [], set(), {}, {}
+    machines, commits, cells_out, warm, per_cell = [], set(), {}, {}, {}
     for cell in cells:
         run = Path(cell["run_dir"])
         if not (run / "summary.json").exists():
             continue
         cells_out[cell["id"]] = cell_numbers(run)
+        per_cell[cell["id"]] = run_machine(run)
         attempts = _json(run / "run.json").get("attempts") or []
         for a in attempts:
             commits.add(a.get("commit"))
@@ -226,17 +229,19 @@ def write_record(
                 warm[f.name] = warm_start_fingerprint(f)
     out = out or record_path(st.name)
     old = json.loads(out.read_text()) if merge and out.exists() else {}
-    unknown = old and not (old.get("machine") or old.get("machines")) and set(old.get("cells", {})) - set(cells_out)
     if old:
+        per_cell = {**kept_cell_machines(old, set(old.get("cells", {})) - set(cells_out)), **per_cell}
         cells_out, machines, commits, warm = merge_records(old, cells_out, machines, commits, warm)
     add_prediction_intervals(cells_out, {c["id"]: c.get("variant", "") for c in cells})
     record = {
         "study": st.name,
         "scale": st.scale,
         "commit": sorted(c for c in commits if c) or None,
-        # null where a kept cell's machine was never recorded: that cell is judged as from another kernel path
-        "machine": machines[0] if len(machines) == 1 and not unknown else None,
+        # the one machine of every cell; null where they differ or one was never recorded (`cell_machines` then
+        # names each cell's: a rerun is judged against its own cell's machine)
+        "machine": machines[0] if len(machines) == 1 and None not in per_cell.values() else None,
         "machines": machines,
+        "cell_machines": per_cell,
         "packages": machine.package_versions(),
         "warm_starts": warm,
         "cells": cells_out,
@@ -246,6 +251,20 @@ def write_record(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, sort_keys=False) + "\n")
     return out
+
+
+def kept_cell_machines(old: dict, kept: set) -> dict:
+    """The machine of each cell an earlier record keeps in a merge: its own (`cell_machines`) where that record
+    names one per cell, else the record-wide one (null for a record made before machines were recorded)."""
+    per_cell = old.get("cell_machines") or {}
+    return {cell: per_cell[cell] if cell in per_cell else old.get("machine") for cell in sorted(kept)}
+
+
+def record_machine(record: dict, cell: str) -> dict | None:
+    """The machine a record's `cell` ran on: its own entry in `cell_machines`, else the record-wide machine (a
+    record made before cells named their machine)."""
+    per_cell = record.get("cell_machines") or {}
+    return per_cell[cell] if cell in per_cell else record.get("machine")
 
 
 def merge_records(old: dict, cells: dict, machines: list, commits: set, warm: dict) -> tuple:
@@ -373,7 +392,8 @@ def reproduce(
         raise ValueError(f"the {study} report records no cell {cell!r}; recorded: {', '.join(record['cells'])}")
     run_dir = rerun_cell(study, scale, cell, results, cores)
     now = run_machine(run_dir) or machine.describe()
-    same = same_kernel_path(record.get("machine"), now)
+    then = record_machine(record, cell)
+    same = same_kernel_path(then, now)
     rows = compare(record["cells"][cell], cell_numbers(run_dir), same)
     context = {
         "study": study,
@@ -382,7 +402,7 @@ def reproduce(
         "run_dir": str(run_dir),
         "report_commit": record.get("commit"),
         "rerun_commit": machine.git_commit(),
-        "report_machine": machine.one_line(record["machine"]) if record.get("machine") else "not recorded",
+        "report_machine": machine.one_line(then) if then else "not recorded",
         "rerun_machine": machine.one_line(now),
         "same_kernel_path": same,
     }

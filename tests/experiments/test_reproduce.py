@@ -217,3 +217,33 @@ def test_a_merged_record_keeping_cells_of_an_unrecorded_machine_names_no_machine
     assert set(merged["cells"]) == {"preset=grpo__seed=1", "preset=old__seed=1"}
     rp.write_record("demo", "smoke", results, out=out, merge=False)
     assert json.loads(out.read_text())["machine"] == machine.describe()  # no kept cell: the folder's machine
+
+
+def test_each_cell_of_a_merged_record_is_judged_against_its_own_machine(tmp_path, monkeypatch):
+    """A merge of a record whose cells ran on machine `old` with new cells run here: each cell keeps the machine
+    it ran on (`cell_machines`), the record-wide machine is null (two machines), and a rerun is judged against the
+    cell's own machine: a new cell bit for bit on this machine, a kept one as from another kernel path. A record
+    made before cells named their machine falls back on its record-wide one."""
+    monkeypatch.setattr(rp, "REPORTS", tmp_path / "reports")
+    results = tmp_path / "results"
+    run = results / "demo" / "smoke" / "runs" / "preset=grpo__seed=1"
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text("{}")
+    here = machine.describe()
+    (run / "run.json").write_text(json.dumps({"attempts": [{"commit": "c1", "machine": here}]}))
+    cells = [{"id": "preset=grpo__seed=1", "run_dir": str(run), "variant": "preset=grpo"}]
+    monkeypatch.setattr(rp, "load_index", lambda _folder: ({}, cells))
+    monkeypatch.setattr(rp, "cell_numbers", lambda _run: {"x": 1.0})
+    out = tmp_path / "record.json"
+    OTHER = {**here, "cpu_capability": OTHER_ISA}
+    old = {"machine": OTHER, "machines": [OTHER], "warm_starts": {}, "cells": {"preset=old__seed=1": {"x": 2.0}}}
+    out.write_text(json.dumps(old))
+    merged = json.loads(rp.write_record("demo", "smoke", results, out=out, merge=True).read_text())
+    assert merged["machine"] is None and merged["machines"] == [here, OTHER]
+    assert merged["cell_machines"] == {"preset=grpo__seed=1": here, "preset=old__seed=1": OTHER}
+    assert rp.record_machine(merged, "preset=grpo__seed=1") == here
+    assert rp.same_kernel_path(rp.record_machine(merged, "preset=grpo__seed=1"), here)
+    assert not rp.same_kernel_path(rp.record_machine(merged, "preset=old__seed=1"), here)
+    assert rp.record_machine(old, "preset=old__seed=1") == OTHER  # no cell_machines: the record-wide machine
+    merged_again = json.loads(rp.write_record("demo", "smoke", results, out=out, merge=True).read_text())
+    assert merged_again["cell_machines"]["preset=old__seed=1"] == OTHER  # kept through a second merge
