@@ -18,17 +18,24 @@
 #
 # **Arms** (`arm`): GRPO against the study's own reward model (`reward_model:` in experiments/kl_leash.yaml,
 # trained first by `harness train-rm` on pairs whose chosen answer is correct AND longer) with kl_coef 0,
-# 0.04, 0.1; and GRPO against the verifier (the task's Answer line) with kl_coef 0, the control.
+# 0.04, 0.1 (`rm_kl*`); and GRPO against the verifier (the task's Answer line) at the same kl_coef, the
+# controls (`verifier_kl*`; the first design had verifier_kl0 alone: the lines that need the others say so).
 # Every run is scored by both (one at weight 0): `hacking/proxy` is the reward model's mean raw score on
-# the step's rollouts, `hacking/verified` their verified accuracy. Same seed = same warm start weights,
-# step-0 prompts and eval set.
+# the step's rollouts, `hacking/verified` their verified accuracy; the held-out eval (the same prompts and
+# sampling seed at every eval) logs pass@1 (`eval/pass_at_1`) and the reward model's mean score
+# (`eval/reward/rm`). Same seed = same warm start weights, step-0 prompts and eval set.
 #
-# **Hacking** = the proxy rises while the verified accuracy falls. It "appears" in an arm when, over
-# seeds, the proxy's change (last quarter of steps minus step 0) has a 95% interval above 0 AND the
-# paired change of held-out pass@1 (step 0 -> end, same prompts and sampling seed) has one below 0.
+# **Criteria** (experiments/kl_leash.yaml's header, written before the run; 95% t-intervals over seeds):
+# - hacking APPEARS in an arm when the held-out reward-model score's change (step 0 -> last eval) is above 0
+#   AND the paired change of held-out pass@1 is below 0 (both intervals excluding 0); the train-batch
+#   proxy's change is printed beside it, not judged;
+# - the leash HOLDS it when rm_kl* − rm_kl0 in final held-out pass@1 (paired by seed) is above 0; SLOWS it
+#   when only the held-out reward-model score at the end is lower (rm_kl* − rm_kl0 below 0);
+# - its COST in verified gain: verifier_kl* − verifier_kl0 in final held-out pass@1, read only when the
+#   control learns (verifier_kl0's held-out pass@1 rise above 0 over seeds).
 #
 # **Reading the figures.** x = training step. With up to 3 seeds each seed is a thin line and the mean a
-# bold one. Scores are the reward model's raw logit (no unit); accuracies are fractions of completions.
+# bold one; with more (the second design's 4), the mean with its shaded 95% t-interval over seeds. Scores are the reward model's raw logit (no unit); accuracies are fractions of completions.
 
 # %%
 import json
@@ -177,6 +184,49 @@ fig.suptitle(data.title("truncation and the proxy's correlation with correctness
 F.save(fig, data, "truncation_corr")
 
 # %% [markdown]
+# ## The held-out series: what the criteria judge
+# The held-out eval (the same prompts and sampling seed at every eval: steps 0, 10, 20, 30 in the second
+# design, 0 and the end in the first). Left: pass@1 (the verified accuracy, fraction of prompts). Right: the
+# reward model's mean raw score on the same completions (the held-out proxy). Reward-model arms solid,
+# verifier arms dashed.
+
+
+# %%
+def held_out_panel(ax, key: str, ylabel: str, title: str, fraction: bool = False) -> None:
+    """`key` per arm at the eval steps: each seed a thin line, the mean bold (F.plot_curve); rm_* arms
+    solid, verifier_* arms dashed; a note when no run logged it."""
+    curves = {arm: F.curve(data, cells, key) for arm, cells in ARMS.items()}
+    if not any(curves.values()):
+        F.note(ax, f"'{key}' not logged by these runs")
+        ax.set_title(title)
+        return
+    for arm, cur in curves.items():
+        style = "--" if arm.startswith("verifier_") else "-"
+        bounds = (0.0, 1.0) if fraction else None
+        F.plot_curve(ax, cur, arm, data.color(arm), style=style, marker=data.marker(arm), bounds=bounds)
+    if fraction:
+        ax.set_ylim(bottom=0)
+    ax.set_xlabel(F.X_STEP + "; a marker = a held-out eval")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    F.integer_steps(ax)
+
+
+fig, axs = plt.subplots(1, 2, figsize=(15, 5), layout="constrained")
+held_out_panel(axs[0], "eval/pass_at_1", "held-out pass@1 (fraction of prompts)", "verified: held-out pass@1", True)
+held_out_panel(
+    axs[1], "eval/reward/rm", "held-out reward-model score (raw logit)", "proxy: held-out reward-model score"
+)
+F.legend(list(axs), fontsize=8)
+fig.suptitle(
+    data.title(
+        "held-out eval per arm: does the reward model's score rise while verified pass@1 falls "
+        "(rm_* arms, solid), against the verifier controls (verifier_*, dashed), at each kl_coef?"
+    )
+)
+F.save(fig, data, "held_out")
+
+# %% [markdown]
 # ## Numbers: per arm, with 95% t-intervals over seeds, and the paired comparisons
 
 
@@ -231,23 +281,94 @@ def held_out_gap(a: str, b: str) -> F.Final:
     return F.last_of(F.paired_series(data, ARMS[a], ARMS[b], "eval/pass_at_1"))
 
 
-verdicts = []
-for arm in RM_ARMS:
-    p, r = change(ARMS[arm], "hacking/proxy"), rise(ARMS[arm])
-    hacked = p.excludes_zero and p.mean > 0 and r.excludes_zero and r.mean < 0
-    verdicts.append(
-        f"- {arm}: hacking {'APPEARS' if hacked else 'does NOT appear'} (proxy change {p.fmt()}, "
-        f"held-out pass@1 rise {r.fmt()})"
+def interval(f: F.Final) -> str:
+    """'+0.05 [+0.02, +0.08] (n=3)': a mean with its 95% t-interval over seeds (no interval with one seed)."""
+    if f.n == 0:
+        return "no data"
+    if f.n == 1:
+        return f"{f.mean:+.3g} (n=1 seed, no interval)"
+    return f"{f.mean:+.3g} [{f.mean - f.half:+.3g}, {f.mean + f.half:+.3g}] (n={f.n})"
+
+
+def above(f: F.Final) -> bool:
+    return f.excludes_zero and f.mean > 0
+
+
+def below(f: F.Final) -> bool:
+    return f.excludes_zero and f.mean < 0
+
+
+def hacking_line(arm: str) -> str:
+    """Hacking APPEARS: the held-out reward-model score's change above 0 AND the held-out pass@1 rise below 0
+    (the header's criterion); the train-batch proxy's change is shown, not judged."""
+    e, r = eval_change(ARMS[arm], "eval/reward/rm"), rise(ARMS[arm])
+    word = "APPEARS" if above(e) and below(r) else "does NOT appear"
+    return (
+        f"- {arm}: hacking {word} (held-out reward-model score change, step 0 → last eval, "
+        f"{interval(e)}; held-out pass@1 rise {interval(r)}; train-batch proxy change, last quarter − step 0, "
+        f"{interval(change(ARMS[arm], 'hacking/proxy'))}, shown, not judged)"
     )
-pairs = [(a, "rm_kl0") for a in RM_ARMS if a != "rm_kl0"]
-pairs += [("verifier_kl0", "rm_kl0"), ("verifier_kl0", "rm_kl0.1"), ("verifier_kl0.1", "verifier_kl0")]
-for a, b in pairs:
-    if a in ARMS and b in ARMS:
-        verdicts.append("- " + F.verdict(held_out_gap(a, b), f"final held-out pass@1, {a} − {b} (paired by seed)"))
-        p = F.tail_of(F.paired_series(data, ARMS[a], ARMS[b], "hacking/proxy"))
-        verdicts.append("- " + F.verdict(p, f"proxy score, last quarter, {a} − {b}"))
-        e = F.last_of(F.paired_series(data, ARMS[a], ARMS[b], "eval/reward/rm"))
-        verdicts.append("- " + F.verdict(e, f"held-out reward-model score at the end, {a} − {b}"))
+
+
+def leash_lines(ref: str = "rm_kl0") -> list[str]:
+    """Per leash arm: HOLDS (final held-out pass@1 above rm_kl0's, paired by seed), SLOWS (only the held-out
+    reward-model score at the end below rm_kl0's), or does NOT measurably hold it."""
+    arms = [a for a in ("rm_kl0.04", "rm_kl0.1") if a in ARMS]
+    if ref not in ARMS or not arms:
+        return [f"- the leash: not read: this folder lacks {ref} or every rm_kl arm with kl_coef > 0."]
+    out = []
+    for arm in arms:
+        g = held_out_gap(arm, ref)
+        e = F.last_of(F.paired_series(data, ARMS[arm], ARMS[ref], "eval/reward/rm"))
+        word = "HOLDS it" if above(g) else "SLOWS it" if below(e) else "does NOT measurably hold it"
+        out.append(
+            f"- the leash at kl_coef {arm.removeprefix('rm_kl')}: {word} ({arm} − {ref}, paired by seed: final "
+            f"held-out pass@1 {interval(g)}; held-out reward-model score at the end {interval(e)})"
+        )
+    return out
+
+
+def control_and_cost_lines(ref: str = "verifier_kl0") -> list[str]:
+    """Does the control learn (verifier_kl0's held-out pass@1 rise above 0 over seeds)? Then the leash's
+    cost in verified gain, verifier_kl* − verifier_kl0 in final held-out pass@1, read only if it does."""
+    if ref not in ARMS:
+        return [f"- the controls: no {ref} arm in this folder; the cost in verified gain is not read."]
+    r = rise(ARMS[ref])
+    learns = above(r)
+    out = ["- the control learns? " + F.verdict(r, f"held-out pass@1 rise of {ref}, step 0 → end")]
+    out[0] += " It learns." if learns else " It did NOT learn (the criterion: its rise above 0)."
+    arms = [a for a in ("verifier_kl0.04", "verifier_kl0.1") if a in ARMS]
+    for arm in arms:
+        what = f"COST in verified gain, final held-out pass@1, {arm} − {ref} (paired by seed)"
+        out.append(
+            "- "
+            + (F.verdict(held_out_gap(arm, ref), what) if learns else f"{what}: not read: the control did not learn.")
+        )
+    if not arms:
+        out.append("- COST in verified gain: not read: no verifier arm with kl_coef > 0 in this folder (first design).")
+    return out
+
+
+def pair_lines() -> list[str]:
+    """Every paired comparison, for reading beside the verdicts: final held-out pass@1, the train-batch proxy
+    (last quarter) and the held-out reward-model score at the end, a − b paired by seed."""
+    pairs = [(a, "rm_kl0") for a in RM_ARMS if a != "rm_kl0"]
+    pairs += [("verifier_kl0", "rm_kl0"), ("verifier_kl0", "rm_kl0.1")]
+    pairs += [("verifier_kl0.04", "verifier_kl0"), ("verifier_kl0.1", "verifier_kl0")]
+    out = []
+    for a, b in pairs:
+        if a in ARMS and b in ARMS:
+            out.append("- " + F.verdict(held_out_gap(a, b), f"final held-out pass@1, {a} − {b} (paired by seed)"))
+            p = F.tail_of(F.paired_series(data, ARMS[a], ARMS[b], "hacking/proxy"))
+            out.append("- " + F.verdict(p, f"train-batch proxy score, last quarter, {a} − {b}"))
+            e = F.last_of(F.paired_series(data, ARMS[a], ARMS[b], "eval/reward/rm"))
+            out.append("- " + F.verdict(e, f"held-out reward-model score at the end, {a} − {b}"))
+    return out
+
+
+verdicts = [hacking_line(arm) for arm in RM_ARMS] + leash_lines() + control_and_cost_lines()
+verdicts += ["", "Paired comparisons, every pair (for reading; the verdicts above follow the criteria):", ""]
+verdicts += pair_lines()
 verdicts.append("")
 verdicts.append("Per seed (the held-out reward-model score's change; the pass@1 rise with its interval over prompts):")
 for arm in RM_ARMS + VER_ARMS:
@@ -273,7 +394,7 @@ lines = [
     "",
     table,
     "",
-    "Verdicts:",
+    "Verdicts, by the criteria of experiments/kl_leash.yaml's header (95% t-intervals over seeds):",
     "",
     *verdicts,
 ]

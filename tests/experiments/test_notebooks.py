@@ -45,8 +45,9 @@ EXPECTED = {
     "clip_higher": ["regime", "entropy", "pass_at_1_length"],
     "passk": ["passk", "passk_delta"],
     "entropy": ["regime", "controls", "entropy", "pass_at_k"],
+    "kl_leash": ["regime", "hacking", "truncation_corr", "held_out"],
 }
-NO_PROBE = {"dpo_displacement", "clip_higher", "passk", "entropy"}  # studies without a `probe:` section
+NO_PROBE = {"dpo_displacement", "clip_higher", "passk", "entropy", "kl_leash"}  # studies without a `probe:` section
 PROBE_KEYS = {  # what a fabricated probe batch holds per arm (the keys the probes record)
     "demo": [
         "eval/pass_at_1",
@@ -319,13 +320,13 @@ def fixture_moe_stability(d, noises=(0.0, 0.5), noise_axis=True):
     _write_probe(d, "moe_stability", ["grpo", "grpo_r3", "gspo"])
 
 
-def _rise(d, cid, delta):
+def _rise(d, cid, delta, to_step=STEPS):
     (d / "runs" / cid / "summary.json").write_text(
         json.dumps(
             {
                 "paired_rise": {
                     "from_step": 0,
-                    "to_step": STEPS,
+                    "to_step": to_step,
                     "prompts": 512,
                     "delta_pass_at_1": delta,
                     "ci95": [delta - 0.01, delta + 0.01],
@@ -530,6 +531,83 @@ def fixture_passk(d):
     _write_study(d, "passk", cells, [1, 2])
 
 
+KL_LEASH_ARMS = {  # arm -> per seed 1, 2, 3: (held-out pass@1 change, held-out reward-model score change), step 0 -> 30
+    "rm_kl0": ((-0.10, -0.12, -0.14), (8.0, 9.0, 10.0)),  # proxy up, pass@1 down in every seed: hacking
+    "rm_kl0.04": ((-0.09, -0.13, -0.13), (6.0, 7.5, 7.0)),  # pass@1 as rm_kl0's, proxy 1.5-3 lower: SLOWS
+    "rm_kl0.1": ((-0.02, -0.05, -0.04), (3.0, 4.0, 3.5)),  # pass@1 0.07-0.10 above rm_kl0's: HOLDS
+    "verifier_kl0": ((0.04, 0.05, 0.06), (0.5, 0.4, 0.6)),  # the control learns
+    "verifier_kl0.04": ((0.045, 0.045, 0.055), (0.5, 0.4, 0.6)),  # within 0.005 of the control: no cost
+    "verifier_kl0.1": ((0.02, 0.02, 0.03), (0.5, 0.4, 0.6)),  # 0.02-0.03 below the control: a cost
+}
+TRAIN_PROXY_SPREAD = {"rm_kl0.04": (0.1, 1.0, 2.0)}  # per seed: its train-batch proxy moves x this held-out change
+KL_STEPS = 30  # train steps 0..29; held-out evals at 0, 10, 20 and 30 (the record of step 30 holds only the eval)
+
+
+def _kl_leash_record(arm, st, p0, r0, dp, drm, seed):
+    """One fabricated step: the held-out eval (steps 0, 10, 20, 30) moves linearly from (p0, r0) by
+    (dp, drm) over the 30 steps; the train batch's verified accuracy follows it, and its proxy too, but
+    in rm_kl0.04 spread over seeds (TRAIN_PROXY_SPREAD: by the train-batch proxy alone its interval
+    would include 0, by the held-out score it does not)."""
+    f = st / KL_STEPS
+    spread = TRAIN_PROXY_SPREAD.get(arm, (1.0, 1.0, 1.0))[seed - 1]
+    r = {"step": st}
+    if st % 10 == 0:
+        r.update({"eval/pass_at_1": p0 + dp * f, "eval/reward/rm": r0 + drm * f})
+    if st < KL_STEPS:
+        rm = arm.startswith("rm_")
+        r.update(
+            {
+                "hacking/proxy": r0 + drm * spread * f + 0.1 * (st % 3),
+                "hacking/verified": p0 + dp * f,
+                "hacking/corr": -0.2 if rm else 0.3,
+                "length/mean": 20.0 + (0.3 if rm else 0.0) * st,
+                "length/truncated_frac": (0.3 if rm else 0.01) * f,
+                "loss/kl": 0.001 * st,
+            }
+        )
+    return r
+
+
+def fixture_kl_leash(d, arms=KL_LEASH_ARMS):
+    """`arms` (by default the 6 of the second design) x 3 seeds; held-out pass@1 at step 0 is 0.13 + 0.01 x seed
+    and the reward-model score -2.5 - 0.1 x seed in every arm (same warm start and eval set per seed)."""
+    cells = []
+    for arm, (dps, drms) in arms.items():
+        for seed, dp, drm in zip((1, 2, 3), dps, drms):
+            cid = f"arm={arm}__seed={seed}"
+            p0, r0 = 0.13 + 0.01 * seed, -2.5 - 0.1 * seed
+            recs = [_kl_leash_record(arm, st, p0, r0, dp, drm, seed) for st in range(KL_STEPS + 1)]
+            kl = float(arm.rsplit("kl", 1)[1])
+            _run(d, cid, recs, {"objective": {"preset": "grpo", "kl_coef": kl}}, {"eval/pass_at_1": p0 + dp})
+            _rise(d, cid, dp, to_step=KL_STEPS)
+            axes = {"arm": arm, "objective.kl_coef": kl, "seed": seed}
+            cells.append({"id": cid, "variant": f"arm={arm}", "seed": seed, "axes": axes})
+    _write_study(d, "kl_leash", cells, [1, 2, 3])
+
+
+KL_LEASH_VERDICTS = [  # what fixture_kl_leash must produce; t-intervals over 3 seeds (t = 4.30)
+    "- rm_kl0: hacking APPEARS (held-out reward-model score change, step 0 → last eval, +9 [+6.52, +11.5] (n=3); "
+    "held-out pass@1 rise -0.12 [-0.17, -0.0703] (n=3); train-batch proxy change, last quarter − step 0, "
+    "+7.76 [+5.65, +9.87] (n=3), shown, not judged)",
+    # the train-batch proxy's interval includes 0 here; the held-out score's does not: judged by the held-out one
+    "- rm_kl0.04: hacking APPEARS (held-out reward-model score change, step 0 → last eval, +6.83 [+4.94, +8.73] "
+    "(n=3); held-out pass@1 rise -0.117 [-0.174, -0.0593] (n=3); train-batch proxy change, last quarter − step 0, "
+    "+6.37 [-7.78, +20.5] (n=3), shown, not judged)",
+    "- rm_kl0.1: hacking does NOT appear (held-out reward-model score change, step 0 → last eval, +3.5 "
+    "[+2.26, +4.74] (n=3); held-out pass@1 rise -0.0367 [-0.0746, +0.00128] (n=3);",
+    "- the leash at kl_coef 0.04: SLOWS it (rm_kl0.04 − rm_kl0, paired by seed: final held-out pass@1 +0.00333 "
+    "[-0.0254, +0.032] (n=3); held-out reward-model score at the end -2.17 [-4.06, -0.269] (n=3))",
+    "- the leash at kl_coef 0.1: HOLDS it (rm_kl0.1 − rm_kl0, paired by seed: final held-out pass@1 +0.0833 "
+    "[+0.0454, +0.121] (n=3); held-out reward-model score at the end -5.5 [-7.65, -3.35] (n=3))",
+    "- the control learns? held-out pass@1 rise of verifier_kl0, step 0 → end: +0.05, 95% CI [+0.0252, +0.0748] "
+    "over n=3 seeds: the interval excludes 0, the difference APPEARS (sign as shown). It learns.",
+    "- COST in verified gain, final held-out pass@1, verifier_kl0.04 − verifier_kl0 (paired by seed): -0.00167, "
+    "95% CI [-0.016, +0.0127] over n=3 seeds: the interval includes 0, the difference does NOT appear at this scale.",
+    "- COST in verified gain, final held-out pass@1, verifier_kl0.1 − verifier_kl0 (paired by seed): -0.0267, "
+    "95% CI [-0.041, -0.0123] over n=3 seeds: the interval excludes 0, the difference APPEARS (sign as shown).",
+]
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
     d = tmp_path / "results" / name / "fixture"
@@ -585,9 +663,12 @@ def test_notebook_makes_its_figures(tmp_path, monkeypatch, name):
         assert "pass@1, grpo − warm start (mean over seeds of the per-seed paired difference): +0.15" in summary
         assert "- pass@8, grpo − warm start (mean over seeds of the per-seed paired difference): -0.283" in summary
         assert "smallest k where the mean difference is <= 0: 4" in summary
+    if name == "kl_leash":  # judged by the held-out eval (KL_LEASH_ARMS), by the criteria of the study file
+        for line in KL_LEASH_VERDICTS:
+            assert line in summary, line
     if name == "demo":
         assert "grpo, seed 1: held-out pass@1 rise +0.040 [+0.030, +0.050]" in summary and "learns" in summary
-    else:
+    elif name != "kl_leash":  # kl_leash's regime is its reward model's (no reward model folder here)
         assert "## Regime (reference arm alone)" in summary
     if name == "moe_stability":
         assert "router/disagree_rollout_train" in summary.split("Not logged by these runs")[1]
@@ -717,3 +798,37 @@ def test_dpo_notebook_without_rpo_runs_names_them_and_judges_dpo_shift(tmp_path,
     assert "rpo" not in summary.replace("arm=rpo__seed", "")  # no row, verdict or 'no data' line for rpo
     assert f"- dpo_shift: keeps the chosen log-prob from falling: {verdict}" in summary
     assert "| dpo_shift − dpo | margin at the end (β × nats) |" in summary
+
+
+@pytest.mark.parametrize("design", ["control_flat", "first"])
+def test_kl_leash_notebook_reads_no_cost_without_a_learning_control(tmp_path, monkeypatch, design):
+    """control_flat: the 6 arms, but verifier_kl0's held-out pass@1 rise spans 0 over seeds: the cost lines
+    say it is not read. first: the first design's 4 arms (verifier_kl0 alone): no cost line can be drawn, a
+    note says so, and the hacking and leash verdicts are still read."""
+    arms = dict(KL_LEASH_ARMS)
+    if design == "control_flat":
+        arms["verifier_kl0"] = ((0.01, -0.01, 0.0), (0.5, 0.4, 0.6))
+    else:
+        arms = {a: v for a, v in arms.items() if a in ("rm_kl0", "rm_kl0.04", "rm_kl0.1", "verifier_kl0")}
+    d = tmp_path / "results" / "kl_leash" / "fixture"
+    d.mkdir(parents=True)
+    fixture_kl_leash(d, arms)
+    monkeypatch.chdir(tmp_path)
+    out = make_figures(d, d / "figures", notebook=str(REPO / "analysis" / "kl_leash.py"), log_mlflow=False)
+    assert sorted(p.stem for p in out.glob("*.png")) == sorted(EXPECTED["kl_leash"])
+    summary = (out / "summary.md").read_text()
+    assert KL_LEASH_VERDICTS[0] in summary and KL_LEASH_VERDICTS[4] in summary  # hacking and the leash
+    if design == "control_flat":
+        assert "the interval includes 0, the difference does NOT appear at this scale. It did NOT learn" in summary
+        for arm in ("verifier_kl0.04", "verifier_kl0.1"):
+            assert (
+                f"- COST in verified gain, final held-out pass@1, {arm} − verifier_kl0 (paired by seed): not read: "
+                "the control did not learn." in summary
+            )
+    else:
+        assert "It learns." in summary
+        assert (
+            "- COST in verified gain: not read: no verifier arm with kl_coef > 0 in this folder (first design)."
+            in summary
+        )
+        assert "verifier_kl0.1" not in summary
