@@ -33,3 +33,35 @@ def test_drop_incomplete_takes_the_marker_file_that_makes_a_cell_finished(tmp_pa
 
     data = StudyData(study)
     assert [c["id"] for c in data.drop_incomplete(marker="summary.json")] == ["training", "never"]
+
+
+def test_a_folder_read_from_another_working_directory_reads_its_own_runs(tmp_path, monkeypatch):
+    """cells.json's run_dir is relative to where Snakemake ran. Read from another checkout whose results/ holds an
+    older run of the same study (the same cell ids), the folder's cells must be the folder's runs, not the older
+    ones the relative path names from there (seen: a kl_leash summary mixing the first design's cells into the
+    second's). A cell not run in the folder stays absent, not found elsewhere."""
+    from harness.experiment.results import load_index
+
+    rel = "results/demo/cpu/runs/arm=a__seed=1"
+    study = tmp_path / "study_checkout" / "results" / "demo" / "cpu"
+    (study / "runs" / "arm=a__seed=1").mkdir(parents=True)
+    (study / "runs" / "arm=a__seed=1" / "summary.json").write_text('{"which": "new"}')
+    cells = [
+        {"id": "arm=a__seed=1", "run_dir": rel, "config": "results/demo/cpu/configs/arm=a__seed=1.yaml"},
+        {"id": "arm=a__seed=2", "run_dir": "results/demo/cpu/runs/arm=a__seed=2"},
+        {"id": "arm=b__seed=1", "run_dir": "/abs/elsewhere/run"},
+    ]
+    (study / "cells.json").write_text(json.dumps(cells))
+    other = tmp_path / "other_checkout"
+    for seed in (1, 2):  # the decoy: an older run of the same study under the other checkout's results/
+        (other / f"results/demo/cpu/runs/arm=a__seed={seed}").mkdir(parents=True)
+        (other / f"results/demo/cpu/runs/arm=a__seed={seed}" / "summary.json").write_text('{"which": "old"}')
+    monkeypatch.chdir(other)
+    _, got = load_index(study)
+    assert got[0]["run_dir"] == str(study / "runs" / "arm=a__seed=1")
+    assert got[0]["config"] == str(study / "configs" / "arm=a__seed=1.yaml")
+    assert got[1]["run_dir"] == str(study / "runs" / "arm=a__seed=2")  # not run here: not the decoy
+    assert got[2]["run_dir"] == "/abs/elsewhere/run"  # absolute: as written
+    data = StudyData(study)
+    assert json.loads((data.run_dir(data.cells[0]) / "summary.json").read_text())["which"] == "new"
+    assert [c["id"] for c in data.cells if (data.run_dir(c) / "summary.json").exists()] == ["arm=a__seed=1"]
