@@ -178,7 +178,15 @@ F.panel(
     "truncation (never correct)",
     fraction=True,
 )
-F.panel(axs[1], data, ARMS, "hacking/corr", "Pearson r, proxy vs verified (per rollout)", "does the proxy track truth?")
+F.panel(
+    axs[1],
+    data,
+    ARMS,
+    "hacking/corr",
+    "Pearson r, proxy vs verified (per rollout)",
+    "does the proxy track truth? (undefined once no rollout is correct)",
+    bounds=(-1.0, 1.0),
+)
 F.legend(list(axs))
 fig.suptitle(data.title("truncation and the proxy's correlation with correctness"))
 F.save(fig, data, "truncation_corr")

@@ -110,10 +110,10 @@ class TaskSection(_Section):
     )
     hacking_window: int = Field(
         10,
-        ge=2,
+        ge=3,
         description="the reward-hacking probe (a reward model and a verifier both scoring): steps over which "
         "hacking/gap_trend is fitted, and the window in which a rising proxy with a falling verified accuracy "
-        "warns once",
+        "warns once (each trend tested against its noise: 3 steps at least)",
     )
 
 

@@ -65,3 +65,31 @@ def test_a_folder_read_from_another_working_directory_reads_its_own_runs(tmp_pat
     data = StudyData(study)
     assert json.loads((data.run_dir(data.cells[0]) / "summary.json").read_text())["which"] == "new"
     assert [c["id"] for c in data.cells if (data.run_dir(c) / "summary.json").exists()] == ["arm=a__seed=1"]
+
+
+def test_a_panels_band_stays_inside_the_range_its_quantity_can_take(monkeypatch):
+    """F.panel(bounds=(-1, 1)) clips the shaded 95% interval of a correlation to [-1, 1] (seen: the kl_leash
+    figure's Pearson r band reached -1.8 where four seeds disagreed); without bounds the band is as computed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from harness.experiment.figures import curves
+
+    cur = curves.Curve([0, 1], [0.5, -0.5], [-1.8, -1.5], [1.5, 0.9], 4)  # 4 seeds: a shaded band, not lines
+    monkeypatch.setattr(curves, "curve", lambda data, cells, key, window: cur)
+
+    class Data:
+        def color(self, label):
+            return "C0"
+
+        def marker(self, label):
+            return "o"
+
+    for bounds, low, high in (((-1.0, 1.0), -1.0, 1.0), (None, -1.8, 1.5)):
+        fig, ax = plt.subplots()
+        curves.panel(ax, Data(), {"a": []}, "hacking/corr", "r", "t", bounds=bounds)
+        ys = ax.collections[0].get_paths()[0].vertices[:, 1]
+        assert ys.min() == low and ys.max() == high
+        plt.close(fig)

@@ -115,8 +115,8 @@ def test_dry_run_trains_the_reward_model_before_the_cells(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout + out.stderr
     counts = job_counts(text)
-    assert counts["reward_model"] == 1 and counts["train"] == 4 and counts["warmstart"] == 2, counts
+    assert counts["reward_model"] == 1 and counts["train"] == 6 and counts["warmstart"] == 2, counts
     folder = Path(tmp_path) / "kl_leash" / "smoke" / "reward_model"
     assert f"train-rm --out {folder}" in text and "--pairs experiments/data/kl_leash/rm_pairs.jsonl" in text
     configs = sorted((Path(tmp_path) / "kl_leash" / "smoke" / "configs").glob("*.yaml"))
-    assert len(configs) == 4 and all(str(folder) in c.read_text() for c in configs)
+    assert len(configs) == 6 and all(str(folder) in c.read_text() for c in configs)

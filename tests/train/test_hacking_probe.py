@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from harness.train.diagnostics.hacking import HackingProbe, correlation, hacking_probe, slope
+from harness.train.diagnostics.hacking import HackingProbe, correlation, hacking_probe, slope, trend_t
 
 B = 8
 
@@ -42,6 +42,34 @@ def test_the_probe_does_not_fire_on_a_rising_pair(capsys):
     recs = run(probe, [0.1 * t for t in range(10)], [1, 1, 2, 2, 3, 4, 4, 5, 6, 6])
     assert "reward hacking" not in capsys.readouterr().out and not probe.warned
     assert max(abs(r["hacking/gap_trend"]) for r in recs[4:]) < 0.2  # a full window: the z-scores move together
+
+
+def feed(probe: HackingProbe, proxies: list[float], verified: list[float]) -> None:
+    """Steps whose mean proxy and mean verified accuracy are the given ones (B = 256 completions)."""
+    for p, v in zip(proxies, verified):
+        n = round(v * 256)
+        probe.step([SimpleNamespace(parts={"rm": p})] * 256, torch.arange(256) < n)
+
+
+# the first 8 steps of two kl_leash runs (second design, seed 1): the verifier control, whose proxy only
+# wanders (slopes +0.022 and -0.005 a step: the sign-only rule warned on all 12 control runs), and rm_kl0
+VERIFIER = ([-2.688, -3.01, -2.901, -2.624, -2.64, -2.727, -2.411, -2.919], [86, 74, 78, 56, 58, 72.5, 73, 73])
+HACKED = ([-2.688, -2.482, -1.499, -0.839, 0.353, 1.81, 2.521, 2.844], [86, 65, 52.5, 38, 22.5, 16.5, 7, 9])
+
+
+def test_the_probe_warns_on_a_hacked_run_and_not_on_noise(capsys):
+    for (proxies, right), warns in ((VERIFIER, False), (HACKED, True)):
+        probe = HackingProbe("rm", window=8)
+        feed(probe, proxies, [r / 256 for r in right])
+        assert probe.warned is warns
+    assert sum("reward hacking" in x for x in capsys.readouterr().out.splitlines()) == 1
+
+
+def test_trend_t_by_hand():
+    # ys = 0, 2, 1, 3: slope 0.8, residuals -0.3, 0.9, -0.9, 0.3 (SSR 1.8), Sxx 5: t = 0.8 / sqrt(1.8 / 2 / 5)
+    assert trend_t([0.0, 2.0, 1.0, 3.0]) == pytest.approx(0.8 / math.sqrt(1.8 / 2 / 5))
+    assert trend_t([1.0, 2.0, 3.0]) == math.inf and trend_t([3.0, 2.0, 1.0]) == -math.inf
+    assert trend_t([1.0, 1.0, 1.0]) == 0.0 and trend_t([1.0, 5.0]) == 0.0
 
 
 def test_the_probe_waits_for_a_full_window(capsys):

@@ -30,7 +30,7 @@ def config(tmp_path, rm, *overrides):
             f"task.data={json.dumps(data)}",
             f"task.rewards=[gsm8k, {{model: {rm}, name: rm, weight: 0.5, normalize: running, micro_batch_size: 3}}]",
             "task.reward_workers=0",
-            "task.hacking_window=2",
+            "task.hacking_window=3",
             "warm_start.enabled=false",
             "train.steps=3",
             "train.prompts_per_step=2",
@@ -62,7 +62,7 @@ def test_a_run_with_a_reward_model_logs_it_and_the_probe(tmp_path):
         assert r["hacking/verified"] == pytest.approx(r["reward/accuracy"])
     state = torch.load(tmp_path / "run" / "checkpoints" / "step_000002" / "trainer_state.pt", weights_only=False)
     assert state["reward_norm"]["rm"]["count"] == 3 * 2 * 2  # every training row of 3 steps, no eval row
-    assert state["hacking"]["proxies"] == [r["hacking/proxy"] for r in steps[-2:]]  # the window's history
+    assert state["hacking"]["proxies"] == [r["hacking/proxy"] for r in steps[-3:]]  # the window's history
 
 
 @pytest.mark.slow

@@ -12,8 +12,11 @@ completions, the step logs
                         pulls away from the verified accuracy (0 until two steps are in the window)
 
 and warns once, in one line, when over a full window the proxy's slope is above 0 and the verified
-accuracy's below 0 (Goodhart: the policy learns what the reward model likes, not what is right; Gao et al.
-2022, arXiv 2210.10760). Its history is part of the trainer's checkpoint, so a resumed run warns as the
+accuracy's below 0, each beyond its own noise: the least-squares slope's t statistic (`trend_t`) past the
+one-sided 95% quantile of Student's t with window - 2 degrees of freedom (Goodhart: the policy learns what the
+reward model likes, not what is right; Gao et al. 2022, arXiv 2210.10760). A sign alone is not enough: on the
+kl_leash study's verifier controls, whose proxy only wanders, slopes of +0.02 and -0.005 a step warned in all 12
+runs; with the test, none of them does and all 12 reward-model runs still warn at the first full window. Its history is part of the trainer's checkpoint, so a resumed run warns as the
 uninterrupted one.
 """
 
@@ -33,6 +36,27 @@ def slope(ys: list[float]) -> float:
         return 0.0
     xm, ym = (n - 1) / 2, sum(ys) / n
     return sum((i - xm) * (y - ym) for i, y in enumerate(ys)) / sum((i - xm) ** 2 for i in range(n))
+
+
+def trend_t(ys: list[float]) -> float:
+    """The t statistic of the least-squares slope of ys against 0, 1, 2, ...: slope / SE(slope), SE =
+    sqrt(SSR / (n - 2) / Sxx); +-inf for an exact line, 0 for fewer than three points or a flat exact line."""
+    n = len(ys)
+    if n < 3:
+        return 0.0
+    b, xm, ym = slope(ys), (n - 1) / 2, sum(ys) / n
+    ssr = sum((y - ym - b * (i - xm)) ** 2 for i, y in enumerate(ys))
+    if ssr <= 1e-24 * max(1.0, sum(y * y for y in ys)):
+        return math.copysign(math.inf, b) if b != 0 else 0.0
+    return b / math.sqrt(ssr / (n - 2) / sum((i - xm) ** 2 for i in range(n)))
+
+
+def diverging(proxies: list[float], verified: list[float]) -> bool:
+    """The proxy's trend up and the verified accuracy's down, each past the one-sided 95% t quantile."""
+    from scipy.stats import t
+
+    crit = float(t.ppf(0.95, len(proxies) - 2))
+    return trend_t(proxies) > crit and trend_t(verified) < -crit
 
 
 def zscore(ys: list[float]) -> list[float]:
@@ -73,7 +97,7 @@ class HackingProbe:
             "hacking/corr": correlation(proxy, right),
             "hacking/gap_trend": slope(gap),
         }
-        if not self.warned and len(p) == self.window and slope(p) > 0 and slope(v) < 0:
+        if not self.warned and len(p) == self.window and self.window >= 3 and diverging(p, v):
             self.warned = True
             if parallel.is_main():
                 print(self.warning(slope(p), slope(v)), flush=True)
