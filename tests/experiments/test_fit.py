@@ -240,3 +240,18 @@ def test_a_parameter_the_data_cannot_pin_is_flagged_at_its_bound():
     assert at_bound(pool.fit(), pool) == "B"
     smooth = Pool([1], [_curve(np.random.default_rng(0), noise=0.005)], True)
     assert at_bound(smooth.fit(), smooth) == ""
+
+
+def test_the_fit_figures_title_fits_its_width():
+    """The title names the arms without their axis prefix while that fits, else counts them (seen: 8 arms ran
+    off the figure's edge)."""
+    from types import SimpleNamespace
+
+    from harness.experiment.fit.outputs import title
+
+    opts = SimpleNamespace(metric="eval/pass_at_1", compute="generated_tokens")
+    few = SimpleNamespace(rows=[{"arm": "arm=grpo"}, {"arm": "arm=grpo"}, {"arm": "arm=dapo"}])
+    assert title({"name": "s", "scale": "cpu"}, few, opts).startswith("s (cpu): grpo vs dapo\n")
+    many = SimpleNamespace(rows=[{"arm": f"arm=grpo_stale{k}_long_name"} for k in range(8)])
+    first = title({"name": "s", "scale": "cpu"}, many, opts).split("\n")[0]
+    assert first == "s (cpu): 8 arms (legend)" and len(first) <= 80

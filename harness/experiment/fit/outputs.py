@@ -32,8 +32,9 @@ def stem(opts: Options) -> str:
 
 
 def title(study: dict, sf: StudyFit, opts: Options) -> str:
-    arms = " vs ".join(dict.fromkeys(r["arm"] for r in sf.rows))
-    arms = arms if len(arms) <= 90 else arms[:87] + "..."
+    names = [a.split("=", 1)[-1] for a in dict.fromkeys(r["arm"] for r in sf.rows)]  # "arm=grpo" -> "grpo"
+    arms = " vs ".join(names)
+    arms = arms if len(arms) <= 60 else f"{len(names)} arms (legend)"  # the figure is ~100 characters wide
     return (
         f"{study.get('name')} ({study.get('scale')}): {arms}\n"
         f"{opts.metric} vs cumulative {opts.compute}, fitted R = R0 + (A - R0) / (1 + (C_mid / C)^B)"
