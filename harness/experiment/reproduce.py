@@ -112,6 +112,18 @@ def run_machine(run_dir: str | os.PathLike) -> dict | None:
     return attempts[-1].get("machine") if attempts else None
 
 
+def study_warm_starts(folder: Path, cells: list) -> list[Path]:
+    """The warm-start folders a study's cells trained from: the ones its Snakemake rule wrote down
+    (<folder>/warmstart/<name>.json names each folder by its absolute path), so the record finds them from any
+    working directory; else each cell config's cache folder (relative to where Snakemake ran)."""
+    named = [Path(_json(j).get("folder") or "") for j in sorted((folder / "warmstart").glob("*.json"))]
+    found = [f for f in named if str(f) not in ("", ".") and f.exists()]
+    if found:
+        return found
+    paths = {warm_start_folder(c.config) for c in cells if c.config.warm_start.enabled}
+    return sorted(f for f in paths if f.exists())
+
+
 def warm_start_fingerprint(folder: str | os.PathLike) -> dict:
     """A warm start's identity: the sha256 of its weights and its own sampled accuracy (warmstart.json)."""
     folder = Path(folder)
@@ -222,11 +234,8 @@ def write_record(
             commits.add(a.get("commit"))
             if a.get("machine") and a["machine"] not in machines:
                 machines.append(a["machine"])
-    for c in st.cells:
-        if c.config.warm_start.enabled:
-            f = warm_start_folder(c.config)
-            if f.exists():
-                warm[f.name] = warm_start_fingerprint(f)
+    for f in study_warm_starts(folder, st.cells):
+        warm[f.name] = warm_start_fingerprint(f)
     out = out or record_path(st.name)
     old = json.loads(out.read_text()) if merge and out.exists() else {}
     if old:

@@ -247,3 +247,20 @@ def test_each_cell_of_a_merged_record_is_judged_against_its_own_machine(tmp_path
     assert rp.record_machine(old, "preset=old__seed=1") == OTHER  # no cell_machines: the record-wide machine
     merged_again = json.loads(rp.write_record("demo", "smoke", results, out=out, merge=True).read_text())
     assert merged_again["cell_machines"]["preset=old__seed=1"] == OTHER  # kept through a second merge
+
+
+def test_the_record_finds_the_warm_starts_from_any_working_directory(tmp_path, monkeypatch):
+    """The study folder's warmstart/<name>.json names the warm start's folder by its absolute path: the record
+    reads it there, so `--write-record` run from another checkout (whose results/warmstart lacks it) still
+    fingerprints the warm start the cells trained from (seen: a record with `warm_starts: {}`)."""
+    ws = tmp_path / "elsewhere" / "results" / "warmstart" / "tiny-dense-dataset-abc"
+    ws.mkdir(parents=True)
+    (ws / "model.safetensors").write_bytes(b"weights")
+    (ws / "warmstart.json").write_text(json.dumps({"accuracy": 0.3, "key": {"code": "c", "kernels": "k"}}))
+    folder = tmp_path / "elsewhere" / "results" / "demo" / "smoke"
+    (folder / "warmstart").mkdir(parents=True)
+    (folder / "warmstart" / "tiny-dense-dataset-abc.json").write_text(json.dumps({"folder": str(ws)}))
+    monkeypatch.chdir(tmp_path)  # not where Snakemake ran: results/warmstart here does not exist
+    assert rp.study_warm_starts(folder, []) == [ws]
+    fp = rp.warm_start_fingerprint(ws)
+    assert fp["accuracy"] == 0.3 and fp["code"] == "c" and len(fp["weights_sha256"]) == 16
