@@ -277,12 +277,6 @@ def paired_end(arm):
     return out
 
 
-def interval(f):
-    if f.n < 2:
-        return "n/a" if f.n == 0 else f"{f.mean:+.3g} (n=1 seed, no interval)"
-    return f"{f.mean:+.3g} [{f.mean - f.half:+.3g}, {f.mean + f.half:+.3g}] (n={f.n})"
-
-
 def keeps_chosen(own, paired):
     """The criterion set before the dpo_shift cells ran (experiments/dpo_displacement.yaml)."""
     if paired.n < 2 or own.n < 2:
@@ -321,7 +315,7 @@ seeds = sorted({c.get("seed") for cells in ARMS.values() for c in cells})
 paired_rows = []
 for arm in FIXES if BASE in ARMS else []:
     for what, f in paired_end(arm).items():
-        paired_rows.append([f"{arm} − {BASE}", what, " / ".join(f"{v:+.3g}" for v in f.per_seed), interval(f)])
+        paired_rows.append([f"{arm} − {BASE}", what, " / ".join(f"{v:+.3g}" for v in f.per_seed), f.ci()])
 paired_table = F.markdown_table(
     ["difference", "quantity", "per seed (seeds in order)", "mean [95% t-interval]"], paired_rows
 )

@@ -201,23 +201,12 @@ F.save(fig, data, "truncation_corr")
 
 # %%
 def held_out_panel(ax, key: str, ylabel: str, title: str, fraction: bool = False) -> None:
-    """`key` per arm at the eval steps: each seed a thin line, the mean bold (F.plot_curve); rm_* arms
-    solid, verifier_* arms dashed; a note when no run logged it."""
-    curves = {arm: F.curve(data, cells, key) for arm, cells in ARMS.items()}
-    if not any(curves.values()):
-        F.note(ax, f"'{key}' not logged by these runs")
-        ax.set_title(title)
-        return
-    for arm, cur in curves.items():
-        style = "--" if arm.startswith("verifier_") else "-"
-        bounds = (0.0, 1.0) if fraction else None
-        F.plot_curve(ax, cur, arm, data.color(arm), style=style, marker=data.marker(arm), bounds=bounds)
-    if fraction:
-        ax.set_ylim(bottom=0)
-    ax.set_xlabel(F.X_STEP + "; a marker = a held-out eval")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    F.integer_steps(ax)
+    """`key` per arm at the eval steps (F.panel): rm_* arms solid, verifier_* arms dashed."""
+    styles = {arm: "--" if arm.startswith("verifier_") else "-" for arm in ARMS}
+    if F.panel(ax, data, ARMS, key, ylabel, title, bounds=(0.0, 1.0) if fraction else None, styles=styles):
+        if fraction:
+            ax.set_ylim(bottom=0)
+        ax.set_xlabel(F.X_STEP + "; a marker = a held-out eval")
 
 
 fig, axs = plt.subplots(1, 2, figsize=(15, 5), layout="constrained")
@@ -289,13 +278,7 @@ def held_out_gap(a: str, b: str) -> F.Final:
     return F.last_of(F.paired_series(data, ARMS[a], ARMS[b], "eval/pass_at_1"))
 
 
-def interval(f: F.Final) -> str:
-    """'+0.05 [+0.02, +0.08] (n=3)': a mean with its 95% t-interval over seeds (no interval with one seed)."""
-    if f.n == 0:
-        return "no data"
-    if f.n == 1:
-        return f"{f.mean:+.3g} (n=1 seed, no interval)"
-    return f"{f.mean:+.3g} [{f.mean - f.half:+.3g}, {f.mean + f.half:+.3g}] (n={f.n})"
+NO_DATA = "no data"  # what a comparison without seeds prints
 
 
 def above(f: F.Final) -> bool:
@@ -313,8 +296,8 @@ def hacking_line(arm: str) -> str:
     word = "APPEARS" if above(e) and below(r) else "does NOT appear"
     return (
         f"- {arm}: hacking {word} (held-out reward-model score change, step 0 → last eval, "
-        f"{interval(e)}; held-out pass@1 rise {interval(r)}; train-batch proxy change, last quarter − step 0, "
-        f"{interval(change(ARMS[arm], 'hacking/proxy'))}, shown, not judged)"
+        f"{e.ci(NO_DATA)}; held-out pass@1 rise {r.ci(NO_DATA)}; train-batch proxy change, last quarter − step 0, "
+        f"{change(ARMS[arm], 'hacking/proxy').ci(NO_DATA)}, shown, not judged)"
     )
 
 
@@ -331,7 +314,7 @@ def leash_lines(ref: str = "rm_kl0") -> list[str]:
         word = "HOLDS it" if above(g) else "SLOWS it" if below(e) else "does NOT measurably hold it"
         out.append(
             f"- the leash at kl_coef {arm.removeprefix('rm_kl')}: {word} ({arm} − {ref}, paired by seed: final "
-            f"held-out pass@1 {interval(g)}; held-out reward-model score at the end {interval(e)})"
+            f"held-out pass@1 {g.ci(NO_DATA)}; held-out reward-model score at the end {e.ci(NO_DATA)})"
         )
     return out
 

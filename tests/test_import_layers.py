@@ -272,21 +272,22 @@ def unit_cycles(edges: list[Edge]) -> tuple[list[list[str]], list[str]]:
     return cycles, detail
 
 
+def edge_cycles(edges: list[Edge], keep, note) -> tuple[list[list[str]], list[str]]:
+    """(the cycles of the module graph of the edges `keep(edge)` admits, the statements that make them, each
+    with `note(edge)` after it, one line per statement however many names it imports)."""
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        if keep(e):
+            graph.setdefault(e.importer, set()).add(e.imported)
+    cycles = _cycles(graph)
+    detail = [e.where() + note(e) for e in edges for c in cycles if keep(e) and e.importer in c and e.imported in c]
+    return cycles, list(dict.fromkeys(detail))
+
+
 def module_cycles(edges: list[Edge]) -> tuple[list[list[str]], list[str]]:
     """(the cycles between modules, the edges that make them). One that only an import inside a function
     lets load is a cycle all the same; an import under TYPE_CHECKING never runs."""
-    graph: dict[str, set[str]] = {}
-    for e in edges:
-        if not e.typing_only:
-            graph.setdefault(e.importer, set()).add(e.imported)
-    cycles = _cycles(graph)
-    detail = [
-        e.where() + (" (inside a function)" if e.late else "")
-        for e in edges
-        for c in cycles
-        if not e.typing_only and e.importer in c and e.imported in c
-    ]
-    return cycles, detail
+    return edge_cycles(edges, lambda e: not e.typing_only, lambda e: " (inside a function)" if e.late else "")
 
 
 def package_cycles(edges: list[Edge], package: str) -> tuple[list[list[str]], list[str]]:
@@ -296,18 +297,11 @@ def package_cycles(edges: list[Edge], package: str) -> tuple[list[list[str]], li
     def inside(module: str) -> bool:
         return module == package or module.startswith(package + ".")
 
-    graph: dict[str, set[str]] = {}
-    for e in edges:
-        if inside(e.importer) and inside(e.imported):
-            graph.setdefault(e.importer, set()).add(e.imported)
-    cycles = _cycles(graph)
-    detail = [
-        e.where() + (" (under TYPE_CHECKING)" if e.typing_only else "")
-        for e in edges
-        for c in cycles
-        if e.importer in c and e.imported in c
-    ]
-    return cycles, list(dict.fromkeys(detail))  # one line per statement, however many names it imports
+    return edge_cycles(
+        edges,
+        lambda e: inside(e.importer) and inside(e.imported),
+        lambda e: " (under TYPE_CHECKING)" if e.typing_only else "",
+    )
 
 
 def test_every_module_has_a_layer():

@@ -265,8 +265,7 @@ def write_record(
 def kept_cell_machines(old: dict, kept: set) -> dict:
     """The machine of each cell an earlier record keeps in a merge: its own (`cell_machines`) where that record
     names one per cell, else the record-wide one (null for a record made before machines were recorded)."""
-    per_cell = old.get("cell_machines") or {}
-    return {cell: per_cell[cell] if cell in per_cell else old.get("machine") for cell in sorted(kept)}
+    return {cell: record_machine(old, cell) for cell in sorted(kept)}
 
 
 def record_machine(record: dict, cell: str) -> dict | None:

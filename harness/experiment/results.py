@@ -25,9 +25,12 @@ def load_index(study_dir: str | os.PathLike) -> tuple[dict, list[dict]]:
 def rebase_cell(folder: Path, cell: dict) -> dict:
     """cells.json writes `run_dir` (and `config`) relative to where Snakemake ran (results/<study>/<scale>/runs/<id>):
     read from another working directory, that path names another checkout's folder, or nothing. A relative
-    run_dir ending in runs/<id> is rebased onto `folder` (and a config under the same root with it); absolute
-    paths and any other layout are kept as written."""
+    run_dir ending in runs/<id> is rebased onto `folder` (and a config under the same root with it); so is any
+    run_dir whose run the folder holds itself (runs/<id>: a folder copied from another machine reads its own
+    copy); other paths are kept as written."""
     run = Path(cell.get("run_dir") or "")
+    if (folder / "runs" / str(cell.get("id"))).is_dir() and run.is_absolute():
+        return {**cell, "run_dir": str(folder / "runs" / cell["id"])}
     if run.is_absolute() or run.parts[-2:] != ("runs", cell.get("id")):
         return cell
     root = run.parent.parent  # results/<study>/<scale> as Snakemake saw it

@@ -50,7 +50,9 @@ def test_a_folder_read_from_another_working_directory_reads_its_own_runs(tmp_pat
         {"id": "arm=a__seed=1", "run_dir": rel, "config": "results/demo/cpu/configs/arm=a__seed=1.yaml"},
         {"id": "arm=a__seed=2", "run_dir": "results/demo/cpu/runs/arm=a__seed=2"},
         {"id": "arm=b__seed=1", "run_dir": "/abs/elsewhere/run"},
+        {"id": "arm=c__seed=1", "run_dir": "/abs/machine/that/ran/it/runs/arm=c__seed=1"},  # copied here
     ]
+    (study / "runs" / "arm=c__seed=1").mkdir()
     (study / "cells.json").write_text(json.dumps(cells))
     other = tmp_path / "other_checkout"
     for seed in (1, 2):  # the decoy: an older run of the same study under the other checkout's results/
@@ -61,7 +63,8 @@ def test_a_folder_read_from_another_working_directory_reads_its_own_runs(tmp_pat
     assert got[0]["run_dir"] == str(study / "runs" / "arm=a__seed=1")
     assert got[0]["config"] == str(study / "configs" / "arm=a__seed=1.yaml")
     assert got[1]["run_dir"] == str(study / "runs" / "arm=a__seed=2")  # not run here: not the decoy
-    assert got[2]["run_dir"] == "/abs/elsewhere/run"  # absolute: as written
+    assert got[2]["run_dir"] == "/abs/elsewhere/run"  # absolute, not held here: as written
+    assert got[3]["run_dir"] == str(study / "runs" / "arm=c__seed=1")  # the folder's own copy
     data = StudyData(study)
     assert json.loads((data.run_dir(data.cells[0]) / "summary.json").read_text())["which"] == "new"
     assert [c["id"] for c in data.cells if (data.run_dir(c) / "summary.json").exists()] == ["arm=a__seed=1"]

@@ -204,10 +204,12 @@ def panel(
     fraction: bool = False,
     empty: str | None = None,
     bounds: tuple[float, float] | None = None,
+    styles: dict[str, str] | None = None,
 ) -> bool:
     """One metric vs step, one curve per group (label -> cells). A note when no cell has a finite
     value (`empty`, or a generic one). fraction: a y range inside [0, 1] that starts at 0. bounds: the
-    range the quantity can take (a correlation's [-1, 1]); the bands are clipped to it (fraction: [0, 1])."""
+    range the quantity can take (a correlation's [-1, 1]); the bands are clipped to it (fraction: [0, 1]).
+    styles: a line style per label (default solid)."""
     curves = {lab: curve(data, cells, key, window) for lab, cells in groups.items()}
     if not any(curves.values()):
         logged = any(key in r for cells in groups.values() for c in cells for r in data.metrics(c))
@@ -230,7 +232,8 @@ def panel(
             return False
     for lab, cur in curves.items():
         band = bounds or ((0.0, 1.0) if fraction else None)
-        plot_curve(ax, cur, lab, data.color(lab), marker=data.marker(lab), bounds=band)
+        style = (styles or {}).get(lab, "-")
+        plot_curve(ax, cur, lab, data.color(lab), style=style, marker=data.marker(lab), bounds=band)
     if logy:
         ax.set_yscale("log")
     if fraction:

@@ -44,9 +44,8 @@ class StudyData:
 
     # ------------------------------------------------------------------ per cell files
     def run_dir(self, cell: dict) -> Path:
-        """runs/<cell> of this folder (cells.json's run_dir is relative to where Snakemake ran)."""
-        here = self.dir / "runs" / cell["id"]
-        return here if here.exists() else Path(cell["run_dir"])
+        """The cell's run folder: runs/<cell> of this folder wherever cells.json says it ran (load_index)."""
+        return Path(cell["run_dir"])
 
     def _load(self, cell: dict, what: str, fn):
         key = (cell["id"], what)

@@ -29,6 +29,14 @@ class Final:
             return f"{self.mean:.{digits}g} (n=1 seed)"
         return f"{self.mean:.{digits}g} ± {self.half:.2g} (n={self.n})"
 
+    def ci(self, empty: str = "n/a") -> str:
+        """'+0.05 [+0.02, +0.08] (n=3)': the mean with its 95% t-interval over seeds (`empty` without data)."""
+        if self.n == 0:
+            return empty
+        if self.n == 1:
+            return f"{self.mean:+.3g} (n=1 seed, no interval)"
+        return f"{self.mean:+.3g} [{self.mean - self.half:+.3g}, {self.mean + self.half:+.3g}] (n={self.n})"
+
     @property
     def excludes_zero(self) -> bool:
         return self.n > 1 and (self.mean - self.half > 0 or self.mean + self.half < 0)

@@ -13,7 +13,7 @@ completions, the step logs
 
 and warns once, in one line, when over a full window the proxy's slope is above 0 and the verified
 accuracy's below 0, each beyond its own noise: the least-squares slope's t statistic (`trend_t`) past the
-one-sided 95% quantile of Student's t with window - 2 degrees of freedom (Goodhart: the policy learns what the
+one-sided 95% quantile (`critical_t`, once per run) of Student's t with window - 2 degrees of freedom (Goodhart: the policy learns what the
 reward model likes, not what is right; Gao et al. 2022, arXiv 2210.10760). A sign alone is not enough: on the
 kl_leash study's verifier controls, whose proxy only wanders, slopes of +0.02 and -0.005 a step warned in all 12
 runs; with the test, none of them does and all 12 reward-model runs still warn at the first full window. Its history is part of the trainer's checkpoint, so a resumed run warns as the
@@ -51,12 +51,12 @@ def trend_t(ys: list[float]) -> float:
     return b / math.sqrt(ssr / (n - 2) / sum((i - xm) ** 2 for i in range(n)))
 
 
-def diverging(proxies: list[float], verified: list[float]) -> bool:
-    """The proxy's trend up and the verified accuracy's down, each past the one-sided 95% t quantile."""
+def critical_t(window: int) -> float:
+    """The one-sided 95% quantile of Student's t with window - 2 degrees of freedom (inf below 3 points: no
+    noise estimate, so no warning)."""
     from scipy.stats import t
 
-    crit = float(t.ppf(0.95, len(proxies) - 2))
-    return trend_t(proxies) > crit and trend_t(verified) < -crit
+    return float(t.ppf(0.95, window - 2)) if window >= 3 else math.inf
 
 
 def zscore(ys: list[float]) -> list[float]:
@@ -79,6 +79,7 @@ class HackingProbe:
 
     def __init__(self, proxy: str, window: int):
         self.proxy, self.window = proxy, int(window)
+        self.crit = critical_t(self.window)  # a trend warns only past it (`trend_t`)
         self.proxies: list[float] = []
         self.verified: list[float] = []
         self.warned = False
@@ -97,7 +98,7 @@ class HackingProbe:
             "hacking/corr": correlation(proxy, right),
             "hacking/gap_trend": slope(gap),
         }
-        if not self.warned and len(p) == self.window and self.window >= 3 and diverging(p, v):
+        if not self.warned and len(p) == self.window and trend_t(p) > self.crit and trend_t(v) < -self.crit:
             self.warned = True
             if parallel.is_main():
                 print(self.warning(slope(p), slope(v)), flush=True)
