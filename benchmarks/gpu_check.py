@@ -5,6 +5,7 @@ device call.
 
     benchmarks/gpu_check.sh [--budget-s 420] [--out DIR]      # GPU: the check (GPU-ONLY: the figures need CUDA)
     benchmarks/gpu_check.sh --cpu-smoke [--out DIR]           # here, in seconds: every path, tiny sizes
+    benchmarks/gpu_check.sh --only llama-1b-random:levers     # only the named blocks (what an earlier check skipped)
 
 Blocks, run in this order while the time budget lasts (a block that would not fit is skipped and recorded):
     smollm2-135m-random, every lever against every lever   SmolLM2-135M's shape, random weights (its 98 MB GGUF
@@ -78,6 +79,8 @@ def bench_block(model: str, lever_set: str, extra: tuple, args, bench_dir: Path)
 def run_blocks(args, bench_dir: Path) -> tuple[list[dict], list[dict]]:
     """The blocks in order while the budget lasts: a block is skipped when the longest block so far would not fit."""
     blocks = SMOKE_BLOCKS if args.cpu_smoke else GPU_BLOCKS
+    if args.only:  # a later session's rerun of the blocks an earlier one skipped (e.g. llama-1b-random:levers)
+        blocks = [b for b in blocks if f"{b[0]}:{b[1]}" in args.only]
     done, skipped, t0 = [], [], time.monotonic()
     for model, lever_set, extra in blocks:
         longest = max((b["seconds"] for b in done), default=0.0)
@@ -115,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on a CPU: every path in seconds")
     ap.add_argument("--no-trl", dest="trl", action="store_false", help="ours only (default: TRL too where installed)")
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting blocks past this (default 420)")
+    ap.add_argument("--only", action="append", default=[], metavar="MODEL:LEVERS",
+                    help="run only these blocks, e.g. llama-1b-random:levers (repeatable; default: all, in order)")
     ap.add_argument("--out", default=None, help="default $OUT, else results/bench/gpu_check/<timestamp>")
     args = ap.parse_args(argv)
     if not args.cpu_smoke and not torch.cuda.is_available():

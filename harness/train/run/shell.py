@@ -38,6 +38,7 @@ from harness.train.core.sharding import shard_trained
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.dpo.step import DPOTrainer
 from harness.train.eval.evaluate import is_eval_step
+from harness.train.run.gc_pauses import GcClock
 from harness.train.rl.step import RLTrainer
 from harness.train.run.checkpoints import Checkpoints
 from harness.train.run.eval_cache import eval_at
@@ -164,6 +165,17 @@ class Shell:
 
     # ------------------------------------------------------------------ steps
     def _steps(self, ctx: RunContext, start: int) -> None:
+        with GcClock() as gc_clock:  # perf/gc_seconds of each step (gc_pauses.py)
+            self._step_loop(ctx, start, gc_clock)
+        final = self.trainer.final_step
+        if final >= start:  # the final record holds the eval of the trained policy only
+            rec = {"step": final, **self._eval(ctx, final)}
+            rec["perf/elapsed_seconds"] = self._elapsed()
+            self.ckpt.pending_metrics.append(rec)
+            self._checkpoint(ctx, final)
+        self.ckpt.wait()
+
+    def _step_loop(self, ctx: RunContext, start: int, gc_clock: GcClock) -> None:
         tr, last_ckpt_seconds = self.cfg.train, 0.0
         for step in self.trainer.schedule(start):
             t_step = time.perf_counter()
@@ -180,6 +192,7 @@ class Shell:
                     **ranks_peak_mem(),
                     "perf/elapsed_seconds": self._elapsed(),
                     **threads.governor_metrics(),
+                    **gc_clock.take(),
                 }
             )
             self.ckpt.pending_metrics.append(rec)
@@ -191,13 +204,6 @@ class Shell:
             last_ckpt_seconds = self._checkpoint(ctx, step, background) if due else 0.0
             if stopping:
                 raise self.stop.stop(step, ctx.last_ckpt)
-        final = self.trainer.final_step
-        if final >= start:  # the final record holds the eval of the trained policy only
-            rec = {"step": final, **self._eval(ctx, final)}
-            rec["perf/elapsed_seconds"] = self._elapsed()
-            self.ckpt.pending_metrics.append(rec)
-            self._checkpoint(ctx, final)
-        self.ckpt.wait()
 
     def _stop_requested(self) -> bool:
         """A stop signal (SIGTERM, SIGINT) received by this process, or on N processes by any of them: all stop
