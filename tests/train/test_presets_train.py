@@ -34,6 +34,10 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
     for key in ("loss/policy", "clip/frac", "ratio/mean", "entropy", "reward/mean", "length/mean", "grad/norm"):
         assert key in step0 and math.isfinite(step0[key]), (preset, key, step0.get(key))
     assert step0["adv/abs_mean"] > 0, f"{preset}: no learning signal in the test batch"
+    # the update's parts and the collector's time, every step (docs/objective.md §9, "Timing")
+    for key in ("perf/policy_update_seconds", "perf/sync_seconds", "perf/gc_seconds", "perf/gc_full"):
+        assert key in step0 and step0[key] >= 0, (preset, key, step0.get(key))
+    assert step0["perf/policy_update_seconds"] <= step0["perf/update_seconds"]
     assert "eval/pass_at_1" in records[-1] and "eval/pass_at_1" in step0
     if preset == "prime":  # the implicit reward model trained beside the policy (docs/objective.md §13)
         for key in ("prm/loss", "prm/accuracy", "reward/process_mean", "loss/prm", "perf/peak_mem_mb"):

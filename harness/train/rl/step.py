@@ -177,6 +177,7 @@ class RLTrainer(Trainer):
             warmup = step < tr.component_warmup_steps  # only the components learn (verl's critic_warmup)
             if tr.component_warmup_steps:
                 out["train/policy_updated"] = float(not warmup)
+            t_policy = time.perf_counter()
             out.update(
                 policy_update(
                     ctx.policy,
@@ -191,13 +192,17 @@ class RLTrainer(Trainer):
                     entropy_ctl=self.entropy_ctl,
                 )
             )
+            # host seconds (no device wait added): which part of perf/update_seconds a slow update spent where
+            out["perf/policy_update_seconds"] = time.perf_counter() - t_policy
         except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update
             out.update(ctx.nonfinite(step, str(err)))
         if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch
             router_old_new(ctx.model, batch, mismatch, ctx.pad_id, cfg.rollout.temperature, obj.routing_replay)
         if not self.stale.k:  # rollout.staleness: the next rollout syncs the engine with its stale weights
+            t_sync = time.perf_counter()
             ctx.backend.sync_weights(ctx.model)
-            out.update(sync_times(ctx.backend))
+            out["perf/sync_seconds"] = time.perf_counter() - t_sync  # hf: the copy into its engine (0 if shared)
+            out.update(sync_times(ctx.backend))  # vLLM: its own push time and the check's
         if self.ref is not None and obj.ref_update_every and (step + 1) % obj.ref_update_every == 0:
             self.ref.load_state_dict(ctx.model.state_dict())  # iterative GRPO: pi_ref <- pi_theta
         return out
