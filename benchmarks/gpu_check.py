@@ -118,8 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on a CPU: every path in seconds")
     ap.add_argument("--no-trl", dest="trl", action="store_false", help="ours only (default: TRL too where installed)")
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting blocks past this (default 420)")
-    ap.add_argument("--only", action="append", default=[], metavar="MODEL:LEVERS",
-                    help="run only these blocks, e.g. llama-1b-random:levers (repeatable; default: all, in order)")
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="MODEL:LEVERS",
+        help="run only these blocks, e.g. llama-1b-random:levers (repeatable; default: all, in order)",
+    )
     ap.add_argument("--out", default=None, help="default $OUT, else results/bench/gpu_check/<timestamp>")
     args = ap.parse_args(argv)
     if not args.cpu_smoke and not torch.cuda.is_available():
