@@ -38,10 +38,10 @@ from harness.train.core.sharding import shard_trained
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.dpo.step import DPOTrainer
 from harness.train.eval.evaluate import is_eval_step
-from harness.train.run.gc_pauses import GcClock
 from harness.train.rl.step import RLTrainer
 from harness.train.run.checkpoints import Checkpoints
 from harness.train.run.eval_cache import eval_at
+from harness.train.run.gc_pauses import GcClock
 from harness.train.run.ranks import check_same_start, cleanup, own_dir, quiet_config, rank_zero_first
 from harness.train.run.resume import read_newest, restore_policy, restore_state
 from harness.train.run.setup import open_run, start_run
