@@ -28,24 +28,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from harness.experiment import figures as F
-from harness.experiment.fit.data import read_curve
+from harness.experiment.fit.data import pass_at_1_curves
 from harness.experiment.fit.study_fit import refusal, rise_and_se
 
 F.setup()
 data = F.StudyData.from_env("scaling_long")
 ARMS = data.by("arm")
 
-
-def curve_of(cell):
-    """The run's pass@1 evals against cumulative generated tokens (the fitter's reading), or None."""
-    try:
-        c = read_curve(data.run_dir(cell), "eval/pass_at_1", "generated_tokens")
-    except (OSError, ValueError):
-        return None
-    return c if len(c.y) > 1 else None
-
-
-CURVES = {c["id"]: curve_of(c) for c in data.cells}
+CURVES = pass_at_1_curves(data)  # cell id -> its pass@1 against generated tokens (the fitter's reading)
 print(
     f"study {data.name} ({data.scale}): {len(data.cells)} cells, {sum(v is not None for v in CURVES.values())} with evals"
 )

@@ -119,6 +119,19 @@ def read_curve(run: str | Path, metric: str, axis: str, params: float | None = N
     return RunCurve(np.asarray(steps), np.asarray(compute), np.asarray(y), prompts)
 
 
+def pass_at_1_curves(data) -> dict[str, RunCurve | None]:
+    """Each cell of a study's figures data (harness.experiment.figures.StudyData): its held-out pass@1 evals
+    against cumulative generated tokens, as the fitter reads them; None for a run without two evals yet."""
+    out: dict[str, RunCurve | None] = {}
+    for cell in data.cells:
+        try:
+            c = read_curve(data.run_dir(cell), PER_PROMPT_METRIC, "generated_tokens")
+        except (OSError, ValueError):
+            c = None
+        out[cell["id"]] = c if c is not None and len(c.y) > 1 else None
+    return out
+
+
 def logged_eval_metrics(runs: list[str | Path]) -> set[str]:
     """The eval/* keys the runs' metrics.jsonl hold (the runs whose records cannot be read are skipped)."""
     keys: set[str] = set()
