@@ -178,6 +178,13 @@ def test_profile_figures():
     assert (fig["cpu_ops"], fig["kernels"], fig["host_syncs"], fig["item_reads"], fig["nonzero"]) == (3, 2, 1, 1, 1)
     assert fig["span_s"] == pytest.approx(100e-6) and fig["gpu_idle_share"] == pytest.approx(0.94)
     assert summarize_profile(events[:3], cuda=False)["gpu_idle_share"] is None
+    # where the time went: host-side operators by self device time on CUDA, by self host time on a CPU
+    timed = [SimpleNamespace(**vars(ev("aten::mm", 0, 1)), self_cpu_time_total=100.0, self_device_time_total=9000.0),
+             SimpleNamespace(**vars(ev("aten::mm", 1, 2)), self_cpu_time_total=100.0, self_device_time_total=1000.0),
+             SimpleNamespace(**vars(ev("aten::copy_", 2, 3)), self_cpu_time_total=5000.0, self_device_time_total=0.0),
+             ev("gemm", 0, 1, True)]  # fmt: skip
+    assert summarize_profile(timed, cuda=True)["top_ops"] == [["aten::mm", 2, 0.2, 10.0], ["aten::copy_", 1, 5.0, 0.0]]
+    assert [r[0] for r in summarize_profile(timed, cuda=False)["top_ops"]] == ["aten::copy_", "aten::mm"]
 
 
 def test_bench_json_records_the_protocol(tmp_path):
@@ -195,6 +202,21 @@ def test_bench_json_records_the_protocol(tmp_path):
     assert row["precision"] == "float32" and row["attn_implementation"] == "sdpa" and row["levers"] == []
     assert row["rollout_precision"] == "float32 weights"
     assert row["profile"]["cpu_ops"] > 0 and row["profile"]["item_reads"] > 0
+
+
+def test_profile_step_profiles_a_step_of_the_plan(tmp_path, capsys):
+    """--profile-step N profiles step N itself (no step added), left out of the figures; one outside the case's
+    steps is refused before anything runs, naming the flag and the range."""
+    argv = ["bench", "--models", "tiny-dense", "--backends", "hf", "--no-trl", "--lever-sets", "defaults",
+            "--steps", "2", "--warmup", "1", "--threads", "1", "--prompts", "2", "--group-size", "2",
+            "--max-new-tokens", "4", "--fixed-length", "--in-process", "--out-dir", str(tmp_path)]  # fmt: skip
+    assert main([*argv, "--profile-step", "1"]) == 0
+    (row,) = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
+    assert row["steps"] == 3 and row["profile"]["step"] == 1 and row["measured_steps"] == 1
+    assert row["profile"]["top_ops"] and all(len(r) == 4 for r in row["profile"]["top_ops"])
+    assert "- ours tiny-dense step 1, most self host time: aten::" in capsys.readouterr().out  # the report's line
+    assert main([*argv, "--profile-step", "3"]) != 0
+    assert "--profile-step 3: allowed 0 to 2" in capsys.readouterr().err
 
 
 def test_phase_edges_wait_for_the_device(monkeypatch):

@@ -112,6 +112,14 @@ def _add_protocol_args(p) -> None:
         help="one more step per case under torch.profiler (left out of the figures): kernels, host syncs, "
         "GPU idle share (harness/bench/profiling.py)",
     )
+    p.add_argument(
+        "--profile-step",
+        type=int,
+        default=None,
+        metavar="N",
+        help="profile step N (0-based) of each case instead of one more step after the measured ones (e.g. a "
+        "step that ran slow); implies --profile; that step is left out of the figures",
+    )
 
 
 def _add_machine_args(p) -> None:
@@ -177,7 +185,7 @@ def _config(model: str, backend: str, lever_set: str, args):
     """The run config of one case: the workload, the lever set's overrides, then --set; the steps of the plan."""
     warmup, warmup_max, steps = args.plan
     workload = dict(
-        steps=warmup_max + steps + int(args.profile),
+        steps=warmup_max + steps + int(args.profile and args.profile_step is None),
         threads=args.threads,
         prompts=args.prompts,
         group_size=args.group_size,
@@ -188,6 +196,14 @@ def _config(model: str, backend: str, lever_set: str, args):
     tr = bench_config(model, backend, **workload, extra=args.set).train
     levers = ours_levers(lever_set, args.device, tr.prompts_per_step * tr.group_size)
     return bench_config(model, backend, **workload, extra=[*levers, *args.set])
+
+
+def profile_step_of(args, steps: int) -> int | None:
+    """The step profiled in a case of `steps` steps: --profile-step, else the last (one more than the plan's) with
+    --profile, else None."""
+    if args.profile_step is not None:
+        return args.profile_step
+    return steps - 1 if args.profile else None
 
 
 def _row(trainer: str, model: str, backend: str, lever_set: str, cfg, args) -> dict:
@@ -219,7 +235,7 @@ def _run_case(trainer: str, name: str, cfg, backend: str, lever_set: str, args, 
     """Run one case (in a subprocess unless --in-process); its output JSON."""
     spec, out = work / f"{name}.config.json", work / f"{name}.out.json"
     spec.write_text(json.dumps(cfg.to_dict()))
-    profile_step = cfg.train.steps - 1 if args.profile else None
+    profile_step = profile_step_of(args, cfg.train.steps)
     if trainer == "ours" and args.in_process:
         out.write_text(json.dumps(run_ours(cfg.to_dict(), work / name, profile_step)))
     elif trainer == "ours":
@@ -309,6 +325,11 @@ def _validate(args) -> tuple[list[str], list[str]]:
         raise ValueError(f"--steady-tol must be a finite number >= 0 (got {args.steady_tol})")
     if args.busy < 0:
         raise ValueError(f"--busy must be >= 0 busy-loop processes (got {args.busy})")
+    if args.profile_step is not None:  # one profiled step of the plan's: N within its steps
+        total = args.plan[1] + args.plan[2]
+        if not 0 <= args.profile_step < total:
+            raise ValueError(f"--profile-step {args.profile_step}: allowed 0 to {total - 1} (the case's steps)")
+        args.profile = True
     if args.in_process and args.omp_wait_policy != "inherit":
         raise ValueError("--omp-wait-policy needs subprocess cases (OpenMP reads it at start); drop --in-process")
     for model in models:

@@ -12,6 +12,8 @@ summarize_profile gives, for that step:
     span_s        the step's span in the profiler's clock
     gpu_busy_s    the union of the kernels' intervals (CUDA)
     gpu_idle_share  1 - gpu_busy_s / span_s: the share of the step the GPU had nothing to run (None on a CPU)
+    top_ops       the TOP_OPS operators with the most self time (device time on CUDA, host time on a CPU), each
+                  [name, calls, self host ms, self device ms]: where a slow step's time went
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from contextlib import contextmanager
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+TOP_OPS = 12
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 
 
@@ -63,7 +66,23 @@ def summarize_profile(events, cuda: bool) -> dict:
         "span_s": span_us / 1e6,
         "gpu_busy_s": busy_us / 1e6 if cuda else None,
         "gpu_idle_share": (1.0 - busy_us / span_us) if cuda and span_us > 0 else None,
+        "top_ops": top_ops(events, cuda),
     }
+
+
+def top_ops(events, cuda: bool, n: int = TOP_OPS) -> list[list]:
+    """[name, calls, self host ms, self device ms] of the n host-side operators with the most self time (device
+    time where `cuda`, else host time), summed over their calls."""
+    acc: dict[str, list] = {}
+    for e in events:
+        if _on_device(e):
+            continue
+        row = acc.setdefault(e.name, [e.name, 0, 0.0, 0.0])
+        row[1] += 1
+        row[2] += getattr(e, "self_cpu_time_total", 0.0) / 1e3
+        row[3] += getattr(e, "self_device_time_total", 0.0) / 1e3  # torch >= 2.4's name (older: self_cuda_...)
+    key = 3 if cuda else 2
+    return [[r[0], r[1], round(r[2], 3), round(r[3], 3)] for r in sorted(acc.values(), key=lambda r: -r[key])[:n]]
 
 
 def _on_device(event) -> bool:

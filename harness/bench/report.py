@@ -217,9 +217,27 @@ def render(rows: list[dict], meta: dict) -> str:
     parts += _ratio_tables(rows, meta)
     profiles = [{**r, **r["profile"]} for r in rows if r.get("profile") and r.get("repeat", 0) == 0]
     if profiles:
-        parts += ["", "One profiled step per case (after the measured ones; harness/bench/profiling.py):", ""]
+        parts += [
+            "",
+            "One profiled step per case (by default the one after the measured ones; `step` names it; harness/bench/profiling.py):",
+            "",
+        ]
         parts.append(markdown(profiles, PROFILE_COLUMNS))
+        parts += ["", *top_ops_lines(profiles)]
     return "\n".join(parts) + "\n"
+
+
+def top_ops_lines(profiles: list[dict], n: int = 5) -> list[str]:
+    """One line a profiled case: its n operators with the most self time (device ms on a GPU, host ms on a CPU)."""
+    out = []
+    for p in profiles:
+        ops = p.get("top_ops") or []
+        unit = 3 if p.get("gpu_idle_share") is not None else 2
+        where = "device" if unit == 3 else "host"
+        cells = ", ".join(f"{o[0]} {o[unit]:.1f} ms ({o[1]} calls)" for o in ops[:n])
+        if cells:
+            out.append(f"- {p['trainer']} {p['model']} step {p['step']}, most self {where} time: {cells}")
+    return out
 
 
 def write_json(out_dir: str | Path, rows: list[dict], meta: dict) -> Path:
