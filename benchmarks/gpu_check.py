@@ -83,7 +83,7 @@ def run_blocks(args, bench_dir: Path) -> tuple[list[dict], list[dict]]:
     """The blocks in order while the budget lasts: a block is skipped when the longest block so far would not fit."""
     blocks = SMOKE_BLOCKS if args.cpu_smoke else GPU_BLOCKS
     if args.only:  # a later session's rerun of the blocks an earlier one skipped (e.g. llama-1b-random:levers)
-        blocks = [b for b in blocks if f"{b[0]}:{b[1]}" in args.only]
+        blocks = [b for b in blocks if f"{b[0]}:{b[1]}" in args.only]  # main() checked every name
     done, skipped, t0 = [], [], time.monotonic()
     for model, lever_set, extra in blocks:
         longest = max((b["seconds"] for b in done), default=0.0)
@@ -137,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=None, help="default $OUT, else results/bench/gpu_check/<timestamp>")
     args = ap.parse_args(argv)
+    names = [f"{m}:{lv}" for m, lv, _ in (SMOKE_BLOCKS if args.cpu_smoke else GPU_BLOCKS)]
+    unknown = [o for o in args.only if o not in names]
+    if unknown:  # before any block runs (a misspelt block would run nothing and only say so at the end)
+        ap.error(f"--only {', '.join(unknown)}: not a block of this check; allowed: {', '.join(names)}")
     if not args.cpu_smoke and not torch.cuda.is_available():
         print("gpu_check: no GPU here (torch.cuda.is_available() is False); --cpu-smoke runs the tiny check",
               file=sys.stderr)  # fmt: skip

@@ -44,6 +44,20 @@ def test_cpu_smoke_runs_every_block(tmp_path):
     _check_results(tmp_path, {"ours"})
 
 
+def test_only_runs_the_named_blocks_and_refuses_an_unknown_one(tmp_path, capsys):
+    """--only MODEL:LEVERS runs just that block (what an earlier check skipped); a name that is no block is refused
+    before any block runs, naming it and the allowed ones."""
+    gc = _gpu_check()
+    assert gc.main(["--cpu-smoke", "--no-trl", "--only", "tiny-dense:defaults", "--out", str(tmp_path)]) == 0
+    blocks = json.loads((tmp_path / "gpu_check.json").read_text())["blocks"]
+    assert [(b["model"], b["lever_set"]) for b in blocks] == [("tiny-dense", "defaults")]
+    with pytest.raises(SystemExit):
+        gc.main(["--cpu-smoke", "--only", "tiny-dense:levers", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert "--only tiny-dense:levers: not a block" in err and "tiny-dense:defaults, llama-1b-random:levers" in err
+    assert not (tmp_path / "x").exists()
+
+
 def test_without_a_gpu_the_check_says_so(capsys):
     import torch
 

@@ -45,7 +45,6 @@ def ours_steps(records: list[dict]) -> list[dict]:
                 "ckpt_s": ckpt_after.get(r["step"]),
                 "step_s": step,
                 "verify_s": verify,
-                "gc_s": r.get("perf/gc_seconds"),  # in the step: Python's collector (harness/train/run/gc_pauses.py)
                 "perf": {k: v for k, v in r.items() if k.startswith("perf/")},  # every timing the run logged
                 "tokens": round(r["perf/rollout_tokens_per_s"] * rollout),  # a count: the rate x time, rounded
                 "reward": r.get("reward/mean"),
