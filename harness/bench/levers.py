@@ -31,6 +31,7 @@ OURS_LEVERS: dict[str, tuple[str, ...]] = {
         "rollout.seeding=prompt",  # per-row inverse-CDF draws instead of the multinomial's exponential draw
         "train.autocast=bf16",  # bf16 compute over fp32 weights (TRL: bf16=True)
         "rollout.dtype=bfloat16",  # a bf16 rollout engine
+        "rollout.decode_attention=matmul",  # one-row decoding attention as products, not torch's fused CPU kernel
     ),
     "cuda": (
         "train.micro_batch_size=null",  # the whole batch in one micro-batch: a GPU holds 64 rows (TRL takes ours)

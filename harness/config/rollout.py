@@ -56,6 +56,14 @@ class RolloutSection(_Section):
         "bucket); 0 = one layerwise in-place reload of every weight (the CPU's: its packed GEMM layout needs it). "
         "auto = 0 on a CPU, 512 on CUDA",
     )
+    decode_attention: Literal["model", "matmul"] = Field(
+        "model",
+        description="hf on a CPU: model = the model's attention in every forward of generate; matmul = the "
+        "one-token decoding steps of an sdpa model compute attention as two products and a softmax in fp32 "
+        "(harness/models/decode_attention.py: ~10x faster than torch's fused CPU kernel for one query row; the "
+        "prefill and the trainer keep sdpa). Equal up to rounding, so a sampled token can flip at a near-tie: off "
+        "by default, so runs and reports keep their numbers. No effect on a GPU; not with vllm",
+    )
     min_new_tokens: int = Field(
         0,
         ge=0,
@@ -94,6 +102,15 @@ class RolloutSection(_Section):
     )
 
     @model_validator(mode="after")
+    def _decode_attention_is_hf(self) -> RolloutSection:
+        if self.decode_attention != "model" and self.backend != "hf":
+            raise ValueError(
+                f"rollout.decode_attention={self.decode_attention!r} with rollout.backend={self.backend!r}: the "
+                "decoding attention is the hf engine's; allowed with vllm: 'model' (vLLM brings its own kernels)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _min_fits_max(self) -> RolloutSection:
         if self.min_new_tokens > self.max_new_tokens:
             raise ValueError(
@@ -109,6 +126,8 @@ def rollout_logp_inexact(run: Any) -> str | None:
     r = run.rollout
     if r.backend != "hf":
         return f"rollout.backend={r.backend!r} (another engine's kernels: its log-probs are not the policy's)"
+    if r.decode_attention != "model":
+        return f"rollout.decode_attention={r.decode_attention!r} (the sampler's attention rounds otherwise than the trainer's)"
     if r.dtype != run.model.dtype:
         return f"rollout.dtype={r.dtype!r} differs from model.dtype={run.model.dtype!r}"
     if r.top_p < 1.0:

@@ -15,6 +15,8 @@ Rollout/train mismatch knobs (docs/studies.md (c)):
 - `rollout.router_noise` = sigma > 0 (MoE only): N(0, sigma^2) noise on every router's
   logits during generation (harness.models.moe.noisy_routing), seeded from the rollout
   seed. Evaluation generates through the same backend, so it sees the same engine.
+- `rollout.decode_attention: matmul` (a CPU lever, off by default): the one-token decoding steps of an sdpa model
+  compute attention as products in fp32 instead of torch's fused CPU kernel (harness/models/decode_attention.py).
 On an MoE model the expert choices made during generation are recorded and returned as
 `extras["routing"]` (see `assemble_routing`), for routing replay and router metrics.
 
@@ -33,6 +35,7 @@ from contextlib import ExitStack
 import torch
 
 from harness import threads
+from harness.models.decode_attention import decoding_products
 from harness.models.moe import is_moe, noisy_routing, record_routing
 from harness.models.prefix_groups import left_pad, prompt_groups
 from harness.parallel import full_params, full_tensor
@@ -157,8 +160,11 @@ class HFBackend(RolloutBackend):
         share_prefix: bool = False,
         compile: bool = False,
         min_new_tokens: int = 0,
+        decode_attention: str = "model",
     ):
         self.model = model
+        # rollout.decode_attention: matmul = a CPU's one-row decoding attention as products (models/decode_attention.py)
+        self.decode_products = decode_attention == "matmul"
         self.min_new_tokens = min_new_tokens  # rollout.min_new_tokens: EOS masked before that many tokens
         self.share_prefix = share_prefix  # rollout.share_prefix: a prompt's G rows share one prefill (shared_prefix)
         self.seeding = seeding  # rollout.seeding: batch (one seed per chunk) | prompt (one per row: row_seeds.py)
@@ -246,7 +252,8 @@ class HFBackend(RolloutBackend):
         torch.manual_seed(seed)
         was_training = model.training
         model.eval()
-        with full_params(model), ExitStack() as hooks:  # full_params: a sharded policy's (FSDP) whole weights
+        # full_params: a sharded policy's (FSDP) whole weights; decoding_products: rollout.decode_attention=matmul
+        with full_params(model), decoding_products(model, self.decode_products), ExitStack() as hooks:
             if self.router_noise > 0:  # entered first: the recorder sees the noisy choices
                 hooks.enter_context(noisy_routing(model, self.router_noise, seed))
             calls = hooks.enter_context(record_routing(model)) if self.moe else None

@@ -38,6 +38,9 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
     for key in ("perf/policy_update_seconds", "perf/sync_seconds", "perf/gc_seconds", "perf/gc_full"):
         assert key in step0 and step0[key] >= 0, (preset, key, step0.get(key))
     assert step0["perf/policy_update_seconds"] <= step0["perf/update_seconds"]
+    width = step0["perf/batch_width"]  # the longest prompt + the response width: the forwards' row length
+    assert width == int(width) and step0["length/mean"] < width <= 1024 + cfg.rollout.max_new_tokens
+    assert not any(k.startswith("perf/cuda_") for k in step0)  # the allocator's counts: CUDA only
     assert "eval/pass_at_1" in records[-1] and "eval/pass_at_1" in step0
     if preset == "prime":  # the implicit reward model trained beside the policy (docs/objective.md §13)
         for key in ("prm/loss", "prm/accuracy", "reward/process_mean", "loss/prm", "perf/peak_mem_mb"):

@@ -33,9 +33,13 @@ def step_records(ep: Episode, batch: Batch, mismatch: MismatchStats, coll: dict,
 
 
 def perf_records(t_rollout: float, t_score: float, t_update: float, ep: Episode, inner_epochs: int) -> dict:
-    """The phases' seconds and the tokens a second of the rollout and of the update (its K epochs each)."""
-    n_tok = float(ep.rollout.response_mask.sum())
+    """The phases' seconds, the tokens a second of the rollout and of the update (its K epochs each), and the
+    batch's width: its longest prompt plus the response length, the padded row length of the step's forwards (a
+    width no step had before asks the GPU's allocator for blocks of new sizes: harness/train/run/cuda_allocs.py)."""
+    r = ep.rollout
+    n_tok = float(r.response_mask.sum())
     return {
+        "perf/batch_width": float(max((len(p) for p in r.prompt_ids), default=0) + r.response_ids.shape[1]),
         "perf/rollout_seconds": t_rollout,
         "perf/score_seconds": t_score,
         "perf/update_seconds": t_update,

@@ -40,6 +40,7 @@ from harness.train.dpo.step import DPOTrainer
 from harness.train.eval.evaluate import is_eval_step
 from harness.train.rl.step import RLTrainer
 from harness.train.run.checkpoints import Checkpoints
+from harness.train.run.cuda_allocs import AllocClock
 from harness.train.run.eval_cache import eval_at
 from harness.train.run.gc_pauses import GcClock
 from harness.train.run.ranks import check_same_start, cleanup, own_dir, quiet_config, rank_zero_first
@@ -177,6 +178,7 @@ class Shell:
 
     def _step_loop(self, ctx: RunContext, start: int, gc_clock: GcClock) -> None:
         tr, last_ckpt_seconds = self.cfg.train, 0.0
+        allocs = AllocClock(ctx.device)  # perf/cuda_* of each step on CUDA (cuda_allocs.py); nothing on a CPU
         for step in self.trainer.schedule(start):
             t_step = time.perf_counter()
             threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
@@ -193,6 +195,7 @@ class Shell:
                     "perf/elapsed_seconds": self._elapsed(),
                     **threads.governor_metrics(),
                     **gc_clock.take(),
+                    **allocs.take(),
                 }
             )
             self.ckpt.pending_metrics.append(rec)
