@@ -60,8 +60,8 @@ class RolloutSection(_Section):
         "model",
         description="hf on a CPU: model = the model's attention in every forward of generate; matmul = the "
         "one-token decoding steps of an sdpa model compute attention as two products and a softmax in fp32 "
-        "(harness/models/decode_attention.py: ~10x faster than torch's fused CPU kernel for one query row; the "
-        "prefill and the trainer keep sdpa). Equal up to rounding, so a sampled token can flip at a near-tie: off "
+        "(harness/models/decode_attention.py: 3-5x faster a call than torch's fused CPU kernel for one query row, "
+        "a third off a bf16 generate on SmolLM2; the prefill and the trainer keep sdpa). Equal up to rounding, so a sampled token can flip at a near-tie: off "
         "by default, so runs and reports keep their numbers. No effect on a GPU; not with vllm",
     )
     min_new_tokens: int = Field(

@@ -10,8 +10,8 @@ started, taken as differences step to step):
 Why it is measured: on a lent H200 (benchmarks/README.md, "On a GPU", 2026-11-28) our update took 1.4-1.7 s at steps
 5 and 11 instead of 0.13-0.35 s, on two models that share the workload's prompts (so the same prompt widths a step);
 Python's collector was ruled out (gc_pauses.py). A step whose batch is wider than any before asks the allocator for
-blocks of new sizes; these counts, beside perf/batch_width, say whether the slow steps are those. Nothing is
-recorded on a CPU (no such allocator), so no CPU record changes.
+blocks of new sizes; these counts, beside perf/batch_width, say whether the slow steps are those. On a CPU (no such
+allocator) none of these keys is recorded.
 """
 
 from __future__ import annotations
