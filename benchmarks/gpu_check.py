@@ -79,11 +79,16 @@ def bench_block(model: str, lever_set: str, extra: tuple, args, bench_dir: Path)
             "markdown": out.getvalue(), "json": str(new[-1]) if new else None, "report": report}  # fmt: skip
 
 
+def block_name(block: tuple) -> str:
+    """MODEL:LEVERS, the name --only takes, of a (model, lever_set, extra) block."""
+    return f"{block[0]}:{block[1]}"
+
+
 def run_blocks(args, bench_dir: Path) -> tuple[list[dict], list[dict]]:
     """The blocks in order while the budget lasts: a block is skipped when the longest block so far would not fit."""
     blocks = SMOKE_BLOCKS if args.cpu_smoke else GPU_BLOCKS
     if args.only:  # a later session's rerun of the blocks an earlier one skipped (e.g. llama-1b-random:levers)
-        blocks = [b for b in blocks if f"{b[0]}:{b[1]}" in args.only]  # main() checked every name
+        blocks = [b for b in blocks if block_name(b) in args.only]  # main() checked every name
     done, skipped, t0 = [], [], time.monotonic()
     for model, lever_set, extra in blocks:
         longest = max((b["seconds"] for b in done), default=0.0)
@@ -137,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", default=None, help="default $OUT, else results/bench/gpu_check/<timestamp>")
     args = ap.parse_args(argv)
-    names = [f"{m}:{lv}" for m, lv, _ in (SMOKE_BLOCKS if args.cpu_smoke else GPU_BLOCKS)]
+    names = [block_name(b) for b in (SMOKE_BLOCKS if args.cpu_smoke else GPU_BLOCKS)]
     unknown = [o for o in args.only if o not in names]
     if unknown:  # before any block runs (a misspelt block would run nothing and only say so at the end)
         ap.error(f"--only {', '.join(unknown)}: not a block of this check; allowed: {', '.join(names)}")

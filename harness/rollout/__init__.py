@@ -26,7 +26,7 @@ def make_backend(rollout_cfg, model, tokenizer) -> RolloutBackend:
             share_prefix=lever(rollout_cfg, "share_prefix", model),
             compile=lever(rollout_cfg, "compile", model),  # rollout.compile (auto: on CUDA)
             min_new_tokens=rollout_cfg.min_new_tokens,
-            decode_attention=getattr(rollout_cfg, "decode_attention", "model"),
+            decode_attention=rollout_cfg.decode_attention,  # rollout.decode_attention (a CPU lever)
         )
     if rollout_cfg.backend == "vllm":
         return VLLMBackend(model, tokenizer, rollout_cfg)
