@@ -7,6 +7,7 @@ device call.
     benchmarks/gpu_check.sh --cpu-smoke [--out DIR]           # here, in seconds: every path, tiny sizes
     benchmarks/gpu_check.sh --only llama-1b-random:levers     # only the named blocks (what an earlier check skipped)
     benchmarks/gpu_check.sh --only smollm2-135m-random:levers --profile-step 11   # profile a slow step itself
+    benchmarks/gpu_check.sh --only smollm2-135m-random:levers --no-trl --set train.pad_to_multiple_of=1   # one knob
 
 Blocks, run in this order while the time budget lasts (a block that would not fit is skipped and recorded):
     smollm2-135m-random, every lever against every lever   SmolLM2-135M's shape, random weights (its 98 MB GGUF
@@ -66,6 +67,8 @@ def bench_block(model: str, lever_set: str, extra: tuple, args, bench_dir: Path)
     argv = ["bench", "--models", model, "--backends", "hf", "--lever-sets", lever_set, *trl]
     bench_dir = bench_dir / f"{model}-{lever_set}"  # one folder per block: its report is the one JSON there
     argv += [*(SMOKE_ARGS if args.cpu_smoke else GPU_ARGS), *extra, "--out-dir", str(bench_dir)]
+    for setting in args.set:  # every case of every block, on top of its lever set (an A/B of one knob)
+        argv += ["--set", setting]
     if args.profile_step is not None:  # profile that step of the plan instead of one more after it
         argv += ["--profile-step", str(args.profile_step)]
     before = set(bench_dir.glob("*.json"))
@@ -139,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="N",
         help="harness bench --profile-step N: profile step N of each case (e.g. 11, a slow one)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="harness bench --set for every case (repeatable), e.g. train.pad_to_multiple_of=1 against the default",
     )
     ap.add_argument("--out", default=None, help="default $OUT, else results/bench/gpu_check/<timestamp>")
     args = ap.parse_args(argv)

@@ -9,6 +9,9 @@ the argument that justifies it (docs/speed.md). An explicit value is kept on eve
     rollout.share_prefix        false    false  (the same 4-D-mask prefill; vLLM shares prefixes itself)
     train.micro_batch_size      null     rows by tokens: the largest divisor of the mini-batch whose rows x
                                          (prompt + response) fit MICRO_BATCH_TOKENS
+    train.pad_to_multiple_of    1        64    (rows packed to a multiple of 64 tokens: a few widths a run, not a
+                                                new one most steps; cuDNN's attention builds a graph per length.
+                                                1 under train.share_prefix)
     train.autocast              null     bf16 (fp32 weights; null when model.dtype is already bfloat16)
     train.tf32                  false    true  (fp32 matmuls on TF32 tensor cores)
     train.ref_compute_dtype     false    true under bf16 autocast (pi_ref stored in bf16, not re-cast per call)
@@ -31,14 +34,17 @@ import torch
 
 AUTO = "auto"
 MICRO_BATCH_TOKENS = 32768  # CUDA: tokens (rows x (prompt + response)) of one update micro-batch
+CUDA_PAD_TO = 64  # CUDA: the trainer's packed widths a multiple of this (as the compiled rollout's prompts)
 PROMPT_TOKENS_GUESS = 256  # a prompt's length where rollout.max_prompt_tokens is not set
 CUDA_SYNC_BUCKET_MB = 512
 
-# the levers, in the order they resolve (train.ref_compute_dtype after train.autocast)
+# the levers, in the order they resolve (train.ref_compute_dtype after train.autocast, train.pad_to_multiple_of
+# after train.share_prefix)
 LEVERS = (
     "train.share_prefix",
     "rollout.share_prefix",
     "train.micro_batch_size",
+    "train.pad_to_multiple_of",
     "train.autocast",
     "train.tf32",
     "train.ref_compute_dtype",
@@ -66,6 +72,8 @@ def _cuda_value(key: str, values: dict[str, Any], resolved: dict[str, Any]) -> A
         rows = values["train.prompts_per_step"] * values["train.group_size"] // values["train.mini_batches"]
         prompt = values.get("rollout.max_prompt_tokens") or PROMPT_TOKENS_GUESS
         return micro_batch_rows(rows, prompt + values["rollout.max_new_tokens"])
+    if key == "train.pad_to_multiple_of":  # the shared-prefix forward lays out its own widths
+        return 1 if resolved.get("train.share_prefix", values.get("train.share_prefix")) is True else CUDA_PAD_TO
     if key == "train.autocast":
         return "bf16" if values.get("model.dtype", "float32") == "float32" else None
     if key == "train.ref_compute_dtype":
@@ -88,6 +96,7 @@ CPU_VALUES: dict[str, Any] = {  # each the knob's value before it could be `auto
     "train.share_prefix": False,
     "rollout.share_prefix": False,
     "train.micro_batch_size": None,
+    "train.pad_to_multiple_of": 1,
     "train.autocast": None,
     "train.tf32": False,
     "train.ref_compute_dtype": False,

@@ -58,6 +58,17 @@ def test_only_runs_the_named_blocks_and_refuses_an_unknown_one(tmp_path, capsys)
     assert not (tmp_path / "x").exists()
 
 
+def test_set_reaches_every_case_of_the_blocks(tmp_path):
+    """--set KEY=VALUE (an A/B of one knob on the device) is passed to each block's `harness bench`: the knob shows
+    in what the cases ran (here train.pad_to_multiple_of=8: each step's forward width a multiple of 8)."""
+    argv = ["--cpu-smoke", "--no-trl", "--only", "tiny-dense:defaults", "--set", "train.pad_to_multiple_of=8"]
+    assert _gpu_check().main([*argv, "--out", str(tmp_path)]) == 0
+    (block,) = json.loads((tmp_path / "gpu_check.json").read_text())["blocks"]
+    assert block["argv"][-2:] == ["--set", "train.pad_to_multiple_of=8"]
+    widths = [s["perf"]["perf/batch_width"] for row in block["report"]["rows"] for s in row["per_step"]]
+    assert widths and all(w % 8 == 0 for w in widths), widths
+
+
 def test_without_a_gpu_the_check_says_so(capsys):
     import torch
 

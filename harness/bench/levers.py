@@ -42,7 +42,12 @@ OURS_LEVERS: dict[str, tuple[str, ...]] = {
 }
 
 # TRL, per device: GRPOConfig keyword arguments on top of the matched settings (benchmarks/trl_grpo.py).
-TRL_LEVERS: dict[str, dict] = {"cpu": {}, "cuda": {}}
+TRL_LEVERS: dict[str, dict] = {
+    "cpu": {},
+    # TRL's own option for what ours does by default on CUDA (train.pad_to_multiple_of: auto = 64): its prompts and
+    # completions padded to a multiple of 64, so that its forwards too meet a few widths (TRL's auto pads on Neuron only)
+    "cuda": {"pad_to_multiple_of": 64},
+}
 
 TRL_NOT_LEVERS = {
     "use_vllm": "another engine: compared only against ours on vLLM (the engine is matched, never a lever)",

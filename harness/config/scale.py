@@ -52,6 +52,12 @@ def check_scale(run: Any) -> None:
             "off under activation checkpointing, and the responses run on their prompt's cache; set one of "
             "them false"
         )
+    if t.share_prefix and t.pad_to_multiple_of != 1:
+        raise ValueError(
+            f"train.pad_to_multiple_of={t.pad_to_multiple_of} with train.share_prefix=true: the shared-prefix "
+            "forward lays out its own widths (a prompt once, then the responses on its cache); set "
+            "train.pad_to_multiple_of=1 or train.share_prefix=false"
+        )
     if t.parallel == "fsdp":
         check_fsdp(run)
     if t.autocast is not None:

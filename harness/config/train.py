@@ -94,6 +94,15 @@ class TrainSection(_Section):
         "with an MoE, train.gradient_checkpointing or train.parallel=fsdp. auto = false on a CPU and on CUDA (on "
         "an H200 it doubled the update: its 4-D masks keep SDPA off the flash kernel)",
     )
+    pad_to_multiple_of: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        "auto",
+        description="the trainer's forwards (update, pi_old, pi_ref, a critic) pack their rows to a width that is a "
+        "multiple of this (harness/models/logprobs.py): a run meets a few widths instead of a new one most steps, "
+        "so what a GPU does once per new shape (cuDNN's attention builds an execution graph per sequence length) "
+        "is paid in the first steps. The extra positions come after every row, so no real position attends to "
+        "them (the same log-probs up to rounding); the output head skips them. 1 = the longest row's own width. "
+        "Not with train.share_prefix. auto = 1 on a CPU, 64 on CUDA (1 there with train.share_prefix)",
+    )
     autocast: Literal["bf16", "auto"] | None = Field(
         "auto",
         description="mixed precision: the trainer's forwards (update, "
@@ -157,6 +166,7 @@ RL_TRAIN_KNOBS = (
     "grad_share_every",
     "component_warmup_steps",
     "share_prefix",
+    "pad_to_multiple_of",
 )
 
 

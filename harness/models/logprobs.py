@@ -3,13 +3,21 @@
 Shapes: B rows, P_i prompt length of row i, T padded response length, V vocabulary.
 The logits are divided by the sampling temperature, so that at the first inner step the
 trainer's log-probs equal the sampler's (the importance ratio starts at 1).
+
+train.pad_to_multiple_of: inside `padded_widths(m)` (the trainer's forwards: harness/train/core/scoring.py,
+forward.py) a packed row length L is rounded up to a multiple of m, the extra positions padding after every row
+(causal attention: no earlier position sees them). A run then meets a few widths instead of one per step, and
+what a device does once per new shape (on CUDA, cuDNN's attention builds an execution graph per sequence length)
+is done in the first steps. The output head runs on the real positions only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 
 import torch
@@ -20,6 +28,35 @@ from harness.models.prefix_groups import grouped_response_logits
 from harness.models.token_stats import token_stats
 from harness.objective.extensions import TokenLogits
 
+_PAD_TO: contextvars.ContextVar[int] = contextvars.ContextVar("pad_to_multiple_of", default=1)
+
+
+@contextlib.contextmanager
+def padded_widths(multiple: int) -> Iterator[None]:
+    """The forwards inside pack their rows to a width that is a multiple of `multiple` (train.pad_to_multiple_of;
+    1: the longest row's own length, as outside)."""
+    token = _PAD_TO.set(int(multiple))
+    try:
+        yield
+    finally:
+        _PAD_TO.reset(token)
+
+
+def pad_multiple() -> int:
+    """The multiple the current forwards pack to (padded_widths; 1 outside it)."""
+    return _PAD_TO.get()
+
+
+def round_up(width: int, multiple: int) -> int:
+    """`width` rounded up to a multiple of `multiple` (>= 1)."""
+    return -(-width // multiple) * multiple
+
+
+def packed_width(prompt_lens: list[int], lengths: list[int], multiple: int = 1) -> int:
+    """The length L of packed rows: the longest prompt + response (at least the longest prompt + 1), rounded up to
+    a multiple of `multiple`."""
+    return round_up(max([p + r for p, r in zip(prompt_lens, lengths)] + [max(prompt_lens, default=0) + 1]), multiple)
+
 
 def pack(
     prompt_ids: list[list[int]],
@@ -28,6 +65,7 @@ def pack(
     pad_id: int,
     lengths: list[int] | None = None,
     device=None,
+    multiple: int = 1,
 ):
     """Right-padded prompt+response sequences, built on `device` (None: response_ids').
 
@@ -35,14 +73,15 @@ def pack(
     logits predict response token t of row i (= P_i - 1 + t). lengths: each row's response tokens
     (the count of response_mask > 0, a prefix of the row), known on the host (Batch.mask_lens); None reads
     them from response_mask (one device->host read). Only the width L needs them on the host: the rows are
-    laid out on the device, so a micro-batch's packing waits on nothing there.
+    laid out on the device, so a micro-batch's packing waits on nothing there. multiple: L rounded up to a
+    multiple of it (packed_width; train.pad_to_multiple_of), the extra positions pad_id with attention 0.
     """
     B, T = response_ids.shape
     dev = response_ids.device if device is None else torch.device(device)
     lens = [len(p) for p in prompt_ids]
     if lengths is None:
         lengths = (response_mask > 0).sum(-1).tolist()
-    L = max([p + r for p, r in zip(lens, lengths)] + [max(lens, default=0) + 1])
+    L = packed_width(lens, lengths, multiple)
     # the prompts, -1 past each one's end, sent in one copy: (B, P)
     host = torch.full((B, max(lens, default=0)), -1, dtype=torch.long)
     for i, p in enumerate(prompt_ids):
@@ -133,13 +172,18 @@ def response_forward(
 
 
 def _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths=None):
-    """The plain forward: every row [prompt | response] (pack) -> (logits (B, T, V) in the model's dtype, out)."""
-    ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id, lengths, model.device)
+    """The plain forward: every row [prompt | response] (pack) -> (logits (B, T, V) in the model's dtype, out).
+    Inside padded_widths the rows are packed to its multiple; the output head still runs on the real positions."""
+    if lengths is None:
+        lengths = (response_mask > 0).sum(-1).tolist()  # one device->host read (the trainer passes them)
+    multiple = pad_multiple()
+    ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id, lengths, model.device, multiple)
     replay = replay_routing(model, replay_choices(routing, ids.shape[1])) if routing is not None else nullcontext()
     kwargs, first = dict(model_kwargs or {}), 0
     if takes_logits_to_keep(model):  # the output head only where a response token is predicted (not the prompts)
         first = min(len(p) for p in prompt_ids) - 1  # = index.min(), known on the host
-        kwargs["logits_to_keep"] = torch.arange(first, ids.shape[1], device=ids.device)  # (L - first,)
+        end = packed_width([len(p) for p in prompt_ids], lengths)  # the rows' own width: no head on the padding
+        kwargs["logits_to_keep"] = torch.arange(first, end, device=ids.device)  # (end - first,)
     with replay:
         out = model(input_ids=ids, attention_mask=att, use_cache=False, **kwargs)
     V = out.logits.shape[-1]

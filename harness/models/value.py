@@ -9,7 +9,7 @@ import copy
 import torch
 from torch import nn
 
-from harness.models.logprobs import pack
+from harness.models.logprobs import pack, pad_multiple
 
 
 class ValueModel(nn.Module):
@@ -34,9 +34,9 @@ class ValueModel(nn.Module):
     def forward(
         self, prompt_ids: list[list[int]], response_ids: torch.Tensor, mask: torch.Tensor, pad_id: int
     ) -> torch.Tensor:
-        """-> values (B, T), 0 on padding."""
+        """-> values (B, T), 0 on padding. Packed as the policy's forwards are (padded_widths)."""
         dev = self.head.weight.device
-        ids, att, index = pack(prompt_ids, response_ids, mask, pad_id, device=dev)
+        ids, att, index = pack(prompt_ids, response_ids, mask, pad_id, device=dev, multiple=pad_multiple())
         h = self.backbone(
             input_ids=ids.to(dev), attention_mask=att.to(dev), use_cache=False
         ).last_hidden_state  # (B, L, H)

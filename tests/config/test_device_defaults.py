@@ -14,6 +14,7 @@ BEFORE = {
     "train.share_prefix": False,
     "rollout.share_prefix": False,
     "train.micro_batch_size": None,
+    "train.pad_to_multiple_of": 1,  # a new knob: the longest row's own width
     "train.autocast": None,
     "train.tf32": False,  # a new knob: torch's settings untouched
     "train.ref_compute_dtype": False,  # a new knob: pi_ref in the policy's dtype
@@ -60,6 +61,7 @@ def test_on_cuda_each_auto_takes_the_gpu_setting(on_cuda):
         "train.share_prefix": False,
         "rollout.share_prefix": False,
         "train.micro_batch_size": 64,  # 128 rows x (256 + 64) tokens over 32768: the largest divisor <= 102
+        "train.pad_to_multiple_of": 64,
         "train.autocast": "bf16",
         "train.tf32": True,
         "train.ref_compute_dtype": True,
@@ -89,6 +91,22 @@ def test_on_cuda_an_explicit_value_is_kept(on_cuda):
     assert cfg.model.attn_implementation == "eager"
     assert cfg.train.ref_compute_dtype is False  # follows the (explicit) autocast: no bf16 compute, no bf16 pi_ref
     assert "train.autocast" not in cfg.auto_levers and "train.ref_compute_dtype" in cfg.auto_levers
+
+
+def test_on_cuda_the_padding_gives_way_to_the_shared_prefix(on_cuda):
+    """train.pad_to_multiple_of's auto is 1 where train.share_prefix is on (its forward lays out its own widths);
+    both named explicitly is refused before any model loads, naming both keys."""
+    assert load_config(None, ["train.share_prefix=true"]).train.pad_to_multiple_of == 1
+    assert load_config(None, ["train.pad_to_multiple_of=16"]).train.pad_to_multiple_of == 16
+    with pytest.raises(ConfigError, match=r"train.pad_to_multiple_of=16 with train.share_prefix=true"):
+        load_config(None, ["train.share_prefix=true", "train.pad_to_multiple_of=16"])
+
+
+@pytest.mark.parametrize("bad", ["0", "-64", "many", "2.5"])
+def test_a_bad_pad_multiple_is_refused_naming_the_key(bad):
+    with pytest.raises(ConfigError, match=r"train.pad_to_multiple_of") as err:
+        load_config(None, [f"train.pad_to_multiple_of={bad}"])
+    assert "auto" in str(err.value) or "greater than or equal to 1" in str(err.value)
 
 
 def test_the_cuda_resolver_reads_the_rest_of_the_config():

@@ -13,7 +13,7 @@ from contextlib import nullcontext
 
 import torch
 
-from harness.models.logprobs import response_forward
+from harness.models.logprobs import padded_widths, response_forward
 from harness.models.moe import is_moe
 from harness.objective import LossInputs, inputs_needed
 from harness.objective import loss as objective_loss
@@ -120,7 +120,8 @@ def forward_loss(
     replay = obj.routing_replay and part.routing is not None
     needs = inputs_needed(obj)
     head = (lambda view: forward_extras(obj, view, part.extras, single_pass)) if needs.train_forward else None
-    with capture_routing(model) if capture else nullcontext() as calls, compute_precision(cfg, part.mask.device):
+    pad = padded_widths(cfg.train.pad_to_multiple_of)  # train.pad_to_multiple_of: the rows' width (logprobs.py)
+    with capture_routing(model) if capture else nullcontext() as calls, compute_precision(cfg, part.mask.device), pad:
         logp, entropy, read = response_forward(
             model,
             part.prompt_ids,
@@ -139,7 +140,7 @@ def forward_loss(
         if capture:
             mismatch.add_routing(part.index, part.prompt_ids, part.mask, calls, part.routing)
     old = logp.detach() if single_pass else part.old_logp
-    with compute_precision(cfg, part.mask.device):  # train.autocast (docs/scale.md)
+    with compute_precision(cfg, part.mask.device), padded_widths(cfg.train.pad_to_multiple_of):  # train.autocast
         live = {c.provides: c(part, pad_id) for c in components}  # values, prm_logp (b, T), lam: with gradient
     x = LossInputs(
         logp,

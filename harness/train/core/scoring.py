@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from harness.config import ConfigError
+from harness.models.logprobs import padded_widths
 from harness.objective import advantages, inputs_needed, loss_mask
 from harness.objective.extensions import old_forward_extras
 from harness.train.core.batch import Batch
@@ -84,7 +85,8 @@ def score_episode(
     shared = cfg.train.share_prefix  # a prompt's rows of a micro-batch run it once (harness/models/prefix_groups.py)
     mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
     head = (lambda view: old_forward_extras(obj, view)) if needs.old_forward else None
-    with compute_precision(cfg, device):  # train.autocast: these forwards compute as the update's do
+    # train.autocast, train.pad_to_multiple_of: these forwards compute as the update's do
+    with compute_precision(cfg, device), padded_widths(cfg.train.pad_to_multiple_of):
         if single_pass(cfg):  # the update's first forward is pi_old's (what the extensions read from it too)
             old_logp, read = None, {}
         elif old_weights is not None:  # rollout.staleness: pi_old is the stale sampler's

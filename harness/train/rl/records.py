@@ -10,6 +10,7 @@ Shapes: ep.rewards (B,), batch.adv (B, T) per token or (B,) per sequence, batch.
 
 from __future__ import annotations
 
+from harness.models.logprobs import round_up
 from harness.train.core.batch import Batch
 from harness.train.core.episode import Episode
 from harness.train.core.mismatch import MismatchStats
@@ -32,14 +33,18 @@ def step_records(ep: Episode, batch: Batch, mismatch: MismatchStats, coll: dict,
     return out
 
 
-def perf_records(t_rollout: float, t_score: float, t_update: float, ep: Episode, inner_epochs: int) -> dict:
+def perf_records(
+    t_rollout: float, t_score: float, t_update: float, ep: Episode, inner_epochs: int, multiple: int = 1
+) -> dict:
     """The phases' seconds, the tokens a second of the rollout and of the update (its K epochs each), and the
-    batch's width: its longest prompt plus the response length, the padded row length of the step's forwards (a
-    width no step had before asks the GPU's allocator for blocks of new sizes: harness/train/run/cuda_allocs.py)."""
+    batch's width: its longest prompt plus the response length, rounded up to `multiple` (train.pad_to_multiple_of),
+    the padded row length of the step's forwards when they run the whole batch at once (a width no step had before
+    costs a GPU once: cuDNN's attention graphs, the allocator's blocks: harness/train/run/cuda_allocs.py)."""
     r = ep.rollout
     n_tok = float(r.response_mask.sum())
+    width = max((len(p) for p in r.prompt_ids), default=0) + r.response_ids.shape[1]
     return {
-        "perf/batch_width": float(max((len(p) for p in r.prompt_ids), default=0) + r.response_ids.shape[1]),
+        "perf/batch_width": float(round_up(width, multiple)),
         "perf/rollout_seconds": t_rollout,
         "perf/score_seconds": t_score,
         "perf/update_seconds": t_update,

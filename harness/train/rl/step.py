@@ -18,6 +18,7 @@ import time
 import torch
 
 from harness.config import ConfigError
+from harness.models.logprobs import padded_widths
 from harness.models.moe import is_moe
 from harness.objective import explained_variance, inputs_needed
 from harness.objective.entropy_control import adaptive_entropy
@@ -157,7 +158,7 @@ class RLTrainer(Trainer):
             rec["value/explained_variance"] = batch_explained_variance(batch)
         t3 = phase_clock(ctx.device)
         rec.update(step_records(ep, batch, mismatch, coll, scored_metrics, self.hacking))  # records.py
-        rec.update(perf_records(t1 - t0, t2 - t1, t3 - t2, ep, tr.inner_epochs))
+        rec.update(perf_records(t1 - t0, t2 - t1, t3 - t2, ep, tr.inner_epochs, tr.pad_to_multiple_of))
         return logged_samples(ep, step, tr.group_size, tr.samples_to_log)
 
     def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
@@ -196,8 +197,9 @@ class RLTrainer(Trainer):
             out["perf/policy_update_seconds"] = time.perf_counter() - t_policy
         except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update
             out.update(ctx.nonfinite(step, str(err)))
-        if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch
-            router_old_new(ctx.model, batch, mismatch, ctx.pad_id, cfg.rollout.temperature, obj.routing_replay)
+        if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch, packed as before
+            with padded_widths(cfg.train.pad_to_multiple_of):
+                router_old_new(ctx.model, batch, mismatch, ctx.pad_id, cfg.rollout.temperature, obj.routing_replay)
         if not self.stale.k:  # rollout.staleness: the next rollout syncs the engine with its stale weights
             t_sync = time.perf_counter()
             ctx.backend.sync_weights(ctx.model)
