@@ -10,7 +10,7 @@ the argument that justifies it (docs/speed.md). An explicit value is kept on eve
     train.micro_batch_size      null     rows by tokens: the largest divisor of the mini-batch whose rows x
                                          (prompt + response) fit MICRO_BATCH_TOKENS
     train.pad_to_multiple_of    1        64    (rows packed to a multiple of 64 tokens: a few widths a run, not a
-                                                new one most steps; cuDNN's attention builds a graph per length.
+                                                new one most steps: what a GPU does once per shape is done early.
                                                 1 under train.share_prefix)
     train.autocast              null     bf16 (fp32 weights; null when model.dtype is already bfloat16)
     train.tf32                  false    true  (fp32 matmuls on TF32 tensor cores)

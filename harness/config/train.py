@@ -98,7 +98,7 @@ class TrainSection(_Section):
         "auto",
         description="the trainer's forwards (update, pi_old, pi_ref, a critic) pack their rows to a width that is a "
         "multiple of this (harness/models/logprobs.py): a run meets a few widths instead of a new one most steps, "
-        "so what a GPU does once per new shape (cuDNN's attention builds an execution graph per sequence length) "
+        "so what a GPU does once per new shape (such as building cuDNN's attention graph for a sequence length) "
         "is paid in the first steps. The extra positions come after every row, so no real position attends to "
         "them (the same log-probs up to rounding); the output head skips them. 1 = the longest row's own width. "
         "Not with train.share_prefix. auto = 1 on a CPU, 64 on CUDA (1 there with train.share_prefix)",

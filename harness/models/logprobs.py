@@ -7,7 +7,7 @@ trainer's log-probs equal the sampler's (the importance ratio starts at 1).
 train.pad_to_multiple_of: inside `padded_widths(m)` (the trainer's forwards: harness/train/core/scoring.py,
 forward.py) a packed row length L is rounded up to a multiple of m, the extra positions padding after every row
 (causal attention: no earlier position sees them). A run then meets a few widths instead of one per step, and
-what a device does once per new shape (on CUDA, cuDNN's attention builds an execution graph per sequence length)
+what a device does once per new shape (on CUDA, such as building cuDNN's attention graph for a sequence length)
 is done in the first steps. The output head runs on the real positions only.
 """
 
