@@ -8,21 +8,7 @@ import pytest
 import torch
 
 import harness.models.logprobs as lp
-from harness.models import build_model
-
-
-def _model(name):
-    m = build_model(name, seed=0)
-    return (m[0] if isinstance(m, tuple) else m).eval()
-
-
-def _rows(vocab: int):
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(3, vocab, (n,), generator=g).tolist() for n in (12, 5, 9)]  # P_i: 12, 5, 9
-    resp = torch.randint(3, vocab, (3, 7), generator=g)
-    mask = torch.ones(3, 7)
-    mask[1, 4:] = 0  # a short response: lengths 7, 4, 7
-    return prompts, resp, mask
+from tests.models.packed_rows import three_rows, tiny_model
 
 
 def test_the_width_by_hand():
@@ -34,7 +20,7 @@ def test_the_width_by_hand():
 
 
 def test_pack_adds_padding_after_every_row_and_nothing_else():
-    prompts, resp, mask = _rows(100)
+    prompts, resp, mask = three_rows(100)
     ids, att, index = lp.pack(prompts, resp, mask, pad_id=0)
     ids16, att16, index16 = lp.pack(prompts, resp, mask, pad_id=0, multiple=16)
     assert ids.shape == (3, 19) and ids16.shape == (3, 32)
@@ -45,8 +31,8 @@ def test_pack_adds_padding_after_every_row_and_nothing_else():
 
 @pytest.mark.parametrize("name", ["tiny-dense", "tiny-moe"])
 def test_padded_forwards_give_the_same_logprobs_and_skip_the_head_on_padding(name):
-    model = _model(name)
-    prompts, resp, mask = _rows(model.config.vocab_size)
+    model = tiny_model(name)
+    prompts, resp, mask = three_rows(model.config.vocab_size)
     widths, head_rows = [], []
     pre = model.register_forward_pre_hook(lambda m, a, kw: widths.append(kw["input_ids"].shape[1]), with_kwargs=True)
     hook = model.lm_head.register_forward_hook(lambda m, i, o: head_rows.append(i[0].shape[1]))

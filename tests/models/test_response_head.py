@@ -7,27 +7,13 @@ import pytest
 import torch
 
 import harness.models.logprobs as lp
-from harness.models import build_model
-
-
-def _model(name):
-    m = build_model(name, seed=0)
-    return (m[0] if isinstance(m, tuple) else m).eval()
-
-
-def _rows(vocab: int):
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(3, vocab, (n,), generator=g).tolist() for n in (12, 5, 9)]  # P_i: 12, 5, 9
-    resp = torch.randint(3, vocab, (3, 7), generator=g)
-    mask = torch.ones(3, 7)
-    mask[1, 4:] = 0  # a short response
-    return prompts, resp, mask
+from tests.models.packed_rows import three_rows, tiny_model
 
 
 @pytest.mark.parametrize("name", ["tiny-dense", "tiny-moe"])
 def test_the_head_on_response_positions_gives_the_same_logprobs(name, monkeypatch):
-    model = _model(name)
-    prompts, resp, mask = _rows(model.config.vocab_size)
+    model = tiny_model(name)
+    prompts, resp, mask = three_rows(model.config.vocab_size)
     rows_seen = []
     hook = model.lm_head.register_forward_hook(lambda m, i, o: rows_seen.append(i[0].shape[1]))
     with torch.no_grad():
