@@ -39,7 +39,7 @@ def perf_records(
     """The phases' seconds, the tokens a second of the rollout and of the update (its K epochs each), and the
     batch's width: its longest prompt plus the response length, rounded up to `multiple` (train.pad_to_multiple_of),
     the padded row length of the step's forwards when they run the whole batch at once (a width no step had before
-    costs a GPU once: cuDNN's attention graphs, the allocator's blocks: harness/train/run/cuda_allocs.py)."""
+    can cost a GPU once per shape: harness/models/logprobs.py; the allocator's side: harness/train/run/cuda_allocs.py)."""
     r = ep.rollout
     n_tok = float(r.response_mask.sum())
     width = max((len(p) for p in r.prompt_ids), default=0) + r.response_ids.shape[1]
