@@ -10,7 +10,7 @@ Shapes: ep.rewards (B,), batch.adv (B, T) per token or (B,) per sequence, batch.
 
 from __future__ import annotations
 
-from harness.models.logprobs import round_up
+from harness.models.logprobs import packed_width
 from harness.train.core.batch import Batch
 from harness.train.core.episode import Episode
 from harness.train.core.mismatch import MismatchStats
@@ -42,9 +42,9 @@ def perf_records(
     can cost a GPU once per shape: harness/models/logprobs.py; the allocator's side: harness/train/run/cuda_allocs.py)."""
     r = ep.rollout
     n_tok = float(r.response_mask.sum())
-    width = max((len(p) for p in r.prompt_ids), default=0) + r.response_ids.shape[1]
+    lens, T = [len(p) for p in r.prompt_ids], r.response_ids.shape[1]
     return {
-        "perf/batch_width": float(round_up(width, multiple)),
+        "perf/batch_width": float(packed_width(lens, [T] * len(lens), multiple)),  # every row's response T long
         "perf/rollout_seconds": t_rollout,
         "perf/score_seconds": t_score,
         "perf/update_seconds": t_update,

@@ -40,7 +40,7 @@ class AllocClock:
         if not self.on:
             return {}
         now = self._counts()
-        out = {key: float(now[key] - self._last.get(key, 0)) for key in COUNTS}
+        out = {key: float(now[key] - self._last[key]) for key in COUNTS}
         out["perf/cuda_reserved_mb"] = torch.cuda.memory_reserved() / 2**20
         self._last = now
         return out
