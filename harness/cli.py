@@ -14,6 +14,7 @@
     harness summarize RESULTS_DIR --csv FILE | --figures DIR   summary table / figures of a study
     harness figures STUDY [--scale S] [--from-mlflow] [--out DIR]   summary.csv + figures, from run folders or MLflow
     harness fit STUDY [--scale S] [--metric M] [--compute C]   R(C) per run and arm, arms compared on A and B (docs/fit.md)
+    harness verdict STUDY [--scale S] [--plan [--pilot DIR]]   each preregistered hypothesis judged (docs/studies.md)
     harness mlflow-sync [RESULTS_DIR ...]                  finished studies' MLflow runs into the study layout
     harness train-rm --pairs FILE | --run RUN_DIR --out DIR [--base B] [--steps N] ...
                                                          a Bradley–Terry reward model (docs/reward_models.md)
@@ -168,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_commands(sub)
     _add_run_dir_commands(sub)
     _add_data_commands(sub)
-    study_cli.add_commands(sub)  # grid, tune, summarize, figures, mlflow-sync, reproduce (harness/experiment/cli.py)
+    study_cli.add_commands(
+        sub
+    )  # grid, tune, summarize, figures, fit, verdict, mlflow-sync, reproduce (experiment/cli.py)
     probe_cli.add_command(sub)
     bench_cli.add_command(sub)
     rm_cli.add_command(sub)

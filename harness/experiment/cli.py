@@ -9,6 +9,9 @@
                                                           folders or from MLflow alone (harness/experiment/regenerate.py)
     harness fit STUDY [--scale S] [--metric M] [--compute C] [--reference ARM]   the sigmoid of compute per run and
                                                           arm, arms compared on A and B (harness/experiment/fit/)
+    harness verdict STUDY [--scale S] [--results DIR] [--json]   each preregistered hypothesis judged from the cells,
+                                                          paired by seed, Holm over the family (harness/experiment/verdict/)
+    harness verdict STUDY --plan [--pilot DIR]            the seeds a confirmatory run needs, from a pilot's cells
     harness mlflow-sync [RESULTS_DIR ...]                 bring finished studies' MLflow experiments to the
                                                           current layout (harness/experiment/study_runs.py)
 
@@ -35,10 +38,12 @@ from harness.experiment.study import SCALES, StudyError
 from harness.experiment.study_runs import study_dirs, sync
 from harness.experiment.summary import summary_table, write_csv
 from harness.experiment.tune import run_tune
+from harness.experiment.verdict.report import to_json
+from harness.experiment.verdict.run import verdict, verdict_plan
 from harness.tracking.experiment import mark_all
 from harness.tracking.store import client_for
 
-COMMANDS = ("grid", "tune", "summarize", "figures", "fit", "mlflow-sync", "reproduce")
+COMMANDS = ("grid", "tune", "summarize", "figures", "fit", "verdict", "mlflow-sync", "reproduce")
 
 
 def add_commands(sub) -> None:
@@ -58,7 +63,22 @@ def add_commands(sub) -> None:
 
     _add_results_commands(sub)
     _add_fit_command(sub)
+    _add_verdict_command(sub)
     _add_reproduce_commands(sub)
+
+
+def _add_verdict_command(sub) -> None:
+    p = sub.add_parser(
+        "verdict",
+        help="judge a study's preregistered hypotheses from its cells: paired t-test / TOST over seeds, Holm over "
+        "the family, CONFIRMED | EQUIVALENT | NOT CONFIRMED | INCONCLUSIVE (verdict.md, verdict.json)",
+    )
+    p.add_argument("study", help="study name under experiments/ or a study YAML (with `hypotheses:`)")
+    p.add_argument("--scale", choices=list(SCALES), default=None, help="default: the study's `scale:`")
+    p.add_argument("--results", default="results", help="results root (default: results)")
+    p.add_argument("--json", action="store_true", help="print verdict.json instead of the table")
+    p.add_argument("--plan", action="store_true", help="the seeds needed for 80%% power, from a pilot's cells")
+    p.add_argument("--pilot", default=None, help="with --plan: the pilot's results folder (default: the study's)")
 
 
 def _add_fit_command(sub) -> None:
@@ -156,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
             return _figures(args)
         if args.command == "fit":
             return _fit(args)
+        if args.command == "verdict":
+            return _verdict(args)
         if args.command == "mlflow-sync":
             return _mlflow_sync(args)
         if args.command == "reproduce":
@@ -225,6 +247,19 @@ def _fit(args) -> int:
             print(f"logged the fits to {log_mlflow(d, sf, opts, paths)} MLflow run(s)")
         except Exception as err:  # noqa: BLE001 -- the tables are written; MLflow being down must not fail the step
             print(f"harness: the fits were not logged to MLflow ({type(err).__name__}: {err})", file=sys.stderr)
+    return 0
+
+
+def _verdict(args) -> int:
+    if args.pilot and not args.plan:
+        raise StudyError(f"--pilot {args.pilot}: goes with --plan (the pilot's cells size the confirmatory run)")
+    if args.plan:
+        out = verdict_plan(args.study, args.scale, args.results, args.pilot)
+    else:
+        out = verdict(args.study, args.scale, args.results)
+    print(to_json(out["json"]) if args.json else out["markdown"], end="")
+    if not args.plan:
+        print(f"wrote {out['folder']}/verdict.md and verdict.json", file=sys.stderr)
     return 0
 
 

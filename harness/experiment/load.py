@@ -31,6 +31,9 @@ A study file (experiments/<name>.yaml) declares (every key checked by schema.Stu
                                     #   (task.rewards: [{model: "@reward_model"}]); trained into
                                     #   <results>/<study>/<scale>/reward_model
     tune: {...}                     # optional: an Optuna search (see harness/experiment/tune.py)
+    hypotheses:                     # optional: preregistered claims, one family (hypotheses.py, `harness verdict`)
+      - {name: rise, metric: eval/pass_at_1, at: final, contrast: "dapo - grpo", direction: greater, sesoi: 0.02}
+    correction: holm                # the family's correction: holm (default) | none
 
 A cell's run config = base <- scale overrides <- the cell's axis values <- seed <- tracking
 (experiment `<study>/<scale>`, run name = cell id, one tag per axis). Every cell is built
@@ -51,6 +54,7 @@ from typing import Any
 
 from harness.config import read_yaml
 from harness.experiment.expand import expand
+from harness.experiment.hypotheses import check_hypotheses
 from harness.experiment.schema import SAFE_NAME, TOP_LEVEL_KEYS, validate_study_file
 from harness.experiment.study import ARM, DECLARED_SCALES, SCALES, SEED, Axis, Study, StudyError
 from harness.objective.plugins import import_plugins
@@ -236,6 +240,8 @@ def parse_study(
         tune=spec.tune,
         reward_model=reward_model,
         results=str(results),
+        hypotheses=list(spec.hypotheses or []),
+        correction=spec.correction,
     )
 
 
@@ -275,4 +281,5 @@ def load_study(
         raw = read_yaml(path, "study", StudyError)
     study = parse_study(raw, path=path, name=name, scale=scale, results=str(results))
     expand(study, validate=validate)
+    check_hypotheses(study)
     return study

@@ -2,7 +2,7 @@
 (pydantic, as harness/config/ checks a run config) before anything is expanded or loaded.
 
     StudyFile      the top level: name, description, base, grid, zip, arm_overrides, seeds, exclude, scale,
-                   scales, probe, final_eval, tune (docs/studies.md "The study file")
+                   scales, probe, final_eval, tune, hypotheses, correction (docs/studies.md "The study file")
     ScaleSection   scales.<smoke|cpu|gpu>: dotted run-config keys, plus seeds, final_eval, probe, reward_model
     RewardModelSpec reward_model: `harness train-rm` options of a reward model the study trains first
     ProbeSettings  probe: the mechanism probe's settings (harness/probes/)
@@ -21,7 +21,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-import re
 import types
 import typing
 from typing import Annotated, Any, Literal, Union
@@ -39,12 +38,12 @@ from pydantic import (
     model_validator,
 )
 
+from harness.experiment.hypotheses import Hypothesis
 from harness.experiment.keys import key_problem
-from harness.experiment.study import ARM, SCALES, SEED, StudyError
+from harness.experiment.study import ARM, SAFE_NAME, SCALES, SEED, StudyError
 
 Scale = Literal["smoke", "cpu", "gpu", "dataset"]
 assert typing.get_args(Scale) == SCALES
-SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
 Number = StrictInt | StrictFloat
 
 
@@ -301,6 +300,9 @@ class StudyFile(_Strict):
     final_eval: FinalEval | None = None
     tune: TuneSection | None = None
     reward_model: RewardModelSpec | None = None  # a reward model trained first (`@reward_model` in the cells)
+    # preregistered claims, one family (hypotheses.py; load.py checks their arms, metrics and steps)
+    hypotheses: list[Hypothesis] | None = None
+    correction: Literal["holm", "none"] = "holm"  # the family's multiplicity correction (`harness verdict`)
 
 
 TOP_LEVEL_KEYS = tuple(StudyFile.model_fields)

@@ -3,6 +3,7 @@ builds it from a study file, expand.py fills its cells)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ SCALES = (
 )  # dataset: SmolLM2-135M on the sample dataset (length_bias, difficulty_bias)
 DECLARED_SCALES = ("dataset",)  # a study runs at these only when its file has the scale's section
 ARM = "arm"  # optional label key of a zip group
+SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")  # a study's, an arm's or a hypothesis's name
 SEED = "seed"
 REWARD_MODEL = "@reward_model"  # a cell's name for the reward model its study trains first (`reward_model:`)
 
@@ -69,6 +71,8 @@ class Study:
     cells: list[Cell] = field(default_factory=list)
     reward_model: dict = field(default_factory=dict)  # `harness train-rm` options of the study's reward model
     results: str = "results"  # the results root: the study's reward model is trained under it
+    hypotheses: list = field(default_factory=list)  # the preregistered claims (hypotheses.Hypothesis)
+    correction: str = "holm"  # the family's multiplicity correction: holm | none
 
     @property
     def reward_model_dir(self) -> Path | None:

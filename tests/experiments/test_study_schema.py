@@ -62,6 +62,19 @@ def test_a_file_with_every_key_parses():
                 "objective.preset": {"type": "categorical", "choices": ["grpo", "dapo"]},
             },
         },
+        "hypotheses": [
+            {
+                "name": "rise",
+                "metric": "eval/pass_at_1",
+                "at": {"eval_step": 2},
+                "contrast": "a - b",
+                "direction": "equivalent",
+                "sesoi": 0.02,
+                "alpha": 0.1,
+                "value": 0,
+            }
+        ],
+        "correction": "none",
     }
     spec = validate_study_file(raw)
     assert set(TOP_LEVEL_KEYS) == set(raw)  # the test covers every key the schema has
@@ -72,6 +85,7 @@ def test_a_file_with_every_key_parses():
         "reward_model",
     }  # the keys a scale may set besides run-config keys
     assert spec.tune.space["train.group_size"].step == 2 and spec.scales["cpu"] is None
+    assert spec.hypotheses[0].at == {"eval_step": 2} and spec.correction == "none"
 
 
 def test_top_level_final_eval_is_merged_with_the_scales(tmp_path):
