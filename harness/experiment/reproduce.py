@@ -9,7 +9,12 @@ A report's record (analysis/reports/<study>/record.json) says what the report st
 what it took from each cell:
 
     {"study": ..., "scale": ..., "commit": ..., "machine": {...} | null, "warm_starts": {...},
-     "cell_machines": {CELL: {...} | null}, "cells": {CELL: {NAME: number | {"value": v, "ci95": [lo, hi]}}}}
+     "cell_machines": {CELL: {...} | null}, "preregistration": {...},
+     "cells": {CELL: {NAME: number | {"value": v, "ci95": [lo, hi]}}}}
+
+`preregistration` is the verdict's (harness/experiment/verdict/prereg.py): the study file's git blob, the commit
+its hypotheses entered at and its time, each cell's start, and whether the hypotheses precede the first start
+(`confirmatory`, with the reason).
 
 NAME is one of `cell_numbers`' names: `paired_rise_pass_at_1` (with its bootstrap interval),
 `initial_pass_at_1`, `final_pass_at_1`, `final_eval eval/...` and `final_eval delta/...` (with
@@ -46,6 +51,7 @@ from harness import machine
 from harness.experiment import load_study, study_dir
 from harness.experiment.results import load_index, read_jsonl
 from harness.experiment.stats import prediction_interval
+from harness.experiment.verdict.prereg import preregistration
 from harness.train.run.warmstart import warm_start_folder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -253,6 +259,8 @@ def write_record(
         "cell_machines": per_cell,
         "packages": machine.package_versions(),
         "warm_starts": warm,
+        # what the study declared when: its file's blob, the commit its hypotheses entered at, each cell's start
+        "preregistration": preregistration(st.path, cells) if st.path else None,
         "cells": cells_out,
     }
     if old.get("note"):  # what the kept cells stand on (a transcribed record's decimals, say)

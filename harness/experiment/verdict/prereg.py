@@ -44,24 +44,33 @@ def claims(text: str | None) -> dict | None:
     return {"hypotheses": [h.model_dump() for h in spec.hypotheses], "correction": spec.correction}
 
 
+def _located(path: Path) -> tuple[Path, str] | None:
+    """(the repository's root, the file's path in it), None outside a repository."""
+    root = (_git(path.resolve().parent, "rev-parse", "--show-toplevel") or "").strip()
+    return (Path(root), path.resolve().relative_to(Path(root).resolve()).as_posix()) if root else None
+
+
+def _committed(path: Path, commit: str = "HEAD") -> dict | None:
+    """The claims of the file as `commit` holds it."""
+    where = _located(path)
+    return claims(_git(where[0], "show", f"{commit}:{where[1]}")) if where else None
+
+
 def entered(path: Path) -> tuple[str | None, str | None]:
     """(commit, commit time ISO) from which the file's committed claims are those of HEAD; (None, None) when the
     file is not committed or HEAD's version has no hypotheses."""
-    folder = path.resolve().parent
-    root = (_git(folder, "rev-parse", "--show-toplevel") or "").strip()
-    if not root:
-        return None, None
-    rel = path.resolve().relative_to(Path(root).resolve()).as_posix()
-    commits = (_git(folder, "log", "--format=%H", "--", rel) or "").split()
-    head = claims(_git(folder, "show", f"HEAD:{rel}")) if commits else None
-    if head is None:
+    where = _located(path)
+    head = _committed(path)
+    if where is None or head is None:
         return None, None
     since = None
-    for c in commits:  # newest first
-        if claims(_git(folder, "show", f"{c}:{rel}")) != head:
+    for c in (_git(where[0], "log", "--format=%H", "--", where[1]) or "").split():  # newest first
+        if _committed(path, c) != head:
             break
         since = c
-    return since, (_git(folder, "show", "-s", "--format=%cI", since) or "").strip() or None
+    if since is None:
+        return None, None
+    return since, (_git(where[0], "show", "-s", "--format=%cI", since) or "").strip() or None
 
 
 def cell_starts(cells: list[dict]) -> dict:
@@ -105,10 +114,7 @@ def _confirmatory(path: Path, since, since_time, first) -> tuple[bool, str]:
         return False, "no hypotheses"
     if since is None:
         return False, "not committed"
-    folder = path.resolve().parent
-    root = Path((_git(folder, "rev-parse", "--show-toplevel") or "").strip()).resolve()
-    rel = path.resolve().relative_to(root).as_posix()
-    if claims(_git(folder, "show", f"HEAD:{rel}")) != working:
+    if _committed(path) != working:
         return False, "not committed (the working file's hypotheses differ from the committed ones)"
     if first is None:
         return True, f"hypotheses committed at {since[:12]} ({since_time}); no cell has started"
