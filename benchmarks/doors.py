@@ -326,9 +326,43 @@ def more_tries(f: dict) -> list[tuple[str, list[str]]]:
     return more + sub
 
 
+def verdict_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """A study's `hypotheses:` (refused when it loads: `harness grid`) and `harness verdict`."""
+    from tests.experiments.verdict_fixture import study_yaml, write_folder
+
+    good = {"name": "h", "metric": "eval/pass_at_1", "at": "final", "contrast": "a - b", "direction": "greater"}
+    good["sesoi"] = 0.05
+    d = Path(f["d"]) / "hyp"
+    bad = {
+        "unknown arm": {"contrast": "a - c"},
+        "sesoi 0": {"sesoi": 0},
+        "direction bigger": {"direction": "bigger"},
+        "alpha 2": {"alpha": 2},
+        "metric typo": {"metric": "eval/pass_at1"},
+        "eval step off the schedule": {"at": {"eval_step": 3}},
+        "window past train.steps": {"at": {"steps": [0, 4]}, "metric": "length/incorrect"},
+    }
+    tries = [
+        (f"verdict hypotheses: {door}", ["grid", str(study_yaml(d / f"{i}.yaml", [{**good, **change}]))])
+        for i, (door, change) in enumerate(bad.items())
+    ]
+    study = str(study_yaml(d / "good.yaml", [good]))
+    write_folder(d / "results" / "toy" / "smoke", {"a": [0.40, 0.42, 0.44], "b": [0.3, 0.3, 0.3]})
+    (d / "empty" / "toy" / "smoke").mkdir(parents=True)
+    (d / "empty" / "toy" / "smoke" / "cells.json").write_text("[]")
+    return tries + [
+        ("verdict unknown study", ["verdict", "nosuchstudy"]),
+        ("verdict no results folder", ["verdict", study, "--results", f"{d}/nope"]),
+        ("verdict a folder with no cells", ["verdict", study, "--results", f"{d}/empty"]),
+        ("verdict --pilot without --plan", ["verdict", study, "--pilot", f"{d}/results/toy/smoke"]),
+        ("control: verdict", ["verdict", study, "--results", f"{d}/results"]),
+        ("control: verdict --plan", ["verdict", study, "--plan", "--pilot", f"{d}/results/toy/smoke"]),
+    ]
+
+
 def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
-    return knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
+    return knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f) + verdict_tries(f)
 
 
 def one_line(text: str) -> str:
