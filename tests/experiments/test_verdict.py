@@ -176,3 +176,20 @@ def test_the_command_refuses_a_study_without_hypotheses_or_results(tmp_path, cap
         (tmp_path / "empty").mkdir()
         (tmp_path / "empty" / "cells.json").write_text("[]")
         _cells(tmp_path / "empty")
+
+
+def test_the_example_in_docs_loads_against_its_study():
+    """docs/studies.md's worked `hypotheses:` example is a valid family for experiments/length_bias.yaml at every
+    scale it runs at."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "studies.md").read_text()
+    block = re.search(r"```yaml\n(# an example for experiments/length_bias.yaml.*?)```", doc, re.S).group(1)
+    example = yaml.safe_load(block)
+    raw = yaml.safe_load(Path("experiments/length_bias.yaml").read_text())
+    for scale in ("smoke", "cpu"):
+        study = load_study({**raw, **example}, scale, path="experiments/length_bias.yaml")
+        assert [h.name for h in study.hypotheses][-1] == "early_truncation" and study.correction == "holm"
