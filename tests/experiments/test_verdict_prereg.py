@@ -103,3 +103,18 @@ def test_the_report_record_carries_the_preregistration(repo):
     prereg = json.loads(out.read_text())["preregistration"]
     assert prereg["confirmatory"] is True and prereg["since"] == _git(tmp_path, "rev-parse", "HEAD").strip()
     assert prereg["blob"] == _git(tmp_path, "hash-object", str(path)).strip()
+
+
+def test_the_verdict_says_confirmatory_at_the_top(repo, capsys):
+    from harness.cli import main
+
+    tmp_path, path = repo
+    write_folder(
+        tmp_path / "results" / "toy" / "smoke", {"a": [0.4, 0.42], "b": [0.3, 0.3]}, "2026-01-02T00:00:00+0000"
+    )
+    assert main(["verdict", str(path), "--results", str(tmp_path / "results")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("**CONFIRMATORY**: hypotheses committed at ") and "before the first cell" in lines[2]
+    assert main(["verdict", str(path), "--results", str(tmp_path / "results"), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["preregistration"]["confirmatory"] is True and payload["hypotheses"][0]["n"] == 2
