@@ -53,6 +53,8 @@ def _contrast(value: Any) -> Any:
     parts = value.split(SEPARATOR)
     if len(parts) > 2 or any(not p.strip() for p in parts):
         raise ValueError("allowed: 'armA - armB' (two arms, ' - ' between them) or 'armA'")
+    if len(parts) == 2 and parts[0].strip() == parts[1].strip():
+        raise ValueError("an arm minus itself is 0 on every seed; allowed: two different arms, or one arm alone")
     return value
 
 

@@ -144,6 +144,7 @@ GOOD = {
         ({"at": "middle"}, ["hypotheses[0].at", "final | paired_rise | {eval_step: N} | {steps: [a, b]}"]),
         ({"at": {"steps": [3, 1]}}, ["hypotheses[0].at", "0 <= a <= b", "[3, 1]"]),
         ({"contrast": "a-b"}, ["hypotheses[0].contrast", "'a-b'"]),
+        ({"contrast": "a - a"}, ["hypotheses[0].contrast", "an arm minus itself", "'a - a'"]),
         ({"name": "h 1"}, ["hypotheses[0].name", "letters, digits"]),
         ({"typo": 1}, ["unknown key 'hypotheses[0].typo'", "allowed keys here"]),
     ],
