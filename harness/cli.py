@@ -1,6 +1,7 @@
 """`harness` command line.
 
     harness train CONFIG [dotted.key=value ...] --out DIR   train (or resume) one run
+        [--nproc P] [--nnodes N --node-rank R --rdzv-endpoint HOST:PORT]   on P processes (a node's), N nodes
     harness config CONFIG [dotted.key=value ...] [--explain]  print the resolved, validated config (--explain:
                                                          every knob with its doc and the mode that reads it)
     harness warmstart CONFIG [dotted.key=value ...]         build (or find) the cached SFT warm start
