@@ -115,6 +115,18 @@ TRAIN_THREADS = {cid: (c.config.train.threads or (8 if GPU else 1)) for cid, c i
 # a cell with train.nproc = N is one run on N processes (`harness train` launches torchrun --nproc_per_node N
 # itself, docs/scale.md): N GPUs at the gpu scale, N times the threads on a CPU
 NPROC = {cid: c.config.train.nproc for cid, c in CELLS.items()}
+# --config nodes=N (docs/scale.md, "Several nodes"): every cell is one run on N nodes of train.nproc / N
+# processes each, started by `srun` (one `harness train --nnodes N` launcher a node) in one SLURM job of N nodes
+NODES = int(config.get("nodes", 1))
+_uneven = sorted(cid for cid, n in NPROC.items() if n % NODES)
+if NODES < 1 or _uneven:
+    sys.exit(f"study error: --config nodes={NODES} must be >= 1 and divide every cell's train.nproc"
+             + (f" (cells {_uneven[:3]} have train.nproc {[NPROC[c] for c in _uneven[:3]]})" if _uneven else ""))
+# one SLURM job of N nodes: `mpi` makes the jobstep run the shell as it is (its srun starts a launcher on each
+# node: one task a node), `gres` asks for each node's GPUs (sbatch --gpus would count the job's), and no
+# --ntasks-per-gpu (a launcher starts its node's processes itself)
+MULTINODE = {"nodes": NODES, "mpi": "srun", "tasks": NODES, "tasks_per_gpu": 0} if NODES > 1 else {}
+LAUNCH = f"srun --nodes={NODES} --ntasks-per-node=1 --kill-on-bad-exit=1 " if NODES > 1 else ""
 RUNTIME_MIN = {"smoke": 30, "cpu": 360, "gpu": 720, "dataset": 360}[STUDY.scale]
 NOTEBOOK = Path(workflow.basedir) / "analysis" / f"{STUDY.name}.py"
 EVAL_FLAGS = final_eval_flags(STUDY.final_eval)  # the study's `final_eval`: --n-samples N --num-prompts P --vs-initial
@@ -233,13 +245,16 @@ rule train:
         OUT / "logs" / "train" / "{cell}.log",
     params:
         run_dir=lambda w: OUT / "runs" / w.cell,
-    threads: lambda w: TRAIN_THREADS[w.cell] * (1 if GPU else NPROC[w.cell])
+        nodes=lambda w: f" --nnodes {NODES} --nproc {NPROC[w.cell] // NODES}" if NODES > 1 else "",
+    threads: lambda w: TRAIN_THREADS[w.cell] * (1 if GPU else NPROC[w.cell] // NODES)
     resources:
-        mem_mb=lambda w: (32000 if GPU else 3000) * NPROC[w.cell],  # the SLURM profile may set its own
+        mem_mb=lambda w: (32000 if GPU else 3000) * NPROC[w.cell] // NODES,  # a node's; the SLURM profile may set its own
         runtime=RUNTIME_MIN,
-        gpu=lambda w: NPROC[w.cell] if GPU else 0,
+        gpu=lambda w: NPROC[w.cell] if GPU and NODES == 1 else 0,
+        **({"gres": lambda w: f"gpu:{NPROC[w.cell] // NODES}"} if GPU and NODES > 1 else {}),
+        **MULTINODE,
     shell:
-        "OMP_NUM_THREADS={threads} {HARNESS} train {input.config} --out {params.run_dir} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} {LAUNCH}{HARNESS} train {input.config}{params.nodes} --out {params.run_dir} > {log} 2>&1"
 
 
 rule eval:

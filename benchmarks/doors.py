@@ -360,9 +360,27 @@ def verdict_tries(f: dict) -> list[tuple[str, list[str]]]:
     ]
 
 
+def node_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """`harness train --nnodes N`: the rendezvous options (harness/train/run/nodes.py), outside SLURM."""
+    run = ["train", SMOKE, *TINY, "rollout.seeding=prompt", "--out", f"{f['d']}/runs/nodes"]
+    at = ["--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint"]
+    return [
+        ("train --nnodes 0", [*run, "--nnodes", "0"]),
+        ("train --nnodes 2, no endpoint", [*run, "--nnodes", "2", "--node-rank", "0"]),
+        ("train --rdzv-endpoint no port", [*run, *at, "node0"]),
+        ("train --rdzv-endpoint port 70000", [*run, *at, "node0:70000"]),
+        ("train --node-rank 2 of 2", [*run, "--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "h:1"]),
+        ("train --node-rank -1", [*run, "--nnodes", "2", "--node-rank", "-1", "--rdzv-endpoint", "h:1"]),
+        ("train --nnodes 2, no node rank", [*run, "--nnodes", "2", "--rdzv-endpoint", "h:1"]),
+        ("train --nnodes 2 of train.nproc 1", [*run, *at, "h:1"]),
+        ("train --rdzv-backend etcd", [*run, *at, "h:1", "--nproc", "1", "--rdzv-backend", "etcd"]),
+    ]
+
+
 def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
-    return knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f) + verdict_tries(f)
+    tries = knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
+    return tries + verdict_tries(f) + node_tries(f)
 
 
 def one_line(text: str) -> str:

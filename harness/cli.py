@@ -1,6 +1,7 @@
 """`harness` command line.
 
     harness train CONFIG [dotted.key=value ...] --out DIR   train (or resume) one run
+        [--nproc P] [--nnodes N --node-rank R --rdzv-endpoint HOST:PORT]   on P processes (a node's), N nodes
     harness config CONFIG [dotted.key=value ...] [--explain]  print the resolved, validated config (--explain:
                                                          every knob with its doc and the mode that reads it)
     harness warmstart CONFIG [dotted.key=value ...]         build (or find) the cached SFT warm start
@@ -58,6 +59,7 @@ from harness.train import train
 from harness.train.eval.compare import compare_runs, format_comparison
 from harness.train.run.final_eval import eval_run
 from harness.train.run.launch import launch, report_rank
+from harness.train.run.nodes import per_node, resolve_nodes
 from harness.train.run.warmstart import ensure_warm_start
 
 
@@ -76,6 +78,25 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. objective.preset=dapo train.steps=10")
 
 
+def _add_node_args(p: argparse.ArgumentParser) -> None:
+    """`train`'s multi-node options: torchrun's rendezvous (harness/train/run/nodes.py; under srun: SLURM's)."""
+    p.add_argument("--nnodes", type=int, default=None, help="nodes of the run, one launcher each (default 1)")
+    p.add_argument(
+        "--node-rank", type=int, default=None, help="this node's place, 0 .. nnodes-1 (default: SLURM_NODEID)"
+    )
+    p.add_argument(
+        "--rdzv-endpoint",
+        default=None,
+        help="HOST:PORT where the node launchers meet: node 0's address (default under SLURM: the first host)",
+    )
+    p.add_argument("--rdzv-id", default=None, help="the rendezvous id (default: SLURM_JOB_ID, else 'harness')")
+    p.add_argument(
+        "--rdzv-backend",
+        default="static",
+        help="torchrun's rendezvous: static (node R holds ranks R*P..R*P+P-1; the default) or c10d",
+    )
+
+
 def _add_config_commands(sub) -> None:
     """The commands that take a run config: train, config, warmstart."""
     p_train = sub.add_parser("train", help="train or resume one run")
@@ -85,8 +106,10 @@ def _add_config_commands(sub) -> None:
         "--nproc",
         type=positive_int,
         default=None,
-        help="processes of the run (train.nproc): launches torchrun --standalone --nproc_per_node N (docs/scale.md)",
+        help="processes of the run (train.nproc): launches torchrun --standalone --nproc_per_node N; with "
+        "--nnodes N: processes per node, the run has N * P (docs/scale.md)",
     )
+    _add_node_args(p_train)
 
     p_cfg = sub.add_parser("config", help="print the resolved config")
     _add_config_args(p_cfg)
@@ -281,13 +304,17 @@ def _warmstart(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
+    nodes = None
     if parallel.launched_world() > 1:  # under torchrun: the run has as many processes as it launched
         overrides.append(f"train.nproc={parallel.launched_world()}")
-    elif args.nproc is not None:
-        overrides.append(f"train.nproc={args.nproc}")
+    else:  # a launcher: its node's rendezvous checked before the config (one node: None)
+        nodes = resolve_nodes(args.nnodes, args.node_rank, args.rdzv_endpoint, args.rdzv_id, args.rdzv_backend)
+        if args.nproc is not None:
+            overrides.append(f"train.nproc={args.nproc * (nodes.nnodes if nodes else 1)}")
     cfg = load_config(args.config, overrides)  # a bad config fails before transformers loads
-    if cfg.train.nproc > 1 and parallel.launched_world() == 1:
-        return launch(cfg.train.nproc, [args.config, *overrides, "--out", args.out])  # torchrun: one line a failure
+    if parallel.launched_world() == 1 and (cfg.train.nproc > 1 or nodes is not None):
+        train_args = [args.config, *overrides, "--out", args.out]
+        return launch(per_node(cfg.train.nproc, nodes), train_args, nodes)  # torchrun: one line a failure
     # a ConfigError from here (e.g. a bad dpo.pairs file, or --out holding a run with another config) -> exit 2
     summary = train(cfg, args.out)
     if os.environ.get("RANK", "0") != "0":  # rank 0 reports the run (torchrun's RANK: vLLM may end the group)

@@ -41,6 +41,8 @@ def dry_runs(tmp_path_factory):
     )
     two.write_text(text.replace("  gpu:\n", "  gpu:\n    train.nproc: 2\n    rollout.seeding: prompt\n", 1))
     jobs["slurm:nproc2:gpu"] = ["--profile", "profiles/slurm", "--config", f"study={two}", "scale=gpu"]
+    # the same cells on 2 nodes of 1 process each (--config nodes=2): one SLURM job of 2 nodes, srun's launchers
+    jobs["slurm:nodes2:gpu"] = ["--profile", "profiles/slurm", "--config", f"study={two}", "scale=gpu", "nodes=2"]
     procs = {}
     for key, args in jobs.items():
         wd = tmp_path_factory.mktemp(key.replace(":", "_"))
@@ -108,3 +110,22 @@ def test_slurm_profile_asks_one_gpu_per_process(dry_runs):
     block = text[text.index("rule train:") :]
     res = block[block.index("resources:") :].splitlines()[0]
     assert "gpu=2" in res, res
+
+
+def test_slurm_profile_runs_a_cell_on_two_nodes(dry_runs):
+    """`--config nodes=2`: each train job asks for 2 nodes of 1 GPU each (gres is a node's: sbatch --gres=gpu:1
+    --nodes=2 --ntasks=2) and `mpi` (the jobstep runs the shell as it is); the shell's srun starts one
+    `harness train --nnodes 2 --nproc 1` launcher a node, which reads its rank and node 0 from SLURM."""
+    rc, text, _ = dry_runs["slurm:nodes2:gpu"]
+    assert rc == 0, text[-3000:]
+    block = text[text.index("rule train:") :]
+    res = block[block.index("resources:") :].splitlines()[0]
+    for needle in ("gpu=0", "gres=gpu:1", "nodes=2", "mpi=srun", "tasks=2", "tasks_per_gpu=0"):
+        assert needle in res, res
+    shell = block[block.index("Shell command:") :].splitlines()[0]
+    assert "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 " in shell, shell
+    assert " --nnodes 2 --nproc 1 --out " in shell, shell
+    one = dry_runs["slurm:nproc2:gpu"][1]
+    single = one[one.index("rule train:") :]
+    assert "srun" not in single[single.index("Shell command:") :].splitlines()[0]  # one node: as before
+    assert "nodes=" not in single[single.index("resources:") :].splitlines()[0]

@@ -38,6 +38,7 @@ from torch.distributed.run import parse_args
 from torch.distributed.run import run as torchrun
 
 from harness.tasks.rewards.exits import exit_status
+from harness.train.run.nodes import Nodes
 
 REPORTS = "HARNESS_RANK_REPORTS"  # the folder each rank writes rank_<R>.json to
 
@@ -56,9 +57,11 @@ def report_rank(line: str | None, exit_code: int, traceback_text: str | None = N
     return True
 
 
-def launch(nproc: int, train_args: list[str]) -> int:
-    """Run `harness train *train_args` on nproc ranks under torchrun's launcher; the run's exit status."""
-    argv = ["--standalone", f"--nproc_per_node={nproc}", "-m", "harness.cli", "train", *train_args]
+def launch(nproc: int, train_args: list[str], nodes: Nodes | None = None) -> int:
+    """Run `harness train *train_args` on nproc ranks under torchrun's launcher; the run's exit status.
+    nodes: this node's place in a run of several (harness/train/run/nodes.py; None: one node, --standalone)."""
+    where = nodes.torchrun_args() if nodes is not None else ["--standalone"]
+    argv = [*where, f"--nproc_per_node={nproc}", "-m", "harness.cli", "train", *train_args]
     print(f"[harness] torch.distributed.run {' '.join(argv)}", flush=True)
     folder = tempfile.mkdtemp(prefix="harness-ranks-")
     os.environ[REPORTS] = folder
