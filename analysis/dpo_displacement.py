@@ -148,7 +148,7 @@ if all_sims:
 else:
     F.note(axs[0], "no pairs.jsonl in the run folders")
 F.rise_panel(axs[1], data, ARMS)
-fig.suptitle(data.title("regime: alike pairs, and held-out pass@1 from the warm start to the end"))
+F.suptitle(fig, data, "regime: alike pairs, and held-out pass@1 from the warm start to the end")
 F.save(fig, data, "regime")
 
 # %% [markdown]
@@ -201,10 +201,10 @@ axs[-1].set_title("the margin DPO maximises, per arm")
 F.integer_steps(axs[-1])
 F.legend(axs[-1])
 absent = f" ({', '.join(MISSING)} not run here)" if MISSING else ""
-fig.suptitle(
-    data.title(
-        f"{' vs '.join(PANELS)}{absent}: log-probs of the same chosen and rejected answers while the margin grows"
-    )
+F.suptitle(
+    fig,
+    data,
+    f"{' vs '.join(PANELS)}{absent}: log-probs of the same chosen and rejected answers while the margin grows",
 )
 F.save(fig, data, "logps")
 
@@ -243,7 +243,7 @@ if drawn:
 else:
     F.note(axs[0], f"needs arm '{BASE}' and a fix ('{RPO}', ...) run with a common seed")
 absent = f" ({', '.join(MISSING)} not run here)" if MISSING else ""
-fig.suptitle(data.title(f"what each fix changes: {who} minus {BASE}, paired by seed{absent}"))
+F.suptitle(fig, data, f"what each fix changes: {who} minus {BASE}, paired by seed{absent}")
 F.save(fig, data, "fixes_minus_dpo")
 
 

@@ -191,7 +191,7 @@ F.panel(
     "the batch each arm trains on",
 )
 F.legend(list(axs))
-fig.suptitle(data.title("regime: does each arm learn, and on what batch?"))
+F.suptitle(fig, data, "regime: does each arm learn, and on what batch?")
 F.save(fig, data, "regime")
 
 # %% [markdown]
@@ -237,7 +237,7 @@ F.panel(
 )
 for ax in axs:
     F.legend(ax)
-fig.suptitle(data.title("each control's own metric over training (its arm alone)"))
+F.suptitle(fig, data, "each control's own metric over training (its arm alone)")
 F.save(fig, data, "controls")
 
 # %% [markdown]
@@ -273,7 +273,7 @@ F.panel(
     fraction=True,
 )
 F.legend(list(axs))
-fig.suptitle(data.title("entropy per arm, and each control minus clip-higher (DAPO 0.2 / 0.28)"))
+F.suptitle(fig, data, "entropy per arm, and each control minus clip-higher (DAPO 0.2 / 0.28)")
 F.save(fig, data, "entropy")
 
 # %% [markdown]
@@ -347,7 +347,7 @@ final_points(axs[0], "eval/pass_at_1", "held-out pass@1 (fraction of prompts, un
 final_points(axs[1], f"eval/pass_at_{KBIG}", f"held-out pass@{KBIG} (fraction of prompts, unbiased)")
 compare_points(axs[2], 1)
 compare_points(axs[3], KBIG)
-fig.suptitle(data.title(f"held-out pass@1 and pass@{KBIG} at the last eval, and each arm against {REF}"))
+F.suptitle(fig, data, f"held-out pass@1 and pass@{KBIG} at the last eval, and each arm against {REF}")
 F.save(fig, data, "pass_at_k")
 
 # %% [markdown]

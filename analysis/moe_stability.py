@@ -130,7 +130,7 @@ def grid(cols, what, width=5.0, height=3.3):
                 fraction=key in FRACTIONS,
             )
         F.legend(list(axs[i]), fontsize=6.5)
-    fig.suptitle(data.title(what))
+    F.suptitle(fig, data, what)
     return fig, axs
 
 
@@ -158,7 +158,7 @@ for nz in noises:
 print("\n".join(regime))
 fig, ax = plt.subplots(figsize=(8, 4.3), layout="constrained")
 F.rise_panel(ax, data, {a: c for nz in noises for a, c in ROWS[nz].items()})
-fig.suptitle(data.title("does each arm learn? paired rise of held-out pass@1 per seed"))
+F.suptitle(fig, data, "does each arm learn? paired rise of held-out pass@1 per seed")
 F.save(fig, data, "regime")
 
 # %% [markdown]
@@ -237,11 +237,11 @@ if PROBE:
     axs[2].set_ylabel("change of held-out pass@1 after one update")
     axs[2].set_title("one off-policy update per arm (4 mini-batches)")
     axs[2].legend(fontsize=7)
-    fig.suptitle(
-        data.title(
-            "MoE probe: the same policy and batches for every arm, per router-noise level",
-            f"{PROBE['settings']['batches']} batches per level; error bars: 95% t-interval over batches",
-        )
+    F.suptitle(
+        fig,
+        data,
+        "MoE probe: the same policy and batches for every arm, per router-noise level",
+        f"{PROBE['settings']['batches']} batches per level; error bars: 95% t-interval over batches",
     )
     F.save(fig, data, "probe")
 
@@ -438,11 +438,11 @@ for nz in noises:
         for ax, (lab, _, _, ylabel) in zip(axs.flat, COMPARE):
             P.paired_panel(ax, data, diffs[lab], lab, ylabel)
         axs.flat[-1].set_visible(False)
-        fig.suptitle(
-            data.title(
-                f"rollout corrections minus grpo of the same seed, router noise σ = {nz}",
-                "hollow: each seed; filled with caps: mean and 95% t-interval over seeds",
-            )
+        F.suptitle(
+            fig,
+            data,
+            f"rollout corrections minus grpo of the same seed, router noise σ = {nz}",
+            "hollow: each seed; filled with caps: mean and 95% t-interval over seeds",
         )
         F.save(fig, data, "corrections_paired" if len(noises) == 1 else f"corrections_paired_noise{nz}")
 

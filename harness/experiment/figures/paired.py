@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from harness.experiment.figures.curves import note, seed_series
+from harness.experiment.figures.encoding import record
+from harness.experiment.figures.gap import fit_gap
 from harness.experiment.figures.learning import paired_rises
 from harness.experiment.figures.numbers import Final, final
 from harness.experiment.figures.style import _finite
@@ -89,7 +91,8 @@ def per_seed_text(f: Final, digits: int = 3) -> str:
 
 def paired_panel(ax, data: StudyData, diffs: dict[str, Final], title: str, ylabel: str) -> None:
     """One column per arm: each seed's difference (hollow marker) and their mean with its 95%
-    t-interval (filled, with caps); a line at 0 (no difference)."""
+    t-interval (filled, with caps); a line at 0 (no difference); y-limits fitted to the values, the
+    intervals and 0 (gap.fit_gap)."""
     for x, (arm, f) in enumerate(diffs.items()):
         color, marker = data.color(arm), data.marker(arm)
         n = len(f.per_seed)
@@ -98,8 +101,12 @@ def paired_panel(ax, data: StudyData, diffs: dict[str, Final], title: str, ylabe
         )
         if f.n > 1 and math.isfinite(f.half):
             ax.errorbar([x + 0.25], [f.mean], yerr=[f.half], fmt=marker, color=color, capsize=4)
+            record(ax, "hollow: each seed's difference; filled with caps: their mean, 95% t-interval over seeds")
+        elif n:
+            record(ax, "hollow: each seed's difference (one seed: no interval)")
     if not any(f.n for f in diffs.values()):
         note(ax, "no seed has this number in both arms (not logged, or 0 where a ratio is taken)")
+    fit_gap(ax, [v for f in diffs.values() for v in (*f.per_seed, f.mean - f.half, f.mean + f.half)])
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(diffs)), [f"{a}\n(n={f.n})" for a, f in diffs.items()], fontsize=8)
     ax.set_xlim(-0.6, len(diffs) - 0.4)
