@@ -124,7 +124,6 @@ F.paired_difference_panel(
     "entropy difference (nats per token, same seed)",
     f"entropy, {HIGH} minus {BASE} (> 0: clip-higher keeps more)",
     missing=f"needs arms '{HIGH}' and '{BASE}'",
-    styles={HIGH: ("C4", "D")},
 )
 F.panel(
     axs[2],

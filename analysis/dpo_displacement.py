@@ -229,10 +229,11 @@ who = " / ".join(fixes) if fixes else RPO
 for ax, (key, what, unit) in zip(axs, PAIRED):
     for arm in fixes:
         cur = F.combine(common_steps(F.paired_series(data, ARMS[arm], ARMS[BASE], key)))  # equal at step 0 per seed
-        color, marker = ("C4", "D") if arm == RPO else (data.color(arm), data.marker(arm))
-        F.plot_curve(ax, cur, f"{arm} − {BASE}", color, marker=marker)
+        rng = F.difference_range(F.metric_range(key))  # a pass@1 difference stays in [-1, 1]
+        F.plot_curve(ax, cur, f"{arm} − {BASE}", data.color(arm), marker=data.marker(arm), bounds=rng)
         drawn |= bool(cur)
     if fixes:
+        F.fit_gap(ax, F.drawn_y(ax))  # a difference: the axis fits the curves, their bands and 0
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xlabel(F.X_STEP)
         ax.set_ylabel(f"{what}, {who} minus {BASE}\n({unit}, same seed)")

@@ -319,22 +319,26 @@ def final_points(ax, key, ylabel):
             ax.plot([x] * len(vals), vals, data.marker(arm), color=data.color(arm), mfc="none", ms=6)
     ax.set_xticks(range(len(ARMS)), list(ARMS), rotation=20)
     ax.set_ylim(bottom=0)  # a fraction of prompts
+    F.record(ax, "points: per-seed values; bar: mean over seeds")
     ax.set_ylabel(ylabel)
     ax.set_title(f"held-out {key.split('/')[-1].replace('_at_', '@')} at the last eval (points: seeds; bar: mean)")
 
 
 def compare_points(ax, k):
     """Per arm and seed: pass@k arm − clip_higher with its paired bootstrap interval over prompts."""
-    drawn = False
+    ys = []
     for x, arm in enumerate(OTHERS):
         got = [(s, r["metrics"][f"pass_at_{k}"]) for s, r in CMP.get(arm, []) if r]
         for j, (_, m) in enumerate(got):
             xx = x + (j - (len(got) - 1) / 2) * 0.15
-            yerr = [[m["delta"] - m["lo"]], [m["hi"] - m["delta"]]]
+            yerr = F.clipped_yerr([m["delta"]], [m["lo"]], [m["hi"]], (-1.0, 1.0))  # a pass@k difference
             ax.errorbar([xx], [m["delta"]], yerr=yerr, fmt=data.marker(arm), color=data.color(arm), capsize=3)
-            drawn = True
-    if not drawn:
+            ys += [m["delta"] - yerr[0][0], m["delta"] + yerr[1][0]]
+    if not ys:
         F.note(ax, f"no paired held-out comparison against '{REF}'")
+    else:
+        F.record(ax, "one point per seed, bar: paired bootstrap 95% interval over prompts")
+    F.fit_gap(ax, ys)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(OTHERS)), OTHERS, rotation=20)
     ax.set_ylabel(f"held-out pass@{k}, arm − {REF}\n(same prompts; bootstrap 95% CI)")

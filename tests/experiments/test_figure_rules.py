@@ -220,7 +220,7 @@ def drawn_subtitle(data, draw) -> str:
     "seeds, steps, says, never",
     [
         ([0.4, 0.5, 0.6], range(8), "n=3 seeds as thin lines, their mean bold", "t-interval"),
-        (SPREAD, range(8), "mean as a line; band: 95% t-interval over seeds", "thin lines"),
+        (SPREAD, range(8), "mean as a line, band: 95% t-interval over seeds", "thin lines"),
         ([0.4], range(8), "n=1 seed: a line, no interval", "t-interval"),
         (SPREAD, [0, 20], "n=5 seeds at 2 steps: points, bar: 95% t-interval over seeds", "line"),
     ],
@@ -254,7 +254,7 @@ def test_the_paired_panel_and_panels_that_differ(tmp_path):
     F.probe_points(right, [{"mean": 0.1, "half": 0.05}], ["a"], ["C0"], "y", "t")
     text = F.suptitle(fig, data, "what").split("\n", 1)[1].replace("\n", " ")
     assert text.startswith("left: hollow: each seed's difference; filled with caps: their mean, 95% t-interval")
-    assert "right: points: mean over the probe's batches, bar: 95% t-interval over batches" in text
+    assert " | right: points: mean over the probe's batches, bar: 95% t-interval over batches" in text
     plt.close(fig)
 
 

@@ -173,7 +173,7 @@ def plot_curve(
         lo, hi = clip_interval(cur.lo, cur.hi, rng)
         ax.fill_between(cur.steps, lo, hi, color=color, alpha=0.18, lw=0)
         mean = "a line" if cur.n == 1 else "their mean as a line"
-        record(ax, f"{seeds_label(cur.n)}: {mean}; band: {cur.interval}")
+        record(ax, f"{seeds_label(cur.n)}: {mean}, band: {cur.interval}")
     else:
         record(ax, f"{seeds_label(cur.n)}: {'a line' if cur.n == 1 else 'their mean as a line'}, no interval")
 

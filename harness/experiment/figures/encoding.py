@@ -30,14 +30,15 @@ def phrases(ax) -> list[str]:
 def described(fig) -> str:
     """What the figure's panels drew (record), each phrase once, joined by '; ' and wrapped at WIDTH
     characters ('' when none was recorded). When panels drew differently, each panel's phrases
-    are prefixed by where it sits ('left: ...; right: ...', or 'panel 3: ...' past three columns)."""
+    are prefixed by where it sits and the panels parted by ' | ' ('left: ... | right: ...', or
+    'panel 3: ...' past three columns)."""
     drawn = [(ax, phrases(ax)) for ax in fig.axes if phrases(ax)]
     groups = {tuple(p) for _, p in drawn}
     if len(groups) <= 1:
-        parts = [p for _, ps in drawn for p in ps]
+        text = "; ".join(dict.fromkeys(p for _, ps in drawn for p in ps))
     else:
-        parts = [f"{_where(ax, fig)}: {', '.join(ps)}" for ax, ps in drawn]
-    return "\n".join(textwrap.wrap("; ".join(dict.fromkeys(parts)), WIDTH))
+        text = " | ".join(f"{_where(ax, fig)}: {'; '.join(ps)}" for ax, ps in drawn)
+    return "\n".join(textwrap.wrap(text, WIDTH))
 
 
 def _where(ax, fig) -> str:
