@@ -49,11 +49,12 @@ def arm_marker(arms: list[str], arm: str) -> str:
 
 
 def study_arms(cells: list[dict], axes: list[str], probe_arms: list[str]) -> list[str]:
-    """A study's arm labels in a fixed order: the full label of each cell over its non-seed axes
-    (as StudyData.by joins them), then each such axis's values on its own (a figure that groups by
-    one axis of several), then the probe's arms; each once, in cells.json order."""
+    """A study's arm labels in a fixed order: each non-seed axis's values on their own (what a figure
+    grouping by one axis draws, so they take the palette's first colours), then the full label of each
+    cell over those axes (as StudyData.by joins them, when there are several), then the probe's arms;
+    each once, in cells.json order."""
     names = [a for a in axes if a != "seed"] or sorted({a for c in cells for a in c["axes"] if a != "seed"})
-    out = [" / ".join(str(c["axes"].get(a)) for a in names) for c in cells]
+    out = [str(c["axes"].get(a)) for a in names for c in cells]
     if len(names) > 1:
-        out += [str(c["axes"].get(a)) for a in names for c in cells]
+        out += [" / ".join(str(c["axes"].get(a)) for a in names) for c in cells]
     return list(dict.fromkeys(out + [str(a) for a in probe_arms]))
