@@ -44,7 +44,7 @@ print(f"study {data.name} ({data.scale}): {len(data.cells)} cells, arms {list(AR
 # %% [markdown]
 # ## 1. GRPO learns: held-out pass@1 and training accuracy
 # Left: the paired rise (end − step 0) with its bootstrap 95% interval over prompts, on an axis
-# fitted to it and 0. Middle: the two evals themselves, as points with their intervals (two evals
+# fitted to it and 0. Middle: the two evals themselves, as points (two evals
 # are two measurements, not a curve). Right: the training rollouts' accuracy at every step.
 
 # %%

@@ -16,7 +16,6 @@ groups.jsonl, eval.json, config.yaml), like harness/experiment/summary.py.
     ranges.py            the range a quantity can take (pass@k in [0, 1], ...) and intervals clipped to it
     gap.py               y-limits that fit a difference's values, intervals and 0 (not a fixed 0-1)
     encoding.py          what each panel drew, recorded by the drawing code; the subtitle says it
-    prompts.py           per-prompt eval scores and the bootstrap 95% interval over prompts (one seed)
     curves.py            curves over seeds, paired differences and their panel, the one-metric panel
     numbers.py           per-arm final / tail values with intervals, verdict sentences, tables
     output.py            where figures and summary.md go
@@ -30,8 +29,8 @@ Conventions of every figure: x = training step (policy iterations); with up to
 SEED_LINES_MAX (3) seeds every seed is a thin line and their mean a bold one (a t-interval
 from 2-3 seeds is wider than the data and says little); with more seeds, the mean with the
 shaded 95% t-interval, clipped to the range the quantity can take (ranges.metric_range: a
-fraction stays in [0, 1]); with one seed, the line alone and "n=1 seed" in the legend (held-out
-pass@1: with the bootstrap 95% interval over prompts). A series with fewer than POINTS_BELOW (4)
+fraction stays in [0, 1]); with one seed, the line alone and "n=1 seed" in the legend (the paired
+rise of pass@1 has its bootstrap 95% interval over prompts: rise_panel). A series with fewer than POINTS_BELOW (4)
 steps is drawn as points with error bars, nothing joining them. A panel whose point is a difference
 fits its y-limits to the values, intervals and 0. An arm has one colour in every figure of a study
 (palette.py), and a figure's subtitle is what its panels drew (encoding.suptitle). At a step where some

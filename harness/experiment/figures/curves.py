@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from harness.experiment.figures.encoding import record
 from harness.experiment.figures.gap import drawn_y, fit_gap
-from harness.experiment.figures.prompts import bootstrap_interval, prompt_scores
 from harness.experiment.figures.ranges import clip_interval, clipped_yerr, difference_range, metric_range
 from harness.experiment.figures.style import POINTS_BELOW, SEED_LINES_MAX, X_STEP, _finite, seeds_label
 from harness.experiment.stats import t_interval
@@ -59,17 +58,9 @@ def combine(series: list[dict[int, float]]) -> Curve:
 
 
 def curve(data: StudyData, cells: list[dict], key: str, window: int = 1) -> Curve:
-    """combine over the cells' seed_series; with one seed and key eval/pass_at_1, [lo, hi] is the
-    bootstrap 95% interval over prompts of each eval the run saved (prompts.py)."""
-    cur = combine(seed_series(data, cells, key, window))
-    if cur.n == 1 and key == "eval/pass_at_1" and window == 1:
-        cell = next(c for c in cells if seed_series(data, [c], key))
-        scores = prompt_scores(data.run_dir(cell))
-        if all(st in scores for st in cur.steps):
-            ends = [bootstrap_interval(scores[st]) for st in cur.steps]
-            cur.lo, cur.hi = [e[0] for e in ends], [e[1] for e in ends]
-            cur.interval = "bootstrap 95% interval over prompts"
-    return cur
+    """combine over the cells' seed_series (one seed: no interval; a run's per-prompt eval scores are
+    not read, since a study rebuilt from MLflow has none and its figures must come out the same)."""
+    return combine(seed_series(data, cells, key, window))
 
 
 def paired_series(data: StudyData, cells_a: list[dict], cells_b: list[dict], key: str) -> list[dict[int, float]]:
