@@ -98,7 +98,7 @@ top = max(a.get_ylim()[1] for a in axs[1:])
 for ax in axs[1:]:
     ax.set_ylim(0, top)  # shares in [0, 1]; both panels on one scale
 F.legend(list(axs))
-fig.suptitle(data.title("regime: does each arm learn, and how often does each clip bound bind?"))
+F.suptitle(fig, data, "regime: does each arm learn, and how often does each clip bound bind?")
 F.save(fig, data, "regime")
 
 # %% [markdown]
@@ -124,7 +124,6 @@ F.paired_difference_panel(
     "entropy difference (nats per token, same seed)",
     f"entropy, {HIGH} minus {BASE} (> 0: clip-higher keeps more)",
     missing=f"needs arms '{HIGH}' and '{BASE}'",
-    styles={HIGH: ("C4", "D")},
 )
 F.panel(
     axs[2],
@@ -136,7 +135,7 @@ F.panel(
     fraction=True,
 )
 F.legend(list(axs))
-fig.suptitle(data.title("clip-higher (ε 0.2 / 0.28) vs symmetric (0.2 / 0.2): policy entropy during RL"))
+F.suptitle(fig, data, "clip-higher (ε 0.2 / 0.28) vs symmetric (0.2 / 0.2): policy entropy during RL")
 F.save(fig, data, "entropy")
 
 # %% [markdown]
@@ -158,7 +157,7 @@ F.panel(
 )
 F.panel(axs[1], data, ARMS, "length/mean", "mean rollout length (tokens)", "train rollout length")
 F.legend(list(axs))
-fig.suptitle(data.title("held-out pass@1 and rollout length, per clip"))
+F.suptitle(fig, data, "held-out pass@1 and rollout length, per clip")
 F.save(fig, data, "pass_at_1_length")
 
 # %% [markdown]

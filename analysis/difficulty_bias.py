@@ -93,7 +93,7 @@ if REF in ARMS:
     axs[0].set_title(f"{REF}: groups across the whole range of p")
     axs[0].legend()
     F.rise_panel(axs[1], data, ARMS)
-    fig.suptitle(data.title("regime: difficulty spread of the training groups, and does each arm learn"))
+    F.suptitle(fig, data, "regime: difficulty spread of the training groups, and does each arm learn")
     F.save(fig, data, "regime")
 print("\n".join(regime))
 
@@ -333,8 +333,8 @@ F.integer_steps(axs[2])
 for ax in axs:
     ax.set_ylim(-0.02, 1.02)
 F.legend(list(axs))
-fig.suptitle(
-    data.title("how much of each update comes from nearly-always / nearly-never solved prompts, by advantage scale")
+F.suptitle(
+    fig, data, "how much of each update comes from nearly-always / nearly-never solved prompts, by advantage scale"
 )
 F.save(fig, data, "grad_share_extreme")
 
@@ -422,9 +422,7 @@ if buckets:
     F.legend(list(axs[0]))
 else:
     F.note(axs[0][0], "no eval/pass_at_1/<bucket> metrics logged")
-fig.suptitle(
-    data.title("held-out pass@1 per difficulty bucket (operands: easy 2, medium 3, hard 4), by advantage scale")
-)
+F.suptitle(fig, data, "held-out pass@1 per difficulty bucket (operands: easy 2, medium 3, hard 4), by advantage scale")
 F.save(fig, data, "accuracy_by_difficulty")
 
 # %% [markdown]
@@ -464,7 +462,7 @@ for ax in axs:
     ax.set_ylim(-0.02, 1.02)
 F.legend(axs[0])
 F.legend(axs[1], fontsize=6.5)
-fig.suptitle(data.title("zero-variance group fraction by advantage scale"))
+F.suptitle(fig, data, "zero-variance group fraction by advantage scale")
 F.save(fig, data, "zero_variance")
 
 # %% [markdown]

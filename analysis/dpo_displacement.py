@@ -148,7 +148,7 @@ if all_sims:
 else:
     F.note(axs[0], "no pairs.jsonl in the run folders")
 F.rise_panel(axs[1], data, ARMS)
-fig.suptitle(data.title("regime: alike pairs, and held-out pass@1 from the warm start to the end"))
+F.suptitle(fig, data, "regime: alike pairs, and held-out pass@1 from the warm start to the end")
 F.save(fig, data, "regime")
 
 # %% [markdown]
@@ -201,10 +201,10 @@ axs[-1].set_title("the margin DPO maximises, per arm")
 F.integer_steps(axs[-1])
 F.legend(axs[-1])
 absent = f" ({', '.join(MISSING)} not run here)" if MISSING else ""
-fig.suptitle(
-    data.title(
-        f"{' vs '.join(PANELS)}{absent}: log-probs of the same chosen and rejected answers while the margin grows"
-    )
+F.suptitle(
+    fig,
+    data,
+    f"{' vs '.join(PANELS)}{absent}: log-probs of the same chosen and rejected answers while the margin grows",
 )
 F.save(fig, data, "logps")
 
@@ -229,10 +229,11 @@ who = " / ".join(fixes) if fixes else RPO
 for ax, (key, what, unit) in zip(axs, PAIRED):
     for arm in fixes:
         cur = F.combine(common_steps(F.paired_series(data, ARMS[arm], ARMS[BASE], key)))  # equal at step 0 per seed
-        color, marker = ("C4", "D") if arm == RPO else (data.color(arm), data.marker(arm))
-        F.plot_curve(ax, cur, f"{arm} − {BASE}", color, marker=marker)
+        rng = F.difference_range(F.metric_range(key))  # a pass@1 difference stays in [-1, 1]
+        F.plot_curve(ax, cur, f"{arm} − {BASE}", data.color(arm), marker=data.marker(arm), bounds=rng)
         drawn |= bool(cur)
     if fixes:
+        F.fit_gap(ax, F.drawn_y(ax))  # a difference: the axis fits the curves, their bands and 0
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xlabel(F.X_STEP)
         ax.set_ylabel(f"{what}, {who} minus {BASE}\n({unit}, same seed)")
@@ -243,7 +244,7 @@ if drawn:
 else:
     F.note(axs[0], f"needs arm '{BASE}' and a fix ('{RPO}', ...) run with a common seed")
 absent = f" ({', '.join(MISSING)} not run here)" if MISSING else ""
-fig.suptitle(data.title(f"what each fix changes: {who} minus {BASE}, paired by seed{absent}"))
+F.suptitle(fig, data, f"what each fix changes: {who} minus {BASE}, paired by seed{absent}")
 F.save(fig, data, "fixes_minus_dpo")
 
 

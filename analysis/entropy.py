@@ -191,7 +191,7 @@ F.panel(
     "the batch each arm trains on",
 )
 F.legend(list(axs))
-fig.suptitle(data.title("regime: does each arm learn, and on what batch?"))
+F.suptitle(fig, data, "regime: does each arm learn, and on what batch?")
 F.save(fig, data, "regime")
 
 # %% [markdown]
@@ -237,7 +237,7 @@ F.panel(
 )
 for ax in axs:
     F.legend(ax)
-fig.suptitle(data.title("each control's own metric over training (its arm alone)"))
+F.suptitle(fig, data, "each control's own metric over training (its arm alone)")
 F.save(fig, data, "controls")
 
 # %% [markdown]
@@ -273,7 +273,7 @@ F.panel(
     fraction=True,
 )
 F.legend(list(axs))
-fig.suptitle(data.title("entropy per arm, and each control minus clip-higher (DAPO 0.2 / 0.28)"))
+F.suptitle(fig, data, "entropy per arm, and each control minus clip-higher (DAPO 0.2 / 0.28)")
 F.save(fig, data, "entropy")
 
 # %% [markdown]
@@ -319,22 +319,26 @@ def final_points(ax, key, ylabel):
             ax.plot([x] * len(vals), vals, data.marker(arm), color=data.color(arm), mfc="none", ms=6)
     ax.set_xticks(range(len(ARMS)), list(ARMS), rotation=20)
     ax.set_ylim(bottom=0)  # a fraction of prompts
+    F.record(ax, "points: per-seed values; bar: mean over seeds")
     ax.set_ylabel(ylabel)
     ax.set_title(f"held-out {key.split('/')[-1].replace('_at_', '@')} at the last eval (points: seeds; bar: mean)")
 
 
 def compare_points(ax, k):
     """Per arm and seed: pass@k arm − clip_higher with its paired bootstrap interval over prompts."""
-    drawn = False
+    ys = []
     for x, arm in enumerate(OTHERS):
         got = [(s, r["metrics"][f"pass_at_{k}"]) for s, r in CMP.get(arm, []) if r]
         for j, (_, m) in enumerate(got):
             xx = x + (j - (len(got) - 1) / 2) * 0.15
-            yerr = [[m["delta"] - m["lo"]], [m["hi"] - m["delta"]]]
+            yerr = F.clipped_yerr([m["delta"]], [m["lo"]], [m["hi"]], (-1.0, 1.0))  # a pass@k difference
             ax.errorbar([xx], [m["delta"]], yerr=yerr, fmt=data.marker(arm), color=data.color(arm), capsize=3)
-            drawn = True
-    if not drawn:
+            ys += [m["delta"] - yerr[0][0], m["delta"] + yerr[1][0]]
+    if not ys:
         F.note(ax, f"no paired held-out comparison against '{REF}'")
+    else:
+        F.record(ax, "one point per seed, bar: paired bootstrap 95% interval over prompts")
+    F.fit_gap(ax, ys)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(OTHERS)), OTHERS, rotation=20)
     ax.set_ylabel(f"held-out pass@{k}, arm − {REF}\n(same prompts; bootstrap 95% CI)")
@@ -347,7 +351,7 @@ final_points(axs[0], "eval/pass_at_1", "held-out pass@1 (fraction of prompts, un
 final_points(axs[1], f"eval/pass_at_{KBIG}", f"held-out pass@{KBIG} (fraction of prompts, unbiased)")
 compare_points(axs[2], 1)
 compare_points(axs[3], KBIG)
-fig.suptitle(data.title(f"held-out pass@1 and pass@{KBIG} at the last eval, and each arm against {REF}"))
+F.suptitle(fig, data, f"held-out pass@1 and pass@{KBIG} at the last eval, and each arm against {REF}")
 F.save(fig, data, "pass_at_k")
 
 # %% [markdown]

@@ -141,7 +141,7 @@ else:
 F.rise_panel(axs[1], data, ARMS)
 axs[1].set_ylabel("held-out pass@1, end minus step 0 (fraction)")
 axs[1].set_title("paired rise of held-out pass@1 per arm and seed")
-fig.suptitle(data.title("regime: the reward model's flaw, and what each arm does to verified accuracy"))
+F.suptitle(fig, data, "regime: the reward model's flaw, and what each arm does to verified accuracy")
 F.save(fig, data, "regime")
 
 # %% [markdown]
@@ -164,7 +164,7 @@ F.panel(
 )
 F.panel(axs[2], data, ARMS, "length/mean", "mean rollout length (tokens)", "rollout length")
 F.legend(list(axs))
-fig.suptitle(data.title("against the reward model: does the proxy rise while verified accuracy falls?"))
+F.suptitle(fig, data, "against the reward model: does the proxy rise while verified accuracy falls?")
 F.save(fig, data, "hacking")
 
 # %%
@@ -188,7 +188,7 @@ F.panel(
     bounds=(-1.0, 1.0),
 )
 F.legend(list(axs))
-fig.suptitle(data.title("truncation and the proxy's correlation with correctness"))
+F.suptitle(fig, data, "truncation and the proxy's correlation with correctness")
 F.save(fig, data, "truncation_corr")
 
 # %% [markdown]
@@ -215,11 +215,11 @@ held_out_panel(
     axs[1], "eval/reward/rm", "held-out reward-model score (raw logit)", "proxy: held-out reward-model score"
 )
 F.legend(list(axs), fontsize=8)
-fig.suptitle(
-    data.title(
-        "held-out eval per arm: does the reward model's score rise while verified pass@1 falls "
-        "(rm_* arms, solid), against the verifier controls (verifier_*, dashed), at each kl_coef?"
-    )
+F.suptitle(
+    fig,
+    data,
+    "held-out eval per arm: does the reward model's score rise while verified pass@1 falls "
+    "(rm_* arms, solid), against the verifier controls (verifier_*, dashed), at each kl_coef?",
 )
 F.save(fig, data, "held_out")
 

@@ -89,7 +89,7 @@ F.panel(
     fraction=True,
 )
 F.legend(list(axs))
-fig.suptitle(data.title("regime: every arm learns, and most groups carry a signal"))
+F.suptitle(fig, data, "regime: every arm learns, and most groups carry a signal")
 F.save(fig, data, "regime")
 
 # %% [markdown]
@@ -136,7 +136,7 @@ F.panel(
     fraction=True,
 )
 F.legend(list(axs))
-fig.suptitle(data.title("response length by correctness on the training rollouts, per aggregation"))
+F.suptitle(fig, data, "response length by correctness on the training rollouts, per aggregation")
 F.save(fig, data, "lengths_train")
 
 # %% [markdown]
@@ -172,7 +172,7 @@ F.panel(
     fraction=True,
 )
 F.legend(list(axs))
-fig.suptitle(data.title("response length by correctness on held-out prompts, per aggregation"))
+F.suptitle(fig, data, "response length by correctness on held-out prompts, per aggregation")
 F.save(fig, data, "lengths_eval")
 
 # %% [markdown]
@@ -203,7 +203,7 @@ F.panel(
 )
 F.panel(axs[2], data, ARMS, "entropy", "policy entropy (nats per token)", "policy entropy on the rollout tokens")
 F.legend(list(axs))
-fig.suptitle(data.title("truncation rate and entropy, per aggregation"))
+F.suptitle(fig, data, "truncation rate and entropy, per aggregation")
 F.save(fig, data, "truncation_entropy")
 
 # %% [markdown]
@@ -233,7 +233,7 @@ if drawn:
     F.legend(list(axs))
 else:
     F.note(axs[0], f"needs arm '{BASE}' and another arm with a common seed")
-fig.suptitle(data.title(f"length gap of INCORRECT responses, {BASE} minus the others (paired by seed)"))
+F.suptitle(fig, data, f"length gap of INCORRECT responses, {BASE} minus the others (paired by seed)")
 F.save(fig, data, "incorrect_length_gap")
 
 # %% [markdown]

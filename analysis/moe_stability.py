@@ -130,7 +130,7 @@ def grid(cols, what, width=5.0, height=3.3):
                 fraction=key in FRACTIONS,
             )
         F.legend(list(axs[i]), fontsize=6.5)
-    fig.suptitle(data.title(what))
+    F.suptitle(fig, data, what)
     return fig, axs
 
 
@@ -158,7 +158,7 @@ for nz in noises:
 print("\n".join(regime))
 fig, ax = plt.subplots(figsize=(8, 4.3), layout="constrained")
 F.rise_panel(ax, data, {a: c for nz in noises for a, c in ROWS[nz].items()})
-fig.suptitle(data.title("does each arm learn? paired rise of held-out pass@1 per seed"))
+F.suptitle(fig, data, "does each arm learn? paired rise of held-out pass@1 per seed")
 F.save(fig, data, "regime")
 
 # %% [markdown]
@@ -237,11 +237,11 @@ if PROBE:
     axs[2].set_ylabel("change of held-out pass@1 after one update")
     axs[2].set_title("one off-policy update per arm (4 mini-batches)")
     axs[2].legend(fontsize=7)
-    fig.suptitle(
-        data.title(
-            "MoE probe: the same policy and batches for every arm, per router-noise level",
-            f"{PROBE['settings']['batches']} batches per level; error bars: 95% t-interval over batches",
-        )
+    F.suptitle(
+        fig,
+        data,
+        "MoE probe: the same policy and batches for every arm, per router-noise level",
+        f"{PROBE['settings']['batches']} batches per level; error bars: 95% t-interval over batches",
     )
     F.save(fig, data, "probe")
 
@@ -382,6 +382,16 @@ COMPARE = [  # (label, value per cell, log10 ratio?, y label): the mechanism fir
     ("final pass@1", P.eval_value("eval/pass_at_1"), False, "final held-out pass@1, arm − grpo"),
     ("paired rise of pass@1", P.rise, False, "rise of held-out pass@1, arm − grpo"),
 ]
+# the range each difference can take (its error bars are clipped to it): shares and pass@1 differ by at most 1,
+# a count of steps by at most the number of steps
+TRAIN_STEPS = max((int(r["step"]) for c in data.cells for r in data.metrics(c)), default=0)
+BOUNDS = {
+    "router disagreement rollout–train": (-1.0, 1.0),
+    "clip fraction": (-1.0, 1.0),
+    f"steps with grad norm over {SPIKE:g}": (-float(TRAIN_STEPS), float(TRAIN_STEPS)),
+    "final pass@1": (-1.0, 1.0),
+    "paired rise of pass@1": (-2.0, 2.0),
+}
 OWN = [(key, title) for key, _, title in CORRECTION]  # each correction's own metrics, per arm
 
 
@@ -436,14 +446,9 @@ for nz in noises:
         diffs = compare(nz)
         fig, axs = plt.subplots(2, 4, figsize=(17, 8), layout="constrained")
         for ax, (lab, _, _, ylabel) in zip(axs.flat, COMPARE):
-            P.paired_panel(ax, data, diffs[lab], lab, ylabel)
+            P.paired_panel(ax, data, diffs[lab], lab, ylabel, bounds=BOUNDS.get(lab))
         axs.flat[-1].set_visible(False)
-        fig.suptitle(
-            data.title(
-                f"rollout corrections minus grpo of the same seed, router noise σ = {nz}",
-                "hollow: each seed; filled with caps: mean and 95% t-interval over seeds",
-            )
-        )
+        F.suptitle(fig, data, f"rollout corrections minus grpo of the same seed, router noise σ = {nz}")
         F.save(fig, data, "corrections_paired" if len(noises) == 1 else f"corrections_paired_noise{nz}")
 
 # %% [markdown]

@@ -104,7 +104,7 @@ for ax, b in zip(axs[1:], BUCKETS):
     draw_passk(ax, b, f"{b} prompts")
 F.legend(axs[0], loc="lower right")
 n_p = data.final_eval(CELLS[0]).get("num_prompts") if CELLS else "?"
-fig.suptitle(data.title(f"pass@k vs k: warm start vs the grpo policy ({n_p} held-out prompts, same sampling seed)"))
+F.suptitle(fig, data, f"pass@k vs k: warm start vs the grpo policy ({n_p} held-out prompts, same sampling seed)")
 F.save(fig, data, "passk")
 
 # %% [markdown]
@@ -133,11 +133,11 @@ else:
 ax.set_xlabel("k (samples per prompt; log scale)")
 ax.set_ylabel("pass@k, grpo policy minus warm start\n(same prompts and sampling seed)")
 ax.set_title("where RL wins (> 0) and where it loses (< 0)")
-fig.suptitle(
-    data.title(
-        "pass@k difference, RL − warm start, per seed with bootstrap 95% intervals over prompts",
-        note=f"n={len(CELLS)} seed{'s' if len(CELLS) != 1 else ''}, each drawn",
-    )
+F.suptitle(
+    fig,
+    data,
+    "pass@k difference, RL − warm start, per seed with bootstrap 95% intervals over prompts",
+    note=f"n={len(CELLS)} seed{'s' if len(CELLS) != 1 else ''}, each drawn",
 )
 F.save(fig, data, "passk_delta")
 

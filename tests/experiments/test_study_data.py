@@ -72,7 +72,8 @@ def test_a_folder_read_from_another_working_directory_reads_its_own_runs(tmp_pat
 
 def test_a_panels_band_stays_inside_the_range_its_quantity_can_take(monkeypatch):
     """F.panel(bounds=(-1, 1)) clips the shaded 95% interval of a correlation to [-1, 1] (seen: the kl_leash
-    figure's Pearson r band reached -1.8 where four seeds disagreed); without bounds the band is as computed."""
+    figure's Pearson r band reached -1.8 where four seeds disagreed), and so does a key that names a
+    correlation (ranges.metric_range); a key of no known range keeps the band as computed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -80,7 +81,9 @@ def test_a_panels_band_stays_inside_the_range_its_quantity_can_take(monkeypatch)
 
     from harness.experiment.figures import curves
 
-    cur = curves.Curve([0, 1], [0.5, -0.5], [-1.8, -1.5], [1.5, 0.9], 4)  # 4 seeds: a shaded band, not lines
+    # 4 seeds and 4 steps: a shaded band, not lines or points
+    cur = curves.Curve([0, 1, 2, 3], [0.5, -0.5, 0, 0], [-1.8, -1.5, -1, -1], [1.5, 0.9, 1, 1], 4)
+    cur.interval = "95% t-interval over seeds"
     monkeypatch.setattr(curves, "curve", lambda data, cells, key, window: cur)
 
     class Data:
@@ -90,9 +93,13 @@ def test_a_panels_band_stays_inside_the_range_its_quantity_can_take(monkeypatch)
         def marker(self, label):
             return "o"
 
-    for bounds, low, high in (((-1.0, 1.0), -1.0, 1.0), (None, -1.8, 1.5)):
+    for bounds, key, low, high in (
+        ((-1.0, 1.0), "hacking/x", -1.0, 1.0),
+        (None, "hacking/corr", -1.0, 1.0),
+        (None, "hacking/x", -1.8, 1.5),
+    ):
         fig, ax = plt.subplots()
-        curves.panel(ax, Data(), {"a": []}, "hacking/corr", "r", "t", bounds=bounds)
+        curves.panel(ax, Data(), {"a": []}, key, "r", "t", bounds=bounds)
         ys = ax.collections[0].get_paths()[0].vertices[:, 1]
         assert ys.min() == low and ys.max() == high
         plt.close(fig)

@@ -12,6 +12,10 @@ groups.jsonl, eval.json, config.yaml), like harness/experiment/summary.py.
 
     style.py             conventions (x axis, markers, how many seeds are drawn one by one), setup()
     data.py              StudyData: the results folder, per-cell files, colours per arm
+    palette.py           one colour and marker per arm from the study's arm list (tab10), in every figure
+    ranges.py            the range a quantity can take (pass@k in [0, 1], ...) and intervals clipped to it
+    gap.py               y-limits that fit a difference's values, intervals and 0 (not a fixed 0-1)
+    encoding.py          what each panel drew, recorded by the drawing code; the subtitle says it
     curves.py            curves over seeds, paired differences and their panel, the one-metric panel
     numbers.py           per-arm final / tail values with intervals, verdict sentences, tables
     output.py            where figures and summary.md go
@@ -24,8 +28,12 @@ groups.jsonl, eval.json, config.yaml), like harness/experiment/summary.py.
 Conventions of every figure: x = training step (policy iterations); with up to
 SEED_LINES_MAX (3) seeds every seed is a thin line and their mean a bold one (a t-interval
 from 2-3 seeds is wider than the data and says little); with more seeds, the mean with the
-shaded 95% t-interval, clipped to the range the quantity can take (a fraction stays in
-[0, 1]); with one seed, the line alone and "n=1 seed" in the legend. At a step where some
+shaded 95% t-interval, clipped to the range the quantity can take (ranges.metric_range: a
+fraction stays in [0, 1]); with one seed, the line alone and "n=1 seed" in the legend (the paired
+rise of pass@1 has its bootstrap 95% interval over prompts: rise_panel). A series with fewer than POINTS_BELOW (4)
+steps is drawn as points with error bars, nothing joining them. A panel whose point is a difference
+fits its y-limits to the values, intervals and 0. An arm has one colour in every figure of a study
+(palette.py), and a figure's subtitle is what its panels drew (encoding.suptitle). At a step where some
 seeds have no value (no correct response that step, say) the mean and interval use the seeds
 that do.
 """
@@ -42,11 +50,14 @@ from harness.experiment.figures.curves import (
     paired_series,
     panel,
     plot_curve,
+    plot_points,
     plot_seeds,
     seed_series,
 )
 from harness.experiment.figures.data import StudyData
 from harness.experiment.figures.difficulty_probe import difficulty_probe_figure, difficulty_probe_lines
+from harness.experiment.figures.encoding import described, record, suptitle
+from harness.experiment.figures.gap import drawn_y, fit_gap, gap_limits
 from harness.experiment.figures.learning import paired_rises, rise_lines, rise_panel
 from harness.experiment.figures.length_probe import length_probe_figure, length_probe_lines
 from harness.experiment.figures.numbers import (
@@ -62,23 +73,34 @@ from harness.experiment.figures.numbers import (
     verdict,
 )
 from harness.experiment.figures.output import figures_dir, save, write_summary
+from harness.experiment.figures.palette import arm_palette
 from harness.experiment.figures.probe import load_probe, probe_points, probe_verdict
-from harness.experiment.figures.style import MARKERS, SEED_LINES_MAX, X_STEP, seeds_label, setup
+from harness.experiment.figures.ranges import clip_interval, clipped_yerr, difference_range, metric_range
+from harness.experiment.figures.style import MARKERS, POINTS_BELOW, SEED_LINES_MAX, X_STEP, seeds_label, setup
 
 __all__ = [
     "Curve",
     "Final",
     "MARKERS",
+    "POINTS_BELOW",
     "SEED_LINES_MAX",
     "StudyData",
     "X_STEP",
+    "arm_palette",
+    "clip_interval",
+    "clipped_yerr",
     "combine",
     "curve",
+    "described",
+    "difference_range",
     "difficulty_probe_figure",
     "difficulty_probe_lines",
+    "drawn_y",
     "eval_json_value",
     "figures_dir",
     "final",
+    "fit_gap",
+    "gap_limits",
     "integer_steps",
     "last_of",
     "last_value",
@@ -87,6 +109,7 @@ __all__ = [
     "length_probe_lines",
     "load_probe",
     "markdown_table",
+    "metric_range",
     "no_signal_lines",
     "note",
     "paired_difference",
@@ -95,15 +118,18 @@ __all__ = [
     "paired_series",
     "panel",
     "plot_curve",
+    "plot_points",
     "plot_seeds",
     "probe_points",
     "probe_verdict",
+    "record",
     "rise_lines",
     "rise_panel",
     "save",
     "seed_series",
     "seeds_label",
     "setup",
+    "suptitle",
     "tail_mean",
     "tail_of",
     "verdict",

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.experiment.figures.style import MARKERS, SEED_LINES_MAX, _finite
+from harness.experiment.figures.palette import arm_marker, arm_palette, study_arms
+from harness.experiment.figures.style import _finite, seeds_label
 from harness.experiment.results import load_index, read_jsonl
 
 
@@ -23,7 +24,8 @@ class StudyData:
         self.name = self.study.get("name") or self.dir.parent.name
         self.scale = self.study.get("scale") or self.dir.name
         self._cache: dict[tuple[str, str], object] = {}
-        self._colors: dict[str, str] = {}
+        self._study_arms: list[str] | None = None
+        self._extra_arms: list[str] = []  # labels outside the study's arm list, in first-use order
 
     @classmethod
     def from_env(cls, name: str) -> StudyData:
@@ -107,29 +109,33 @@ class StudyData:
                 seen.append(v)
         return seen
 
+    @property
+    def arms(self) -> list[str]:
+        """The study's arm labels in a fixed order (palette.study_arms: every cell of cells.json, then
+        probe.json's arms), then any other label a figure asked a colour for."""
+        if self._study_arms is None:
+            probe = self.dir / "probe.json"
+            probe_arms = json.loads(probe.read_text()).get("arms", []) if probe.exists() else []
+            self._study_arms = study_arms(self.all_cells, self.study.get("axes") or [], probe_arms)
+        return self._study_arms + self._extra_arms
+
     def color(self, label: str) -> str:
-        """A fixed colour per label (first come, first served), so an arm has one colour in every figure."""
-        if label not in self._colors:
-            self._colors[label] = f"C{len(self._colors) % 10}"
-        return self._colors[label]
+        """The label's colour in the study's palette (palette.arm_palette over `arms`): the same in
+        every figure of the study, whichever figure asks first."""
+        if label not in self.arms:
+            self._extra_arms.append(label)
+        return arm_palette(self.arms)[label]
 
     def marker(self, label: str) -> str:
-        """A fixed marker per label (with its colour), so overlapping lines stay apart."""
-        return MARKERS[int(self.color(label)[1:]) % len(MARKERS)]
+        """The label's marker (its place in `arms`), so overlapping lines stay apart."""
+        self.color(label)
+        return arm_marker(self.arms, label)
 
     @property
     def n_seeds(self) -> int:
         return len(self.study.get("seeds") or {c.get("seed") for c in self.cells})
 
     def title(self, what: str, note: str | None = None) -> str:
-        """'<study> (<scale>): what' and a second line saying how seeds are drawn (or `note`)."""
-        n = self.n_seeds
-        if note is None:
-            note = (
-                "n=1 seed (no interval)"
-                if n == 1
-                else f"n={n} seeds: each a thin line, their mean bold"
-                if n <= SEED_LINES_MAX
-                else f"mean of n={n} seeds, shaded = 95% t-interval"
-            )
-        return f"{self.name} ({self.scale}): {what}\n{note}"
+        """'<study> (<scale>): what' and a second line: `note`, else the number of seeds (what the
+        figure draws is said by encoding.suptitle, from what its panels drew)."""
+        return f"{self.name} ({self.scale}): {what}\n{seeds_label(self.n_seeds) if note is None else note}"

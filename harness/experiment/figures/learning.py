@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from harness.experiment.figures.encoding import record
+from harness.experiment.figures.gap import fit_gap
+from harness.experiment.figures.ranges import UNIT, clipped_yerr, difference_range
+
 if TYPE_CHECKING:
     from harness.experiment.figures.data import StudyData
 
@@ -39,24 +43,32 @@ def rise_lines(data: StudyData, label: str, cells: list[dict]) -> list[str]:
 
 
 def rise_panel(ax, data: StudyData, groups: dict[str, list[dict]]) -> None:
-    """Paired rise of held-out pass@1 per arm and seed, each with its bootstrap 95% interval."""
-    x, labels = 0, []
+    """Paired rise of held-out pass@1 per arm and seed, each with its bootstrap 95% interval over
+    prompts (clipped to [-1, 1], the range of a difference of two pass@1); y-limits fitted to the
+    points, their intervals and 0 (gap.fit_gap), so that a rise of a few points is visible."""
+    x, labels, ys = 0, [], []
     for lab, cells in groups.items():
         rs = paired_rises(data, cells)
         for j, r in enumerate(rs):
-            xx = x + (j - (len(rs) - 1) / 2) * 0.15
+            d, (lo, hi) = r["delta_pass_at_1"], r["ci95"]
+            below, above = clipped_yerr([d], [lo], [hi], difference_range(UNIT))
             ax.errorbar(
-                [xx],
-                [r["delta_pass_at_1"]],
-                yerr=[[r["delta_pass_at_1"] - r["ci95"][0]], [r["ci95"][1] - r["delta_pass_at_1"]]],
+                [x + (j - (len(rs) - 1) / 2) * 0.15],
+                [d],
+                yerr=[below, above],
                 fmt=data.marker(lab),
                 color=data.color(lab),
                 capsize=3,
                 mfc="none",
             )
+            ys += [d, d - below[0], d + above[0]]
         labels.append(f"{lab}\n({len(rs)} seed{'' if len(rs) == 1 else 's'})")
         x += 1
+    fit_gap(ax, ys)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(labels)), labels)
-    ax.set_ylabel("paired rise of held-out pass@1\n(first -> last eval; bootstrap 95% CI)")
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.set_ylabel("paired rise of held-out pass@1\n(first -> last eval)")
     ax.set_title("does each arm learn? one point per seed")
+    if ys:
+        record(ax, "rise: one point per seed, bar: bootstrap 95% interval over prompts")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness.experiment.figures.encoding import described, record, suptitle
 from harness.experiment.figures.probe import probe_points, probe_verdict
 
 if TYPE_CHECKING:
@@ -59,12 +60,12 @@ def length_probe_figure(data: StudyData, probe: dict):
     axs[2].set_ylabel("share of the update's gradient weight (0-1)")
     axs[2].set_title("where the aggregation puts the end tokens' weight")
     axs[2].legend()
-    fig.suptitle(
-        data.title(
-            "length-bias probe: one update per aggregation from the same policy and batch",
-            f"{probe['settings']['batches']} batches, the same sampling seed for every arm; "
-            "error bars: 95% t-interval over batches",
-        )
+    record(axs[2], "bars: mean share over the probe's batches (no interval)")
+    suptitle(
+        fig,
+        data,
+        "length-bias probe: one update per aggregation from the same policy and batch",
+        f"{probe['settings']['batches']} batches, the same sampling seed for every arm; {described(fig)}",
     )
     return fig
 

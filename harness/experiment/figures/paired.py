@@ -11,8 +11,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from harness.experiment.figures.curves import note, seed_series
+from harness.experiment.figures.encoding import record
+from harness.experiment.figures.gap import fit_gap
 from harness.experiment.figures.learning import paired_rises
 from harness.experiment.figures.numbers import Final, final
+from harness.experiment.figures.ranges import clipped_yerr, metric_range
 from harness.experiment.figures.style import _finite
 
 if TYPE_CHECKING:
@@ -87,19 +90,32 @@ def per_seed_text(f: Final, digits: int = 3) -> str:
     return " / ".join(f"{v:+.{digits}g}" for v in f.per_seed) or "n/a"
 
 
-def paired_panel(ax, data: StudyData, diffs: dict[str, Final], title: str, ylabel: str) -> None:
+def paired_panel(
+    ax, data: StudyData, diffs: dict[str, Final], title: str, ylabel: str, bounds: tuple[float, float] | None = None
+) -> None:
     """One column per arm: each seed's difference (hollow marker) and their mean with its 95%
-    t-interval (filled, with caps); a line at 0 (no difference)."""
+    t-interval (filled, with caps), clipped to `bounds` (the range the difference can take: a count
+    of S steps differs by at most S); a line at 0 (no difference); y-limits fitted to the values,
+    the intervals and 0 (gap.fit_gap)."""
+    rng = metric_range(None, bounds)
+    ys = []
     for x, (arm, f) in enumerate(diffs.items()):
         color, marker = data.color(arm), data.marker(arm)
         n = len(f.per_seed)
         ax.plot(
             [x - 0.12 + 0.24 * j / max(1, n - 1) for j in range(n)], f.per_seed, marker, color=color, mfc="none", ms=5
         )
+        ys += f.per_seed
         if f.n > 1 and math.isfinite(f.half):
-            ax.errorbar([x + 0.25], [f.mean], yerr=[f.half], fmt=marker, color=color, capsize=4)
+            yerr = clipped_yerr([f.mean], [f.mean - f.half], [f.mean + f.half], rng)
+            ax.errorbar([x + 0.25], [f.mean], yerr=yerr, fmt=marker, color=color, capsize=4)
+            ys += [f.mean - yerr[0][0], f.mean + yerr[1][0]]
+            record(ax, "hollow: each seed's difference; filled with caps: their mean, 95% t-interval over seeds")
+        elif n:
+            record(ax, "hollow: each seed's difference (one seed: no interval)")
     if not any(f.n for f in diffs.values()):
         note(ax, "no seed has this number in both arms (not logged, or 0 where a ratio is taken)")
+    fit_gap(ax, ys)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(diffs)), [f"{a}\n(n={f.n})" for a, f in diffs.items()], fontsize=8)
     ax.set_xlim(-0.6, len(diffs) - 0.4)

@@ -8,6 +8,7 @@ import os
 X_STEP = "training step (policy iterations)"
 MARKERS = "osD^vP*Xph"
 SEED_LINES_MAX = 3  # up to this many seeds: each seed drawn thin, the mean bold, no t-band
+POINTS_BELOW = 4  # a series with fewer x values is drawn as points with intervals, not a line and a band
 
 
 def _finite(v) -> bool:
