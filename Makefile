@@ -30,7 +30,7 @@ demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores 2 --config study=demo
 	@echo "Runs, summary table and figures: results/demo/cpu/"
 	@echo "Browse the runs in MLflow:       make mlflow-ui, then open the study's link (the last line):"
-	@$(VPY) -m harness.tracking.links --study demo/$(DEMO_SCALE) --base http://127.0.0.1:$(MLFLOW_PORT)
+	@$(VPY) -m harness.tracking.links --study demo/$(DEMO_SCALE) $(if $(MLFLOW_TRACKING_URI),,--base http://127.0.0.1:$(MLFLOW_PORT))
 
 test: venv
 	$(VPY) -m pytest -q $(PYTEST_ARGS)
