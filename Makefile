@@ -29,7 +29,8 @@ $(STAMP): requirements.txt requirements-vllm.txt pyproject.toml
 demo: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/snakemake --cores 2 --config study=demo
 	@echo "Runs, summary table and figures: results/demo/cpu/"
-	@echo "Browse every run in MLflow:      make mlflow-ui   (then open http://127.0.0.1:5000)"
+	@echo "Browse the runs in MLflow:       make mlflow-ui, then open the study's link (the last line):"
+	@$(VPY) -m harness.tracking.links --study demo/$(DEMO_SCALE) $(if $(MLFLOW_TRACKING_URI),,--base http://127.0.0.1:$(MLFLOW_PORT))
 
 test: venv
 	$(VPY) -m pytest -q $(PYTEST_ARGS)
@@ -68,14 +69,16 @@ $(BENCH_STAMP): $(STAMP) requirements-bench.txt requirements.txt
 bench: $(BENCH_STAMP)
 	$(VENV)/bin/harness bench $(BENCH_ARGS)
 
-# The links print first: MLflow 3.17 opens experiments on its GenAI pages unless the URL says
-# workflowType=machine_learning; viewStateShareKey=harness is each study's saved runs view
-# (axes and results as columns, grouped by variant; harness/tracking/experiment.py).
+# The links print first, the demo study's last (the server's log follows it): MLflow 3.17's bare address
+# is its GenAI home page; a link's workflowType=machine_learning opens the model-training pages and
+# viewStateShareKey=harness each study's saved runs view (axes and results as columns, grouped by
+# variant; harness/tracking/experiment.py, links.py).
 MLFLOW_PORT ?= 5000
+DEMO_SCALE := cpu
 mlflow-ui: venv
-	@$(VPY) -c "from harness.tracking.experiment import ui_links; from harness.tracking.store import client_for; \
-	print('\n'.join(ui_links(client_for('sqlite:///results/mlflow.db')[0], 'http://127.0.0.1:$(MLFLOW_PORT)')))"
-	$(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --backend-store-uri sqlite:///results/mlflow.db
+	@$(VPY) -m harness.tracking.links --all --study demo/$(DEMO_SCALE) --store sqlite:///results/mlflow.db \
+		--base http://127.0.0.1:$(MLFLOW_PORT)
+	@$(VENV)/bin/mlflow ui --host 127.0.0.1 --port $(MLFLOW_PORT) --backend-store-uri sqlite:///results/mlflow.db
 
 # JupyterLab on analysis/: the jupytext .py files open as notebooks (double-click); saving writes the
 # .py back (outputs are not kept). JupyterLab is notebook-only: requirements-notebooks.txt, installed

@@ -34,7 +34,7 @@ from contextlib import ExitStack
 
 import torch
 
-from harness import threads
+from harness import progress, threads
 from harness.models.decode_attention import decoding_products
 from harness.models.moe import is_moe, noisy_routing, record_routing
 from harness.models.prefix_groups import left_pad, prompt_groups
@@ -205,15 +205,12 @@ class HFBackend(RolloutBackend):
         threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
         rows = [p for p in prompts for _ in range(group_size)]  # groups contiguous
         gen = torch.Generator().manual_seed(params.seed)
-        parts = [
-            self._generate_chunk(
-                rows[i : i + self.max_batch],
-                params,
-                int(torch.randint(0, 2**31 - 1, (1,), generator=gen)),
-                self._row_seeds(params, group_size, range(i, min(i + self.max_batch, len(rows)))),
-            )
-            for i in range(0, len(rows), self.max_batch)
-        ]
+        parts = []
+        for i in range(0, len(rows), self.max_batch):
+            chunk_seed = int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+            row_seeds = self._row_seeds(params, group_size, range(i, min(i + self.max_batch, len(rows))))
+            parts.append(self._generate_chunk(rows[i : i + self.max_batch], params, chunk_seed, row_seeds))
+            progress.advance(len(rows[i : i + self.max_batch]))  # an eval's progress line (harness/progress.py)
         ids, mask, logp, truncated, routing = join_chunks(parts, self.pad_id)  # hf_rows.py
         # each row's tokens under its mask, from 2 reads of the whole batch (not 2 a row)
         kept = [[t for t, k in zip(r, m) if k] for r, m in zip(ids.tolist(), mask.bool().tolist())]

@@ -77,6 +77,11 @@ class Trainer:
         raise NotImplementedError
 
     @property
+    def total_steps(self) -> int | None:
+        """The steps of the whole run, for the progress line (None: not known before they run)."""
+        return None
+
+    @property
     def final_step(self) -> int:
         """The final record's step (known once `schedule` is exhausted)."""
         raise NotImplementedError

@@ -267,6 +267,14 @@ class DPOTrainer(Trainer):
     def final_step(self) -> int:
         return self.offset
 
+    @property
+    def total_steps(self) -> int | None:
+        """One round: its steps (its pairs are built by prepare); more rounds: the cap dpo.max_steps, if any
+        (a later round's pairs, hence its steps, are known only once the steps before it ran)."""
+        if self.cfg.dpo.rounds == 1:
+            return round_steps(self.cfg, len(self.rounds[0].enc), 0)
+        return self.cfg.dpo.max_steps or None
+
     def checkpoint_due(self, step: int) -> bool:
         return self.at.round_ends  # every round's end: the next round's pairs come from a saved policy
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from harness import progress
 from harness.atomic import atomic_write_text
 from harness.objective import pass_at_k
 from harness.rollout.base import RolloutBackend, SamplingParams
@@ -56,7 +57,8 @@ def evaluate(
         stop=tuple(cfg.rollout.stop),
         seed=step_seed(cfg.eval.seed, 0, EVAL_SAMPLING_SALT),
     )
-    rollout = backend.generate([render(p) for p in problems], ev.n_samples, params)
+    with progress.bar(f"eval step {step}", total=len(problems) * ev.n_samples, unit="sample", fed=True):
+        rollout = backend.generate([render(p) for p in problems], ev.n_samples, params)
     # the task's reward only: the training objective's overlong shaping is no part of an eval score,
     # so eval/reward/mean is the same for every preset (and the step-0 cache is shared across them)
     ep = score(task, problems, rollout, ev.n_samples, None, cfg.rollout.max_new_tokens)

@@ -108,6 +108,10 @@ class RLTrainer(Trainer):
     def final_step(self) -> int:
         return self.cfg.train.steps
 
+    @property
+    def total_steps(self) -> int:
+        return self.cfg.train.steps
+
     def state_dict(self) -> dict:
         ref = self.ref if self.ref is not None and self.cfg.objective.ref_update_every else None
         ctl = getattr(self, "entropy_ctl", None)

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
-from harness import malloc, parallel, threads
+from harness import malloc, parallel, progress, threads
 from harness.config import RunConfig
 from harness.faults import RunFault, StopOnSignal, StoppedBySignal
 from harness.rollout import make_backend
@@ -166,8 +167,8 @@ class Shell:
 
     # ------------------------------------------------------------------ steps
     def _steps(self, ctx: RunContext, start: int) -> None:
-        with GcClock() as gc_clock:  # perf/gc_seconds of each step (gc_pauses.py)
-            self._step_loop(ctx, start, gc_clock)
+        with GcClock() as gc_clock, progress.bar("train", self.trainer.total_steps, start, "step") as bar:  # perf/gc_*
+            self._step_loop(ctx, progress.counted(self.trainer.schedule(start), bar), gc_clock)
         final = self.trainer.final_step
         if final >= start:  # the final record holds the eval of the trained policy only
             rec = {"step": final, **self._eval(ctx, final)}
@@ -176,10 +177,10 @@ class Shell:
             self._checkpoint(ctx, final)
         self.ckpt.wait()
 
-    def _step_loop(self, ctx: RunContext, start: int, gc_clock: GcClock) -> None:
+    def _step_loop(self, ctx: RunContext, steps: Iterator[int], gc_clock: GcClock) -> None:
         tr, last_ckpt_seconds = self.cfg.train, 0.0
         allocs = AllocClock(ctx.device)  # perf/cuda_* of each step on CUDA (cuda_allocs.py); nothing on a CPU
-        for step in self.trainer.schedule(start):
+        for step in steps:
             t_step = time.perf_counter()
             threads.tick()  # fewer torch threads while another process holds a core (harness/threads.py)
             rec: dict = {"step": step}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from harness import machine, threads
+from harness import machine, progress, threads
 from harness.models import build_model, load_model, render_problem, save_model
 from harness.rollout.base import SamplingParams
 from harness.rollout.hf import HFBackend
@@ -163,29 +163,37 @@ def sft(cfg, folder: Path) -> None:
 def _sft_steps(model, tok, task, opt, sched, rng, steps: int, batch_size: int) -> list[float]:
     """The SFT loop: `steps` optimizer steps on batches of demonstrations; returns each step's loss."""
     losses = []
-    for step in range(steps):
-        ids, att, labels = _batch(tok, task, task.problems(batch_size, seed=10_000 + step, split="train"), rng)
-        loss = model(input_ids=ids, attention_mask=att, labels=labels, use_cache=False).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if step % 50 == 0 or step == steps - 1:
-            print(f"[warm start] step {step:4d} loss {loss.item():.4f}", flush=True)
+    with progress.bar("warm start", total=steps, unit="step") as bar:
+        for step in range(steps):
+            losses.append(_sft_step(model, tok, task, opt, sched, rng, step, batch_size))
+            bar.update()
+            if step % 50 == 0 or step == steps - 1:
+                print(f"[warm start] step {step:4d} loss {losses[-1]:.4f}", flush=True)
     return losses
+
+
+def _sft_step(model, tok, task, opt, sched, rng, step: int, batch_size: int) -> float:
+    """One optimizer step of the SFT on a batch of demonstrations; its loss."""
+    ids, att, labels = _batch(tok, task, task.problems(batch_size, seed=10_000 + step, split="train"), rng)
+    loss = model(input_ids=ids, attention_mask=att, labels=labels, use_cache=False).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    return loss.item()
 
 
 def _accuracy(model, tok, task, cfg, n_prompts: int = 128, n_samples: int = 4) -> dict:
     """Sampled (temperature 1) accuracy on the eval split, overall and per difficulty."""
     problems = task.problems(n_prompts, seed=4242, split="eval")
     backend = HFBackend(model, tok)
-    out = backend.generate(
-        [render_problem(tok, p) for p in problems],
-        n_samples,
-        SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=1.0, seed=0),
-    )
+    with progress.bar("warm start eval", total=n_prompts * n_samples, unit="sample", fed=True):
+        out = backend.generate(
+            [render_problem(tok, p) for p in problems],
+            n_samples,
+            SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=1.0, seed=0),
+        )
     rows = [p for p in problems for _ in range(n_samples)]
     correct = [s.correct for s in task.score_batch(rows, out.texts, out.truncated.tolist())]
     per: dict[str, list[bool]] = {}
