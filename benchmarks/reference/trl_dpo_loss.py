@@ -10,7 +10,8 @@ log-prob s_i evenly over its completion tokens (s_i * mask / |y_i|), so TRL's su
 back s_i and the gradient w.r.t. s (2B,) is the gradient w.r.t. the sequence log-probs; rows are
 chosen first, then rejected (TRL's collator), each with one prompt token before its completion.
 
-For every loss type the harness implements (harness/objective/dpo_losses.py) the fixture holds TRL's
+For every loss type the harness implements (harness/objective/dpo_losses.py), and two mixes of several
+(TRL's loss_type list with loss_weights: the harness's dpo_loss_weights), the fixture holds TRL's
 loss and its gradient w.r.t. the policy's chosen and rejected sequence log-probs; the test
 (tests/objective/test_trl_dpo_losses.py) compares harness.objective.dpo_loss to them at 1e-6.
 
@@ -53,6 +54,8 @@ CASES = (
     ("discopop", ["discopop"], None, 0.1, 0.0, 0.05),
     ("discopop_tau0.5", ["discopop"], None, 0.1, 0.0, 0.5),
     ("sigmoid_norm", ["sigmoid_norm"], None, 0.1, 0.0, 0.05),
+    ("mpo", ["sigmoid", "bco_pair"], [0.8, 0.2], 0.1, 0.0, 0.05),  # MPO 2411.10442's DPO + BCO mix
+    ("mix_ipo_robust_discopop", ["ipo", "robust", "discopop"], [1.0, 0.5, 2.0], 0.2, 0.1, 0.1),
 )
 
 

@@ -77,6 +77,7 @@ DPO_OBJECTIVE_KNOBS = (
     "dpo_ipo_length_norm",
     "dpo_label_smoothing",
     "dpo_discopop_tau",
+    "dpo_loss_weights",
 )
 
 

@@ -33,6 +33,7 @@ def dpo_loss(
         c = pi_c - ref_c,  r = pi_r - ref_r,  h = c - r,  z = beta * h
         loss = mean_B DPO_LOSS[dpo_loss_type](pair, cfg)           (dpo_losses.py; e.g. sigmoid: -log sigma(z),
                                                                    DPO 2305.18290 Eq. 7; ipo: IPO 2310.12036)
+             or sum_k w_k mean_B DPO_LOSS[k](pair, cfg)           (dpo_loss_weights {k: w_k}: MPO 2411.10442)
         + dpo_sft_coef * (-pi_c / |y_c|)                          (RPO 2404.19733 Eq. 3: NLL of the chosen
                                                                    response per token; needs chosen_lengths (B,))
     chosen_lengths, rejected_lengths (B,): the responses' token counts (ipo with dpo_ipo_length_norm and
@@ -40,19 +41,22 @@ def dpo_loss(
     Metrics: rewards/chosen = mean beta(pi_c - ref_c), rewards/rejected = mean beta(pi_r - ref_r),
     rewards/margin = mean of their difference, rewards/accuracy = share of pairs with
     chosen reward > rejected reward, logps/chosen, logps/rejected (mean raw policy log-probs:
-    likelihood displacement shows only there), loss/dpo.
+    likelihood displacement shows only there), loss/dpo (the preference term), loss/dpo/<type> (each
+    weighted term of a mix).
     """
     _check_shapes(pol_chosen, pol_rejected, ref_chosen, ref_rejected)
     pair = PairLogRatios(pol_chosen, pol_rejected, ref_chosen, ref_rejected, chosen_lengths, rejected_lengths)
-    losses = DPO_LOSS[cfg.dpo_loss_type](pair, cfg)  # (B,)
-    loss = losses.mean()
+    terms = _preference_terms(cfg, pair)
+    preference = loss = sum(terms.values())
     nll = None
     if cfg.dpo_sft_coef > 0:
         if chosen_lengths is None or tuple(chosen_lengths.shape) != tuple(pol_chosen.shape):
             raise ValueError("dpo_sft_coef > 0 needs chosen_lengths (B,): the token count of each chosen response")
         nll = (-pol_chosen / chosen_lengths.to(pol_chosen.dtype)).mean()  # RPO: -log pi(y_c|x) / |y_c|
         loss = loss + cfg.dpo_sft_coef * nll
-    metrics = _metrics(cfg.dpo_beta, pair, losses)
+    metrics = _metrics(cfg.dpo_beta, pair, preference)
+    if len(terms) > 1:
+        metrics.update({f"loss/dpo/{n}": float(t.detach()) for n, t in terms.items()})
     if nll is not None:
         metrics["loss/sft"] = float(nll.detach())
     return loss, metrics
@@ -66,8 +70,15 @@ def _check_shapes(*logps: torch.Tensor) -> None:
         raise ValueError(f"all four inputs must be (B,) sequence log-prob sums of the same B, got {shapes}")
 
 
+def _preference_terms(cfg: ObjectiveKnobs, pair: PairLogRatios) -> dict[str, torch.Tensor]:
+    """Loss type -> its weighted batch mean w_k mean_B L_k (a scalar): dpo_loss_type with weight 1, or every
+    loss type of dpo_loss_weights (TRL 1.16: loss += per_sequence_loss.mean() * loss_weight)."""
+    weights = cfg.dpo_loss_weights or {cfg.dpo_loss_type: 1.0}
+    return {name: DPO_LOSS[name](pair, cfg).mean() * w for name, w in weights.items()}
+
+
 @torch.no_grad()
-def _metrics(beta: float, pair: PairLogRatios, losses: torch.Tensor) -> dict[str, float]:
+def _metrics(beta: float, pair: PairLogRatios, preference: torch.Tensor) -> dict[str, float]:
     """The §8 metrics of the batch (see dpo_loss)."""
     r_c, r_r = beta * pair.chosen, beta * pair.rejected
     return {
@@ -77,7 +88,7 @@ def _metrics(beta: float, pair: PairLogRatios, losses: torch.Tensor) -> dict[str
         "rewards/accuracy": float((r_c > r_r).to(torch.float64).mean()),
         "logps/chosen": float(pair.pol_chosen.mean()),
         "logps/rejected": float(pair.pol_rejected.mean()),
-        "loss/dpo": float(losses.mean()),
+        "loss/dpo": float(preference),
     }
 
 

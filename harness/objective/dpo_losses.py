@@ -96,8 +96,15 @@ EXO_NEEDS_EPS = Requires(
     allowed_text="a float > 0 and < 0.5 (the paper: 1e-3)",
 )
 
+
+def _selected(cfg, name: str, mode) -> bool:
+    """A loss type is selected by dpo_loss_type, or, when dpo_loss_weights is set, by being one of its keys."""
+    weights = getattr(cfg, "dpo_loss_weights", None)
+    return name in weights if weights else getattr(cfg, "dpo_loss_type", None) == name
+
+
 # The `dpo_loss_type` knob (docs/objective.md §8): name -> per-pair loss (B,) from (pair, cfg).
-DPO_LOSS: Modes = Modes("dpo_loss_type")
+DPO_LOSS: Modes = Modes("dpo_loss_type", active=_selected)
 
 
 def _smoothed(z: torch.Tensor, eps: float) -> torch.Tensor:

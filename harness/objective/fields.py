@@ -179,6 +179,12 @@ class ObjectiveKnobs(PolicyKnobs):
         description="RPO (Pang et al. 2404.19733): + alpha * NLL of the chosen response per token; "
         "counters likelihood displacement; 0 = plain DPO/IPO",
     )
+    dpo_loss_weights: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
+        None,
+        description="several dpo_loss_type losses mixed, loss = sum_k w_k mean_B L_k (TRL 1.16 loss_type list with "
+        "loss_weights; MPO 2411.10442: {sigmoid: 0.8, bco_pair: 0.2}); dpo_loss_type must be one of its keys; "
+        "null = dpo_loss_type alone",
+    )
 
 
 __all__ = ["AdvantageKnobs", "PolicyKnobs", "ObjectiveKnobs"]

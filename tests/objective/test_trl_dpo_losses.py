@@ -23,10 +23,12 @@ def T(x) -> torch.Tensor:
 
 
 def _config(case: dict) -> ObjectiveConfig:
-    (loss_type,) = case["loss_type"]
-    owned = {k.name for k in DPO_LOSS.mode(loss_type).knobs}
+    types = case["loss_type"]
+    owned = {k.name for t in types for k in DPO_LOSS.mode(t).knobs}
     knobs = {OWN_KNOBS[k]: case[k] for k in OWN_KNOBS if OWN_KNOBS[k] in owned}
-    return ObjectiveConfig.preset("dpo", dpo_loss_type=loss_type, dpo_beta=case["beta"], **knobs)
+    if case["loss_weights"] is not None:  # TRL's loss_type list with loss_weights
+        knobs["dpo_loss_weights"] = dict(zip(types, case["loss_weights"], strict=True))
+    return ObjectiveConfig.preset("dpo", dpo_loss_type=types[0], dpo_beta=case["beta"], **knobs)
 
 
 def _ours(cfg: ObjectiveConfig, data: dict = FIXTURE) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -46,7 +48,8 @@ def _ours(cfg: ObjectiveConfig, data: dict = FIXTURE) -> tuple[torch.Tensor, tor
 
 def test_the_fixture_covers_every_builtin_loss_type():
     assert FIXTURE["trl"] == "1.16.0"
-    assert {c["loss_type"][0] for c in FIXTURE["cases"]} == set(DPO_LOSS.builtin_names())
+    assert {c["loss_type"][0] for c in FIXTURE["cases"] if len(c["loss_type"]) == 1} == set(DPO_LOSS.builtin_names())
+    assert any(c["loss_weights"] for c in FIXTURE["cases"])
 
 
 @pytest.mark.parametrize("case", FIXTURE["cases"], ids=lambda c: c["name"])
@@ -134,3 +137,34 @@ def test_length_normalised_modes_need_both_lengths():
     args = [T(HAND[k]) for k in ("pol_chosen", "pol_rejected", "ref_chosen", "ref_rejected")]
     with pytest.raises(ValueError, match="rejected_lengths"):
         dpo_loss(cfg, *args, chosen_lengths=T(HAND["chosen_lengths"]))
+
+
+def test_a_mix_is_the_weighted_sum_of_its_terms():
+    cfg = ObjectiveConfig.preset("dpo", dpo_loss_weights={"sigmoid": 0.8, "sppo_hard": 0.5})
+    args = [T(HAND[k]) for k in ("pol_chosen", "pol_rejected", "ref_chosen", "ref_rejected")]
+    loss, m = dpo_loss(cfg, *args)
+    # sigmoid: mean -log sigma([0.3, -0.1]) = 0.6493760...; sppo_hard 43 (above)
+    sigmoid = (math.log1p(math.exp(-0.3)) + math.log1p(math.exp(0.1))) / 2
+    assert loss.item() == pytest.approx(0.8 * sigmoid + 0.5 * 43.0, abs=1e-12)
+    assert m["loss/dpo/sigmoid"] == pytest.approx(0.8 * sigmoid, abs=1e-12)
+    assert m["loss/dpo/sppo_hard"] == pytest.approx(21.5, abs=1e-12) and m["loss/dpo"] == pytest.approx(loss.item())
+
+
+@pytest.mark.parametrize(
+    "knobs, words",
+    [
+        (dict(dpo_loss_weights={"sigmoid": 1.0, "kto": 1.0}), ["dpo_loss_weights", "'kto'", "allowed keys"]),
+        (dict(dpo_loss_weights={"bco_pair": 1.0}), ["dpo_loss_type='sigmoid'", "dpo_loss_weights"]),
+        (dict(dpo_loss_weights={"sigmoid": -1.0}), ["dpo_loss_weights", "greater than 0"]),
+        (dict(dpo_loss_weights={"sigmoid": 1.0, "exo_pair": 1.0}), ["dpo_label_smoothing", "exo_pair"]),
+        (dict(dpo_loss_type="robust", dpo_label_smoothing=-0.1), ["dpo_label_smoothing", "-0.1"]),
+        (dict(dpo_loss_type="robust", dpo_label_smoothing=0.5), ["dpo_label_smoothing", "0.5"]),
+        (dict(dpo_loss_type="discopop", dpo_discopop_tau=0.0), ["dpo_discopop_tau"]),
+        (dict(dpo_loss_type="exo_pair"), ["dpo_label_smoothing=0.0", "exo_pair", "> 0"]),
+    ],
+)
+def test_bad_dpo_knobs_are_refused_naming_the_key(knobs, words):
+    with pytest.raises(ValueError) as e:
+        ObjectiveConfig.preset("dpo", **knobs)
+    msg = str(e.value)
+    assert all(w in msg for w in words), msg
