@@ -69,7 +69,16 @@ class DpoSection(_Section):
         return self
 
 
-DPO_OBJECTIVE_KNOBS = ("dpo_beta", "dpo_loss_type", "dpo_sft_coef", "dpo_shift_lambda")
+DPO_OBJECTIVE_KNOBS = (
+    "dpo_beta",
+    "dpo_loss_type",
+    "dpo_sft_coef",
+    "dpo_shift_lambda",
+    "dpo_ipo_length_norm",
+    "dpo_label_smoothing",
+    "dpo_discopop_tau",
+    "dpo_loss_weights",
+)
 
 
 def dpo_ignores(run: Any) -> tuple[list[str], list[str]]:

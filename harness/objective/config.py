@@ -39,6 +39,23 @@ from harness.objective.plugins import import_plugins
 from harness.objective.presets import PRESETS, preset_knobs, preset_trainer, register_preset
 
 
+def _loss_mix_problems(cfg: ObjectiveKnobs) -> list[str]:
+    """dpo_loss_weights: its keys registered loss types, dpo_loss_type one of them (one line each)."""
+    weights = cfg.dpo_loss_weights
+    if weights is None:
+        return []
+    names = MODE_KNOBS["dpo_loss_type"].names
+    unknown = [k for k in weights if k not in names]
+    if unknown or not weights:
+        return [f"dpo_loss_weights={weights!r}: unknown loss type(s) {unknown}; allowed keys: {list(names)}"]
+    if cfg.dpo_loss_type not in weights:
+        return [
+            f"dpo_loss_type={cfg.dpo_loss_type!r} is not a key of dpo_loss_weights={weights!r}: the mix names "
+            "every loss type it adds; allowed dpo_loss_type with dpo_loss_weights: one of its keys"
+        ]
+    return []
+
+
 class ObjectiveConfig(ObjectiveKnobs):
     """The knobs of the one objective (fields.py); a named algorithm is only a preset of them."""
 
@@ -97,7 +114,7 @@ class ObjectiveConfig(ObjectiveKnobs):
     def _rules(self) -> ObjectiveConfig:
         """The selected modes' rules, then the strict knobs (dual_clip) set while their mode is not
         selected (knobs.py, from the declarations). The run config refuses every other unread knob."""
-        problems = knob_rules.combination_problems(self)
+        problems = _loss_mix_problems(self) + knob_rules.combination_problems(self)
         strict = [n for n, (knob, _) in all_knobs().items() if knob.strict and n in (self.model_extra or {})]
         problems += knob_rules.unread_problems(self, self.preset_value, strict)
         if problems:

@@ -1,9 +1,10 @@
-"""Offline preference losses (docs/objective.md §8): DPO (Rafailov et al. 2305.18290) and
-IPO (Azar et al. 2310.12036), with DPO-Shift's shift of the rejected term (Yang et al. 2502.07599,
-`dpo_shift_lambda`) and RPO's NLL term (`dpo_sft_coef`).
+"""Offline preference losses (docs/objective.md §8): DPO (Rafailov et al. 2305.18290), IPO (Azar et al.
+2310.12036) and TRL 1.16's other DPO loss types (`dpo_loss_type`, their equations in dpo_losses.py), with
+DPO-Shift's shift of the rejected term (Yang et al. 2502.07599, `dpo_shift_lambda`) and RPO's NLL term
+(`dpo_sft_coef`).
 
 Glossary: B preference pairs. Inputs are SEQUENCE log-prob sums (B,) of the chosen and the
-rejected response under the policy (with grad) and the frozen reference.
+rejected response under the policy (with grad) and the frozen reference, and the responses' token counts (B,).
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 
-from harness.objective.modes import Knob, Modes, register
+from harness.objective.dpo_losses import DPO_LOSS, PairLogRatios
 
 if TYPE_CHECKING:
     from harness.objective.fields import ObjectiveKnobs
@@ -26,78 +26,70 @@ def dpo_loss(
     ref_chosen: torch.Tensor,
     ref_rejected: torch.Tensor,
     chosen_lengths: torch.Tensor | None = None,
+    rejected_lengths: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss, metrics), mean over the B pairs.
 
-        h = (pi_c - ref_c) - (pi_r - ref_r),  z = beta * h
-            with dpo_shift_lambda = lam < 1 (sigmoid only):
-        h = (pi_c - ref_c) - lam (pi_r - ref_r)                   (DPO-Shift 2502.07599, fixed f(lam) = lam)
-        sigmoid: -log sigma(z)                                   (DPO 2305.18290 Eq. 7)
-        ipo:     (z/beta - 1/(2 beta))^2 = (h - 1/(2 tau))^2      (IPO 2310.12036 empirical loss, tau = beta)
+        c = pi_c - ref_c,  r = pi_r - ref_r,  h = c - r,  z = beta * h
+        loss = mean_B DPO_LOSS[dpo_loss_type](pair, cfg)           (dpo_losses.py; e.g. sigmoid: -log sigma(z),
+                                                                   DPO 2305.18290 Eq. 7; ipo: IPO 2310.12036)
+             or sum_k w_k mean_B DPO_LOSS[k](pair, cfg)           (dpo_loss_weights {k: w_k}: MPO 2411.10442)
         + dpo_sft_coef * (-pi_c / |y_c|)                          (RPO 2404.19733 Eq. 3: NLL of the chosen
                                                                    response per token; needs chosen_lengths (B,))
+    chosen_lengths, rejected_lengths (B,): the responses' token counts (ipo with dpo_ipo_length_norm and
+    sigmoid_norm divide by them).
     Metrics: rewards/chosen = mean beta(pi_c - ref_c), rewards/rejected = mean beta(pi_r - ref_r),
     rewards/margin = mean of their difference, rewards/accuracy = share of pairs with
     chosen reward > rejected reward, logps/chosen, logps/rejected (mean raw policy log-probs:
-    likelihood displacement shows only there), loss/dpo.
+    likelihood displacement shows only there), loss/dpo (the preference term), loss/dpo/<type> (each
+    weighted term of a mix).
     """
-    shapes = {
-        n: tuple(t.shape)
-        for n, t in dict(
-            pol_chosen=pol_chosen, pol_rejected=pol_rejected, ref_chosen=ref_chosen, ref_rejected=ref_rejected
-        ).items()
-    }
-    if len(set(shapes.values())) != 1 or pol_chosen.dim() != 1:
-        raise ValueError(f"all four inputs must be (B,) sequence log-prob sums of the same B, got {shapes}")
-    beta = cfg.dpo_beta
-    chosen = pol_chosen - ref_chosen.detach()  # log pi/pi_ref of the chosen response
-    rejected = pol_rejected - ref_rejected.detach()
-    shift = getattr(cfg, "dpo_shift_lambda", 1.0)
-    # DPO-Shift 2502.07599: -log sigma(beta log pi/pi_ref(y_w) - f(lam) beta log pi/pi_ref(y_l)), f(lam) = lam
-    h = chosen - rejected if shift == 1.0 else chosen - shift * rejected
-    losses = DPO_LOSS[cfg.dpo_loss_type](h, beta)
-    loss = losses.mean()
+    _check_shapes(pol_chosen, pol_rejected, ref_chosen, ref_rejected)
+    pair = PairLogRatios(pol_chosen, pol_rejected, ref_chosen, ref_rejected, chosen_lengths, rejected_lengths)
+    terms = _preference_terms(cfg, pair)
+    preference = loss = sum(terms.values())
     nll = None
     if cfg.dpo_sft_coef > 0:
         if chosen_lengths is None or tuple(chosen_lengths.shape) != tuple(pol_chosen.shape):
             raise ValueError("dpo_sft_coef > 0 needs chosen_lengths (B,): the token count of each chosen response")
         nll = (-pol_chosen / chosen_lengths.to(pol_chosen.dtype)).mean()  # RPO: -log pi(y_c|x) / |y_c|
         loss = loss + cfg.dpo_sft_coef * nll
-    with torch.no_grad():
-        r_c, r_r = beta * chosen, beta * rejected
-        metrics = {
-            "rewards/chosen": float(r_c.mean()),
-            "rewards/rejected": float(r_r.mean()),
-            "rewards/margin": float((r_c - r_r).mean()),
-            "rewards/accuracy": float((r_c > r_r).to(torch.float64).mean()),
-            "logps/chosen": float(pol_chosen.mean()),
-            "logps/rejected": float(pol_rejected.mean()),
-            "loss/dpo": float(losses.mean()),
-        }
-        if nll is not None:
-            metrics["loss/sft"] = float(nll)
+    metrics = _metrics(cfg.dpo_beta, pair, preference)
+    if len(terms) > 1:
+        metrics.update({f"loss/dpo/{n}": float(t.detach()) for n, t in terms.items()})
+    if nll is not None:
+        metrics["loss/sft"] = float(nll.detach())
     return loss, metrics
 
 
-SHIFT = Knob(
-    "dpo_shift_lambda",
-    1.0,
-    "DPO-Shift (2502.07599): the rejected log-ratio times lambda in h, -log sigma(beta [(pi_c - ref_c) - "
-    "lambda (pi_r - ref_r)]); lambda < 1 keeps the chosen response's likelihood from falling, at a cost in "
-    "margin; 1 = DPO (the paper's fixed f(lambda); its linear schedules are not here)",
-    ge=0,
-    le=1,
-)
-
-# The `dpo_loss_type` knob (docs/objective.md §8): name -> per-pair loss from (h (B,), beta).
-DPO_LOSS: Modes = Modes("dpo_loss_type")
+def _check_shapes(*logps: torch.Tensor) -> None:
+    """ValueError unless the four inputs are (B,) of one B."""
+    names = ("pol_chosen", "pol_rejected", "ref_chosen", "ref_rejected")
+    shapes = {n: tuple(t.shape) for n, t in zip(names, logps, strict=True)}
+    if len(set(shapes.values())) != 1 or logps[0].dim() != 1:
+        raise ValueError(f"all four inputs must be (B,) sequence log-prob sums of the same B, got {shapes}")
 
 
-@register("dpo_loss_type", "sigmoid", doc="-log sigma(beta h) (DPO 2305.18290)", knobs=(SHIFT,))
-def _sigmoid(h: torch.Tensor, beta: float) -> torch.Tensor:
-    return -F.logsigmoid(beta * h)
+def _preference_terms(cfg: ObjectiveKnobs, pair: PairLogRatios) -> dict[str, torch.Tensor]:
+    """Loss type -> its weighted batch mean w_k mean_B L_k (a scalar): dpo_loss_type with weight 1, or every
+    loss type of dpo_loss_weights (TRL 1.16: loss += per_sequence_loss.mean() * loss_weight)."""
+    weights = cfg.dpo_loss_weights or {cfg.dpo_loss_type: 1.0}
+    return {name: DPO_LOSS[name](pair, cfg).mean() * w for name, w in weights.items()}
 
 
-@register("dpo_loss_type", "ipo", doc="(h - 1/(2 beta))^2 (IPO 2310.12036, tau = beta)")
-def _ipo(h: torch.Tensor, beta: float) -> torch.Tensor:
-    return (h - 1.0 / (2.0 * beta)) ** 2
+@torch.no_grad()
+def _metrics(beta: float, pair: PairLogRatios, preference: torch.Tensor) -> dict[str, float]:
+    """The §8 metrics of the batch (see dpo_loss)."""
+    r_c, r_r = beta * pair.chosen, beta * pair.rejected
+    return {
+        "rewards/chosen": float(r_c.mean()),
+        "rewards/rejected": float(r_r.mean()),
+        "rewards/margin": float((r_c - r_r).mean()),
+        "rewards/accuracy": float((r_c > r_r).to(torch.float64).mean()),
+        "logps/chosen": float(pair.pol_chosen.mean()),
+        "logps/rejected": float(pair.pol_rejected.mean()),
+        "loss/dpo": float(preference),
+    }
+
+
+__all__ = ["DPO_LOSS", "dpo_loss"]

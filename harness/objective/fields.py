@@ -169,12 +169,21 @@ class ObjectiveKnobs(PolicyKnobs):
     # §8 DPO
     dpo_beta: float = Field(0.1, gt=0, description="DPO beta (2305.18290) / IPO tau (2310.12036)")
     dpo_loss_type: str = Field(
-        "sigmoid", description="sigmoid: -log sigma(z) (DPO); ipo: (z/beta - 1/(2 beta))^2 (IPO, no overfitting)"
+        "sigmoid",
+        description="the preference loss (TRL 1.16 DPOTrainer loss_type): sigmoid -log sigma(z) (DPO); ipo "
+        "(h - 1/(2 beta))^2 on per-token log-ratios (IPO); hinge, robust, exo_pair, nca_pair, bco_pair, sppo_hard, "
+        "aot, aot_unpaired, apo_zero, apo_down, discopop, sigmoid_norm (docs/objective.md §8)",
     )
     dpo_sft_coef: NonNeg = Field(
         0.0,
         description="RPO (Pang et al. 2404.19733): + alpha * NLL of the chosen response per token; "
         "counters likelihood displacement; 0 = plain DPO/IPO",
+    )
+    dpo_loss_weights: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = Field(
+        None,
+        description="several dpo_loss_type losses mixed, loss = sum_k w_k mean_B L_k (TRL 1.16 loss_type list with "
+        "loss_weights; MPO 2411.10442: {sigmoid: 0.8, bco_pair: 0.2}); dpo_loss_type must be one of its keys; "
+        "null = dpo_loss_type alone",
     )
 
 

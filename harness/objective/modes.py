@@ -309,7 +309,7 @@ CALLS: dict[str, tuple[str, ...]] = {
     "agg": ("loss", "mask", "num_seqs", "num_tokens", "cfg"),
     "entropy_agg": ("loss_ent", "keep", "agg"),
     "kl_estimator": ("d",),
-    "dpo_loss_type": ("h", "beta"),
+    "dpo_loss_type": ("pair", "cfg"),
     "std": ("x",),
     "kl_placement": ("cfg",),
     "extension": ("cfg",),

@@ -184,7 +184,7 @@ def test_unknown_literal_names_knob_and_values():
         ObjectiveConfig(agg="sum")
     assert "agg" in _msg(e) and "'seq_mean_token_sum_norm'" in _msg(e) and "'token_mean'" in _msg(e)
     with pytest.raises(ValueError) as e:
-        ObjectiveConfig(dpo_loss_type="hinge")
+        ObjectiveConfig(dpo_loss_type="kto")
     assert "dpo_loss_type" in _msg(e) and "'sigmoid'" in _msg(e) and "'ipo'" in _msg(e)
 
 

@@ -89,7 +89,8 @@ def test_dpo_sigmoid_by_hand():
 
 
 def test_ipo_by_hand():
-    cfg = ObjectiveConfig.preset("dpo", dpo_loss_type="ipo")  # tau = beta = 0.1 -> target margin 1/(2*0.1) = 5
+    # on the token sums (the per-token default: tests/objective/test_trl_dpo_losses.py)
+    cfg = ObjectiveConfig.preset("dpo", dpo_loss_type="ipo", dpo_ipo_length_norm=False)  # tau = beta = 0.1 -> 5
     loss, _ = dpo_loss(cfg, PC, PR, RC, RR)
     # (h - 5)^2 = [(3-5)^2, (-1-5)^2] = [4, 36] -> mean 20
     assert loss.item() == pytest.approx(20.0, abs=1e-12)

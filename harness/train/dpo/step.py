@@ -10,8 +10,9 @@
                   model is held and a resumed run uses exactly the same reference
       for step:   dpo.epochs passes over the round's pairs in batches of dpo.batch_size
                   (reshuffled each epoch) -> sequence log-prob sums of chosen and rejected
-                  -> dpo_loss (docs/objective.md §8; DPO 2305.18290, IPO 2310.12036, RPO's NLL term
-                  with objective.dpo_sft_coef) -> AdamW step (one optimizer across rounds)
+                  and their token counts -> dpo_loss (docs/objective.md §8; DPO 2305.18290, IPO 2310.12036,
+                  TRL 1.16's other loss types, RPO's NLL term with objective.dpo_sft_coef) -> AdamW step
+                  (one optimizer across rounds)
                   -> metrics; periodic eval (pass@k, the RL runs' eval_at()); checkpoint + flush
 
 Log-probs are taken at temperature 1 (the model's own distribution), not the rollout
@@ -298,6 +299,7 @@ class DPOTrainer(Trainer):
         with compute_precision(self.cfg, dev):  # train.autocast (docs/scale.md)
             pol_chosen, pol_rejected = sharded_sequence_logps(ctx.model, rd.enc, idx, ctx.pad_id)  # (B,), (B,)
         chosen_len = torch.tensor([len(rd.enc.chosen[i]) for i in idx], dtype=torch.float32, device=dev)
+        rejected_len = torch.tensor([len(rd.enc.rejected[i]) for i in idx], dtype=torch.float32, device=dev)
         loss, metrics = dpo_loss(
             self.cfg.objective,
             pol_chosen,
@@ -305,6 +307,7 @@ class DPOTrainer(Trainer):
             rd.ref_chosen[idx].to(dev),
             rd.ref_rejected[idx].to(dev),
             chosen_lengths=chosen_len,
+            rejected_lengths=rejected_len,
         )
         grad_norm = float("nan")
         try:
