@@ -144,6 +144,7 @@ class Requires:
     why: str = ""
     accepts: Callable[[Any, Any], bool] | None = None
     allowed_text: str = ""
+    shows: tuple[str, ...] = ()  # other knobs the rule reads, their values named in the message too
 
     def problem(self, cfg: Any, owner: str) -> str | None:
         """None if cfg meets the rule, else the one-line message naming the knob, the mode and what is allowed."""
@@ -153,7 +154,8 @@ class Requires:
             return None
         allowed = self.allowed_text or repr(list(self.allowed))
         owner = owner.removeprefix("objective.")
-        return f"{self.knob}={value!r} with {owner}: {self.why}; allowed {self.knob} with {owner}: {allowed}"
+        others = "".join(f", {k}={getattr(cfg, k)!r}" for k in self.shows)
+        return f"{self.knob}={value!r}{others} with {owner}: {self.why}; allowed {self.knob} with {owner}: {allowed}"
 
 
 @dataclass(frozen=True)
