@@ -78,6 +78,10 @@ def fixtures(d: Path) -> dict:
     (plug / "sysexit_plugin.py").write_text("import sys\nsys.exit(0)\n")
     (plug / "exit_rewards.py").write_text("import os\nos._exit(3)\n\ndef f(completion, **kw):\n    return 1.0\n")
     f["plug"] = str(plug)
+    os.mkfifo(d / "pipe.jsonl")
+    (d / "zero.jsonl").symlink_to("/dev/zero")
+    (d / "piperun").mkdir()
+    os.mkfifo(d / "piperun" / "samples.jsonl")
     return {**f, "d": str(d)}
 
 
@@ -323,7 +327,40 @@ def more_tries(f: dict) -> list[tuple[str, list[str]]]:
         ("plugin sys.exit on import", ["SUB", *cfg, "objective.plugins=[sysexit_plugin]"]),
         ("reward module os._exit on import", ["SUB", *cfg, *data(f), "task.rewards=[{function: 'exit_rewards:f'}]"]),
     ]
-    return more + sub
+    return more + sub + fault_tries(f)
+
+
+def fault_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """Data paths that are not regular files, a mask interval without 1, a boolean given as a string."""
+    cfg, d = CFG, f["d"]
+    pipe = json.dumps({"train": f"{d}/pipe.jsonl", "prompt_key": "question"})
+    zero = json.dumps({"train": f["rows"], "eval": f"{d}/zero.jsonl", "prompt_key": "question"})
+    return [
+        ("data a named pipe", [*cfg, "task.name=dataset", "task.rewards=[gsm8k]", f"task.data={pipe}"]),
+        ("data eval /dev/zero", [*cfg, "task.name=dataset", "task.rewards=[gsm8k]", f"task.data={zero}"]),
+        ("train-rm pairs a named pipe", ["train-rm", "--pairs", f"{d}/pipe.jsonl", "--out", f"{d}/rm_out"]),
+        ("train-rm --run samples a named pipe", ["train-rm", "--run", f"{d}/piperun", "--out", f"{d}/rm_out"]),
+        ("dpo.pairs a named pipe", [*cfg, "objective.preset=dpo", f"dpo.pairs={d}/pipe.jsonl"]),
+        (
+            "score completions a named pipe",
+            ["score", SMOKE, f"{d}/pipe.jsonl", *TINY, *data(f), "task.rewards=[gsm8k]"],
+        ),
+        (
+            "rollout_is mask clip_max < 1",
+            [*cfg, "objective.rollout_is=token_mask", "objective.rollout_is_clip_max=0.5"],
+        ),
+        (
+            "rollout_is mask clip_min > 1",
+            [*cfg, "objective.rollout_is=sequence_mask", "objective.rollout_is_clip_min=2"],
+        ),
+        ("use_adaptive_entropy 'yes'", [*cfg, "objective.use_adaptive_entropy='yes'"]),
+        ("tracking.mlflow 'no'", [*cfg, "tracking.mlflow='no'"]),
+        ("train.tf32 'on'", [*cfg, "train.tf32='on'"]),
+        (
+            "control: rollout_is truncate clip_max < 1",
+            [*cfg, "objective.rollout_is=token_truncate", "objective.rollout_is_clip_max=0.5"],
+        ),
+    ]
 
 
 def verdict_tries(f: dict) -> list[tuple[str, list[str]]]:

@@ -19,7 +19,8 @@ given twice in one mapping, an empty file, bytes that are not UTF-8 and YAML syn
 errors naming the file and line; an override's value is parsed the same way. A boolean is
 never a number: `steps: true` or `lr: false` (anywhere an int or float is expected, including
 list, tuple and mapping values and the `objective` knobs) is an error, as is a non-finite
-float (`.nan`, `.inf`).
+float (`.nan`, `.inf`). A boolean key takes only true or false: `mlflow: "no"` or `tf32: 1` is an error
+(pydantic's StrictBool; its lax mode would read "no" as false).
 
 Checked before any model loads (each once read late, after seconds of work): the task's
 `difficulty_mix` and `options` (the task is constructed); `train.betas` in [0, 1);

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.config.base import _Section, field_default, show
 from harness.config.train import RL_TRAIN_KNOBS
 from harness.objective import knobs as knob_rules
+from harness.tasks.dataset.read import not_a_file
 
 
 class DpoSection(_Section):
@@ -53,6 +54,14 @@ class DpoSection(_Section):
         description="iterative DPO/RPO (2404.19733): round r rebuilds the pairs from the "
         "policy at its start on fresh prompts, with that policy as the reference; pairs=generate only",
     )
+
+    @field_validator("pairs")
+    @classmethod
+    def _pairs_a_file(cls, value: str) -> str:
+        """A pairs file is stat-ed, never opened here: opening a named pipe would wait for a writer."""
+        if value != "generate" and (what := not_a_file(value)) is not None:
+            raise ValueError(f"{what}, not a regular file; allowed: 'generate' or a JSONL file of pairs")
+        return value
 
     @model_validator(mode="after")
     def _pairs_knobs(self) -> DpoSection:

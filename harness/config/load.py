@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from harness.config.base import ConfigError
 from harness.config.run import TO_BUILD, RunConfig
 from harness.config.strict_yaml import read_yaml, yaml_loads
-from harness.objective.modes import KnobError
+from harness.objective.modes import BOOL_MSG, KnobError
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -94,6 +94,8 @@ def _format_error(err: ValidationError) -> str:
         loc = tuple(x for x in e["loc"] if not (isinstance(x, str) and x.startswith("function-")))
         key = ".".join(str(x) for x in loc) or "<config>"
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] in ("bool_type", "union") and msg.startswith("Input should be a valid boolean"):
+            msg = BOOL_MSG + msg.removeprefix("Input should be a valid boolean")
         if e["type"] == "extra_forbidden":
             allowed = allowed_keys(loc[:-1])
             near = difflib.get_close_matches(str(loc[-1]), allowed, n=1) if loc else []

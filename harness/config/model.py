@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from harness.config.base import _Section
 from harness.config.overrides import check_model_overrides
@@ -63,7 +63,7 @@ class ModelSection(_Section):
         description="LoRA adapters (r, alpha, dropout, target_modules) instead of full "
         "fine-tuning; null = every weight trains",
     )
-    lm_head_fp32: bool = Field(
+    lm_head_fp32: StrictBool = Field(
         False,
         description="the LM head's logits in fp32 (hidden states and head weight upcast, autocast off) in the "
         "trainer and the hf sampler, whatever model.dtype / train.autocast (ScaleRL 2510.13786 §3.2, MiniMax-M1 "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from harness.config.base import _Section, field_default
 
@@ -30,7 +30,7 @@ class RolloutSection(_Section):
         "in the batch, its sample number), so a prompt samples the same on any number of processes "
         "(needed by train.nproc > 1; docs/scale.md). vllm always seeds per prompt",
     )
-    share_prefix: bool | Literal["auto"] = Field(
+    share_prefix: StrictBool | Literal["auto"] = Field(
         "auto",
         description="hf: prefill each prompt once and copy its KV cache to its group_size rows (G x fewer "
         "prefill rows; the prefill rounds as a batch of other width, so a sampled token may differ at a "
@@ -38,13 +38,13 @@ class RolloutSection(_Section):
         "Not with an MoE (its routing record reads generate's own prefill). auto = false on a CPU and on CUDA "
         "(a CPU lever: its 4-D masks keep SDPA off the flash kernel on a GPU)",
     )
-    compile: bool | Literal["auto"] = Field(
+    compile: StrictBool | Literal["auto"] = Field(
         "auto",
         description="hf: generate with a static KV cache and the decoding forward under torch.compile (CUDA "
         "graphs); not with an MoE, rollout.share_prefix or router noise. auto = true on CUDA, false on a CPU "
         "(measured not to pay there: docs/speed.md)",
     )
-    vllm_sleep: bool | Literal["auto"] = Field(
+    vllm_sleep: StrictBool | Literal["auto"] = Field(
         "auto",
         description="vllm on CUDA: the engine sleeps (its KV cache freed, weights released) between rollouts, "
         "so the update has the GPU's memory; woken before the next generate. auto = true on CUDA, false on a CPU "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, field_validator
 
 from harness.config.base import _Section
 from harness.config.rollout import rollout_logp_inexact
@@ -49,7 +49,7 @@ class TrainSection(_Section):
         4, ge=0, description="dynamic sampling: extra sampling rounds to refill dropped groups"
     )
     checkpoint_every: int = Field(5, ge=1, description="checkpoint (and flush metrics) every N steps")
-    checkpoint_background: bool = Field(
+    checkpoint_background: StrictBool = Field(
         False,
         description="write each checkpoint (and then flush its metrics) in a thread while the next steps run: the "
         "step waits only for a copy of the weights and optimizer state (memory for one more copy of them) and for "
@@ -78,14 +78,14 @@ class TrainSection(_Section):
         "policy is not updated (verl's trainer.critic_warmup); its steps count in "
         "train.steps",
     )
-    gradient_checkpointing: bool = Field(
+    gradient_checkpointing: StrictBool = Field(
         False,
         description="activation checkpointing of the policy (transformers' "
         "gradient_checkpointing_enable, use_reentrant=False): each layer's activations "
         "are recomputed in the backward instead of kept; same gradients, less memory, "
         "one more forward per layer",
     )
-    share_prefix: bool | Literal["auto"] = Field(
+    share_prefix: StrictBool | Literal["auto"] = Field(
         "auto",
         description="the trainer's forwards (update, pi_old, pi_ref) run a prompt once for its rows of a "
         "micro-batch (the G samples of a group, contiguous) and the responses on its KV cache, the gradient "
@@ -112,12 +112,12 @@ class TrainSection(_Section):
         "matmuls far slower than fp32 (a warning says so). auto = null on a CPU, bf16 on CUDA (null there "
         "when model.dtype is bfloat16)",
     )
-    tf32: bool | Literal["auto"] = Field(
+    tf32: StrictBool | Literal["auto"] = Field(
         "auto",
         description="CUDA: fp32 matrix products on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32, "
         "set_float32_matmul_precision('high')); no effect on a CPU. auto = false on a CPU, true on CUDA",
     )
-    ref_compute_dtype: bool | Literal["auto"] = Field(
+    ref_compute_dtype: StrictBool | Literal["auto"] = Field(
         "auto",
         description="the frozen reference pi_ref stored in the compute dtype (bf16 under train.autocast=bf16) "
         "instead of fp32 weights re-cast by autocast in every forward; not with model.lora (pi_ref is the "

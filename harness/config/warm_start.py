@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from harness.config.base import _Section
 
@@ -13,7 +13,9 @@ TINY = ("tiny-dense", "tiny-moe")  # built fresh (harness/models/registry.py): w
 
 
 class WarmStartSection(_Section):
-    enabled: bool = Field(True, description="SFT the freshly built model on task demonstrations before RL (cached)")
+    enabled: StrictBool = Field(
+        True, description="SFT the freshly built model on task demonstrations before RL (cached)"
+    )
     steps: int = Field(300, ge=0, description="SFT optimizer steps")
     batch_size: int = Field(64, ge=1, description="demonstrations per SFT optimizer step")
     lr: float = Field(3e-3, gt=0, description="SFT learning rate (AdamW, no weight decay)")
@@ -27,7 +29,7 @@ class WarmStartSection(_Section):
     cache_dir: str = Field(
         "results/warmstart", description="checkpoints are cached here, keyed by model+task+SFT settings"
     )
-    pretrained: bool = Field(
+    pretrained: StrictBool = Field(
         False,
         description="also SFT a pretrained model (smollm2-135m or a folder) before RL, on "
         "the task's demonstrations (a dataset's task.data.solution_key); off: a pretrained model "

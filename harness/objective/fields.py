@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 NonNeg = Annotated[float, Field(ge=0)]
 
@@ -117,7 +117,7 @@ class ObjectiveKnobs(PolicyKnobs):
     """§6 the batch-level knobs (shaping, filters, entropy, the sampler correction) and §8 DPO."""
 
     # §6 batch-level knobs
-    dynamic_sampling: bool = Field(
+    dynamic_sampling: StrictBool = Field(
         False, description="drop groups with all-equal rewards and refill (DAPO; zero-gradient groups)"
     )
     overlong_buffer: int = Field(
@@ -126,10 +126,10 @@ class ObjectiveKnobs(PolicyKnobs):
     overlong_penalty: NonNeg = Field(
         1.0, description="DAPO overlong penalty factor: reward -penalty at max_new_tokens, linear over the buffer"
     )
-    mask_truncated: bool = Field(
+    mask_truncated: StrictBool = Field(
         False, description="truncated responses get no loss (DAPO's overlong filtering ablation)"
     )
-    zero_variance_filter: bool = Field(
+    zero_variance_filter: StrictBool = Field(
         False,
         description="drop groups whose rewards are all equal from the batch, without refilling (ScaleRL "
         "2510.13786: they leave the loss's denominators and the batch std)",
@@ -162,7 +162,7 @@ class ObjectiveKnobs(PolicyKnobs):
         "vllm_importance_sampling_mode): none, token_truncate (TIS), token_mask (MIS; IcePop 2510.18855 with both "
         "bounds), sequence_truncate, sequence_mask; bounds rollout_is_clip_min / rollout_is_clip_max",
     )
-    routing_replay: bool = Field(
+    routing_replay: StrictBool = Field(
         False, description="MoE: replay the rollout's expert choice in the training forward (R3, 2510.11370)"
     )
 

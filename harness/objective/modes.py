@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, StrictBool, TypeAdapter, ValidationError
 
 ImplT = TypeVar("ImplT")
 BUILTIN = "harness"  # the origin of every mode the package itself declares
@@ -71,6 +71,9 @@ class KnobError(ValueError):
         self.knob, self.reason, self.value = knob, message, value
 
 
+BOOL_MSG = "Input should be a valid boolean: true or false"  # pydantic's strict-bool error, saying what is allowed
+
+
 @dataclass(frozen=True)
 class Knob:
     """A knob a mode owns: YAML key `objective.<name>`, its default, its range and one line of doc.
@@ -98,7 +101,8 @@ class Knob:
         bounds = {k: v for k in ("ge", "gt", "le", "lt") if (v := getattr(self, k)) is not None}
         if self.base_type is float:
             bounds["allow_inf_nan"] = False  # a knob is a finite number, as every config value
-        ann = Annotated[self.base_type, Field(**bounds)]
+        base = StrictBool if self.base_type is bool else self.base_type  # "yes" or 1 is not read as true
+        ann = Annotated[base, Field(**bounds)]
         return ann | None if self.nullable else ann
 
     def validate(self, value: Any) -> Any:
@@ -109,7 +113,9 @@ class Knob:
         try:
             return _adapter(self).validate_python(value)
         except ValidationError as err:
-            raise KnobError(self.name, err.errors()[0]["msg"], value) from None
+            first = err.errors()[0]
+            msg = BOOL_MSG if first["type"] == "bool_type" else first["msg"]
+            raise KnobError(self.name, msg, value) from None
 
     def range_text(self) -> str:
         """'a float > 0', 'an int >= 1', 'true or false' (for messages and the docs table)."""
@@ -144,6 +150,7 @@ class Requires:
     why: str = ""
     accepts: Callable[[Any, Any], bool] | None = None
     allowed_text: str = ""
+    shows: tuple[str, ...] = ()  # other knobs the rule reads, their values named in the message too
 
     def problem(self, cfg: Any, owner: str) -> str | None:
         """None if cfg meets the rule, else the one-line message naming the knob, the mode and what is allowed."""
@@ -153,7 +160,8 @@ class Requires:
             return None
         allowed = self.allowed_text or repr(list(self.allowed))
         owner = owner.removeprefix("objective.")
-        return f"{self.knob}={value!r} with {owner}: {self.why}; allowed {self.knob} with {owner}: {allowed}"
+        others = "".join(f", {k}={getattr(cfg, k)!r}" for k in self.shows)
+        return f"{self.knob}={value!r}{others} with {owner}: {self.why}; allowed {self.knob} with {owner}: {allowed}"
 
 
 @dataclass(frozen=True)

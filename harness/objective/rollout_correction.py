@@ -61,6 +61,10 @@ CLIP_MIN = Knob(
 )
 WHY_TIS = "tis_cap is the old spelling of rollout_is=token_truncate with rollout_is_clip_max=tis_cap; set one"
 WHY_BOUNDS = "C_min must be below C_max"
+WHY_ONE = (
+    "a mask mode keeps a token only when C_min <= r <= C_max, and a token the sampler and the trainer agree on "
+    "has r = 1: an interval without 1 masks every on-policy token"
+)
 
 
 class Weight(NamedTuple):
@@ -80,6 +84,24 @@ def _requires(truncate: bool) -> tuple[Requires, ...]:
         Requires("tis_cap", (None,), WHY_TIS),
         Requires("rollout_is_clip_min", why=WHY_BOUNDS, accepts=_bounds_ordered, allowed_text="a float < C_max"),
     ]
+    if not truncate:  # w = r 1[C_min <= r <= C_max]: r = 1 must pass (a truncation keeps every token, clamped)
+        pair = ("rollout_is_clip_min", "rollout_is_clip_max")
+        rules += [
+            Requires(
+                pair[0],
+                why=WHY_ONE,
+                accepts=lambda v, cfg: v is None or v <= 1,
+                allowed_text="a float <= 1 or null",
+                shows=pair[1:],
+            ),
+            Requires(
+                pair[1],
+                why=WHY_ONE,
+                accepts=lambda v, cfg: v is None or v >= 1,
+                allowed_text="a float >= 1 or null",
+                shows=pair[:1],
+            ),
+        ]
     if truncate:  # torch.clamp needs a bound, and a truncation without an upper bound is no truncation
         rules.append(
             Requires(

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from harness.config import ConfigError
 from harness.jsonl import read_jsonl
-from harness.tasks.dataset.read import FORMATS, format_of, read_rows
+from harness.tasks.dataset.read import FORMATS, format_of, not_a_file, read_rows
 
 ALLOWED_FILES = ".jsonl, .json, .parquet, .csv or a save_to_disk folder"
 SAMPLE_FIELDS = {"prompt": str, "completion": str, "correct": bool}
@@ -138,6 +138,8 @@ def _sample_records(run_dir: Path) -> list[dict]:
     path = run_dir / "samples.jsonl"
     if not run_dir.is_dir():
         raise PairsError(f"--run={str(run_dir)!r}: not a folder (a run directory of `harness train`)")
+    if (what := not_a_file(path)) is not None:  # checked without opening: a named pipe would wait for a writer
+        raise PairsError(f"--run={str(run_dir)!r}: {path} is {what}, not a regular file (the run's samples log)")
     records = read_jsonl(path)
     if not records:
         hint = (

@@ -229,3 +229,34 @@ def test_a_token_the_sampler_could_not_score_gets_weight_one_as_in_trl():
         rollout_logp=roll,
     )
     assert loss.item() == pytest.approx(-2 / 3, rel=1e-6)  # (log r)^2 = [4, 0, 1]: the 4 masked, mean 0.5 left
+
+
+@pytest.mark.parametrize("mode", ["token_mask", "sequence_mask"])
+@pytest.mark.parametrize(
+    "bounds, named",
+    [
+        ((None, 0.5), "rollout_is_clip_max=0.5, rollout_is_clip_min=None with rollout_is='{m}'"),
+        ((0.2, 0.9), "rollout_is_clip_max=0.9, rollout_is_clip_min=0.2 with rollout_is='{m}'"),
+        ((2.0, 5.0), "rollout_is_clip_min=2.0, rollout_is_clip_max=5.0 with rollout_is='{m}'"),
+    ],
+)
+def test_a_mask_interval_without_1_is_refused_naming_both_bounds(mode, bounds, named):
+    """w = r 1[C_min <= r <= C_max] (module docstring): an on-policy token has r = 1, so [0.2, 0.9] or [2, 5]
+    would give every such token weight 0 (the first case computes it)."""
+    lo, hi = bounds
+    r = torch.tensor([[1.0, 1.0]])
+    assert bool(((r < (lo or 0.0)) | (r > hi)).all())  # every on-policy token outside the interval: masked
+    with pytest.raises(ValueError) as err:
+        ObjectiveConfig(rollout_is=mode, rollout_is_clip_min=lo, rollout_is_clip_max=hi)
+    assert named.format(m=mode) in str(err.value)
+    assert "an interval without 1 masks every on-policy token" in str(err.value)
+
+
+@pytest.mark.parametrize("bounds", [(None, 1.0), (1.0, 3.0), (0.5, 5.0), (None, None)])
+def test_a_mask_interval_holding_1_and_any_truncation_interval_are_accepted(bounds):
+    """1 on an edge is kept (C_min <= r <= C_max); a truncation clamps every weight into [C_min, C_max] and masks
+    none, so its interval may lie off 1 (a rescaled step, not a dropped token)."""
+    lo, hi = bounds
+    ObjectiveConfig(rollout_is="token_mask", rollout_is_clip_min=lo, rollout_is_clip_max=hi)
+    ObjectiveConfig(rollout_is="token_truncate", rollout_is_clip_min=None, rollout_is_clip_max=0.5)
+    ObjectiveConfig(rollout_is="sequence_truncate", rollout_is_clip_min=2.0, rollout_is_clip_max=4.0)

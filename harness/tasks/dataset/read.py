@@ -25,6 +25,7 @@ import gzip
 import hashlib
 import lzma
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -44,6 +45,37 @@ _COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 _FORMAT_NAMES = {"json": "JSON Lines / JSON", "parquet": "Parquet", "csv": "CSV", "arrow": "a save_to_disk folder"}
 _MEMO: dict = {}
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": None}
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def not_a_file(path: str | os.PathLike, folder_ok: bool = False) -> str | None:
+    """What an existing `path` is when it is not a regular file ("a named pipe", "a socket", "a character
+    device", ...; a folder too unless folder_ok), from os.stat without opening it: opening a named pipe waits
+    for a writer and /dev/zero never ends. None for a regular file, an allowed folder, or a missing path."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or (folder_ok and stat.S_ISDIR(mode)):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return next((what for test, what in _KINDS if test(mode)), "a special file")
+
+
+def check_regular(path: str | os.PathLike, key: str, folder_ok: bool = False) -> None:
+    """ValueError naming `key` and `path` when it exists but is not a regular file (nor an allowed folder)."""
+    what = not_a_file(path, folder_ok)
+    if what is not None:
+        allowed = "a regular file or a folder" if folder_ok else "a regular file"
+        raise ValueError(f"{key}={str(path)!r} is {what}, not a regular file; allowed: {allowed}")
 
 
 def _datasets():
@@ -143,6 +175,7 @@ def read_rows(paths: str | list[str], fmt: str, split: str, key: str, split_key:
             print(f"[harness] wrote the sample dataset into {root} (harness sample-data)", flush=True)
         if not p.exists():
             raise ValueError(f"{key}={str(p)!r} does not exist (relative paths are read from {os.getcwd()})")
+        check_regular(p, key, folder_ok=True)
     kinds = {p: (fmt if fmt != "auto" else format_of(p)) for p in ps}
     for p, kind in kinds.items():
         if kind is None:

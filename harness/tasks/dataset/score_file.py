@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from harness.tasks.base import Problem
+from harness.tasks.dataset.read import not_a_file
 
 
 class ScoreFileError(ValueError):
@@ -28,6 +29,8 @@ class ScoreFileError(ValueError):
 
 def read_completions(path: str | Path) -> list[dict]:
     p = Path(path)
+    if (kind := not_a_file(p, folder_ok=True)) is not None:  # stat-ed, not opened: a named pipe waits for a writer
+        raise ScoreFileError(f"completions file {str(p)!r} is {kind}, not a regular file; allowed: a JSONL file")
     if not p.is_file():
         what = "is a folder, not a file" if p.is_dir() else "does not exist"
         raise ScoreFileError(f"completions file {str(p)!r} {what}")

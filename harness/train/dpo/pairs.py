@@ -27,6 +27,7 @@ from harness.atomic import atomic_write_text
 from harness.config import ConfigError
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
+from harness.tasks.dataset.read import not_a_file
 from harness.train.core.collect import score, step_seed
 
 FIELDS = ("prompt", "chosen", "rejected", "difficulty")
@@ -109,6 +110,11 @@ def read_pairs(path: str | Path) -> list[PreferencePair]:
     """Validated pairs of a JSONL file; PairsFileError names the file, line and field of the first problem.
     Blank lines are skipped; fields other than prompt/chosen/rejected/difficulty are ignored."""
     path = Path(path)
+    if (what := not_a_file(path)) is not None:  # checked without opening: a named pipe would wait for a writer
+        raise PairsFileError(
+            f"dpo.pairs={str(path)!r} is {what}, not a regular file; allowed: 'generate' or a JSONL file of "
+            f"{{{', '.join(FIELDS)}}} objects"
+        )
     if not path.is_file():
         raise PairsFileError(
             f"dpo.pairs={str(path)!r}: no such file (use 'generate' or a JSONL file of {{{', '.join(FIELDS)}}} objects)"
