@@ -14,7 +14,7 @@ import pytest
 from harness.config import ConfigError, load_config
 from harness.models.hub import hub_snapshot, section_model
 from harness.tasks.rewards.reward_model import RewardModel
-from tests.models.hub_cache import COMMIT, OTHER_COMMIT, hub_cache, hub_repo, tiny_folder  # noqa: F401
+from tests.models.hub_cache import COMMIT, OTHER_COMMIT, hub_repo
 from tests.tasks.reward_models import tiny_reward_model
 
 SMOKE = str(Path("experiments/runs/smoke.yaml").resolve())  # the tests chdir
