@@ -150,9 +150,7 @@ class Shell:
         if ckpt is not None:
             state = loaded[1]
             start, self.elapsed0 = restore_state(ctx, self.trainer, ckpt, state)
-        self.tracker = make_tracker(
-            cfg, run.root, hub=hub_record(cfg)
-        )  # MLflow down: buffered on disk (harness/tracking/pending.py)
+        self.tracker = make_tracker(cfg, run.root, hub=hub_record(cfg))  # MLflow down: buffered (pending.py)
         self.ckpt.tracker = self.tracker
         if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
             run.flush(state["pending_metrics"], state["pending_samples"])
