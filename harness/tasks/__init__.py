@@ -20,7 +20,7 @@ from harness.tasks.arithmetic import ArithmeticTask
 from harness.tasks.base import Problem, RewardBreakdown, Task
 from harness.tasks.countdown import CountdownTask
 from harness.tasks.dataset import DatasetTask
-from harness.tasks.dataset.hub import hub_commit, is_hub_dataset
+from harness.tasks.dataset.hub import hub_commit, is_hub_dataset, without_hub_defaults
 from harness.tasks.dataset.read import fingerprint
 from harness.tasks.rewards import auto_workers, reward_specs
 
@@ -95,7 +95,7 @@ def task_identity(section) -> dict:
     data = section.data.model_dump(mode="json")
     files = {"train": _fingerprint(data, "train"), "eval": _fingerprint(data, "eval") if data["eval"] else None}
     return {
-        "data": data,
+        "data": without_hub_defaults({"data": data})["data"],
         "rewards": [r.identity() if hasattr(r, "identity") else r for r in section.rewards],
         "correct": section.correct,
         "files": files,

@@ -70,3 +70,13 @@ def _splits(datasets, folder: Path, config: str | None) -> list[str]:
     if builder.config.data_files:
         return list(builder.config.data_files)
     return list(builder.info.splits or [])
+
+
+def without_hub_defaults(task: dict) -> dict:
+    """A task section's dump without task.data.config / revision where they are at their defaults (null, main):
+    the cache keys of a file dataset (warm start, step-0 eval) stay those it had before the keys existed."""
+    data = task.get("data") if "data" in task else None
+    if not isinstance(data, dict):
+        return task
+    kept = {k: v for k, v in data.items() if not (k == "config" and v is None or k == "revision" and v == "main")}
+    return {**task, "data": kept}
