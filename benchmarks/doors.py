@@ -417,7 +417,7 @@ def node_tries(f: dict) -> list[tuple[str, list[str]]]:
 def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
     tries = knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
-    return tries + verdict_tries(f) + node_tries(f)
+    return tries + verdict_tries(f) + node_tries(f) + hub_tries(f)
 
 
 def one_line(text: str) -> str:
@@ -482,6 +482,56 @@ def main() -> None:
             line = line.replace(tmp, "TMP").replace(str(ROOT), "REPO").replace("|", "\\|")
             print(f"| {door} | `{shown[:150]}` | {rc} | {line[:300]} |", flush=True)
             print(f"{door}: {time.time() - t:.1f}s", file=sys.stderr)
+
+
+def hub_cache_fixture(d: Path) -> None:
+    """A Hub cache at d/hf/hub, read offline (HF_HOME, HF_HUB_OFFLINE=1 for this process): org/tiny (a tiny
+    causal LM), org/encoder (a distilbert config), org/gsm (a dataset, config main: train and test)."""
+    import shutil
+
+    from tests.models.hub_cache import hub_repo
+    from tests.tasks.hub_datasets import gsm_repo
+
+    os.environ.update({"HF_HOME": str(d / "hf"), "HF_HUB_OFFLINE": "1"})
+    hub_repo(d / "hf" / "hub", "org/tiny", d / "lm")
+    shutil.copytree(d / "lm", d / "encoder")
+    (d / "encoder" / "config.json").write_text(json.dumps({"model_type": "distilbert"}))
+    hub_repo(d / "hf" / "hub", "org/encoder", d / "encoder")
+    gsm_repo(d / "hf" / "hub", d)
+
+
+def hub_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """Models and datasets by Hugging Face Hub id, from an offline cache (harness/models/hub.py)."""
+    hub_cache_fixture(Path(f["d"]))
+    cfg = CFG
+    rows = ["task.name=dataset", "task.rewards=[gsm8k]"]
+    return [
+        ("hub: model id not cached", [*cfg, "model.name=org/absent"]),
+        ("hub: revision not cached", [*cfg, "model.name=org/tiny", "model.revision=v9"]),
+        ("hub: not a causal LM", [*cfg, "model.name=org/encoder"]),
+        ("hub: org/name/extra", [*cfg, "model.name=org/name/extra"]),
+        ("hub: revision of a built-in name", [*cfg, "model.revision=v1"]),
+        ("hub: dataset not cached", [*cfg, *rows, "task.data={train: org/absent, prompt_key: question}"]),
+        ("hub: dataset config absent", [*cfg, *rows, "task.data={train: org/gsm, config: nope, prompt_key: question}"]),
+        (
+            "hub: dataset split absent",
+            [*cfg, *rows, "task.data={train: org/gsm, config: main, train_split: validation, prompt_key: question}"],
+        ),
+        ("hub: config of a file", [*cfg, *data(f), "task.rewards=[gsm8k]", "task.data.config=main"]),
+        (
+            "hub: train by model and dataset ids",
+            [
+                "train",
+                SMOKE,
+                *TINY,
+                *rows,
+                "model.name=org/tiny",
+                "task.data={train: org/gsm, eval: org/gsm, config: main, prompt_key: question}",
+                "--out",
+                f"{f['d']}/runs/hub",
+            ],
+        ),
+    ]
 
 
 if __name__ == "__main__":

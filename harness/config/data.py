@@ -37,18 +37,31 @@ class DataSection(_Section):
     train: str | list[str] = Field(
         ...,
         description="file or folder of rows: JSONL/JSON, Parquet, CSV, or a "
-        "save_to_disk folder (several paths: one table). verl: data.train_files",
+        "save_to_disk folder (several paths: one table), or a Hugging Face Hub dataset id org/name (read by "
+        "datasets.load_dataset from huggingface_hub's cache; an existing path of that name wins). verl: "
+        "data.train_files",
     )
     eval: str | list[str] | None = Field(
         None,
         description="held-out rows (verl: data.val_files); null: split train by "
         "a stable hash of each prompt, eval_fraction held out",
     )
+    config: str | None = Field(
+        None,
+        description="a Hub dataset's config (load_dataset's name, e.g. main of openai/gsm8k); null: its only "
+        "(or default) config",
+    )
+    revision: str = Field(
+        "main",
+        min_length=1,
+        description="a Hub dataset's branch, tag or commit (the commit it resolves to is the data's "
+        "fingerprint, recorded in run.json and MLflow)",
+    )
     format: Literal["auto", "json", "parquet", "csv", "arrow"] = Field(
         "auto", description="file format; auto: from the name (.jsonl .json .parquet .csv .tsv, a folder)"
     )
-    train_split: str = Field("train", description="the split of train when it is a DatasetDict folder")
-    eval_split: str = Field("test", description="the split of eval when it is a DatasetDict folder")
+    train_split: str = Field("train", description="the split of train when it is a DatasetDict folder or a Hub id")
+    eval_split: str = Field("test", description="the split of eval when it is a DatasetDict folder or a Hub id")
     eval_fraction: float = Field(
         0.1,
         gt=0,

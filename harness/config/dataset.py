@@ -14,8 +14,10 @@ from harness.config.data import DataSection, data_stats
 from harness.config.task import TaskSection
 from harness.config.warm_start import TINY, uses_warm_start
 from harness.models.folder import classifier_problem
+from harness.models.hub import model_path
 from harness.tasks import task_from_config
 from harness.tasks.dataset import check_reference_answers
+from harness.tasks.dataset.hub import is_hub_dataset
 from harness.tasks.rewards import reward_model_problem
 
 _CHECKED_DATA: dict[str, tuple] = {}
@@ -44,6 +46,7 @@ def check_dataset(run: Any, to_build: frozenset[str] = frozenset()) -> None:
                 "rows (filter them with task.data.where, limit them with task.data.max_train_rows)"
             )
     d = t.data
+    check_hub_keys(d)
     if d.prompt_template is not None and d.prompt_key != field_default(DataSection, "prompt_key"):
         raise ValueError(
             f"task.data.prompt_key={d.prompt_key!r} and task.data.prompt_template are both set; the "
@@ -85,6 +88,19 @@ def check_dataset(run: Any, to_build: frozenset[str] = frozenset()) -> None:
     _CHECKED_DATA[memo] = stats
 
 
+def check_hub_keys(d: DataSection) -> None:
+    """task.data.config and task.data.revision pick a Hub dataset's config and commit: set only where train or
+    eval is a Hub id (org/name that is no existing path)."""
+    if any(is_hub_dataset(p) for p in (d.train, d.eval)):
+        return
+    for key, default in (("config", None), ("revision", "main")):
+        if getattr(d, key) != default:
+            raise ValueError(
+                f"task.data.{key}={getattr(d, key)!r} picks a Hugging Face Hub dataset's {key}, and neither "
+                f"task.data.train={d.train!r} nor task.data.eval is a Hub id (org/name); drop it"
+            )
+
+
 def check_reward_models(run: Any, to_build: frozenset[str] = frozenset()) -> None:
     """task.rewards[i].model: a sequence classifier with one label whose tokenizer loads and whose score of a
     sample is finite (loaded once per process and folder state, on the CPU, before the policy loads);
@@ -95,13 +111,13 @@ def check_reward_models(run: Any, to_build: frozenset[str] = frozenset()) -> Non
     t = run.task
     models = [(i, r.model) for i, r in enumerate(t.rewards) if r.model is not None and not (r.verifier or r.function)]
     for i, path in models:
-        folder = Path(path)
+        folder = Path(model_path(str(path), key=f"task.rewards[{i}].model"))  # a Hub id: its cached snapshot
         if str(path) in to_build and not (folder.is_dir() and any(folder.iterdir())):
             continue  # a study's reward model, not yet written (train-rm writes its folder whole, at the end)
-        problem = classifier_problem(Path(path))
+        problem = classifier_problem(folder)
         if problem is None:
-            memo = (str(Path(path).resolve()), _folder_stats(Path(path)))
-            problem = _CHECKED_RM.get(memo) or reward_model_problem(path)
+            memo = (str(folder.resolve()), _folder_stats(folder))
+            problem = _CHECKED_RM.get(memo) or reward_model_problem(str(folder))
             _CHECKED_RM[memo] = problem or ""
         if problem:
             raise ValueError(f"task.rewards[{i}].model={path!r} is not a reward model: {problem}")

@@ -15,6 +15,7 @@ from harness.config.base import _Section
 from harness.config.overrides import check_model_overrides
 from harness.models import MODEL_NAMES, is_moe
 from harness.models.folder import classifier_problem, folder_problem
+from harness.models.hub import model_path, section_model
 from harness.models.registry import model_positions, policy_vocab
 from harness.objective import inputs_needed
 
@@ -43,7 +44,15 @@ class ModelSection(_Section):
     name: str = Field(
         "tiny-dense",
         description="tiny-dense | tiny-moe | smollm2-135m | smollm2-135m-random | llama-1b-random (random weights, "
-        "SmolLM2's tokenizer: harness/models/random_llama.py) | a local Hugging Face folder",
+        "SmolLM2's tokenizer: harness/models/random_llama.py) | a local Hugging Face folder | a Hugging Face Hub "
+        "id org/name (its snapshot in huggingface_hub's cache, downloaded once: harness/models/hub.py; an "
+        "existing folder of that name wins)",
+    )
+    revision: str = Field(
+        "main",
+        min_length=1,
+        description="model.name a Hub id: the branch, tag or commit of its repo (the commit it resolves to is "
+        "recorded in run.json and MLflow: set it here to load the same weights again); main for any other name",
     )
     overrides: dict[str, Any] = Field(
         default_factory=dict, description="config overrides for tiny-* models (e.g. num_hidden_layers)"
@@ -80,15 +89,21 @@ class ModelSection(_Section):
 def check_model(run: Any) -> None:
     """A model.name folder must hold a model; model.overrides keys and values must fit its config class."""
     m = run.model
+    local = section_model(m)
     if m.name not in MODEL_NAMES:
-        problem = folder_problem(Path(m.name))
+        problem = folder_problem(Path(local))
+        if problem and local != m.name:
+            raise ValueError(
+                f"model.name={m.name!r} (revision {m.revision!r}) is a Hugging Face Hub repo but not a causal LM's: "
+                f"{problem}"
+            )
         if problem:
             raise ValueError(
                 f"model.name={m.name!r} is a folder but not a Hugging Face model: {problem}; "
                 f"allowed: one of {list(MODEL_NAMES)} or a saved model folder"
             )
     if m.overrides:
-        check_model_overrides(m.name, m.overrides)
+        check_model_overrides(local, m.overrides)
     n = m.overrides.get("max_position_embeddings", 1)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"model.overrides.max_position_embeddings={n!r}: allowed: an integer >= 1")
@@ -98,7 +113,7 @@ def check_model(run: Any) -> None:
             "vLLM engine computes its head in rollout.dtype, so the sampler's logits would not be fp32; allowed: "
             "rollout.dtype=float32 (or rollout.backend=hf)"
         )
-    positions = model_positions(m.name, m.overrides)
+    positions = model_positions(local, m.overrides)
     if positions is not None and run.rollout.max_new_tokens >= positions:
         raise ValueError(
             f"rollout.max_new_tokens={run.rollout.max_new_tokens} leaves no room for a prompt in the {positions} "
@@ -119,11 +134,12 @@ def check_critic_init(run: Any) -> None:
             f"has none (objective.baseline={run.objective.baseline!r}); set objective.baseline=critic (the ppo "
             "preset), or drop it"
         )
-    problem = classifier_problem(Path(path))
+    folder = Path(model_path(path, key="model.critic_init"))  # a Hub id: its snapshot in the cache
+    problem = classifier_problem(folder)
     if problem:
         raise ValueError(f"model.critic_init={path!r} is not a reward model: {problem}")
-    theirs = json.loads((Path(path) / "config.json").read_text()).get("vocab_size")
-    ours = policy_vocab(run.model.name, run.model.overrides)
+    theirs = json.loads((folder / "config.json").read_text()).get("vocab_size")
+    ours = policy_vocab(section_model(run.model), run.model.overrides)
     if theirs is not None and ours is not None and theirs != ours:
         raise ValueError(
             f"model.critic_init={path!r} has vocab_size={theirs}, the policy model.name={run.model.name!r} "
@@ -140,7 +156,7 @@ def check_moe(run: Any) -> None:
             "objective.routing_replay=true is impossible with rollout.backend=vllm (the vLLM engine "
             "does not return its expert choices); use rollout.backend=hf or routing_replay=false"
         )
-    moe = is_moe(run.model.name)  # None: a name whose architecture is not known before loading
+    moe = is_moe(section_model(run.model))  # None: a name whose architecture is not known before loading
     if moe is False and o.routing_replay:
         raise ValueError(
             f"objective.routing_replay=true needs an MoE model; model.name={run.model.name!r} is dense "

@@ -35,6 +35,7 @@ from harness.config.tracking import TrackingSection
 from harness.config.train import TrainSection, check_batch_shape, check_old_logp, check_warmup
 from harness.config.warm_start import WarmStartSection, uses_warm_start
 from harness.models import MODEL_NAMES
+from harness.models.hub import hub_id_problem, hub_snapshot, looks_like_hub_id
 from harness.objective import ObjectiveConfig
 
 # the validation context's key (load.py build_config): the reward model folders written before the run starts
@@ -155,9 +156,23 @@ class RunConfig(_Section):
     @field_validator("model")
     @classmethod
     def _model_name(cls, m: ModelSection) -> ModelSection:
-        if m.name not in MODEL_NAMES and not Path(m.name).is_dir():
-            raise ValueError(f"model.name={m.name!r} is neither one of {list(MODEL_NAMES)} nor an existing folder")
-        return m
+        if m.name in MODEL_NAMES or Path(m.name).is_dir():
+            if m.revision != "main":
+                raise ValueError(
+                    f"model.revision={m.revision!r} picks a commit of a Hugging Face Hub repo, and model.name="
+                    f"{m.name!r} is not a Hub id (org/name); drop it"
+                )
+            return m
+        problem = hub_id_problem(m.name)
+        if problem:
+            raise ValueError(f"model.name={m.name!r} {problem}")
+        if looks_like_hub_id(m.name):
+            hub_snapshot(m.name, m.revision, "model.name")  # one line when it is not to be had
+            return m
+        raise ValueError(
+            f"model.name={m.name!r} is neither one of {list(MODEL_NAMES)} nor an existing folder nor a Hugging "
+            "Face Hub id (org/name)"
+        )
 
     def to_dict(self, keep_auto: bool = False) -> dict:
         """The resolved config (every knob explicit, the `auto` levers as resolved for this device: what a run

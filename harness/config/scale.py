@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.config.base import ConfigWarning
 from harness.machine import bf16_slow_reason
+from harness.models.hub import section_model
 from harness.models.lora import check_lora_targets, meta_model
 
 
@@ -25,7 +26,7 @@ def check_scale(run: Any) -> None:
                 "base with the adapters disabled (no copy of the weights), so it cannot move to the "
                 "current policy; set objective.ref_update_every=0, or drop model.lora"
             )
-        check_lora_targets(m.name, m.overrides, m.lora.target_modules)
+        check_lora_targets(section_model(m), m.overrides, m.lora.target_modules)
     if t.gradient_checkpointing:
         if o.routing_replay:
             raise ValueError(
@@ -34,7 +35,7 @@ def check_scale(run: Any) -> None:
                 "route by the router's own choices (torch.utils.checkpoint refuses the mismatch); set "
                 "one of them false"
             )
-        arch = meta_model(m.name, m.overrides)
+        arch = meta_model(section_model(m), m.overrides)
         if not getattr(arch, "supports_gradient_checkpointing", False):
             raise ValueError(
                 f"train.gradient_checkpointing=true: model.name={m.name!r} ({type(arch).__name__}) "

@@ -20,6 +20,7 @@ from harness.tasks.arithmetic import ArithmeticTask
 from harness.tasks.base import Problem, RewardBreakdown, Task
 from harness.tasks.countdown import CountdownTask
 from harness.tasks.dataset import DatasetTask
+from harness.tasks.dataset.hub import hub_commit, is_hub_dataset, without_hub_defaults
 from harness.tasks.dataset.read import fingerprint
 from harness.tasks.rewards import auto_workers, reward_specs
 
@@ -92,13 +93,20 @@ def task_identity(section) -> dict:
     if section.name != "dataset":
         return {}
     data = section.data.model_dump(mode="json")
-    files = {"train": fingerprint(data["train"]), "eval": fingerprint(data["eval"]) if data["eval"] else None}
+    files = {"train": _fingerprint(data, "train"), "eval": _fingerprint(data, "eval") if data["eval"] else None}
     return {
-        "data": data,
+        "data": without_hub_defaults({"data": data})["data"],
         "rewards": [r.identity() if hasattr(r, "identity") else r for r in section.rewards],
         "correct": section.correct,
         "files": files,
     }
+
+
+def _fingerprint(data: dict, file: str) -> str:
+    """The identity of task.data's `file` (train or eval): its files' sha256, or a Hub dataset's commit."""
+    if is_hub_dataset(data[file]):
+        return hub_commit(data[file], data["revision"], f"task.data.{file}")
+    return fingerprint(data[file])
 
 
 def _lookup(name: str) -> type[Task]:

@@ -205,8 +205,9 @@ def _ranges(steps: list[int]) -> str:
     return ", ".join(out)
 
 
-def make_tracker(cfg, run_dir: str | Path, new_attempt: bool = True) -> Tracker:
-    """The run's tracker: MLflow behind a PendingTracker, or a NoOpTracker with tracking.mlflow=false."""
+def make_tracker(cfg, run_dir: str | Path, new_attempt: bool = True, hub: dict | None = None) -> Tracker:
+    """The run's tracker: MLflow behind a PendingTracker, or a NoOpTracker with tracking.mlflow=false.
+    hub: the Hub snapshots the run loads (harness/train/run/hub_record.py), logged as params hub.*."""
     if not cfg.tracking.mlflow:
         return NoOpTracker()
     short_http_defaults()
@@ -215,7 +216,13 @@ def make_tracker(cfg, run_dir: str | Path, new_attempt: bool = True) -> Tracker:
     return PendingTracker(
         run_dir,
         lambda: MlflowTracker(
-            run_dir, t.experiment, cfg.to_dict(), t.tags, t.run_name, uri=uri, mark_running=new_attempt
+            run_dir,
+            t.experiment,
+            {**cfg.to_dict(), **({"hub": hub} if hub else {})},
+            t.tags,
+            t.run_name,
+            uri=uri,
+            mark_running=new_attempt,
         ),
         uri,
         new_attempt,

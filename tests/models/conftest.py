@@ -17,3 +17,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+from tests.models.hub_cache import hub_cache, tiny_folder  # noqa: E402, F401 -- fixtures: a Hub cache, a tiny model folder

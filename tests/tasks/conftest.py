@@ -28,3 +28,6 @@ def gsm8k_rows(n: int = 40, start: int = 0) -> list[dict]:
 @pytest.fixture
 def gsm8k_file(tmp_path):
     return write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows())
+
+
+from tests.models.hub_cache import hub_cache, tiny_folder  # noqa: E402, F401 -- fixtures: a Hub cache, a tiny model folder

@@ -19,6 +19,7 @@ from typing import Any
 from harness.tasks.base import Problem
 from harness.tasks.common import split_of
 from harness.tasks.dataset.fields import _MISSING, lookup, missing_field, template_fields
+from harness.tasks.dataset.hub import hub_rows, is_hub_dataset
 from harness.tasks.dataset.problem import problem_of
 from harness.tasks.dataset.read import read_rows
 
@@ -106,7 +107,10 @@ def _overlap(d: Mapping[str, Any], train: list[Problem], evals: list[Problem]) -
 
 
 def _problems_of(d: Mapping[str, Any], file: str, key: str, split: str, split_key: str) -> list[Problem]:
-    rows, columns = read_rows(d[file], d["format"], split, key, split_key)
+    if is_hub_dataset(d[file]):  # a Hugging Face Hub id: its snapshot's config and split (hub.py)
+        rows, columns, _ = hub_rows(d[file], d["config"], d["revision"], split, key, split_key)
+    else:
+        rows, columns = read_rows(d[file], d["format"], split, key, split_key)
     _check_fields(d, rows, columns, key)
     out = [problem_of(d, file, index, row) for index, row in enumerate(rows) if not d["where"] or _where(d, row)]
     if d["id_key"] is not None:

@@ -50,6 +50,8 @@ DEFAULTS: dict[str, Any] = {
     "train": None,
     "eval": None,
     "format": "auto",
+    "config": None,
+    "revision": "main",
     "train_split": "train",
     "eval_split": "test",
     "eval_fraction": 0.1,

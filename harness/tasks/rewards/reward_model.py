@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+from harness.models.hub import model_path
 from harness.models.reward_template import chat_input_ids, reward_messages
 
 SAMPLE = [{"role": "user", "content": "What is 2 + 3?"}, {"role": "assistant", "content": "2 + 3 = 5. #### 5"}]
@@ -36,7 +37,8 @@ class RewardModel:
     """A sequence classifier with one label, loaded on first use (the config check, then the run)."""
 
     def __init__(self, path: str, micro_batch_size: int = 8):
-        self.path, self.micro_batch_size = str(path), int(micro_batch_size)
+        # a Hub id (org/name) loads its snapshot in huggingface_hub's cache (harness/models/hub.py)
+        self.path, self.micro_batch_size = model_path(str(path), key="task.rewards[].model"), int(micro_batch_size)
         self.device = "cpu"
         self._model = None
         self._tok = None

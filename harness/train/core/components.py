@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from harness.models.hub import model_path
 from harness.models.implicit_prm import ImplicitPRM
 from harness.models.lora import is_lora, merged_copy
 from harness.models.value import ValueModel, load_critic_init
@@ -108,7 +109,11 @@ def _full_weights(policy: nn.Module) -> nn.Module:
 
 
 def _value_model(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
-    init = load_critic_init(cfg.model.critic_init) if getattr(cfg.model, "critic_init", None) else None
+    init = (
+        load_critic_init(model_path(cfg.model.critic_init, key="model.critic_init"))
+        if getattr(cfg.model, "critic_init", None)
+        else None
+    )
     return ValueModel(policy if init is not None else _full_weights(policy), init), cfg.train.critic_lr
 
 

@@ -22,6 +22,7 @@ import torch
 from harness import machine, parallel
 from harness.atomic import atomic_write_text
 from harness.tasks import task_code
+from harness.tasks.dataset.hub import without_hub_defaults
 from harness.train.eval.evaluate import evaluate, save_prompt_scores
 from harness.train.run.warmstart import warm_start_folder
 
@@ -61,7 +62,7 @@ def eval_cache_path(cfg, warm_folder: Path) -> Path:
         "scoring": "task_reward",
         "eval": ev,
         "rollout": {k: v for k, v in cfg.rollout.model_dump().items() if k != "staleness"},  # step 0: no stale weights
-        "task": cfg.task.model_dump(),
+        "task": without_hub_defaults(cfg.task.model_dump()),
         "prompt_suffix": cfg.model.prompt_suffix,
         "dtype": cfg.model.dtype,
         **({"lm_head_fp32": True} if cfg.model.lm_head_fp32 else {}),  # model.lm_head_fp32: other logits

@@ -23,6 +23,7 @@ from harness.rollout import make_backend
 from harness.threads import start_governor
 from harness.train.core.policy import matmul_precision, prepare_policy
 from harness.train.core.rundir import RunDir, verify
+from harness.train.run.hub_record import hub_record
 from harness.train.run.task_setup import build_task, prepare_task
 from harness.train.run.warmstart import initial_policy
 
@@ -108,6 +109,7 @@ def start_run(run: RunDir, cfg: RunConfig) -> Setup:
             "commit": machine.git_commit(),
             "machine": machine.describe(),
             "auto_levers": {"device": cfg.auto_device, **cfg.auto_levers},  # harness/device_defaults.py
+            **({"hub": hub} if (hub := hub_record(cfg)) else {}),  # the Hub snapshots it loads (hub_record.py)
         }
     )
     print(f"[harness] {device_defaults.describe(cfg.auto_levers, cfg.auto_device)}", flush=True)

@@ -44,6 +44,7 @@ from harness.train.run.checkpoints import Checkpoints
 from harness.train.run.cuda_allocs import AllocClock
 from harness.train.run.eval_cache import eval_at
 from harness.train.run.gc_pauses import GcClock
+from harness.train.run.hub_record import hub_record
 from harness.train.run.ranks import check_same_start, cleanup, own_dir, quiet_config, rank_zero_first
 from harness.train.run.resume import read_newest, restore_policy, restore_state
 from harness.train.run.setup import open_run, start_run
@@ -150,7 +151,7 @@ class Shell:
         if ckpt is not None:
             state = loaded[1]
             start, self.elapsed0 = restore_state(ctx, self.trainer, ckpt, state)
-        self.tracker = make_tracker(cfg, run.root)  # MLflow down: buffered on disk (harness/tracking/pending.py)
+        self.tracker = make_tracker(cfg, run.root, hub=hub_record(cfg))  # MLflow down: buffered (pending.py)
         self.ckpt.tracker = self.tracker
         if ckpt is not None:  # flush what the checkpoint holds (idempotent: both sinks skip known steps)
             run.flush(state["pending_metrics"], state["pending_samples"])

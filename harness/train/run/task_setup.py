@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.config import ConfigError
+from harness.models.hub import section_model
 from harness.models.registry import model_positions
 from harness.tasks import task_from_config, task_identity
 from harness.train.run.pass_rates import label_by_pass_rate
@@ -36,7 +37,7 @@ def prompt_limit(cfg) -> tuple[int | None, str, str]:
         limits.append(
             (cfg.rollout.max_prompt_tokens, f"rollout.max_prompt_tokens={cfg.rollout.max_prompt_tokens}", "raise it")
         )
-    positions = model_positions(cfg.model.name, cfg.model.overrides)
+    positions = model_positions(section_model(cfg.model), cfg.model.overrides)
     if positions is not None:
         room = positions - cfg.rollout.max_new_tokens
         limits.append(

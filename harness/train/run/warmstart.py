@@ -27,6 +27,7 @@ import torch
 
 from harness import machine, progress, threads
 from harness.models import build_model, load_model, render_problem, save_model
+from harness.models.hub import section_model
 from harness.rollout.base import SamplingParams
 from harness.rollout.hf import HFBackend
 from harness.tasks import task_code, task_from_config, task_identity
@@ -52,6 +53,7 @@ def warm_start_key(cfg) -> dict:
     return {
         "version": SFT_VERSION,
         "model": cfg.model.name,
+        **_hub_commit(cfg.model),  # a Hub id: the commit its weights are ({} otherwise)
         "overrides": cfg.model.overrides,
         "task": cfg.task.name,
         "task_options": cfg.task.options,
@@ -70,6 +72,12 @@ def warm_start_folder(cfg) -> Path:
     key = warm_start_key(cfg)
     digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:10]
     return Path(cfg.warm_start.cache_dir) / f"{_model_label(cfg)}-{cfg.task.name}-{digest}"
+
+
+def _hub_commit(model) -> dict:
+    """{"model_commit": the commit of model.name's Hub snapshot}, {} for a built-in name or a folder."""
+    name = section_model(model)
+    return {"model_commit": Path(name).name} if name != model.name else {}
 
 
 def _model_label(cfg) -> str:
@@ -133,7 +141,7 @@ def _batch(tok, task, problems, rng):
 def sft(cfg, folder: Path) -> None:
     ws = cfg.warm_start
     torch.manual_seed(0)
-    model, tok = build_model(cfg.model.name, seed=0, overrides=cfg.model.overrides)
+    model, tok = build_model(section_model(cfg.model), seed=0, overrides=cfg.model.overrides)
     task = task_from_config(cfg.task, mix=False)
     opt = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -217,7 +225,7 @@ def initial_policy(cfg, device: torch.device):
     if cfg.uses_warm_start():  # a fresh tiny model, or a pretrained one with warm_start.pretrained
         model, tok = load_model(ensure_warm_start(cfg), dtype=dtype)
     else:
-        model, tok = build_model(cfg.model.name, seed=cfg.seed, overrides=cfg.model.overrides, dtype=dtype)
+        model, tok = build_model(section_model(cfg.model), seed=cfg.seed, overrides=cfg.model.overrides, dtype=dtype)
     if cfg.model.attn_implementation not in (None, "auto"):  # model.attn_implementation (auto: sdpa on CUDA)
         model.set_attn_implementation(cfg.model.attn_implementation)
     model.to(device)
