@@ -363,6 +363,22 @@ def fault_tries(f: dict) -> list[tuple[str, list[str]]]:
     ]
 
 
+def dpo_loss_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """TRL's DPO loss types and their knobs (harness/objective/dpo_losses.py): each read only where it applies."""
+    dpo = ["config", "experiments/runs/dpo.yaml", *TINY]
+    return [
+        ("dpo_loss_type hinge with the RL trainer", [*CFG, "objective.dpo_loss_type=hinge"]),
+        ("dpo_label_smoothing -0.1", [*dpo, "objective.dpo_loss_type=robust", "objective.dpo_label_smoothing=-0.1"]),
+        ("dpo_label_smoothing 0.5", [*dpo, "objective.dpo_loss_type=robust", "objective.dpo_label_smoothing=0.5"]),
+        ("dpo_label_smoothing with sigmoid", [*dpo, "objective.dpo_label_smoothing=0.1"]),
+        ("exo_pair without label smoothing", [*dpo, "objective.dpo_loss_type=exo_pair"]),
+        ("dpo_discopop_tau 0", [*dpo, "objective.dpo_loss_type=discopop", "objective.dpo_discopop_tau=0"]),
+        ("dpo_loss_weights unknown type", [*dpo, "objective.dpo_loss_weights={sigmoid: 0.8, kto: 0.2}"]),
+        ("dpo_loss_weights without the loss type", [*dpo, "objective.dpo_loss_weights={bco_pair: 0.2}"]),
+        ("control: dpo_loss_weights mix", [*dpo, "objective.dpo_loss_weights={sigmoid: 0.8, bco_pair: 0.2}"]),
+    ]
+
+
 def verdict_tries(f: dict) -> list[tuple[str, list[str]]]:
     """A study's `hypotheses:` (refused when it loads: `harness grid`) and `harness verdict`."""
     from tests.experiments.verdict_fixture import study_yaml, write_folder
@@ -417,7 +433,7 @@ def node_tries(f: dict) -> list[tuple[str, list[str]]]:
 def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
     tries = knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
-    return tries + verdict_tries(f) + node_tries(f) + hub_tries(f)
+    return tries + verdict_tries(f) + node_tries(f) + hub_tries(f) + dpo_loss_tries(f)
 
 
 def one_line(text: str) -> str:
