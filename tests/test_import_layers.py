@@ -94,6 +94,7 @@ LATE_ALLOWED: frozenset[str] = frozenset(
         "scipy",  # figures and tables: only where they are drawn
         "datasets",
         "math_verify",  # a dataset task's files and math answers
+        "huggingface_hub",  # only where a Hub id is resolved
     }
 )
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from huggingface_hub import constants, scan_cache_dir, snapshot_download
-from huggingface_hub.errors import CacheNotFound, HfHubHTTPError, LocalEntryNotFoundError
+# huggingface_hub (about a second to import) is imported where a Hub id is resolved: a reward worker or a
+# `harness config` of a run without Hub ids never loads it
 
 # the Hub's repo id: a namespace and a name of letters, digits, '-', '_', '.' (huggingface_hub validate_repo_id)
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -64,6 +64,8 @@ def hub_cache() -> Path:
         return Path(os.path.expandvars(os.path.expanduser(os.environ["HF_HUB_CACHE"])))
     if os.environ.get("HF_HOME"):
         return Path(os.path.expandvars(os.path.expanduser(os.environ["HF_HOME"]))) / "hub"
+    from huggingface_hub import constants
+
     return Path(constants.HF_HUB_CACHE)
 
 
@@ -84,6 +86,9 @@ def hub_snapshot(repo_id: str, revision: str, key: str, repo_type: str = "model"
 @lru_cache(maxsize=64)
 def _snapshot(repo_id: str, revision: str, key: str, repo_type: str, cache: str, offline: bool) -> HubSnapshot:
     """hub_snapshot, memoised per process on everything that decides it (the checks and the run resolve once)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
     try:
         folder = snapshot_download(
             repo_id,
@@ -118,6 +123,9 @@ def _not_cached(repo_id: str, revision: str, key: str, repo_type: str, cache: st
 
 def cached_revisions(repo_id: str, repo_type: str, cache: str) -> set[str] | None:
     """The refs and commits the cache holds of `repo_id` (scan_cache_dir); None: the repo is not cached."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
     try:
         info = scan_cache_dir(cache)
     except CacheNotFound:

@@ -35,6 +35,7 @@ TASK_NAMES = (
 TASK_CODE = {
     "dataset": (
         "harness.tasks.dataset.read",
+        "harness.tasks.dataset.hub",
         "harness.tasks.dataset.fields",
         "harness.tasks.dataset.splits",
         "harness.tasks.dataset.problem",
