@@ -6,12 +6,12 @@ both must have moved. Where the sampler's log-probs are not the policy's, the co
 """
 
 import pytest
-import torch
 from safetensors.torch import load_file
 
 from harness.config import ConfigError, load_config
 from harness.train import train
 from harness.train.run.warmstart import ensure_warm_start
+from tests.train.same_weights import assert_same_weights
 
 STEP = ["train.steps=1", "train.mini_batches=2", "train.checkpoint_every=1"]
 
@@ -25,10 +25,10 @@ def test_rollout_logp_matches_recompute(fast_config, tmp_path):
     before = load_file(str(ensure_warm_start(cfg) / "model.safetensors"))
     moved = max(float((params["rollout"][k] - before[k]).abs().max()) for k in before)
     assert moved > 1e-4  # the update did something
-    # same rollouts (seeded), same ratios up to fp32 noise (~1e-6 in a logp) -> the same Adam steps;
-    # a wrong pi_old would change the second mini-batch's gradient and move a weight by ~lr = 1e-4
-    for k in before:
-        torch.testing.assert_close(params["rollout"][k], params["recompute"][k], atol=1e-5, rtol=0)
+    # same rollouts (seeded), same ratios up to fp32 noise (~1e-6 in a logp) -> the same Adam steps, but for
+    # the few weights whose gradient is at rounding level (tests/train/same_weights.py); a wrong pi_old
+    # changes the second mini-batch's gradient and hundreds of weights
+    assert_same_weights(params["rollout"], params["recompute"], atol=1e-5, lr=cfg.train.lr, steps=1)
 
 
 @pytest.mark.parametrize(
