@@ -379,6 +379,22 @@ def dpo_loss_tries(f: dict) -> list[tuple[str, list[str]]]:
     ]
 
 
+def kl_control_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """PPO's adaptive KL (harness/objective/kl_control.py): kl_target and kl_horizon, read only with the reward's KL."""
+    ppo = [*CFG, "objective.preset=ppo"]
+    return [
+        ("kl_target with kl_placement loss", [*CFG, "objective.kl_target=0.1"]),
+        ("kl_target 0", [*ppo, "objective.kl_target=0"]),
+        ("kl_target -0.1", [*ppo, "objective.kl_target=-0.1"]),
+        ("kl_target a word", [*ppo, "objective.kl_target=fast"]),
+        ("kl_target with kl_coef 0", [*ppo, "objective.kl_target=0.1", "objective.kl_coef=0"]),
+        ("kl_horizon 0", [*ppo, "objective.kl_target=0.1", "objective.kl_horizon=0"]),
+        ("kl_horizon 2.5", [*ppo, "objective.kl_target=0.1", "objective.kl_horizon=2.5"]),
+        ("kl_horizon without kl_target", [*ppo, "objective.kl_horizon=100"]),
+        ("control: ppo with kl_target", [*ppo, "objective.kl_target=0.1"]),
+    ]
+
+
 def verdict_tries(f: dict) -> list[tuple[str, list[str]]]:
     """A study's `hypotheses:` (refused when it loads: `harness grid`) and `harness verdict`."""
     from tests.experiments.verdict_fixture import study_yaml, write_folder
@@ -433,7 +449,7 @@ def node_tries(f: dict) -> list[tuple[str, list[str]]]:
 def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
     tries = knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
-    return tries + verdict_tries(f) + node_tries(f) + hub_tries(f) + dpo_loss_tries(f)
+    return tries + verdict_tries(f) + node_tries(f) + hub_tries(f) + dpo_loss_tries(f) + kl_control_tries(f)
 
 
 def one_line(text: str) -> str:

@@ -28,6 +28,7 @@ from harness.objective.advantages import group_advantages
 from harness.objective.entropy_control import entropy_bonus_on
 from harness.objective.extensions import Scored, active_hooks, active_modes, components, one_hook
 from harness.objective.kl import kl_in_reward, loss_kl_on, reward_kl_on
+from harness.objective.kl_control import reward_kl_mean
 from harness.objective.policy import policy_loss
 from harness.objective.rollout_correction import uses_sampler_logp, weighs_old_policy
 
@@ -143,6 +144,8 @@ def advantages(
         scored = Scored(adv=group_advantages(obj, rewards, group_size), returns=None, rewards=rewards)
     for hook in active_hooks(obj, "scoring"):
         scored.extras.update(hook(obj, rewards, mask, group_size))
+    if kl_reward and getattr(obj, "kl_target", None) is not None:  # the adaptive controller's KL_t (kl_control.py)
+        scored.metrics["kl/reward"] = float(reward_kl_mean(logp, ref_logp, mask))  # read by the host each step
     return scored
 
 

@@ -22,6 +22,7 @@ from harness.models.logprobs import padded_widths
 from harness.models.moe import is_moe
 from harness.objective import explained_variance, inputs_needed
 from harness.objective.entropy_control import adaptive_entropy
+from harness.objective.kl_control import adaptive_kl, steer_kl
 from harness.train.core.batch import Batch
 from harness.train.core.collect import collect, step_seed
 from harness.train.core.episode import Episode
@@ -48,6 +49,18 @@ def sync_times(backend) -> dict:
     if not hasattr(backend, "last_verify_seconds"):
         return {}
     return {"perf/sync_seconds": backend.last_sync_seconds, "perf/verify_seconds": backend.last_verify_seconds}
+
+
+def with_kl_coef(cfg, kl_ctl):
+    """cfg with objective.kl_coef = the adaptive controller's beta for this step's scoring; cfg itself without one."""
+    if kl_ctl is None:
+        return cfg
+    return cfg.model_copy(update={"objective": cfg.objective.model_copy(update={"kl_coef": kl_ctl.value})})
+
+
+def controllers(trainer) -> dict:
+    """The adaptive coefficients' states by checkpoint key, None where off: the entropy bonus's and PPO's beta."""
+    return {"entropy_control": getattr(trainer, "entropy_ctl", None), "kl_control": getattr(trainer, "kl_ctl", None)}
 
 
 def phase_clock(device: torch.device) -> float:
@@ -87,6 +100,7 @@ class RLTrainer(Trainer):
             )
         self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
         self.entropy_ctl = adaptive_entropy(obj)  # the adaptive entropy coefficient's state (checkpointed), or None
+        self.kl_ctl = adaptive_kl(obj)  # objective.kl_target: PPO's adaptive beta (checkpointed), or None
         self.stale = StaleWeights(cfg.rollout.staleness)  # rollout.staleness: sample with theta_{t-k} (staleness.py)
         npr = obj.no_positive_resampling  # prompts solved at this running pass rate leave the pool (ScaleRL)
         self.pool = PromptPool(npr) if npr is not None else None
@@ -114,11 +128,10 @@ class RLTrainer(Trainer):
 
     def state_dict(self) -> dict:
         ref = self.ref if self.ref is not None and self.cfg.objective.ref_update_every else None
-        ctl = getattr(self, "entropy_ctl", None)
         pool = {"prompt_pool": self.pool.state_dict()} if self.pool is not None else {}
         out = {
             "ref": ref.state_dict() if ref is not None else None,
-            **({"entropy_control": ctl.state_dict()} if ctl else {}),
+            **{key: ctl.state_dict() for key, ctl in controllers(self).items() if ctl is not None},
             **self.stale.state_dict(),
             **pool,
         }
@@ -132,8 +145,9 @@ class RLTrainer(Trainer):
     def load_state_dict(self, state: dict) -> None:
         if self.ref is not None and state.get("ref") is not None:
             self.ref.load_state_dict(state["ref"])
-        if getattr(self, "entropy_ctl", None) is not None and state.get("entropy_control") is not None:
-            self.entropy_ctl.load_state_dict(state["entropy_control"])  # resume is exact (TRL entropy_ctrl_state)
+        for key, ctl in controllers(self).items():  # resume is exact (TRL entropy_ctrl_state, verl's beta)
+            if ctl is not None and state.get(key) is not None:
+                ctl.load_state_dict(state[key])
         self.stale.load_state_dict(state)  # the snapshots the next k steps sample with
         if self.pool is not None and state.get("prompt_pool") is not None:
             self.pool.load_state_dict(state["prompt_pool"])
@@ -151,8 +165,9 @@ class RLTrainer(Trainer):
         t1 = phase_clock(ctx.device)  # one clock an edge: the end of a phase is the start of the next
         old = (lambda: self.stale.loaded(ctx.model, step)) if self.stale.k else None  # pi_old = the sampler
         batch, mismatch, scored_metrics = score_episode(
-            cfg, ep, ctx.model, self.ref, ctx.components, ctx.device, ctx.pad_id, old
+            with_kl_coef(cfg, self.kl_ctl), ep, ctx.model, self.ref, ctx.components, ctx.device, ctx.pad_id, old
         )
+        rec.update(steer_kl(self.kl_ctl, cfg.objective, scored_metrics, len(batch)))  # objective.kl_target: beta
         t2 = phase_clock(ctx.device)
         rec.update(self._update(ctx, step, ep, batch, mismatch))
         self.stale.end(step)

@@ -1,0 +1,46 @@
+"""PPO's adaptive KL controller in the trainer (objective.kl_target): each step's penalty is weighed by the beta
+the previous steps' measured KLs left (verl's rule, tests/objective/test_objective_kl_control.py), beta is saved
+in the checkpoint and a resumed run takes the same steps as one never stopped."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+ADAPTIVE = [
+    "objective.preset=ppo",  # the critic's path: the KL is spread over the tokens' rewards (GAE)
+    "objective.kl_target=0.01",
+    "objective.kl_horizon=64",  # short, so that beta visibly moves in a few steps
+]
+
+
+def _metrics(run) -> list[dict]:
+    return [
+        {k: v for k, v in json.loads(line).items() if not k.startswith("perf/")}
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+    ]
+
+
+def test_adaptive_kl_follows_the_rule_and_resumes_exactly(tmp_path, fast_config, train_killed_at_update):
+    from harness.train import train
+
+    cfg = fast_config(*ADAPTIVE, "train.steps=4", "train.checkpoint_every=2", "train.threads=1")
+    obj, rows = cfg.objective, cfg.train.prompts_per_step * cfg.train.group_size
+    clean = tmp_path / "clean"
+    train(cfg, clean)
+    recs = [r for r in _metrics(clean) if "kl/coef" in r]
+    assert [r["step"] for r in recs] == [0, 1, 2, 3]
+    assert recs[0]["kl/coef"] == obj.kl_coef  # kl_coef is the starting beta
+    for before, after in zip(recs, recs[1:]):  # beta_{t+1} = beta_t (1 + clip(KL_t / target - 1, +-0.2) B / horizon)
+        error = min(max(before["kl/reward"] / obj.kl_target - 1, -0.2), 0.2)
+        assert after["kl/coef"] == pytest.approx(before["kl/coef"] * (1 + error * rows / obj.kl_horizon), rel=1e-6)
+    assert recs[-1]["kl/coef"] != obj.kl_coef  # it moved
+
+    run = tmp_path / "killed"
+    train_killed_at_update(cfg, run)  # in step 3's update: step_000001 on disk, step 2 in memory
+    state = torch.load(run / "checkpoints" / "step_000001" / "trainer_state.pt", weights_only=False)
+    assert state["kl_control"]["value"] == pytest.approx(recs[2]["kl/coef"], rel=1e-12)  # after steps 0 and 1
+    train(cfg, run)  # resumes at step 2 from step_000001, beta with it
+    assert _metrics(run) == _metrics(clean)
