@@ -44,3 +44,20 @@ def test_adaptive_kl_follows_the_rule_and_resumes_exactly(tmp_path, fast_config,
     assert state["kl_control"]["value"] == pytest.approx(recs[2]["kl/coef"], rel=1e-12)  # after steps 0 and 1
     train(cfg, run)  # resumes at step 2 from step_000001, beta with it
     assert _metrics(run) == _metrics(clean)
+
+
+@pytest.mark.slow
+def test_two_processes_steer_beta_as_one(tmp_path, fast_overrides):
+    """Each process scores the whole batch (its forwards gathered), so each measures the same KL_t and moves the
+    same beta: a 2-process run logs the 1-process run's beta and KL at every step."""
+    from harness.config import load_config
+    from harness.train import train
+    from tests.train.test_data_parallel import RUN, SMOKE, _records, _two_process_run
+
+    overrides = [*fast_overrides, *ADAPTIVE, *RUN]
+    train(load_config(SMOKE, overrides), tmp_path / "one")
+    _two_process_run(SMOKE, overrides, tmp_path / "ddp", "ddp")
+    one, two = ([r for r in _records(tmp_path / run) if "kl/coef" in r] for run in ("one", "ddp"))
+    assert [r["step"] for r in two] == [r["step"] for r in one] == [0, 1]
+    assert [r["kl/coef"] for r in two] == pytest.approx([r["kl/coef"] for r in one], rel=1e-6)
+    assert [r["kl/reward"] for r in two] == pytest.approx([r["kl/reward"] for r in one], rel=1e-5, abs=1e-7)
