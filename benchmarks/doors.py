@@ -1,4 +1,4 @@
-"""Try every door issue 41's deliver 4 names as a new user would: each bad input through `harness`'s own
+"""Try every door the harness opens as a new user would: each bad input through `harness`'s own
 entry point (`harness.cli.main`, in this process; the cases whose code kills its process in a child).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/doors.py [--only SUBSTRING] > doors.md

@@ -64,7 +64,7 @@ def _ratio(num: float, den: float) -> float | None:
 
 def summarize_steps(steps: list[dict], warmup: int = 1, warmup_max: int | None = None, tol: float = STEADY_TOL) -> dict:
     """Means over the measured steps: those after the warm-up that the steadiness rule of protocol.py ends (at
-    least `warmup` steps, at most `warmup_max`; the default, warmup=1, leaves step 0 out as before). The first
+    least `warmup` steps, at most `warmup_max`; the default, warmup=1, leaves step 0 out). The first
     step is reported as step0_s; with no step past the warm-up the means are the last step's own and
     `warmup_only` is True. Throughputs are totals over totals: rollout_tok_s = tokens / rollout time,
     train_tok_s = tokens / update time, tok_s = tokens / step time (end to end)."""

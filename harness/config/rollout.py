@@ -154,7 +154,7 @@ def check_staleness(run: Any) -> None:
             f"rollout.staleness={k} with trainer={run.trainer!r}: only the RL loop samples with stale weights; "
             "allowed: 0 here"
         )
-    if k >= run.train.steps:  # issue 41: every batch from theta_0, and every step's weights kept
+    if k >= run.train.steps:  # else every batch comes from theta_0, and every step's weights are kept
         raise ValueError(
             f"rollout.staleness={k} with train.steps={run.train.steps}: every batch would be sampled by the "
             f"initial weights and a copy of the trained parameters kept for each step; allowed: "

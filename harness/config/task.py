@@ -53,7 +53,7 @@ class RewardSection(_Section):
 
     def identity(self) -> dict:
         """The entry as cache keys read it: the reward-model keys left out where they are at their defaults
-        (a verifier's or a function's key is what it was before they existed)."""
+        (so a verifier's or a function's key does not change when the reward-model keys are unused)."""
         out = self.model_dump(mode="json")
         for key in ("model", "micro_batch_size", "normalize"):
             if out[key] == field_default(RewardSection, key):

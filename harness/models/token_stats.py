@@ -42,7 +42,7 @@ GPU_TILE_BYTES = 256 << 20  # one tile's fp32 (rows, V) on a GPU: a few such ten
 
 def tile_plan(device: torch.device | str, free_bytes: int | None = None) -> tuple[int, bool]:
     """(bytes of one tile's fp32 (rows, V), recompute in the backward) for logits on `device`. A CPU: CHUNK_BYTES and
-    the recompute, bit for bit the whole-tensor formulas (as before devices were told apart). A GPU: GPU_TILE_BYTES,
+    the recompute, bit for bit the whole-tensor formulas. A GPU: GPU_TILE_BYTES,
     at most an eighth of `free_bytes` (the device's free memory; read from the device when None), and the closed-form
     backward (no recompute)."""
     kind = torch.device(device).type

@@ -10,7 +10,7 @@ the component it changes, so that each combines with every other.
                        `top_entropy_quantile`)
     use_adaptive_entropy       the entropy bonus's coefficient steered toward entropy_target, one step of
                        entropy_coef_delta per optimizer step (Skywork-OR1 2505.22312; TRL 1.16 `use_adaptive_entropy`)
-    entropy_agg        how the entropy bonus is aggregated: `agg` (with the policy's agg, as before) or
+    entropy_agg        how the entropy bonus is aggregated: `agg` (with the policy's agg, the default) or
                        `token_mean` (TRL 1.16: the token mean whatever the loss)
 
 Glossary: B rows, T response length, M the response mask (B, T), A the advantage broadcast to tokens (B, T),

@@ -171,7 +171,7 @@ def policy_loss(
     agg = dict(
         agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens, cfg=cfg
     )
-    if cfg.entropy_agg == "agg":  # the bonus aggregated with the policy's agg (in one sum, as it always was)
+    if cfg.entropy_agg == "agg":  # the bonus aggregated with the policy's agg, in one sum with the surrogate
         loss = aggregate(loss_tok=parts[0] + parts[1] + parts[2], **agg)
     else:
         loss = aggregate(loss_tok=parts[0] + parts[1], **agg) + entropy_term(cfg, parts[2], agg, keep)

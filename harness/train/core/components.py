@@ -56,7 +56,7 @@ class Trained:
         norm = float(full_tensor(squared_norm(grads))) ** 0.5  # the update's one read of the gradient
         coef = max_norm / (norm + 1e-6) if max_norm else 1.0
         if coef < 1.0:
-            torch._foreach_mul_(grads, coef)  # on a CPU each tensor's mul_, as before
+            torch._foreach_mul_(grads, coef)  # on a CPU each tensor's own mul_
         return norm
 
     def state(self) -> dict:

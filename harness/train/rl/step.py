@@ -216,7 +216,7 @@ class RLTrainer(Trainer):
             out["perf/policy_update_seconds"] = time.perf_counter() - t_policy
         except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update
             out.update(ctx.nonfinite(step, str(err)))
-        if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch, packed as before
+        if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch, packed as the rollout's
             with padded_widths(cfg.train.pad_to_multiple_of):
                 router_old_new(ctx.model, batch, mismatch, ctx.pad_id, cfg.rollout.temperature, obj.routing_replay)
         if not self.stale.k:  # rollout.staleness: the next rollout syncs the engine with its stale weights

@@ -109,7 +109,7 @@ def resolve_nodes(
     backend: str = "static",
     env: Mapping[str, str] | None = None,
 ) -> Nodes | None:
-    """The rendezvous of this launcher (None: one node, torchrun --standalone as before). Options left out are
+    """The rendezvous of this launcher (None: one node, torchrun --standalone). Options left out are
     read from SLURM's environment (env: os.environ); a value that is bad or missing is a ConfigError."""
     env = os.environ if env is None else env
     if nnodes is None and node_rank is None and endpoint is None and rdzv_id is None:
