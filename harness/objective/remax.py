@@ -5,7 +5,7 @@ rollout draws one extra response per prompt at temperature 0 (harness/train/core
 scores it with the same rewards (and the same overlong shaping), logs its reward
 (`reward/greedy_mean`) and never trains on it. Equal to verl 0.9.1's `remax` advantage estimator
 (verl/trainer/ppo/core_algos.py `compute_remax_outcome_advantage`) with `scale: none`
-(tests/objective/test_baselines_2026.py).
+(tests/objective/test_remax_gdpo_dpo_references.py).
 
 Glossary: N prompts, G = group size (ReMax's paper: G = 1), B = N*G sequences (groups contiguous),
 T padded response length, M the response mask (B, T).

@@ -1,9 +1,9 @@
 """The reference implementations' outputs for VESPO, LUSPO, the two-sided clip delta (TRL 1.16), DRO
 (verl 0.9.1) and GPPO / CE-GPPO (the authors' code), on fixed random inputs with padding: writes
-tests/objective/fixtures/surrogates_2026.json, which tests/objective/test_objective_surrogates_2026.py
+tests/objective/fixtures/vespo_luspo_dro_gppo.json, which tests/objective/test_objective_vespo_luspo_dro_gppo.py
 compares our `policy_loss` to (loss and gradient wrt logp, 1e-6).
 
-    PYTHONPATH=$PWD python benchmarks/reference/surrogates_2026.py      # needs TRL 1.16 (requirements-bench.txt)
+    PYTHONPATH=$PWD python benchmarks/reference/vespo_luspo_dro_gppo.py      # needs TRL 1.16 (requirements-bench.txt)
 
 Sources, copied verbatim where the reference is not a callable function (each block names its lines):
   TRL 1.16.0  trl/trainer/grpo_trainer.py: `GRPOTrainer.get_gamma_weights` (l. 2970-3018) is CALLED;
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-OUT = Path(__file__).resolve().parents[2] / "tests" / "objective" / "fixtures" / "surrogates_2026.json"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "objective" / "fixtures" / "vespo_luspo_dro_gppo.json"
 
 
 def inputs(seed: int = 0) -> dict[str, torch.Tensor]:
@@ -218,7 +218,7 @@ def main() -> None:
         cases[name] = {"preset": preset, "overrides": overrides, "loss": loss, "grad": grad.tolist()}
         print(f"{name:22s} loss {loss:+.9f}")
     out = {
-        "source": "benchmarks/reference/surrogates_2026.py (TRL 1.16.0, verl 0.9.1 copied, CE-GPPO authors' code)",
+        "source": "benchmarks/reference/vespo_luspo_dro_gppo.py (TRL 1.16.0, verl 0.9.1 copied, CE-GPPO authors' code)",
         "inputs": {k: v.tolist() for k, v in x.items()},
         "cases": cases,
     }

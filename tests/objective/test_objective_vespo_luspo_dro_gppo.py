@@ -1,6 +1,6 @@
 """VESPO, LUSPO, the two-sided clip delta, GPPO / CE-GPPO, DRO and SSPO (docs/objective.md §12):
 hand-computed values of each formula, equality with TRL 1.16 / verl 0.9.1 / the CE-GPPO authors' code
-on a random padded batch (fixture from benchmarks/reference/surrogates_2026.py), and the refusals of
+on a random padded batch (fixture from benchmarks/reference/vespo_luspo_dro_gppo.py), and the refusals of
 bad values before a model loads."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from harness.objective.ratios import importance_ratio, span_mean
 from harness.objective.soft_clips import vespo_weight
 from harness.objective.surrogates import clip_masks, surrogate_loss
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "surrogates_2026.json").read_text())
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "vespo_luspo_dro_gppo.json").read_text())
 SMOKE = "experiments/runs/smoke.yaml"
 D = torch.float64
 

@@ -1,8 +1,8 @@
 # ruff: noqa: UP045 -- the verl functions below are verbatim (Optional[...] as verl writes it)
 """Reference outputs for ReMax, GDPO and DPO's sigmoid loss (docs/zoo.md, "Baselines, reward combination,
-DPO fixes") on fixed random inputs with padding -> tests/objective/fixtures/baselines_2026.json.
+DPO fixes") on fixed random inputs with padding -> tests/objective/fixtures/remax_gdpo_dpo.json.
 
-    python benchmarks/reference/baselines_2026.py          # rewrite the fixture (CPU, a second)
+    python benchmarks/reference/remax_gdpo_dpo.py          # rewrite the fixture (CPU, a second)
 
 verl 0.9.1 is not installed in the project's environment (its imports are heavy): the functions below are
 copied VERBATIM from its wheel (`pip download verl==0.9.1 --no-deps`), with the file and line named:
@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-OUT = Path(__file__).resolve().parents[2] / "tests" / "objective" / "fixtures" / "baselines_2026.json"
+OUT = Path(__file__).resolve().parents[2] / "tests" / "objective" / "fixtures" / "remax_gdpo_dpo.json"
 AlgoConfig = dict  # verl's type hint only
 
 

@@ -1,6 +1,6 @@
 """ReMax (`baseline: remax`), GDPO (`task.reward_combine: normalize_then_sum`) and DPO-Shift
 (`dpo_shift_lambda`): hand-computed values, and equal to verl 0.9.1 / TRL 1.16 on the fixture that
-benchmarks/reference/baselines_2026.py writes (random inputs with padding), at 1e-6."""
+benchmarks/reference/remax_gdpo_dpo.py writes (random inputs with padding), at 1e-6."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from harness.objective.advantages import whiten
 from harness.objective.remax import remax_advantages
 from harness.objective.reward_combine import combine, normalize_then_sum
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "baselines_2026.json").read_text())
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "remax_gdpo_dpo.json").read_text())
 
 
 def _t(x) -> torch.Tensor:
