@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from harness.objective.aggregation import aggregate
 from harness.objective.kl import kl_penalty
 from harness.objective.modes import Knob, Requires, register_extension
 
@@ -88,11 +89,10 @@ def reward_kl_mean(logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tenso
     """KL_t (0-dim): mean over rows of each row's mean k1 over its masked tokens (verl apply_kl_penalty).
 
     logp: the behaviour policy's log-probs (B, T), the ones the reward's penalty reads; ref_logp (B, T); mask (B, T).
-    A row with no masked token counts as 0 (verl's masked_mean of an empty row: 0 / eps)."""
-    m = (mask > 0).to(logp.dtype)
-    k1 = kl_penalty(logp.detach(), ref_logp, "k1") * m  # log pi_theta - log pi_ref on the masked tokens
-    per_row = k1.sum(-1) / m.sum(-1).clamp_min(1.0)
-    return per_row.mean()
+    A row with no masked token counts as 0 (verl's masked_mean of an empty row: 0 / eps), as it does in
+    seq_mean_token_mean's (1/B) sum_i (1/|o_i|) sum_t M k1 with B every row."""
+    k1 = kl_penalty(logp.detach(), ref_logp, "k1")  # log pi_theta - log pi_ref
+    return aggregate("seq_mean_token_mean", k1, mask, num_seqs=mask.shape[0])
 
 
 @register_extension(

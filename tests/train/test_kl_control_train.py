@@ -4,23 +4,16 @@ in the checkpoint and a resumed run takes the same steps as one never stopped.""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
+
+from tests.train.test_entropy_controls_train import _metrics  # metrics.jsonl without timings
 
 ADAPTIVE = [
     "objective.preset=ppo",  # the critic's path: the KL is spread over the tokens' rewards (GAE)
     "objective.kl_target=0.01",
     "objective.kl_horizon=64",  # short, so that beta visibly moves in a few steps
 ]
-
-
-def _metrics(run) -> list[dict]:
-    return [
-        {k: v for k, v in json.loads(line).items() if not k.startswith("perf/")}
-        for line in (run / "metrics.jsonl").read_text().splitlines()
-    ]
 
 
 def test_adaptive_kl_follows_the_rule_and_resumes_exactly(tmp_path, fast_config, train_killed_at_update):

@@ -28,7 +28,9 @@ def test_rollout_logp_matches_recompute(fast_config, tmp_path):
     # same rollouts (seeded), same ratios up to fp32 noise (~1e-6 in a logp) -> the same Adam steps, but for
     # the few weights whose gradient is at rounding level (tests/train/same_weights.py); a wrong pi_old
     # changes the second mini-batch's gradient and hundreds of weights
-    assert_same_weights(params["rollout"], params["recompute"], atol=1e-5, lr=cfg.train.lr, steps=1)
+    assert_same_weights(
+        params["rollout"], params["recompute"], atol=1e-5, lr=cfg.train.lr, steps=cfg.train.mini_batches
+    )
 
 
 @pytest.mark.parametrize(
