@@ -395,6 +395,37 @@ def kl_control_tries(f: dict) -> list[tuple[str, list[str]]]:
     ]
 
 
+def kl_estimator_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """verl's KL estimators and the two switches of the loss's KL term (harness/objective/kl.py)."""
+    return [
+        ("kl_estimator k4", [*CFG, "objective.kl_estimator=k4"]),
+        ("kl_estimator k3+ (verl's spelling)", [*CFG, "objective.kl_estimator=k3+"]),
+        (
+            "kl_estimator low_var_kl with kl_placement reward",
+            [*CFG, "objective.preset=ppo", "objective.kl_estimator=low_var_kl"],
+        ),
+        ("kl_straight_through with kl_coef 0", [*CFG, "objective.kl_straight_through=true", "objective.kl_coef=0"]),
+        (
+            "kl_straight_through with kl_placement reward",
+            [*CFG, "objective.preset=ppo", "objective.kl_straight_through=true"],
+        ),
+        ("kl_straight_through a word", [*CFG, "objective.kl_straight_through=sometimes"]),
+        ("kl_bias_correction with kl_coef 0", [*CFG, "objective.kl_bias_correction=true", "objective.kl_coef=0"]),
+        (
+            "kl_bias_correction with kl_placement reward",
+            [*CFG, "objective.preset=ppo", "objective.kl_bias_correction=true"],
+        ),
+        (
+            "control: kl_straight_through, verl k3+",
+            [*CFG, "objective.kl_estimator=low_var_kl", "objective.kl_straight_through=true"],
+        ),
+        (
+            "control: kl_bias_correction, sequence ratio",
+            [*CFG, "objective.kl_bias_correction=true", "objective.ratio=sequence"],
+        ),
+    ]
+
+
 def verdict_tries(f: dict) -> list[tuple[str, list[str]]]:
     """A study's `hypotheses:` (refused when it loads: `harness grid`) and `harness verdict`."""
     from tests.experiments.verdict_fixture import study_yaml, write_folder
@@ -449,7 +480,8 @@ def node_tries(f: dict) -> list[tuple[str, list[str]]]:
 def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
     tries = knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
-    return tries + verdict_tries(f) + node_tries(f) + hub_tries(f) + dpo_loss_tries(f) + kl_control_tries(f)
+    tries += verdict_tries(f) + node_tries(f) + hub_tries(f) + dpo_loss_tries(f) + kl_control_tries(f)
+    return tries + kl_estimator_tries(f)
 
 
 def one_line(text: str) -> str:

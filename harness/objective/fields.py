@@ -94,7 +94,8 @@ class PolicyKnobs(AdvantageKnobs):
     kl_coef: NonNeg = Field(0.04, description="KL weight beta; 0 loads no reference model (GRPO 0.04, PPO 0.05)")
     kl_estimator: str = Field(
         "k3",
-        description="KL estimator (Schulman 'Approximating KL'): k1 log-ratio, k2 half squared, k3 unbiased >= 0 (GRPO)",
+        description="KL estimator (Schulman 'Approximating KL'): k1 log-ratio, k2 half squared, k3 unbiased >= 0 "
+        "(GRPO), abs |log-ratio|, low_var_kl k3 with verl's clamps",
     )
     kl_placement: str = Field(
         "loss", description="loss: kl_coef*k added to the token loss (GRPO); reward: kl_coef*k1 off the reward (PPO)"

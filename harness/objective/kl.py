@@ -6,6 +6,14 @@ samples drawn from pi_theta (so E[k1] = E[k3] = KL(pi_theta || pi_ref)):
     k1 = -d = logp - ref_logp          unbiased, can be negative
     k2 = d^2 / 2                       biased, low variance, >= 0
     k3 = exp(d) - d - 1                unbiased, >= 0 (GRPO 2402.03300 Eq. 4)
+    abs = |d|                          biased, >= 0 (verl's `abs`)
+    low_var_kl = clip(exp(d') - d' - 1, -10, 10), d' = clip(d, -20, 20)
+                                       verl's k3 (`low_var_kl`, `k3`), clamped for stability
+With kl_straight_through the loss's k keeps its value and takes k2's gradient, k2 - sg(k2) + sg(k) (verl's
+`+` suffix: `k3+` = low_var_kl with it): the expected gradient of k2 is the reverse KL's, that of k1 or k3 is not.
+With kl_bias_correction (DeepSeek-V3.2 2512.02556; TRL use_bias_correction_kl) the loss's k is weighed by the
+importance ratio rho = pi_theta / pi_old of the `ratio` knob, with its gradient: the samples come from pi_old,
+so rho k's gradient is the unbiased reverse-KL gradient of pi_theta.
 Placements: `loss` adds kl_coef * k to the token loss (GRPO; done in policy_loss);
 `reward` subtracts kl_coef * k1 from the reward (PPO 1707.06347 / InstructGPT 2203.02155,
 RLOO 2402.14740, REINFORCE++ 2501.03262) -- the functions below, computed from the
@@ -18,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from harness.objective.modes import Modes, Requires, register, register_kl_estimator
+from harness.objective.modes import Knob, Modes, Requires, register, register_extension, register_kl_estimator
 
 if TYPE_CHECKING:
     from harness.objective.fields import ObjectiveKnobs
@@ -52,6 +60,101 @@ def _k2(d: torch.Tensor) -> torch.Tensor:
 @register_kl_estimator("k3", doc="(r - 1) - log r, r = pi_ref/pi_theta: unbiased, >= 0 (GRPO 2402.03300)")
 def _k3(d: torch.Tensor) -> torch.Tensor:
     return torch.expm1(d) - d
+
+
+@register_kl_estimator("abs", doc="|log r|: biased, >= 0 (verl's abs)")
+def _abs(d: torch.Tensor) -> torch.Tensor:
+    return d.abs()  # |log(pi_theta / pi_ref)|
+
+
+LOW_VAR_LOG_BOUND, LOW_VAR_KL_BOUND = 20.0, 10.0  # verl core_algos.kl_penalty_forward's clamps
+
+
+@register_kl_estimator("low_var_kl", doc="k3 with verl's clamps (d to [-20, 20], k3 to [-10, 10]): verl's k3")
+def _low_var_kl(d: torch.Tensor) -> torch.Tensor:
+    dc = d.clamp(-LOW_VAR_LOG_BOUND, LOW_VAR_LOG_BOUND)
+    return (torch.exp(dc) - dc - 1).clamp(-LOW_VAR_KL_BOUND, LOW_VAR_KL_BOUND)  # r - log r - 1, r = pi_ref/pi_theta
+
+
+def straight_through(k: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """k's value with k2's gradient (verl kl_penalty's '+'): k2 - sg(k2) + sg(k). k, d: (B, T)."""
+    k2 = _k2(d)
+    return k2 - k2.detach() + k.detach()
+
+
+# verl's kl_loss_type names that are not ours, as the refusal of one spells them here
+VERL_SPELLINGS = {
+    "kl": "verl's k1: kl_estimator: k1",
+    "mse": "verl's k2: kl_estimator: k2",
+    **{
+        f"{v}+": f"verl's straight-through {v}: kl_estimator: {ours} with kl_straight_through: true"
+        for v, ours in (("kl", "k1"), ("k1", "k1"), ("abs", "abs"), ("k3", "low_var_kl"), ("low_var_kl", "low_var_kl"))
+    },
+}
+KL_ESTIMATOR.spellings.update(VERL_SPELLINGS)
+
+
+LOSS_KL_WHY = "it changes the KL term of the loss (kl_placement: loss)"
+LOSS_KL_REQUIRES = (
+    Requires("kl_placement", ("loss",), LOSS_KL_WHY),
+    Requires("kl_coef", why=LOSS_KL_WHY, accepts=lambda v, cfg: v > 0, allowed_text="a float > 0"),
+)
+STRAIGHT_THROUGH_KNOBS = (
+    Knob(
+        "kl_straight_through",
+        False,
+        "the loss's KL estimate k keeps its value and takes k2's gradient, k2 - sg(k2) + sg(k) (verl's kl_loss_type "
+        "suffix '+': k3+ = low_var_kl with this)",
+        type=bool,
+    ),
+)
+
+
+@register_extension(
+    "kl_straight_through",
+    doc="verl's straight-through KL ('k3+'): the value of kl_estimator's k, the gradient of k2",
+    knobs=STRAIGHT_THROUGH_KNOBS,
+    requires=LOSS_KL_REQUIRES,
+    switch="kl_straight_through",
+    when="objective.kl_straight_through=true",
+)
+def _kl_straight_through_on(cfg: ObjectiveKnobs) -> bool:
+    return bool(cfg.kl_straight_through)
+
+
+BIAS_KNOBS = (
+    Knob(
+        "kl_bias_correction",
+        False,
+        "weigh the loss's KL estimate by the importance ratio rho = pi_theta / pi_old, with its gradient: the "
+        "unbiased reverse-KL gradient (DeepSeek-V3.2 2512.02556; TRL use_bias_correction_kl)",
+        type=bool,
+    ),
+)
+
+
+@register_extension(
+    "kl_bias_correction",
+    doc="DeepSeek-V3.2's unbiased KL (2512.02556; TRL use_bias_correction_kl): the loss's kl_coef k times rho",
+    knobs=BIAS_KNOBS,
+    requires=LOSS_KL_REQUIRES,
+    switch="kl_bias_correction",
+    when="objective.kl_bias_correction=true",
+)
+def _kl_bias_correction_on(cfg: ObjectiveKnobs) -> bool:
+    return bool(cfg.kl_bias_correction)
+
+
+def loss_kl_term(cfg: ObjectiveKnobs, logp: torch.Tensor, ref_logp: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
+    """kl_coef k(logp, ref_logp) per token (B, T); with kl_straight_through k's value on k2's gradient (verl's
+    kl_penalty with '+'), with kl_bias_correction times rho (the `ratio` knob's pi_theta / pi_old, (B, T), with
+    its gradient: TRL's per_token_kl * coef_1)."""
+    k = kl_penalty(logp, ref_logp, cfg.kl_estimator)
+    if getattr(cfg, "kl_straight_through", False):
+        k = straight_through(k, ref_logp.detach() - logp)
+    if getattr(cfg, "kl_bias_correction", False):
+        k = k * rho
+    return cfg.kl_coef * k
 
 
 @register("kl_placement", "loss", doc="kl_coef * k (the chosen estimator) added to the token loss (GRPO)")

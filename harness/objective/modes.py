@@ -201,6 +201,7 @@ class Modes(Mapping[str, ImplT]):
         self.modes: dict[str, Mode] = {}
         self.build = build or (lambda fn: fn)
         self._active = active or (lambda cfg, name, mode: getattr(cfg, kind, None) == name)
+        self.spellings: dict[str, str] = {}  # another tool's name for a setting -> how to write it here
         for name, mode in (modes or {}).items():
             self.register(name, mode)
         KINDS[kind] = self
@@ -247,7 +248,8 @@ class Modes(Mapping[str, ImplT]):
     def check(self, name: str) -> str:
         """name if registered, else ValueError naming the knob, the value and the allowed values."""
         if name not in self.modes:
-            raise ValueError(f"unknown {self.kind} {name!r}; allowed {self.kind} values: {list(self.names)}")
+            hint = f" ({name!r} is {self.spellings[name]})" if name in self.spellings else ""
+            raise ValueError(f"unknown {self.kind} {name!r}{hint}; allowed {self.kind} values: {list(self.names)}")
         return name
 
     def doc(self, name: str) -> str:

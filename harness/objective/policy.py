@@ -31,7 +31,7 @@ from harness.objective.aggregation import aggregate, masked_mean, seq_mean
 from harness.objective.deferred import Deferred, read, scalar
 from harness.objective.entropy_control import ENTROPY_WINDOW_KEY, entropy_bonus_on, entropy_coef_now, entropy_term
 from harness.objective.extensions import active_hooks, one_hook
-from harness.objective.kl import kl_penalty, loss_kl_on
+from harness.objective.kl import kl_penalty, loss_kl_on, loss_kl_term
 from harness.objective.padding import zero_padding
 from harness.objective.ratios import RATIO, is_sequence_level
 from harness.objective.rollout_correction import Correction, rollout_correction, uses_sampler_logp
@@ -113,7 +113,7 @@ def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, c
                 f"kl_coef={cfg.kl_coef} with kl_placement='loss' needs ref_logp (the reference policy's "
                 "log-probs); set kl_coef=0 to train without a reference model"
             )
-        loss_kl = cfg.kl_coef * kl_penalty(t.lp, t.ref, cfg.kl_estimator)
+        loss_kl = loss_kl_term(cfg, t.lp, t.ref, rho)  # kl_coef k, times rho under kl_bias_correction
     ent = t.clean(entropy, detach=False)
     loss_ent = -entropy_coef_now(cfg, extras) * ent if ent is not None else t.zero  # entropy bonus
     if keep is not None and ent is not None:  # TRL 1.16: the bonus acts on the tokens the policy loss keeps
@@ -198,7 +198,7 @@ def _entropy_control_metrics(cfg: ObjectiveConfig, t: Tokens, rho, entropy, keep
 
 def _correction(cfg: ObjectiveConfig, t: Tokens, rollout_logp: torch.Tensor | None) -> Correction:
     """The rollout correction of §6 (rollout_correction.py); none without the sampler's log-probs (tis_cap then
-    weighs nothing, as it always did; the other knobs refuse to run without them)."""
+    weighs nothing; the other knobs refuse to run without them)."""
     if rollout_logp is None:
         if uses_sampler_logp(cfg) and cfg.tis_cap is None:
             raise ValueError(
