@@ -481,7 +481,18 @@ def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
     tries = knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
     tries += verdict_tries(f) + node_tries(f) + hub_tries(f) + dpo_loss_tries(f) + kl_control_tries(f)
-    return tries + kl_estimator_tries(f)
+    return tries + kl_estimator_tries(f) + advantage_clip_tries(f)
+
+
+def advantage_clip_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """NeMo-RL's and ROLL's advantage clipping (harness/objective/advantage_clip.py)."""
+    return [
+        ("adv_clip_low above 0", [*CFG, "objective.adv_clip_low=0.5"]),
+        ("adv_clip_high below 0", [*CFG, "objective.adv_clip_high=-1"]),
+        ("adv_clip_low and adv_clip_high both 0", [*CFG, "objective.adv_clip_low=0", "objective.adv_clip_high=0"]),
+        ("adv_clip_high a word", [*CFG, "objective.adv_clip_high=wide"]),
+        ("control: ROLL's advantage_clip 2", [*CFG, "objective.adv_clip_low=-2", "objective.adv_clip_high=2"]),
+    ]
 
 
 def one_line(text: str) -> str:

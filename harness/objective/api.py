@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from harness.objective.advantage_clip import clip_advantages
 from harness.objective.advantages import group_advantages
 from harness.objective.entropy_control import entropy_bonus_on
 from harness.objective.extensions import Scored, active_hooks, active_modes, components, one_hook
@@ -125,7 +126,8 @@ def advantages(
     reward model); a keyword argument is one of them (`values=v` is `extras={"values": v}`). A mode
     with per-token advantages (critic: GAE + whitening; PRIME) computes them from its hooks;
     otherwise r_i - kl_coef sum_t M k1 when
-    the KL is in the reward, then the group/batch baseline and scale (§1). Every active mode's
+    the KL is in the reward, then the group/batch baseline and scale (§1); then adv_clip_low / adv_clip_high
+    clamp the advantages (advantage_clip.py). Every active mode's
     `scoring` hook adds the per-row tensors its loss needs to `Scored.extras`.
     """
     inputs = {**(extras or {}), **{k: v for k, v in named.items() if v is not None}, "logp": logp, "ref_logp": ref_logp}
@@ -142,6 +144,8 @@ def advantages(
         if kl_reward:
             rewards = kl_in_reward(obj, rewards, logp, ref_logp, mask)
         scored = Scored(adv=group_advantages(obj, rewards, group_size), returns=None, rewards=rewards)
+    scored.adv, clip_metrics = clip_advantages(obj, scored.adv, mask)  # adv_clip_low / adv_clip_high, when set
+    scored.metrics.update(clip_metrics)
     for hook in active_hooks(obj, "scoring"):
         scored.extras.update(hook(obj, rewards, mask, group_size))
     if kl_reward and getattr(obj, "kl_target", None) is not None:  # the adaptive controller's KL_t (kl_control.py)
