@@ -485,13 +485,19 @@ def cases(f: dict) -> list[tuple[str, list[str]]]:
 
 
 def advantage_clip_tries(f: dict) -> list[tuple[str, list[str]]]:
-    """NeMo-RL's and ROLL's advantage clipping (harness/objective/advantage_clip.py)."""
+    """NeMo-RL's and ROLL's advantage clipping (advantage_clip.py), OPO's baseline (opo.py), TOPR (topr.py)."""
     return [
         ("adv_clip_low above 0", [*CFG, "objective.adv_clip_low=0.5"]),
         ("adv_clip_high below 0", [*CFG, "objective.adv_clip_high=-1"]),
         ("adv_clip_low and adv_clip_high both 0", [*CFG, "objective.adv_clip_low=0", "objective.adv_clip_high=0"]),
         ("adv_clip_high a word", [*CFG, "objective.adv_clip_high=wide"]),
         ("control: ROLL's advantage_clip 2", [*CFG, "objective.adv_clip_low=-2", "objective.adv_clip_high=2"]),
+        ("baseline opo misspelt", [*CFG, "objective.baseline=opo_len"]),
+        ("topr with the sequence ratio", [*CFG, "objective.clip=topr", "objective.ratio=sequence"]),
+        ("topr_negative_weight 0", [*CFG, "objective.clip=topr", "objective.topr_negative_weight=0"]),
+        ("topr_positive_weight without clip topr", [*CFG, "objective.topr_positive_weight=2"]),
+        ("control: preset opo", [*CFG, "objective.preset=opo"]),
+        ("control: preset topr", [*CFG, "objective.preset=topr"]),
     ]
 
 

@@ -27,9 +27,11 @@ Glossary for every docstring: N prompts, G group size, B = N*G sequences (groups
 T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 """
 
+from harness.objective import opo as opo
 from harness.objective import prime as prime
 from harness.objective import remax as remax
 from harness.objective import soft_clips as soft_clips
+from harness.objective import topr as topr
 from harness.objective.advantages import gae_advantages, group_advantages
 from harness.objective.aggregation import aggregate
 from harness.objective.api import LossInputs, Needs, Scored, advantages, inputs_needed, loss, loss_mask

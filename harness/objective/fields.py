@@ -43,7 +43,7 @@ class AdvantageKnobs(BaseModel):
         description="b_i: group_mean (GRPO 2402.03300), leave_one_out (RLOO 2402.14740, unbiased), "
         "batch_mean, none (REINFORCE), critic (PPO: value head + GAE 1506.02438, per-token), passk (the Pass@k "
         "advantage, 2508.10751; binary rewards, scale none), prime (PRIME 2502.01456), remax (the greedy response's "
-        "reward, ReMax 2310.10505), or a registered one",
+        "reward, ReMax 2310.10505), opo (the group's length-weighted mean reward, OPO 2505.23585), or a registered one",
     )
     scale: str = Field(
         "group_std",

@@ -718,6 +718,42 @@ register_preset(
     kl_estimator="k1",
     kl_placement="reward",
 )
+# OPO (Hao et al. 2505.23585): the group's length-weighted mean reward as the baseline (the paper's optimal
+# baseline), no std, exact on-policy (train.inner_epochs 1 and train.mini_batches 1, the defaults: one optimizer
+# step per rollout batch, rho = 1), no KL, no entropy bonus: verl 0.9.1's docs/algo/opo.md configuration with
+# its default loss_agg_mode token-mean.
+register_preset(
+    "opo",
+    baseline="opo",
+    scale="none",
+    std="sample",
+    ratio="token",
+    clip="ppo",
+    eps_low=0.2,
+    eps_high=0.2,
+    agg="token_mean",
+    kl_coef=0.0,
+    kl_estimator="k3",
+    kl_placement="loss",
+)
+# TOPR (Le Roux et al. 2503.14286): rows with reward > 0 take the SFT-like -A log pi, the others the ratio
+# tapered to [0, 1]; ROLL's pg_variant topr with its example's group mean/std normalisation, no KL, no entropy
+# bonus (examples/qwen2.5-0.5B-agentic/agent_val_frozen_lake-pg_var.yaml; its advantage_clip 0.2 and batch
+# whitening are left to adv_clip_low/high and the scale knob).
+register_preset(
+    "topr",
+    baseline="group_mean",
+    scale="group_std",
+    std="sample",
+    ratio="token",
+    clip="topr",
+    eps_low=0.2,
+    eps_high=0.2,
+    agg="seq_mean_token_mean",
+    kl_coef=0.0,
+    kl_estimator="k3",
+    kl_placement="loss",
+)
 # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);
 # `dpo_loss_type: ipo` gives IPO (Azar et al. 2310.12036). The reference model enters through
 # dpo_beta, not kl_coef; the policy-gradient knobs are unused by dpo_loss.

@@ -63,6 +63,8 @@ EXPECTED_TABLE = {
     "scalerl": ("group_mean", "batch_std", "token", "cispo", None, 4.0, "prompt_mean", 0.0, "k3", "loss"),
     # baselines, reward combination, DPO fixes (docs/zoo.md)
     "remax": ("remax", "none", "token", "ppo", 0.2, 0.2, "seq_mean_token_sum", 0.0, "k1", "reward"),
+    "opo": ("opo", "none", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
+    "topr": ("group_mean", "group_std", "token", "topr", 0.2, 0.2, "seq_mean_token_mean", 0.0, "k3", "loss"),
 }
 # The extras column (and the knobs the table leaves to the defaults).
 EXPECTED_EXTRAS = {
