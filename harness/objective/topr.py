@@ -75,15 +75,10 @@ def _token_loss(cfg: ObjectiveKnobs, logp, old_logp, adv, mask, entropy, extras)
             f"clip='topr' splits the rows by their reward: extras[{POSITIVE!r}] (B,), from its scoring hook "
             "(harness.objective.advantages(...) returns it in Scored.extras; pass them to policy_loss(extras=...))"
         )
-    loss = topr_token_loss(
+    # padding: logp is 0 there (policy.py's zero_padding), so is the loss; aggregate masks it again
+    return topr_token_loss(
         logp, old_logp, adv, positive.to(logp.device), cfg.topr_positive_weight, cfg.topr_negative_weight
     )
-    return torch.where(mask, loss, torch.zeros_like(loss))
-
-
-def _never(ratio, adv, logp, old_logp, cfg) -> tuple[torch.Tensor, torch.Tensor]:
-    none = torch.zeros_like(ratio, dtype=torch.bool)
-    return none, none
 
 
 @register_clip(
@@ -92,7 +87,6 @@ def _never(ratio, adv, logp, old_logp, cfg) -> tuple[torch.Tensor, torch.Tensor]
     knobs=KNOBS,
     requires=(Requires("ratio", ("token",), "TOPR's taper weighs each token by its own ratio (ROLL's)"),),
     hooks=Hooks(scoring=_scoring, token_loss=_token_loss),
-    masks=_never,
 )
 def _topr(ratio, adv, logp, old_logp, cfg):
     raise ValueError(

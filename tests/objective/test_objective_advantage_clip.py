@@ -68,11 +68,12 @@ def test_rows_without_a_response_are_not_counted():
 
 def test_through_the_api_a_lone_right_answer_is_held_at_the_bound():
     """GRPO's one right answer in a group of 4 gets (1 - 1/4) / std = 1.5 (sample std 0.5): clipped to 1.0."""
-    cfg = ObjectiveConfig(adv_clip_high=1.0)
-    scored = advantages(cfg, torch.tensor([1.0, 0.0, 0.0, 0.0]), torch.ones(4, 2), group_size=4)
-    unclipped = 0.75 / (0.5 + 1e-6)
-    assert scored.adv.tolist() == pytest.approx([1.0, -0.25 / (0.5 + 1e-6)] + [-0.25 / (0.5 + 1e-6)] * 2)
-    assert unclipped > 1.0 and scored.metrics["adv/clip_frac"] == pytest.approx(1 / 4)
+    rewards, mask = torch.tensor([1.0, 0.0, 0.0, 0.0]), torch.ones(4, 2)
+    unclipped = advantages(ObjectiveConfig(), rewards, mask, group_size=4)
+    assert unclipped.adv[0].item() == pytest.approx(0.75 / (0.5 + 1e-6)) and "adv/clip_frac" not in unclipped.metrics
+    scored = advantages(ObjectiveConfig(adv_clip_high=1.0), rewards, mask, group_size=4)
+    assert scored.adv.tolist() == pytest.approx([1.0] + [-0.25 / (0.5 + 1e-6)] * 3)
+    assert scored.metrics["adv/clip_frac"] == pytest.approx(1 / 4)
 
 
 def test_the_unclipped_advantages_are_nemos():
