@@ -28,7 +28,7 @@
 # (+ TIS, cap 2). One panel row per `rollout.router_noise` value: Gaussian noise on the
 # router logits at rollout only, a controlled knob for the mismatch strength.
 #
-# **Rollout-correction arms** (issue 45; run at cpu scale, 3 seeds: the report's "Rollout-correction
+# **Rollout-correction arms** (run at cpu scale, 3 seeds: the report's "Rollout-correction
 # arms"): each weighs
 # GRPO's token loss against the sampler's own log-probs π_rollout, kept apart from π_old.
 # `grpo_tis` (token TIS, weight min(π_old/π_rollout, 2)), `grpo_mis` (sequence MIS: the

@@ -481,7 +481,17 @@ def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
     tries = knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
     tries += verdict_tries(f) + node_tries(f) + hub_tries(f) + dpo_loss_tries(f) + kl_control_tries(f)
-    return tries + kl_estimator_tries(f) + advantage_clip_tries(f)
+    return tries + kl_estimator_tries(f) + advantage_clip_tries(f) + observer_tries(f)
+
+
+def observer_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """train.observers (harness/train/rl/observers.py): the step's measurements on or off."""
+    return [
+        ("observers a quoted yes", [*CFG, 'train.observers="yes"']),
+        ("observers a number", [*CFG, "train.observers=0"]),
+        ("observers in a dpo run", ["config", "experiments/runs/dpo.yaml", *TINY, "train.observers=false"]),
+        ("control: observers off", [*CFG, "train.observers=false"]),
+    ]
 
 
 def advantage_clip_tries(f: dict) -> list[tuple[str, list[str]]]:

@@ -1,4 +1,4 @@
-"""The ready GPU check (issue 40 item 5): the fair protocol of `harness bench` on a lent GPU, ours against TRL, hf
+"""The ready GPU check: the fair protocol of `harness bench` on a lent GPU, ours against TRL, hf
 generation on both sides, in under 8 minutes. Run through benchmarks/gpu_check.sh (which installs the carried
 wheels and points the model cache at the carried tokenizer); benchmarks/README.md "A ready GPU check" has the exact
 device call.

@@ -222,14 +222,14 @@ def test_profile_step_profiles_a_step_of_the_plan(tmp_path, capsys):
 def test_phase_edges_wait_for_the_device(monkeypatch):
     """Our step's perf/*_seconds: torch.cuda.synchronize at each phase edge on CUDA (the work, not its launch), none
     on a CPU."""
-    import harness.train.rl.step as step_mod
+    from harness.train.rl.observers import PhaseClock
 
     calls = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
-    step_mod.phase_clock(torch.device("cpu"))
+    PhaseClock(torch.device("cpu")).edge()
     assert calls == []
-    step_mod.phase_clock(torch.device("cuda", 0))
-    assert calls == [torch.device("cuda", 0)]
+    PhaseClock(torch.device("cuda", 0)).edge()
+    assert calls == [torch.device("cuda", 0)] * 2  # the first edge at the start, the next at the phase's end
 
 
 def test_two_benches_in_one_second_get_two_reports(tmp_path, monkeypatch):

@@ -1,13 +1,12 @@
-"""No class under harness/ is longer than MAX_LINES lines (docs/architecture.md, "Habits"; issue 44).
+"""No class under harness/ is longer than MAX_LINES lines (docs/architecture.md, "Habits").
 
 A class's length is measured with `ast` from its `class` line to its last line, docstring, comments and blank
 lines included, on the formatted source. A class over it is split where its concerns part (loading vs.
 scoring, engine start vs. weight sync vs. generation, a run's start vs. its loop vs. its checkpoints), not
 cut in two: each part a module named for what it holds.
 
-SPLIT_ELSEWHERE: classes a branch in flight is splitting (empty since issue 44 item 3 landed: RunConfig became
-the harness/config/ package, ObjectiveConfig's fields moved to objective/fields.py). Each must still be over the
-limit where it is named here: once split, the entry fails the test and is removed.
+SPLIT_ELSEWHERE: classes a branch in flight is splitting (empty while none is). Each must still be over the limit
+where it is named here: once split, the entry fails the test and is removed.
 """
 
 from __future__ import annotations

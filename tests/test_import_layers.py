@@ -14,7 +14,7 @@ module is an edge: at module level, inside a function, and under `if TYPE_CHECKI
   - inside each package of NO_TYPING_CYCLES the modules form no cycle even counting the imports under
     TYPE_CHECKING: an annotation's import never runs, but a reader follows it as any other.
 
-The picture of issue 25 on the package's names (bottom first; docs/architecture.md says the same):
+The layers, on the package's names (bottom first; docs/architecture.md says the same):
 
     base        harness/{atomic,jsonl,machine,threads,faults,argtypes,parallel}.py: no harness import
     objective   harness/objective/

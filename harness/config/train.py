@@ -70,6 +70,13 @@ class TrainSection(_Section):
         "groups (p < 0.2 or p > 0.8) with one extra forward/backward (grad/share_extreme, "
         "harness/train/diagnostics/group_stats.py); 0 = off",
     )
+    observers: StrictBool = Field(
+        True,
+        description="the step's measurements beside the loss's own metrics: the rollout/train mismatch and routing, "
+        "per-group records (groups.jsonl), the EOS weight shares, the critic's explained variance and the "
+        "train.grad_share_every probe (harness/train/rl/observers.py); false takes the same update, bit for bit, "
+        "without them",
+    )
     component_warmup_steps: int = Field(
         0,
         ge=0,
@@ -164,6 +171,7 @@ RL_TRAIN_KNOBS = (
     "max_refill_rounds",
     "samples_to_log",
     "grad_share_every",
+    "observers",
     "component_warmup_steps",
     "share_prefix",
     "pad_to_multiple_of",

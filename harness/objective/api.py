@@ -1,6 +1,7 @@
-"""The objective's calls for a trainer (docs/objective.md §11): every decision about the objective
-is made here, so a trainer computes the tensors `inputs_needed` asks for and branches on nothing
-else -- no knob, and no variant's name (a variant's extra tensors travel in `extras`, extensions.py).
+"""The objective's calls for a trainer (docs/objective.md §11): every decision about the objective's
+scoring and loss is made here (the data side's and the after-step's in batching.py), so a trainer
+computes the tensors `inputs_needed` asks for and branches on no objective knob and no variant's name (a
+variant's extra tensors travel in `extras`, extensions.py).
 
     needs  = inputs_needed(obj)                          which tensors to compute (reference, components, ...)
     mask   = loss_mask(obj, mask, truncated)             mask_truncated (§6)
@@ -42,15 +43,11 @@ class Needs:
     """What a trainer must compute for this objective (and nothing else decides it).
 
     ref_logp             a frozen reference policy and its log-probs (kl_coef > 0; DPO; a mode's hooks)
-    values               a trained value model (baseline: critic): "values" is among `components`
     current_logp_for_kl  the behaviour policy's log-probs (B, T) before the update, for the KL
                          placed in the reward (pass them as `advantages(logp=...)`); a
                          single-pass update that has no old-log-prob forward must run one
-    rollout_logp         the sampler's log-probs (B, T) in `LossInputs.rollout_logp` (the rollout
-                         correction of §6: tis_cap, rollout_is, off_policy_mask_threshold, m2_threshold)
     old_logp_forward     pi_old's log-probs must come from a separate forward even when the
                          update is a single pass (TIS / rollout_is weigh pi_old,train against the sampler)
-    entropy_grad         the entropy enters the loss (entropy_coef != 0): compute it with grad
     adv_only_gradient    a row with advantage 0 contributes no gradient (no KL-in-loss or
                          entropy term), so a diagnostic may skip such rows
     components           the trained components the active modes read, by the name of their output in
@@ -64,14 +61,16 @@ class Needs:
     greedy_rewards       an active mode's baseline is the reward of a greedy response (ReMax): the rollout draws
                          one response per prompt at temperature 0, scores it with the same rewards (not trained
                          on) and passes each row's as `advantages(extras={"greedy_rewards": (B,)})`
+
+    Two inputs are not asked for, because a trainer passes them to `loss` every time: the entropy (B, T) with
+    grad (`loss` detaches it when the entropy does not enter the loss) and the sampler's log-probs (B, T) in
+    `LossInputs.rollout_logp` (read only by the rollout correction of §6: tis_cap, rollout_is,
+    off_policy_mask_threshold, m2_threshold). A trained value model is "values" in `components`.
     """
 
     ref_logp: bool
-    values: bool
     current_logp_for_kl: bool
-    rollout_logp: bool
     old_logp_forward: bool
-    entropy_grad: bool
     adv_only_gradient: bool
     components: tuple[str, ...] = ()
     old_forward: bool = False
@@ -84,11 +83,8 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
     parts = components(obj)
     return Needs(
         ref_logp=obj.needs_reference,
-        values="values" in parts,
         current_logp_for_kl=reward_kl_on(obj),
-        rollout_logp=uses_sampler_logp(obj),
         old_logp_forward=weighs_old_policy(obj),
-        entropy_grad=entropy_bonus_on(obj),
         adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj)),
         components=parts,
         old_forward=bool(active_hooks(obj, "old_forward")),

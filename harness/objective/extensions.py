@@ -30,8 +30,21 @@ ask the active modes for their hooks and carry whatever they return in one `extr
     greedy         it needs the reward of one greedy (temperature 0) response per prompt, (B,) in
                    `extras["greedy_rewards"]` of `advantages` (ReMax): the rollout draws and scores it
 
-The built-in extensions -- modes no knob selects, active by their `switch` -- are below: SimKO, and
-the KL, overlong and dynamic-sampling terms (declared so that their knobs are read only when on).
+The data side and the after-step, read by the trainer through objective/batching.py:
+
+    reward_shaping (cfg, lengths (B,), max_new_tokens) -> (B,): added to each response's reward before
+                   the step sees it (DAPO's overlong punishment)
+    refill_filter  (cfg, rewards (B,), correct (B,), G) -> keep (N,) bool: the groups a sampling round
+                   keeps; the dropped ones are refilled by further rounds (DAPO's dynamic sampling)
+    group_filter   (cfg, rewards (B,), correct (B,), G) -> (keep (N,) bool, metrics): the groups the
+                   step trains on once sampling is done, not refilled (ScaleRL's zero-variance filter)
+    retire_at      (cfg) -> p: a prompt whose running pass rate reaches p leaves the training pool
+                   (ScaleRL's no-positive-resampling)
+    reset_reference (cfg, step) -> bool: pi_ref <- pi_theta after this step (iterative GRPO)
+
+The built-in extensions -- modes no knob selects, active by their `switch` -- are below: SimKO, the
+KL term, and the data side's overlong shaping, dynamic sampling, zero-variance filter and
+no-positive-resampling.
 
 Glossary: B rows, b rows of a micro-batch, T response length, V vocabulary, K = simko_top_k.
 """
@@ -44,7 +57,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from harness.objective import simko
+from harness.objective import shaping, simko
 from harness.objective.modes import KINDS, Mode, Modes, Requires, register_extension
 
 
@@ -64,6 +77,11 @@ class Hooks:
     token_mask: Callable | None = None
     rollout_mask: Callable | None = None
     greedy: bool = False
+    reward_shaping: Callable | None = None
+    refill_filter: Callable | None = None
+    group_filter: Callable | None = None
+    retire_at: Callable | None = None
+    reset_reference: Callable | None = None
 
 
 class TokenLogits(NamedTuple):
@@ -193,7 +211,7 @@ def _simko_on(cfg: Any) -> bool:
     reads=("kl_estimator", "kl_placement", "ref_update_every"),
     switch="kl_coef",
     when="objective.kl_coef > 0",
-    hooks=Hooks(reference=True),
+    hooks=Hooks(reference=True, reset_reference=shaping.reference_reset_due),
 )
 def _kl_on(cfg: Any) -> bool:
     return cfg.kl_coef > 0
@@ -205,6 +223,7 @@ def _kl_on(cfg: Any) -> bool:
     reads=("overlong_penalty",),
     switch="overlong_buffer",
     when="objective.overlong_buffer > 0",
+    hooks=Hooks(reward_shaping=shaping.overlong_shaping),
 )
 def _overlong_on(cfg: Any) -> bool:
     return cfg.overlong_buffer > 0
@@ -216,6 +235,7 @@ def _overlong_on(cfg: Any) -> bool:
     reads=("train.max_refill_rounds",),
     switch="dynamic_sampling",
     when="objective.dynamic_sampling=true",
+    hooks=Hooks(refill_filter=shaping.mixed_accuracy_groups),
 )
 def _dynamic_sampling_on(cfg: Any) -> bool:
     return bool(cfg.dynamic_sampling)
@@ -227,6 +247,7 @@ def _dynamic_sampling_on(cfg: Any) -> bool:
     switch="zero_variance_filter",
     when="objective.zero_variance_filter=true",
     min_group_size=2,  # a group of one response is always all-equal
+    hooks=Hooks(group_filter=shaping.unequal_reward_groups),
 )
 def _zero_variance_filter_on(cfg: Any) -> bool:
     return bool(cfg.zero_variance_filter)
@@ -238,6 +259,7 @@ def _zero_variance_filter_on(cfg: Any) -> bool:
     "threshold leave the training pool",
     switch="no_positive_resampling",
     when="objective.no_positive_resampling set",
+    hooks=Hooks(retire_at=shaping.retirement_pass_rate),
 )
 def _no_positive_resampling_on(cfg: Any) -> bool:
     return cfg.no_positive_resampling is not None

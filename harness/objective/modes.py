@@ -337,6 +337,11 @@ CALLS: dict[str, tuple[str, ...]] = {
     "hook loss_term": ("cfg", "inputs", "num_seqs", "num_tokens"),
     "hook token_mask": ("cfg", "entropy", "mask", "extras"),
     "hook rollout_mask": ("cfg", "logp", "rollout_logp", "adv", "mask"),
+    "hook reward_shaping": ("cfg", "lengths", "max_new_tokens"),
+    "hook refill_filter": ("cfg", "rewards", "correct", "group_size"),
+    "hook group_filter": ("cfg", "rewards", "correct", "group_size"),
+    "hook retire_at": ("cfg",),
+    "hook reset_reference": ("cfg", "step"),
 }
 
 
@@ -370,7 +375,8 @@ def _check_calls(kind: str, name: str, fn: Callable, build: dict, hooks: Any) ->
         if f"{kind} {key}" in CALLS and value is not None:
             check_call(value, f"{kind} {key}", f"{where} {key}=")
     hooks_with_calls = ("advantages", "scoring", "old_forward", "train_forward", "token_loss", "row_weights")
-    for key in (*hooks_with_calls, "loss_term", "token_mask", "rollout_mask"):
+    data_side = ("reward_shaping", "refill_filter", "group_filter", "retire_at", "reset_reference")
+    for key in (*hooks_with_calls, "loss_term", "token_mask", "rollout_mask", *data_side):
         value = getattr(hooks, key, None)
         if value is not None:
             check_call(value, f"hook {key}", f"{where} hooks.{key}")

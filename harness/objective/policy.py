@@ -203,7 +203,7 @@ def _correction(cfg: ObjectiveConfig, t: Tokens, rollout_logp: torch.Tensor | No
         if uses_sampler_logp(cfg) and cfg.tis_cap is None:
             raise ValueError(
                 "objective.rollout_is, off_policy_mask_threshold and m2_threshold need rollout_logp (the sampler's "
-                "log-probs, (B, T)): inputs_needed(obj).rollout_logp"
+                "log-probs, (B, T)): pass them as LossInputs.rollout_logp"
             )
         return Correction(None, {})
     return rollout_correction(cfg, t.lp, t.old, t.clean(rollout_logp), t.A, t.m)

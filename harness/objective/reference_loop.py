@@ -12,7 +12,7 @@ with transformers' own `generate`, in plain torch (the model is any transformers
                  clipping, one AdamW step
 
 `RLTrainer.step` (harness/train/rl/step.py) with the `grpo` preset computes the same step: the test
-(tests/objective/test_objective_reference_loop.py) runs both on the tiny model from the same weights,
+(tests/train/test_reference_loop.py) runs both on the tiny model from the same weights,
 prompts and seeds, and finds the same weights after the step (1e-6). Everything else in the trainer
 is something this file leaves out (docs/architecture.md lists what each part adds): other objectives,
 micro-batches, several processes, vLLM, MoE routing, mixed precision, checkpoints, evals, metrics.

@@ -321,7 +321,7 @@ def rollout_correction(
         got = ROLLOUT_IS[name](torch.nan_to_num(old - rollout, nan=0.0), m, bounds)
         w = got.w
         kind = "masked" if name.endswith("_mask") else "truncated"
-        if cfg.tis_cap is None:  # tis_cap logs none: its golden record predates them
+        if cfg.tis_cap is None:  # tis_cap logs none: the moe golden record (tis_cap=2.0) holds none of these keys
             metrics = {
                 f"rollout_is/frac_{kind}": masked_mean(got.hit.to(lp.dtype), m, deferred=True),
                 f"rollout_is/seq_frac_{kind}": _row_share(got.hit, m),

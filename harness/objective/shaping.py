@@ -1,4 +1,6 @@
-"""Batch-level reward shaping and filtering of DAPO (Yu et al. 2503.14476), docs/objective.md §6.
+"""Batch-level reward shaping and filtering of DAPO (Yu et al. 2503.14476) and ScaleRL (2510.13786),
+docs/objective.md §6; below them, the hooks the data side's extensions declare (extensions.py), each reading
+its own knobs.
 
 Glossary: N prompts, G group size, B = N*G sequences with groups contiguous.
 """
@@ -45,3 +47,32 @@ def dynamic_sampling_keep(rewards: torch.Tensor, group_size: int) -> torch.Tenso
         )
     g = rewards.view(-1, group_size)
     return g.amax(-1) != g.amin(-1)
+
+
+# ----------------------------------------------------------------------------- the extensions' hooks
+def overlong_shaping(cfg, lengths: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    """objective.overlong_buffer / overlong_penalty: R_len of each response (B,), max_len = rollout.max_new_tokens."""
+    return overlong_penalty(lengths, max_new_tokens, cfg.overlong_buffer, cfg.overlong_penalty)
+
+
+def mixed_accuracy_groups(cfg, rewards: torch.Tensor, correct: torch.Tensor, group_size: int) -> torch.Tensor:
+    """objective.dynamic_sampling: (N,) the groups with 0 < #correct < G (DAPO Eq. 11), on accuracy, not on the
+    shaped reward."""
+    return dynamic_sampling_keep(correct.float(), group_size)
+
+
+def unequal_reward_groups(cfg, rewards: torch.Tensor, correct: torch.Tensor, group_size: int):
+    """objective.zero_variance_filter: ((N,) the groups whose rewards, as the objective sees them, are not all
+    equal, {groups/zero_var_dropped: how many are not})."""
+    keep = dynamic_sampling_keep(rewards, group_size)
+    return keep, {"groups/zero_var_dropped": float((~keep).sum())}
+
+
+def retirement_pass_rate(cfg) -> float:
+    """objective.no_positive_resampling: the running pass rate at which a prompt leaves the pool."""
+    return cfg.no_positive_resampling
+
+
+def reference_reset_due(cfg, step: int) -> bool:
+    """objective.ref_update_every n: pi_ref <- pi_theta after every n-th step (0: never)."""
+    return bool(cfg.ref_update_every) and (step + 1) % cfg.ref_update_every == 0

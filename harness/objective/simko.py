@@ -2,7 +2,7 @@
 
 The loss reads, per response token, the top-K log-probs of the training forward (with gradient)
 and of pi_old, and whether the sampled token is the argmax: the RL trainer computes them only when
-`simko_top_k > 0` (inputs_needed(obj).topk_logp), the candidates being pi_old's K most likely
+`simko_top_k > 0` (inputs_needed(obj).old_forward / .train_forward), the candidates being pi_old's K most likely
 tokens; `policy_loss` then uses `simko_token_loss` as its surrogate (preset `simko`).
 
 Glossary: B sequences, T padded response length, K = simko_top_k, M response mask (B, T).

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe
+from harness.train.core.components import Trained
+from harness.train.core.step_context import StepContext
 from harness.train.diagnostics.group_stats import GROUP_RECORDS, extreme_grad_share, group_records
 
 
@@ -40,7 +42,8 @@ def _stats(arm: Arm, ep, batch, cfg, policy, pad_id) -> dict:
     if errs:
         out["adv/closed_form_max_abs_err"] = max(errs)
     out["groups"] = [(g["p"], g["abs_adv_sum"]) for g in groups]
-    out.update({k: v for k, v in extreme_grad_share(policy, batch, ep, cfg, pad_id).items() if k.startswith("grad/")})
+    sc = StepContext.build(cfg, Trained("policy", policy, None), pad_id=pad_id)
+    out.update({k: v for k, v in extreme_grad_share(sc, batch, ep).items() if k.startswith("grad/")})
     policy.eval()
     return out
 

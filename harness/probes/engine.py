@@ -35,7 +35,8 @@ from harness.objective import inputs_needed
 from harness.rollout import make_backend
 from harness.train.core.collect import collect, eval_problems, step_seed
 from harness.train.core.components import Trained, build_components
-from harness.train.core.scoring import frozen_reference, score_episode, single_pass
+from harness.train.core.scoring import frozen_reference, score_episode
+from harness.train.core.step_context import StepContext
 from harness.train.eval.evaluate import evaluate
 from harness.train.rl.update import policy_update
 from harness.train.run.task_setup import build_task, prepare_task
@@ -78,9 +79,11 @@ def one_update(policy, cfg: RunConfig, ep, pad_id: int, seed: int):
     opt = torch.optim.AdamW(model.parameters(), lr=tr.lr, betas=tr.betas, weight_decay=tr.weight_decay)
     device = next(model.parameters()).device
     components = build_components(cfg, model, list(inputs_needed(cfg.objective).components), device)
-    batch, _, _ = score_episode(cfg, ep, model, frozen_reference(cfg, policy), components, device, pad_id)
-    gen = torch.Generator().manual_seed(seed)
-    metrics = policy_update(Trained("policy", model, opt), components, batch, cfg, pad_id, gen, single_pass(cfg))
+    sc = StepContext.build(
+        cfg, Trained("policy", model, opt), components, frozen_reference(cfg, policy), device, pad_id
+    )
+    batch, _ = score_episode(sc, ep)
+    metrics = policy_update(sc, batch, torch.Generator().manual_seed(seed))
     model.eval()
     return model, batch, metrics
 

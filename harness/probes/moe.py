@@ -22,8 +22,10 @@ import torch
 from harness.models.moe import is_moe
 from harness.probes.engine import Arm, ProbeResult, arm_mean, paired, run_one_update_probe, with_section
 from harness.train.core.batch import Batch
+from harness.train.core.components import Trained
 from harness.train.core.forward import batch_logprobs
 from harness.train.core.mismatch import MismatchStats
+from harness.train.core.step_context import StepContext
 
 GRPO_EPS = 0.2
 GSPO_EPS_LOW, GSPO_EPS_HIGH = 3e-4, 4e-4
@@ -48,13 +50,13 @@ def _batch_stats(ep, cfg, policy, pad_id) -> dict:
     """Rollout vs training forward of pi_0 on the batch, without and with routing replay."""
     r = ep.rollout
     out = {}
-    micro = cfg.train.micro_batch_size or len(r.prompt_ids)
     batch = Batch.from_rollout(r, r.response_mask)
+    sc = StepContext.build(cfg, Trained("policy", policy, None), pad_id=pad_id)
     for prefix, replay in (("", False), ("replay/", True)):
         if replay and (batch.routing is None or not is_moe(policy)):
             continue
         mm = MismatchStats()
-        lp = batch_logprobs(policy, batch, pad_id, cfg.rollout.temperature, micro, replay, mm)
+        lp = batch_logprobs(policy, batch, sc, mismatch=mm, replay=replay)
         out.update({prefix + k: v for k, v in mm.result().items()})
         out.update({prefix + k: v for k, v in _ratio_stats(lp, r.sampler_logp, r.response_mask).items()})
     return out

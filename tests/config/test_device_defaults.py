@@ -168,7 +168,7 @@ def test_auto_is_refused_where_it_is_not_a_value():
 
 def test_tf32_and_the_reference_in_the_compute_dtype():
     from harness.models import build_model
-    from harness.train.core.policy import matmul_precision, reference_of
+    from harness.train.core.policy_module import matmul_precision, reference_of
 
     before = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
     try:

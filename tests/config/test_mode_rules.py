@@ -1,4 +1,4 @@
-"""Rules that depend on an objective mode live in the mode's declaration (issue 44): `Mode.run_rule` says what
+"""Rules that depend on an objective mode live in the mode's declaration: `Mode.run_rule` says what
 the mode makes of the whole run (ratio none's two warnings: stale samples without an importance ratio), the
 run config calls the rule of every selected mode and names none itself, and the component warm-up's message
 lists the modes that declare a trained component (a plugin's included)."""

@@ -1,4 +1,4 @@
-"""A model folder and the run's lengths and rewards, checked by load_config before any model loads (issue 41):
+"""A model folder and the run's lengths and rewards, checked by load_config before any model loads:
 a folder whose config.json names a model_type transformers cannot load, or whose weights are not what their
 names say (a garbage or truncated safetensors file, a sharded index naming missing shards, a .bin that is no
 torch.save file), a rollout.max_new_tokens that fills the model's positions, rewards whose weights are all 0.

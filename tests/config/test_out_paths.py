@@ -1,6 +1,6 @@
 """`--out` of `harness train` and `harness sample-data` names a folder that is one or can be made: a file, a
 path under a file or a path that cannot be created is refused by argparse (exit 2, one error line naming --out
-and the value) before any config, data or model is read (issue 41; a traceback from mkdir before)."""
+and the value) before any config, data or model is read (not a traceback from mkdir)."""
 
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ def test_extending_shows_the_tested_plugin_file():
 
 def test_extending_shows_a_builtin_declared_as_the_plugin_is():
     """docs/extending.md's built-in example is harness/objective/advantages.py's code, verbatim: a built-in is
-    declared with the plugin's decorator (issue 44 item 2)."""
+    declared with the plugin's decorator."""
     page = (REPO / "docs" / "extending.md").read_text()
     block = page.split("## A built-in looks the same", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     assert block.startswith("@register_baseline(")

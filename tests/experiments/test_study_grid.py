@@ -225,7 +225,7 @@ def test_shipped_studies_validate_at_every_scale(name, scale):
 def test_shipped_study_shapes():
     assert len(load_study("length_bias", "cpu").seeds) >= 3
     moe = load_study("moe_stability", "cpu")
-    corrections = {"grpo_tis", "grpo_mis", "icepop", "grpo_opsm"}  # issue 45, not yet run
+    corrections = {"grpo_tis", "grpo_mis", "icepop", "grpo_opsm"}  # the rollout-correction arms
     assert {c.axes["arm"] for c in moe.cells} == {"grpo", "grpo_r3", "gspo"} | corrections  # the probe has five
     assert set(moe.probe["arms"]) == {"grpo", "grpo_r3", "gspo", "cispo", "grpo_tis"}
     by_arm = {c.axes["arm"]: c.config.objective for c in moe.cells}

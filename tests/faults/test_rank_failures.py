@@ -1,5 +1,5 @@
 """Under `harness train --nproc N` (torchrun, gloo) a rank's failure reaches the user as the one line a 1-process run
-prints, with its exit status (issue 41): not buried under torchrun's ChildFailedError traceback or the other ranks'
+prints, with its exit status: not buried under torchrun's ChildFailedError traceback or the other ranks'
 'Connection closed by peer'; the other ranks stop within seconds (harness/train/run/launch.py)."""
 
 from __future__ import annotations

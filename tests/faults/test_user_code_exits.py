@@ -1,5 +1,5 @@
 """A researcher's own code that exits or kills its process is an error of that code, named in one line, never a
-success and never a silent 0 (issue 41): a reward function calling os._exit in a reward worker, sys.exit at run
+success and never a silent 0: a reward function calling os._exit in a reward worker, sys.exit at run
 time or during the reference-answer check, a reward that hangs during that check, a plugin module calling sys.exit
 on import, a plugin function calling it at run time. A run it stops exits != 0 (2 before any model loads) and
 resumes once the code is fixed, no logged step lost or twice. Each run: the tiny model, a few seconds."""

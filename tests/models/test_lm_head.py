@@ -7,7 +7,7 @@ from torch.nn import functional as F
 from harness.config import ConfigError, load_config
 from harness.models import build_model
 from harness.models.lm_head import lm_head_fp32
-from harness.train.core.policy import prepare_policy
+from harness.train.core.policy_module import prepare_policy
 from harness.train.run.warmstart import initial_policy
 
 

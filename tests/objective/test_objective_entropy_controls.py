@@ -219,7 +219,7 @@ def test_adaptive_entropy_equals_trl():
         (dict(use_adaptive_entropy=True, entropy_coef_delta=-0.1), ["entropy_coef_delta", "-0.1"]),
         (dict(entropy_agg="sum"), ["entropy_agg", "'sum'", "['agg', 'token_mean']"]),
         (dict(clip="clip_cov", dual_clip=3.0), ["dual_clip", "clip_cov", "None"]),
-        # empty intervals, accepted before (issue 41's tries): Clip-Cov then detached nothing (plain ppo, silently)
+        # empty intervals: were they accepted, Clip-Cov would detach nothing (plain ppo, silently)
         (dict(clip="clip_cov", clip_cov_lb=5.0, clip_cov_ub=1.0), ["clip_cov_ub=1.0", "a number > clip_cov_lb"]),
         (dict(clip="clip_cov", clip_cov_lb=2.0, clip_cov_ub=2.0), ["clip_cov_ub=2.0", "a number > clip_cov_lb"]),
         (

@@ -28,7 +28,7 @@ def _prm_logp():
 
 def test_the_preset_asks_for_the_reward_model_and_the_reference():
     needs = inputs_needed(ObjectiveConfig.preset("prime"))
-    assert needs.components == ("prm_logp",) and needs.ref_logp and not needs.values
+    assert needs.components == ("prm_logp",) and needs.ref_logp
     assert not inputs_needed(ObjectiveConfig.preset("grpo")).components
 
 

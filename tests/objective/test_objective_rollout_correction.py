@@ -1,7 +1,7 @@
 """The rollout correction against the sampler's log-probs (harness/objective/rollout_correction.py, docs/objective.md
 §6): hand-computed values of each formula; equal to TRL 1.16's importance-sampling modes and off-policy mask and to
 verl 0.9.1's rollout_is weights on the fixture benchmarks/reference/rollout_correction.py wrote (random inputs with
-padding, 1e-6); tis_cap computing as it always did; the config's refusals."""
+padding, 1e-6); tis_cap computing token_truncate with clip_max, logging none of its metrics; the config's refusals."""
 
 import json
 import math
@@ -12,7 +12,7 @@ import torch
 
 from harness.objective import ObjectiveConfig, policy_loss
 from harness.objective.api import inputs_needed
-from harness.objective.rollout_correction import m2po_keep, off_policy_keep, rollout_correction
+from harness.objective.rollout_correction import m2po_keep, off_policy_keep, rollout_correction, uses_sampler_logp
 
 T = torch.tensor
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "rollout_correction.json").read_text())
@@ -129,7 +129,7 @@ def test_tis_cap_is_token_truncate_and_logs_as_before():
         rollout_logp=roll,
     )
     assert torch.equal(legacy, new)
-    w = torch.exp(old - torch.where(mask > 0, roll, 0.0)).clamp(max=1.5)  # the line tis_cap always ran
+    w = torch.exp(old - torch.where(mask > 0, roll, 0.0)).clamp(max=1.5)  # TIS: w = min(exp(old - rollout), cap)
     assert w.max() == 1.5  # the cap binds on this batch
     rho_a = torch.exp(logp - old) * adv.unsqueeze(-1)  # clip none: l = -rho A, token_mean
     assert legacy.item() == pytest.approx((-(w * rho_a) * mask).sum().item() / 5, rel=1e-6)
@@ -184,12 +184,12 @@ def test_rollout_is_equals_verl(case):
 
 # ------------------------------------------------------------------------------------------------- what a trainer needs
 def test_the_trainer_computes_what_each_correction_reads():
-    n = inputs_needed(ObjectiveConfig(rollout_is="sequence_mask"))
-    assert n.rollout_logp and n.old_logp_forward  # the IS weight is pi_old (the trainer's) over the sampler's
+    cfg = ObjectiveConfig(rollout_is="sequence_mask")
+    assert uses_sampler_logp(cfg) and inputs_needed(cfg).old_logp_forward  # pi_old (the trainer's) over the sampler's
     for knob in (dict(off_policy_mask_threshold=0.5), dict(m2_threshold=0.04)):
-        n = inputs_needed(ObjectiveConfig(**knob))
-        assert n.rollout_logp and not n.old_logp_forward  # they read pi_theta against the sampler
-    assert not inputs_needed(ObjectiveConfig()).rollout_logp
+        cfg = ObjectiveConfig(**knob)
+        assert uses_sampler_logp(cfg) and not inputs_needed(cfg).old_logp_forward  # pi_theta against the sampler
+    assert not uses_sampler_logp(ObjectiveConfig())
 
 
 def test_a_correction_without_the_sampler_logp_is_refused():

@@ -68,7 +68,7 @@ def test_advantages_equal_the_building_blocks_path(preset, seed):
         G,
         logp=d["logp"] if needs.current_logp_for_kl else None,
         ref_logp=d["ref_logp"] if needs.ref_logp else None,
-        values=d["values"] if needs.values else None,
+        values=d["values"] if "values" in needs.components else None,
     )
     adv, returns = _before(obj, **d)
     assert torch.equal(got.adv, adv)
@@ -143,11 +143,20 @@ def test_loss_mask_zeroes_truncated_rows_only_with_mask_truncated():
 @pytest.mark.parametrize(
     "preset,expect",
     [
-        ("grpo", Needs(True, False, False, False, False, False, False)),
-        ("dapo", Needs(False, False, False, False, False, False, True)),
-        ("ppo", Needs(True, True, True, False, False, False, True, components=("values",))),
-        ("rloo", Needs(True, False, True, False, False, False, True)),
-        ("gpg", Needs(False, False, False, False, False, False, True)),
+        ("grpo", Needs(ref_logp=True, current_logp_for_kl=False, old_logp_forward=False, adv_only_gradient=False)),
+        ("dapo", Needs(ref_logp=False, current_logp_for_kl=False, old_logp_forward=False, adv_only_gradient=True)),
+        (
+            "ppo",
+            Needs(
+                ref_logp=True,
+                current_logp_for_kl=True,
+                old_logp_forward=False,
+                adv_only_gradient=True,
+                components=("values",),
+            ),
+        ),
+        ("rloo", Needs(ref_logp=True, current_logp_for_kl=True, old_logp_forward=False, adv_only_gradient=True)),
+        ("gpg", Needs(ref_logp=False, current_logp_for_kl=False, old_logp_forward=False, adv_only_gradient=True)),
     ],
 )
 def test_inputs_needed_by_preset(preset, expect):
@@ -156,7 +165,7 @@ def test_inputs_needed_by_preset(preset, expect):
 
 def test_inputs_needed_follow_the_knobs():
     n = inputs_needed(ObjectiveConfig.preset("dapo", tis_cap=2.0, entropy_coef=0.01))
-    assert n.rollout_logp and n.old_logp_forward and n.entropy_grad and not n.adv_only_gradient
+    assert n.old_logp_forward and not n.adv_only_gradient
     n = inputs_needed(ObjectiveConfig.preset("grpo", kl_coef=0.0))
     assert not n.ref_logp and n.adv_only_gradient
     assert inputs_needed(ObjectiveConfig.preset("dpo")).ref_logp

@@ -1,4 +1,4 @@
-"""One way to register (issue 44 item 2): every built-in mode and preset is declared with the calls a plugin
+"""One way to register: every built-in mode and preset is declared with the calls a plugin
 uses (register_baseline, ..., register_preset; docs/extending.md), in the module of its function, and no
 module of the package imports a name only so that something registers."""
 

@@ -1,6 +1,6 @@
 """A plugin's declarations are checked when they are registered, so a config naming the plugin fails in one line
-before any model loads (issue 41): a knob whose default breaks its own range (-1 with gt=0), and a function
-whose signature cannot take the call its kind makes (a TypeError mid-run before: docs/extending.md's table)."""
+before any model loads: a knob whose default breaks its own range (-1 with gt=0), and a function
+whose signature cannot take the call its kind makes (else a TypeError mid-run: docs/extending.md's table)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A researcher's own data files, refused in one line naming the key, the file or row and the value before any
-model loads (issue 41): row ids that repeat, a file that is not UTF-8, a prompt_template whose format spec
+model loads: row ids that repeat, a file that is not UTF-8, a prompt_template whose format spec
 does not apply to text, a gsm8k reference that is not gsm8k's answer line, a completions file that is not
 UTF-8."""
 

@@ -174,8 +174,9 @@ def test_dataset_task_reports_named_rewards(gsm8k_file):
 @pytest.mark.parametrize("workers", [0, 1])
 @pytest.mark.parametrize("fn, needle", [("exits", "called sys.exit(3)"), ("kills_its_process", "called os._exit(3)")])
 def test_a_function_that_exits_is_an_error_of_that_function(fn, needle, workers):
-    """sys.exit / os._exit in a reward function: one line naming it, the row and the completion (issue 41), in
-    the trainer's process (which os._exit used to end) and in a worker (which it used to kill: every reward 0)."""
+    """sys.exit / os._exit in a reward function: one line naming it, the row and the completion, in the
+    trainer's process (which os._exit would otherwise end) and in a worker (which it would otherwise kill: every
+    reward 0)."""
     s = scorer(RewardSpec("number", verifier="number"), RewardSpec("mine", function=f"{M}:{fn}"), workers=workers)
     try:
         with pytest.raises(RewardFunctionError) as e:

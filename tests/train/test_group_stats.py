@@ -16,8 +16,10 @@ from harness.objective.aggregation import batch_denominators
 from harness.rollout.base import RolloutBatch
 from harness.tasks.base import Problem, RewardBreakdown
 from harness.train.core.batch import Batch
+from harness.train.core.components import Trained
 from harness.train.core.episode import Episode
 from harness.train.core.rundir import GROUP_RECORDS, RunDir
+from harness.train.core.step_context import StepContext
 from harness.train.diagnostics.group_stats import extreme_grad_share, extreme_rows, group_records
 
 
@@ -152,7 +154,8 @@ def test_extreme_grad_share_splits_the_whole_batch_gradient():
     )
     batch = Batch(prompts, resp, mask, mask, torch.zeros(B, T), adv=adv)
     pad = tok.pad_token_id
-    out = extreme_grad_share(model, batch, ep, cfg, pad)
+    sc = StepContext(cfg, Trained("policy", model, None), (), None, torch.device("cpu"), pad, True)
+    out = extreme_grad_share(sc, batch, ep)
     assert all(p.grad is None for p in model.parameters())
 
     # reference: one backward over the whole batch

@@ -19,6 +19,7 @@ from transformers import masking_utils
 from harness.train.core.batch import Batch
 from harness.train.core.components import Trained
 from harness.train.core.mismatch import MismatchStats
+from harness.train.core.step_context import StepContext
 from harness.train.rl import update as update_mod
 from harness.train.rl.update import policy_update
 from tests.train.test_update_unit import PAD, _cfg, _model
@@ -86,7 +87,8 @@ def _update_syncs(monkeypatch, rows: int, micro: int, objective: str = "grpo") -
     batch, model = _rows(rows), _model()
     policy = Trained("policy", model, torch.optim.SGD(model.parameters(), lr=0.1))
     with counting_syncs(monkeypatch) as counter:  # a single pass: the mismatch metrics are fed here too
-        policy_update(policy, [], batch, cfg, PAD, torch.Generator().manual_seed(0), True, MismatchStats())
+        sc = StepContext(cfg, policy, (), None, torch.device("cpu"), PAD, True, MismatchStats())
+        policy_update(sc, batch, torch.Generator().manual_seed(0))
     return counter.n
 
 

@@ -1,5 +1,5 @@
 """Prompts longer than the model's context (its positions less rollout.max_new_tokens) are dropped, counted and
-said, or refused with rollout.overlong_prompts=error, as rollout.max_prompt_tokens drops them (issue 41 item 4:
+said, or refused with rollout.overlong_prompts=error, as rollout.max_prompt_tokens drops them (not
 3,364-token prompts trained on a model of 512 positions with only transformers' warning). The renderer is a
 stand-in (one token a character, as the tiny models' tokenizer): no model loads."""
 

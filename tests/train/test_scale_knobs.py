@@ -16,7 +16,7 @@ from harness.models import build_model
 from harness.models.logprobs import response_logprobs
 from harness.models.lora import AdaptersOff, base_of, is_lora
 from harness.train import train
-from harness.train.core.policy import BASE_KEY, BaseMismatch, compute_precision, prepare_policy, reference_of
+from harness.train.core.policy_module import BASE_KEY, BaseMismatch, compute_precision, prepare_policy, reference_of
 
 SMOKE = "experiments/runs/smoke.yaml"
 # learning runs start from the engine tests' warm start (tests/train/conftest.py FAST: shared, cached), so

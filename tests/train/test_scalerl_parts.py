@@ -2,6 +2,7 @@
 (agg prompt_mean), zero-variance filtering and no-positive-resampling; and the preset's run key."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from harness.objective import ObjectiveConfig, advantages, loss
 from harness.objective.api import LossInputs
 from harness.objective.prompt_mean import prompt_weights
 from harness.tasks.base import Problem
-from harness.train.core.collect import draw, zero_variance_filter
+from harness.train.core.collect import draw, final_groups
 from harness.train.core.episode import Episode
 from harness.train.core.prompt_pool import PromptPool
 
@@ -57,11 +58,15 @@ def test_zero_variance_filter_drops_all_equal_groups():
         [""] * 6,
     )
     problems = [_p(f"p{i}") for i in range(3)]
-    ep = Episode(problems, rollout, [None] * 6, rewards, torch.zeros(6), G)
-    kept, metrics = zero_variance_filter(ep, G)
-    assert [p.prompt for p in kept.problems] == ["p1"] and metrics["groups/zero_var_dropped"] == 2.0
-    same = Episode(problems[:1], rollout, [None] * 2, torch.tensor([1.0, 1.0]), torch.zeros(2), G)
-    assert zero_variance_filter(same, G)[0].problems == problems[:1]  # all equal: the batch as it is
+    verdicts = [SimpleNamespace(correct=bool(r)) for r in rewards.tolist()]
+    ep = Episode(problems, rollout, verdicts, rewards, torch.zeros(6), G)
+    obj = ObjectiveConfig.preset("scalerl")  # zero_variance_filter: true
+    kept, metrics = final_groups(ep, obj, G)
+    assert [p.prompt for p in kept.problems] == ["p1"]
+    assert metrics == {"groups/zero_var_dropped": 2.0, "groups/kept": 1.0}
+    same = Episode(problems[:1], rollout, verdicts[:2], torch.tensor([1.0, 1.0]), torch.zeros(2), G)
+    assert final_groups(same, obj, G)[0].problems == problems[:1]  # all equal: the batch as it is
+    assert final_groups(ep, ObjectiveConfig.preset("scalerl", zero_variance_filter=False), G) == (ep, {})
 
 
 def test_pool_retires_a_prompt_at_the_threshold():

@@ -67,9 +67,9 @@ def test_stale_rollout_is_the_saved_weights_sample(fast_config, tmp_path, monkey
     cfg = fast_config(*STEPS, f"rollout.staleness={k}")
     real, real_update, saved, seen = rl_step.collect, rl_step.policy_update, {}, {}
 
-    def saving_update(policy, *args, **kwargs):  # theta_{s+1}, saved after the update of step s
-        out = real_update(policy, *args, **kwargs)
-        saved[len(saved) + 1] = {n: v.detach().clone() for n, v in policy.module.state_dict().items()}
+    def saving_update(sc, *args, **kwargs):  # theta_{s+1}, saved after the update of step s
+        out = real_update(sc, *args, **kwargs)
+        saved[len(saved) + 1] = {n: v.detach().clone() for n, v in sc.model.state_dict().items()}
         return out
 
     def watching(task, backend, render, cfg_, step, **kw):
@@ -121,7 +121,7 @@ def test_resume_samples_with_the_same_stale_weights(fast_config, tmp_path, train
         (["rollout.staleness=-1"], "rollout.staleness"),
         (["rollout.staleness=1.5"], "rollout.staleness"),
         (["rollout.staleness=2", "objective.preset=dpo"], "rollout.staleness=2"),
-        # accepted before: every batch sampled by theta_0 and one copy of the weights kept per step (issue 41)
+        # else every batch sampled by theta_0, with one copy of the weights kept per step
         (["rollout.staleness=100000"], "rollout.staleness=100000 with train.steps="),
         (["rollout.staleness=3", "train.steps=3"], r"allowed: 0 <= rollout.staleness < train.steps"),
     ],
@@ -157,8 +157,8 @@ def test_vllm_samples_with_the_stale_weights(fast_config, tmp_path, monkeypatch)
     pytest.importorskip("vllm")
     real, seen = rl_step.score_episode, {}
 
-    def watching(cfg_, ep, *args, **kw):
-        out = real(cfg_, ep, *args, **kw)
+    def watching(sc, ep, *args, **kw):
+        out = real(sc, ep, *args, **kw)
         seen[len(seen)] = out[0]
         return out
 

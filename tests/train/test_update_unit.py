@@ -13,6 +13,7 @@ from harness.models.tiny import tiny_dense_config
 from harness.objective import policy_loss
 from harness.train.core.batch import Batch
 from harness.train.core.components import Trained
+from harness.train.core.step_context import StepContext
 from harness.train.rl.update import policy_update
 
 PAD = 0
@@ -75,9 +76,8 @@ class CountingSGD(torch.optim.SGD):
 def _update(cfg, batch, single_pass, seed=0, lr=0.1):
     model = _model(seed)
     opt = CountingSGD(model.parameters(), lr=lr)
-    out = policy_update(
-        Trained("policy", model, opt), [], batch, cfg, PAD, torch.Generator().manual_seed(0), single_pass
-    )
+    sc = StepContext(cfg, Trained("policy", model, opt), (), None, torch.device("cpu"), PAD, single_pass)
+    out = policy_update(sc, batch, torch.Generator().manual_seed(0))
     return model, opt, out
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from harness.tasks.base import Problem, RewardBreakdown
 from harness.tasks.rewards.normalize import Normalizer
 from harness.tasks.rewards.reward_model import RewardModel, conversation
-from harness.tasks.rewards.scorer import Item, RewardSpec, Scored, Scorer
+from harness.tasks.rewards.scorer import Item, ItemRewards, RewardSpec, Scorer
 
 
 def item(problem: Problem, completion: str, truncated: bool) -> Item:
@@ -59,7 +59,7 @@ class DatasetRewards:
             rm.to(device)
         self._map_rows = map_rows
 
-    def breakdown(self, scored: Scored, truncated: bool) -> RewardBreakdown:
+    def breakdown(self, scored: ItemRewards, truncated: bool) -> RewardBreakdown:
         """format = 1 when the completion finished and the `correct` reward's verifier read an answer
         (a function defining correctness reads no answer: any finished completion)."""
         spec = next(s for s in self.specs if s.name == self.correct)
@@ -93,7 +93,9 @@ class DatasetRewards:
             return self._map_rows(rm.score, convs)
         return rm.score(convs)
 
-    def _combine(self, scored: list[Scored], models: dict[str, list[float]], truncated, train: bool) -> list[Scored]:
+    def _combine(
+        self, scored: list[ItemRewards], models: dict[str, list[float]], truncated, train: bool
+    ) -> list[ItemRewards]:
         """Each reward's raw values (logged as reward/<name>), normalised, then weighted and summed; `correct`
         from a reward model is its raw score > 0."""
         raw = {s.name: models[s.name] if s.model else [x.rewards[s.name] for x in scored] for s in self.specs}
@@ -102,7 +104,7 @@ class DatasetRewards:
         for i, x in enumerate(scored):
             total = math.fsum(s.weight * normed[s.name][i] for s in self.specs)
             correct = raw[self.correct][i] > 0 and not truncated[i] if self.correct in models else x.correct
-            out.append(Scored({s.name: raw[s.name][i] for s in self.specs}, total, correct, x.parsed, x.timed_out))
+            out.append(ItemRewards({s.name: raw[s.name][i] for s in self.specs}, total, correct, x.parsed, x.timed_out))
         return out
 
     def state_dict(self) -> dict:

@@ -44,7 +44,7 @@ from typing import Any
 from harness.tasks.base import Problem, RewardBreakdown, Task
 from harness.tasks.dataset.rewards import DatasetRewards, item, messages
 from harness.tasks.dataset.splits import fields_read, load_splits
-from harness.tasks.rewards.scorer import Item, RewardSpec, Scored
+from harness.tasks.rewards.scorer import Item, ItemRewards, RewardSpec
 
 DEFAULTS: dict[str, Any] = {
     "train": None,
@@ -173,7 +173,7 @@ class DatasetTask(Task):
         """The prompt as chat messages (its system prompt, then its own messages or one user message)."""
         return messages(problem)
 
-    def breakdown(self, scored: Scored, truncated: bool) -> RewardBreakdown:
+    def breakdown(self, scored: ItemRewards, truncated: bool) -> RewardBreakdown:
         return self.rewards.breakdown(scored, truncated)
 
     def score(self, problem: Problem, completion: str, truncated: bool) -> RewardBreakdown:

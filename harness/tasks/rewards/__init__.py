@@ -20,7 +20,7 @@ from harness.tasks.rewards.functions import RewardFunctionError, load_function
 from harness.tasks.rewards.normalize import MODES as NORMALIZE
 from harness.tasks.rewards.normalize import Normalizer
 from harness.tasks.rewards.reward_model import RewardModel, conversation, reward_model_problem
-from harness.tasks.rewards.scorer import Item, RewardSpec, Scored, Scorer
+from harness.tasks.rewards.scorer import Item, ItemRewards, RewardSpec, Scorer
 from harness.tasks.rewards.verifiers import VERIFIERS, Verdict, check_options
 
 # reward/<name> keys the trainer already logs (docs/objective.md §9): a reward may not take these names
@@ -133,7 +133,7 @@ __all__ = [
     "Item",
     "RewardFunctionError",
     "RewardSpec",
-    "Scored",
+    "ItemRewards",
     "Scorer",
     "Verdict",
     "auto_workers",

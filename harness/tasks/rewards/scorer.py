@@ -13,7 +13,7 @@ never correct, and every verifier scores it 0.
 
 Time limit: each (reward, completion) call runs under `timeout` seconds (a SIGALRM timer, in the
 main thread of this process or of a worker); a call that runs over scores 0, not correct, and is
-counted (`Scored.timed_out`, the metric reward/timeouts). Math-verify on adversarial LaTeX and a
+counted (`ItemRewards.timed_out`, the metric reward/timeouts). Math-verify on adversarial LaTeX and a
 catastrophic regex are what this is for.
 
 Workers: with workers > 0 the completions are scored in that many worker processes (spawned once
@@ -72,7 +72,7 @@ class Item:
 
 
 @dataclass(frozen=True)
-class Scored:
+class ItemRewards:
     rewards: dict[str, float]  # reward name -> unweighted value
     total: float  # sum of weight * value
     correct: bool  # the `correct` reward's verdict (False when truncated)
@@ -114,7 +114,7 @@ class Rewards:
         self.specs, self.correct, self.timeout = list(specs), correct, float(timeout)
         self.fns = {s.name: load_function(s.function) for s in self.specs if s.function}
 
-    def score(self, item: Item) -> Scored:
+    def score(self, item: Item) -> ItemRewards:
         values: dict[str, float] = {}
         correct, parsed, timed_out = False, None, 0
         for spec in self.specs:
@@ -127,7 +127,7 @@ class Rewards:
             if spec.name == self.correct:
                 correct, parsed = bool(verdict) and not item.truncated, read
         total = math.fsum(s.weight * values[s.name] for s in self.specs)
-        return Scored(values, total, correct, parsed, timed_out)
+        return ItemRewards(values, total, correct, parsed, timed_out)
 
     def _one(self, spec: RewardSpec, item: Item) -> tuple[float, bool, str | None]:
         if spec.verifier:
@@ -187,7 +187,7 @@ class Scorer(Rewards):
         self.killed_pools = 0
         self.grace = 30.0  # seconds the parent waits past every timer before it kills the pool
 
-    def score_many(self, items: list[Item]) -> list[Scored]:
+    def score_many(self, items: list[Item]) -> list[ItemRewards]:
         if self.workers <= 0 or len(items) < 2:
             return [self.score(i) for i in items]
         pool = self._get_pool()
@@ -197,7 +197,7 @@ class Scorer(Rewards):
         processes = list(getattr(pool, "_processes", {}).values())  # spawned by now: their exit codes if one dies
         per_worker = math.ceil(len(chunks) / self.workers) * size * max(1, len(self.specs))
         done, pending = cf.wait(futures, timeout=per_worker * self.timeout + self.grace)
-        results: list[Scored] = []
+        results: list[ItemRewards] = []
         for chunk, fut in zip(chunks, futures):
             if fut in done and fut.exception() is None:
                 part = fut.result()
@@ -210,7 +210,7 @@ class Scorer(Rewards):
                 raise RewardFunctionError(self._death(fut.exception(), processes, chunk))
             else:  # stuck past every timer: its completions count as timed out
                 results.extend(
-                    Scored({s.name: 0.0 for s in self.specs}, 0.0, False, None, len(self.specs)) for _ in chunk
+                    ItemRewards({s.name: 0.0 for s in self.specs}, 0.0, False, None, len(self.specs)) for _ in chunk
                 )
         if pending:
             self._kill_pool()

@@ -1,10 +1,11 @@
 """The train core: what every trainer, eval, diagnostic and probe shares, in one place each.
 
 trainer.py     what a trainer is to the run shell (Trainer) and what its step may use (RunContext)
+step_context.py  what the functions of one RL step share (StepContext): policy, pi_ref, components, forwards
 batch.py       the typed batch and the one micro-batch iterator
 episode.py     the rollout/learner boundary: rewards and advantages in separate fields
 collect.py     the per-step seeds, the prompt draws (training and held-out eval), sampling, the task's scores
-policy.py      the policy module a run trains (LoRA adapters, activation checkpointing), its compute
+policy_module.py  the policy module a run trains (LoRA adapters, activation checkpointing), its compute
                precision (train.autocast), its reference pi_ref, its checkpointed weights
 components.py  the trained modules (the policy and its components), their optimizers and their guarded step
 rundir.py      the run directory: config, metric files, checkpoints (with their manifests), summary

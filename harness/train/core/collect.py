@@ -2,9 +2,11 @@
 prompts every eval of a run draws (`eval_problems`). Every prompt draw and every sampling seed of a
 run comes from here (`step_seed` and the salts below), so a resumed run redraws the same ones.
 
-Dynamic sampling (DAPO, arXiv 2503.14476 §3.2): groups whose rewards are all equal carry
-no signal under a group baseline; they are dropped and new prompts are sampled until the
-batch holds N informative groups (at most `max_refill_rounds` extra rounds).
+What the data side does besides is the active modes' (objective/batching.py): a shaping term added to each
+reward (DAPO's overlong punishment), a filter of each round's groups whose dropped groups new prompts refill
+until the batch holds N (DAPO's dynamic sampling, arXiv 2503.14476 §3.2: at most `train.max_refill_rounds`
+extra rounds), a filter of the final groups, not refilled (ScaleRL's zero-variance filter), a pool that
+retires solved prompts (ScaleRL's no-positive-resampling, prompt_pool.py) and ReMax's greedy answer.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from dataclasses import replace
 
 import torch
 
-from harness.objective import dynamic_sampling_keep, inputs_needed, overlong_penalty
+from harness.objective import dynamic_sampling_keep, inputs_needed
+from harness.objective.batching import group_keep, refill_keep, refills, reward_shaping
 from harness.objective.reward_combine import combine as combine_rewards
 from harness.rollout.base import RolloutBackend, SamplingParams
 from harness.tasks.base import Task
@@ -33,8 +36,8 @@ def step_seed(seed: int, step: int, salt: int = 0) -> int:
 def score(
     task: Task, problems, rollout, group_size: int, objective, max_new_tokens: int, combine: str = "sum_then_normalize"
 ) -> Episode:
-    """The task's verdict on every row, plus the objective's overlong shaping (docs/objective.md §6)
-    when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py).
+    """The task's verdict on every row, plus the active modes' shaping (DAPO's overlong punishment, docs/objective.md
+    §6) when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py).
     combine: task.reward_combine, how the task's rewards make the one reward (objective/reward_combine.py)."""
     rows = [p for p in problems for _ in range(group_size)]
     train = {"train": True} if objective is not None else {}  # a training batch: running reward normalisers learn
@@ -42,10 +45,8 @@ def score(
     base = torch.tensor([s.total for s in scores], dtype=torch.float32)
     if objective is not None and combine != "sum_then_normalize":
         base = combine_rewards(combine, base, *reward_terms(scores), group_size, objective)
-    if objective is not None and objective.overlong_buffer > 0:
-        shaping = overlong_penalty(
-            rollout.lengths, max_new_tokens, objective.overlong_buffer, objective.overlong_penalty
-        )
+    if objective is not None:
+        shaping = reward_shaping(objective, rollout.lengths, max_new_tokens, base)
     else:
         shaping = torch.zeros_like(base)
     return Episode(list(problems), rollout, scores, base + shaping, shaping, group_size)
@@ -66,12 +67,15 @@ def draw(task: Task, n: int, cfg, step: int, rnd: int, pool: PromptPool | None =
     return kept[:n] or problems  # every prompt drawn is retired: the draw as it was (pool/retired says so)
 
 
-def zero_variance_filter(ep: Episode, group_size: int) -> tuple[Episode, dict]:
-    """objective.zero_variance_filter (ScaleRL 2510.13786): the groups whose rewards are all equal leave the batch,
-    not refilled (all of them equal: the batch as it is, its advantages all 0)."""
-    keep = dynamic_sampling_keep(ep.rewards, group_size)
-    dropped = float((~keep).sum())
-    return (ep.select_groups(keep) if keep.any() else ep), {"groups/zero_var_dropped": dropped}
+def final_groups(ep: Episode, objective, group_size: int) -> tuple[Episode, dict]:
+    """The groups the step trains on, once sampling is done: those every active group filter keeps
+    (objective.zero_variance_filter: not all equal), not refilled; none kept: the batch as it is (its advantages
+    all 0). Its metrics: the filters', and groups/kept after them; ep itself and {} when no mode filters."""
+    keep, metrics = group_keep(objective, ep.rewards, ep.correct, group_size)
+    if keep is None:
+        return ep, {}
+    kept = ep.select_groups(keep) if keep.any() else ep
+    return kept, {**metrics, "groups/kept": float(len(kept.problems))}
 
 
 def reward_terms(scores) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,7 +101,8 @@ def collect(
     N, G = cfg.train.prompts_per_step, cfg.train.group_size
     obj = cfg.objective
     parts, have, first_zero_frac, rounds = [], 0, None, 0
-    max_rounds = 1 + (cfg.train.max_refill_rounds if obj.dynamic_sampling else 0)
+    refill = refills(obj)  # objective.dynamic_sampling: dropped groups are refilled by further rounds
+    max_rounds = 1 + (cfg.train.max_refill_rounds if refill else 0)
     for rnd in range(max_rounds):
         want = N - have
         problems = draw(task, want if rnd == 0 else max(want, N // 2), cfg, step, rnd, pool)
@@ -118,8 +123,8 @@ def collect(
         if first_zero_frac is None:  # groups/zero_std_frac: all-equal rewards (as the objective sees them)
             first_zero_frac = 1.0 - dynamic_sampling_keep(ep.rewards, G).float().mean().item()
         rounds = rnd
-        if obj.dynamic_sampling:  # on accuracy, 0 < #correct < G (DAPO Eq. 11), not on the shaped reward
-            ep = ep.select_groups(dynamic_sampling_keep(ep.correct.float(), G))
+        if refill:
+            ep = ep.select_groups(refill_keep(obj, ep.rewards, ep.correct, G))
             if len(ep.problems) > want:
                 ep = ep.select_groups(torch.arange(len(ep.problems)) < want)
         parts.append(ep)
@@ -139,9 +144,8 @@ def collect(
             "groups/kept": float(have),
         },
     )
-    if obj.zero_variance_filter:
-        ep, dropped = zero_variance_filter(ep, G)
-        metrics.update(dropped, **{"groups/kept": float(len(ep.problems))})
+    ep, filtered = final_groups(ep, obj, G)
+    metrics.update(filtered)
     return ep, {**metrics, **(pool.metrics() if pool is not None else {})}
 
 

@@ -68,6 +68,20 @@ class Trained:
         self.optimizer.load_state_dict(state[f"{self.name}_optimizer"])
 
 
+class WithTrained:
+    """`model` and `trained` of an object holding `policy` (a Trained) and `components` (the run's and the step's
+    contexts)."""
+
+    @property
+    def model(self) -> nn.Module:
+        return self.policy.module
+
+    @property
+    def trained(self) -> list[Trained]:
+        """Every trained module, the policy first: each optimizer step steps them all."""
+        return [self.policy, *self.components]
+
+
 def squared_norm(grads: list[torch.Tensor]) -> torch.Tensor:
     """sum_g sum g^2 in float64 (0-dim; of a DTensor: its shard's, summed by the caller's full_tensor). On a CPU each
     gradient's float64 copy squared and summed in turn (the runs' recorded bits); on a GPU torch._foreach_norm with

@@ -20,31 +20,31 @@ from harness.objective import loss as objective_loss
 from harness.objective.extensions import forward_extras
 from harness.parallel import full_params, gather_objects, world
 from harness.train.core.batch import Batch, gather_shard
-from harness.train.core.components import Component
 from harness.train.core.mismatch import MismatchStats
-from harness.train.core.policy import compute_precision
+from harness.train.core.policy_module import compute_precision
 from harness.train.core.routing import capture_routing
+from harness.train.core.step_context import StepContext
 
 
 @torch.no_grad()
 def batch_forward(
     model,
     batch: Batch,
-    pad_id: int,
-    temperature: float,
-    micro: int | None,
-    replay: bool = False,
+    sc: StepContext,
+    *,
     mismatch: MismatchStats | None = None,
     head=None,
-    share_prefix: bool = False,
+    replay: bool | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """One no-grad forward of `model` (pi_old, pi_ref, ...) over the batch's responses (response_mask), by
-    micro-batch -> (logp (B, T), what `head` reads from the logits, by name, B rows each: {} without a
-    head). head: the active extensions' `old_forward` (objective.old_forward_extras) when `model` is
-    pi_old (SimKO's top-K). replay: force the rollout's expert choices (batch.routing, MoE). mismatch:
-    a MismatchStats fed with these log-probs (as the old policy's) against the sampler's on the loss
-    mask, and with the routing. share_prefix: train.share_prefix (a prompt's rows of a micro-batch run
-    it once: harness/models/prefix_groups.py)."""
+    micro-batch, as the step context says (pad id, temperature, micro-batch rows, shared prefixes)
+    -> (logp (B, T), what `head` reads from the logits, by name, B rows each: {} without a head).
+    head: the active extensions' `old_forward` (objective.old_forward_extras) when `model` is pi_old (SimKO's
+    top-K). replay: force the rollout's expert choices (batch.routing, MoE); None: the context's
+    (objective.routing_replay). mismatch: a MismatchStats fed with these log-probs (as the old policy's) against
+    the sampler's on the loss mask, and with the routing."""
+    replay = sc.replay if replay is None else replay
+    micro = sc.micro or len(batch)
     capture = mismatch is not None and is_moe(model)
     lps, parts = [], []
     whole, batch = batch, batch.shard()  # on N processes: this one's rows (harness/parallel.py), gathered below
@@ -57,11 +57,11 @@ def batch_forward(
                     part.prompt_ids,
                     part.response_ids,
                     part.response_mask,
-                    pad_id,
-                    temperature,
+                    sc.pad_id,
+                    sc.temperature,
                     routing=routing,
                     head=head,
-                    share_prefix=share_prefix,
+                    share_prefix=sc.share_prefix,
                     lengths=part.response_lens,
                 )
             if mismatch is not None:
@@ -84,36 +84,20 @@ def gather_reads(read: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def batch_logprobs(
-    model,
-    batch: Batch,
-    pad_id: int,
-    temperature: float,
-    micro: int | None,
-    replay: bool = False,
-    mismatch: MismatchStats | None = None,
-    share_prefix: bool = False,
+    model, batch: Batch, sc: StepContext, *, mismatch: MismatchStats | None = None, replay: bool | None = None
 ) -> torch.Tensor:
     """(B, T) log-probs of the batch's responses under `model` (pi_old, pi_ref or pi_theta; batch_forward)."""
-    return batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch, share_prefix=share_prefix)[0]
+    return batch_forward(model, batch, sc, mismatch=mismatch, replay=replay)[0]
 
 
-def forward_loss(
-    model,
-    components: list[Component],
-    part: Batch,
-    cfg,
-    pad_id: int,
-    single_pass: bool,
-    mismatch: MismatchStats | None,
-    num_seqs: float,
-    num_tokens: float,
-    step_extras: dict | None = None,
-):
-    """Forward of the policy `model` (and every component) on one micro-batch -> the objective's (loss, metrics),
-    the metrics still on the device (objective/deferred.py: the update reads a step's at once). single_pass: the
-    forward's own log-probs are pi_old's (ratio 1 at the first step), and so is what the active extensions read
-    from pi_old's forward (SimKO's top-K). step_extras: what the objective reads that is one value for the whole
-    optimizer step (the adaptive entropy coefficient)."""
+def forward_loss(sc: StepContext, part: Batch, denominators: tuple[float, float], step_extras: dict | None = None):
+    """Forward of the policy (and every component) on one micro-batch -> the objective's (loss, metrics), the
+    metrics still on the device (objective/deferred.py: the update reads a step's at once). denominators:
+    (num_seqs, num_tokens) of the whole mini-batch. sc.single_pass: the forward's own log-probs are pi_old's (ratio
+    1 at the first step), and so is what the active extensions read from pi_old's forward (SimKO's top-K), and
+    they feed sc.mismatch. step_extras: what the objective reads that is one value for the whole optimizer step
+    (the adaptive entropy coefficient)."""
+    cfg, model, mismatch, single_pass = sc.cfg, sc.model, sc.mismatch, sc.single_pass
     obj = cfg.objective
     observe = mismatch is not None and single_pass
     capture = observe and is_moe(model)
@@ -127,8 +111,8 @@ def forward_loss(
             part.prompt_ids,
             part.response_ids,
             part.mask,
-            pad_id,
-            cfg.rollout.temperature,
+            sc.pad_id,
+            sc.temperature,
             with_entropy=True,
             routing=part.routing if replay else None,
             head=head,
@@ -141,7 +125,7 @@ def forward_loss(
             mismatch.add_routing(part.index, part.prompt_ids, part.mask, calls, part.routing)
     old = logp.detach() if single_pass else part.old_logp
     with compute_precision(cfg, part.mask.device), padded_widths(cfg.train.pad_to_multiple_of):  # train.autocast
-        live = {c.provides: c(part, pad_id) for c in components}  # values, prm_logp (b, T), lam: with gradient
+        live = {c.provides: c(part, sc.pad_id) for c in sc.components}  # values, prm_logp (b, T), lam: with gradient
     x = LossInputs(
         logp,
         old,
@@ -152,12 +136,12 @@ def forward_loss(
         part.rollout_logp,
         extras={**part.extras, **read, **live, **(step_extras or {})},
     )
-    return objective_loss(obj, x, num_seqs, num_tokens, deferred=True)
+    return objective_loss(obj, x, *denominators, deferred=True)
 
 
-def pad_backward(model, components: list[Component], row: Batch, cfg, pad_id: int, num_seqs, num_tokens) -> None:
+def pad_backward(sc: StepContext, row: Batch, denominators: tuple[float, float]) -> None:
     """FSDP (harness/train/core/sharding.py): a process with fewer micro-batches than another runs this in
     place of each missing one: the loss of one row times zero, forward and backward, so that every process
     takes part in the same all-gathers and reduce-scatters. It adds nothing to any gradient or metric."""
-    loss, _ = forward_loss(model, components, row, cfg, pad_id, True, None, num_seqs, num_tokens)
+    loss, _ = forward_loss(sc.probe(), row, denominators)
     (loss * 0.0).backward()

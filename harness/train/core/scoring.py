@@ -8,7 +8,8 @@ trainer (harness/train/rl/step.py) and the probes (harness/probes/engine.py) ali
       the scoring components' outputs (PPO's values, PRIME's reward model) --> advantages (the objective)
     --> the batch with adv, old_logp, ref_logp and what the active modes keep (extras); the scoring's metrics
 
-The objective decides what is computed (`inputs_needed`); nothing here branches on a knob or a variant.
+The objective decides what is computed (`inputs_needed`); nothing here branches on an objective knob or a
+variant (the train knobs choose where pi_old comes from: a single pass, the sampler, a stale sampler).
 Shapes: B rows, T response length.
 """
 
@@ -21,29 +22,15 @@ from harness.models.logprobs import padded_widths
 from harness.objective import advantages, inputs_needed, loss_mask
 from harness.objective.extensions import old_forward_extras
 from harness.train.core.batch import Batch
-from harness.train.core.components import Component
 from harness.train.core.episode import Episode
 from harness.train.core.forward import batch_forward, batch_logprobs
-from harness.train.core.mismatch import MismatchStats
-from harness.train.core.policy import AUTOCAST_DTYPES, compute_precision, reference_of
-
-
-def single_pass(cfg) -> bool:
-    """Whether the update's first forward is pi_old's: one epoch of one mini-batch, no mode asks for
-    a separate pi_old forward (TIS weighs pi_old, as the trainer computes it, against the sampler), and the
-    sampler is the policy at the start of the update (rollout.staleness 0: else pi_old is the stale sampler's)."""
-    tr = cfg.train
-    return (
-        tr.inner_epochs == 1
-        and tr.mini_batches == 1
-        and not inputs_needed(cfg.objective).old_logp_forward
-        and not cfg.rollout.staleness
-    )
+from harness.train.core.policy_module import AUTOCAST_DTYPES, compute_precision, reference_of
+from harness.train.core.step_context import StepContext
 
 
 def frozen_reference(cfg, model: torch.nn.Module) -> torch.nn.Module | None:
     """pi_ref: the policy a run starts from, frozen (a copy of `model`, or a LoRA policy with its adapters off:
-    core/policy.py reference_of) when the objective needs one, else None."""
+    core/policy_module.py reference_of) when the objective needs one, else None."""
     if not inputs_needed(cfg.objective).ref_logp:
         return None
     t = cfg.train  # train.ref_compute_dtype: pi_ref kept in the autocast's dtype (auto: on CUDA under bf16)
@@ -59,76 +46,59 @@ def _check_routing(cfg, rollout) -> None:
         )
 
 
-def score_episode(
-    cfg,
-    ep: Episode,
-    model: torch.nn.Module,
-    ref: torch.nn.Module | None,
-    components: list[Component],
-    device,
-    pad_id: int,
-    old_weights=None,
-) -> tuple[Batch, MismatchStats, dict]:
+def score_episode(sc: StepContext, ep: Episode, old_weights=None) -> tuple[Batch, dict]:
     """The step's batch with old / ref log-probs, advantages and what the active modes keep for the
-    loss (extras: value targets, reward-model labels, pi_old's top-K, ...), the MismatchStats its
-    pi_old forward fed (the update feeds it on a single pass), and the scoring's metrics.
-    model: the policy (pi_old); ref: frozen_reference's; components: the run's trained components.
-    old_weights: rollout.staleness > 0, () -> a context in which `model` holds the sampler's (stale) weights:
-    pi_old is computed there (harness/train/rl/staleness.py), and the mismatch is fed by a forward of the
-    policy as it is (theta_t), so that it shows the staleness."""
+    loss (extras: value targets, reward-model labels, pi_old's top-K, ...), and the scoring's metrics.
+    sc: the step's policy (pi_old), reference, components and forwards; its pi_old forward feeds sc.mismatch
+    (on a single pass the update's first forward does). old_weights: rollout.staleness > 0, () -> a context in
+    which the policy holds the sampler's (stale) weights: pi_old is computed there
+    (harness/train/rl/staleness.py), and the mismatch is fed by a forward of the policy as it is (theta_t), so
+    that it shows the staleness."""
+    cfg, model, mismatch = sc.cfg, sc.model, sc.mismatch
     obj, needs = cfg.objective, inputs_needed(cfg.objective)
     r = ep.rollout
-    mask = loss_mask(obj, r.response_mask.to(device), r.truncated)
+    mask = loss_mask(obj, r.response_mask.to(sc.device), r.truncated)
     _check_routing(cfg, r)
-    batch = Batch.from_rollout(r, mask, device)
-    micro, temperature, replay = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature, obj.routing_replay
-    shared = cfg.train.share_prefix  # a prompt's rows of a micro-batch run it once (harness/models/prefix_groups.py)
-    mismatch = MismatchStats()  # fed by the old policy's first forward (here, or in the update)
+    batch = Batch.from_rollout(r, mask, sc.device)
     head = (lambda view: old_forward_extras(obj, view)) if needs.old_forward else None
     # train.autocast, train.pad_to_multiple_of: these forwards compute as the update's do
-    with compute_precision(cfg, device), padded_widths(cfg.train.pad_to_multiple_of):
-        if single_pass(cfg):  # the update's first forward is pi_old's (what the extensions read from it too)
+    with compute_precision(cfg, sc.device), padded_widths(cfg.train.pad_to_multiple_of):
+        if sc.single_pass:  # the update's first forward is pi_old's (what the extensions read from it too)
             old_logp, read = None, {}
         elif old_weights is not None:  # rollout.staleness: pi_old is the stale sampler's
-            old_logp, read = stale_old_logp(cfg, model, batch, pad_id, mismatch, head, old_weights)
+            old_logp, read = stale_old_logp(sc, batch, head, old_weights)
         elif cfg.reuses_rollout_logp():  # train.old_logp: the sampler's log-probs are pi_old's
-            old_logp, read = r.sampler_logp.to(device), {}
+            old_logp, read = r.sampler_logp.to(sc.device), {}
             if head is not None:  # the sampler gives no logits: one forward for what the extensions read
-                _, read = batch_forward(
-                    model, batch, pad_id, temperature, micro, replay, head=head, share_prefix=shared
-                )
+                _, read = batch_forward(model, batch, sc, head=head)
         else:
-            old_logp, read = batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch, head, shared)
-        ref_logp = (
-            batch_logprobs(ref, batch, pad_id, temperature, micro, share_prefix=shared) if ref is not None else None
-        )
+            old_logp, read = batch_forward(model, batch, sc, mismatch=mismatch, head=head)
+        # pi_ref routes by its own choices (no replay)
+        ref_logp = batch_logprobs(sc.ref, batch, sc, replay=False) if sc.ref is not None else None
         current = old_logp
         if current is None and needs.current_logp_for_kl:
-            current = batch_logprobs(model, batch, pad_id, temperature, micro, replay, share_prefix=shared)
-        given = {c.provides: c.predict(batch, pad_id, micro) for c in components if c.scores}  # values, prm_logp
+            current = batch_logprobs(model, batch, sc)
+        given = {c.provides: c.predict(batch, sc.pad_id, sc.micro or len(batch)) for c in sc.components if c.scores}
     if ep.greedy_rewards is not None:  # ReMax: each row's prompt's greedy reward (inputs_needed(obj).greedy_rewards)
-        given["greedy_rewards"] = ep.greedy_rewards.repeat_interleave(cfg.train.group_size).to(device)
+        given["greedy_rewards"] = ep.greedy_rewards.repeat_interleave(cfg.train.group_size).to(sc.device)
     scored = advantages(
-        obj, ep.rewards.to(device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp, extras=given
+        obj, ep.rewards.to(sc.device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp, extras=given
     )
-    return (
-        batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, extras={**read, **scored.extras}),
-        mismatch,
-        scored.metrics,
+    return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, extras={**read, **scored.extras}), (
+        scored.metrics
     )
 
 
-def stale_old_logp(cfg, model, batch: Batch, pad_id: int, mismatch: MismatchStats, head, old_weights):
+def stale_old_logp(sc: StepContext, batch: Batch, head, old_weights):
     """rollout.staleness > 0: (pi_old's log-probs, what the extensions read from its forward), pi_old the sampler's
     policy theta_{t-k}: the sampler's own log-probs where train.old_logp may reuse them (they are exact:
     RunConfig.rollout_logp_inexact), else a no-grad forward with theta_{t-k} in the policy. The mismatch is fed
     by a no-grad forward of theta_t (the policy at the start of the update) against the sampler."""
-    micro, temperature = cfg.train.micro_batch_size or len(batch), cfg.rollout.temperature
-    replay, shared = cfg.objective.routing_replay, cfg.train.share_prefix
-    batch_forward(model, batch, pad_id, temperature, micro, replay, mismatch, share_prefix=shared)  # theta_t
-    reuse = cfg.reuses_rollout_logp()
+    if sc.mismatch is not None:  # theta_t against the sampler: the staleness, measured
+        batch_forward(sc.model, batch, sc, mismatch=sc.mismatch)
+    reuse = sc.cfg.reuses_rollout_logp()
     if reuse and head is None:
         return batch.rollout_logp, {}
     with old_weights():
-        logp, read = batch_forward(model, batch, pad_id, temperature, micro, replay, head=head, share_prefix=shared)
+        logp, read = batch_forward(sc.model, batch, sc, head=head)
     return (batch.rollout_logp if reuse else logp), read

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 import torch
 
 from harness.config import RunConfig
-from harness.train.core.components import Component, Trained
+from harness.train.core.components import Component, Trained, WithTrained
 from harness.train.core.nonfinite import on_nonfinite
 from harness.train.core.rundir import RunDir
 
 
 @dataclass
-class RunContext:
+class RunContext(WithTrained):
     """What a trainer's step may use: the run's objects, built and restored by the shell."""
 
     cfg: RunConfig
@@ -33,15 +33,6 @@ class RunContext:
     policy: Trained  # the policy and its optimizer
     components: list[Component] = field(default_factory=list)
     last_ckpt: str | None = None  # the newest checkpoint written or resumed from
-
-    @property
-    def model(self) -> torch.nn.Module:
-        return self.policy.module
-
-    @property
-    def trained(self) -> list[Trained]:
-        """Every trained module, the policy first: each optimizer step steps them all."""
-        return [self.policy, *self.components]
 
     def nonfinite(self, step: int, what: str) -> dict:
         """train.nan_policy on a non-finite step: stop raises NonFiniteError; skip_step -> its metrics."""

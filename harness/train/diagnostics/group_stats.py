@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
 
 import torch
 
@@ -45,6 +44,7 @@ from harness.train.core.batch import Batch
 from harness.train.core.episode import Episode
 from harness.train.core.forward import forward_loss
 from harness.train.core.rundir import GROUP_RECORDS
+from harness.train.core.step_context import StepContext
 
 P_LOW, P_HIGH = 0.2, 0.8  # extreme groups: p < P_LOW (hard for the policy) or p > P_HIGH (easy)
 
@@ -104,19 +104,19 @@ def group_records(ep: Episode, adv: torch.Tensor, mask: torch.Tensor | None, ste
     }
 
 
-def extreme_grad_share(
-    model, batch: Batch, ep: Episode, cfg, pad_id: int, components: Sequence = ()
-) -> dict[str, float]:
+def extreme_grad_share(sc: StepContext, batch: Batch, ep: Episode) -> dict[str, float]:
     """Gradient-norm share of the extreme groups (see the module docstring). One extra
     forward/backward over the batch's rows, split in two; the model's .grad is left empty.
 
-    batch: as for policy_update (its routing (B,S,L,k) replayed when objective.routing_replay).
+    sc: the step's context (its policy, components, forwards); batch: as for policy_update (its routing
+    (B,S,L,k) replayed when objective.routing_replay).
     The ratio is taken against the current policy (= the rollout policy, before the update), so
     the gradient is the update's first-step direction. The loss is the update's own (core/forward.py
     forward_loss), so every input the objective needs is there (SimKO's top-K, λ-GRPO's λ from
-    `components`); the components' .grad is left empty too."""
+    `sc.components`); the components' .grad is left empty too."""
     t0 = time.perf_counter()
-    obj, tr = cfg.objective, cfg.train
+    model, probe = sc.model, sc.probe()  # ratio 1, no observer fed
+    obj, tr = sc.cfg.objective, sc.cfg.train
     rows_e = extreme_rows(ep)
     num_seqs, num_tokens = batch_denominators(batch.mask)  # the whole batch's: g_E + g_R = g_total exactly
     live = torch.ones(len(rows_e), dtype=torch.bool)
@@ -130,10 +130,10 @@ def extreme_grad_share(
     for name, sel in (("extreme", rows_e & live), ("rest", ~rows_e & live)):
         model.zero_grad(set_to_none=True)
         for part in batch.rows(sel.nonzero().flatten().tolist()).micro_batches(tr.micro_batch_size):
-            forward_loss(model, components, part, cfg, pad_id, True, None, num_seqs, num_tokens)[0].backward()
+            forward_loss(probe, part, (num_seqs, num_tokens))[0].backward()
         grads[name] = [None if q.grad is None else q.grad.detach().float().clone() for q in params]
     model.zero_grad(set_to_none=True)
-    for c in components:
+    for c in sc.components:
         c.zero_grad()
 
     def norm(gs) -> float:

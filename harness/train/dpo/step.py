@@ -47,7 +47,7 @@ from harness.train.core.batch import micro_slices
 from harness.train.core.collect import step_seed
 from harness.train.core.components import check_finite, clip_and_step
 from harness.train.core.nonfinite import NonFiniteUpdate
-from harness.train.core.policy import compute_precision
+from harness.train.core.policy_module import compute_precision
 from harness.train.core.rundir import RunDir
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.dpo.pairs import PAIRS_SALT, PreferencePair, build_pairs, file_report, read_pairs, write_pairs

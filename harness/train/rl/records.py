@@ -1,7 +1,7 @@
 """What an RL step logs besides its update's metrics: the rollout's, the scoring's, the phases' timings, and the
 completions kept for samples.jsonl.
 
-    rec.update(step_records(ep, batch, mismatch, coll, scored_metrics, hacking))
+    rec.update(step_records(ep, batch, coll, scored_metrics, hacking, mismatch_records))
     rec.update(perf_records(t_rollout, t_score, t_update, ep, inner_epochs))
     samples = logged_samples(ep, step, group_size, n)      # the first completion of each of the first n prompts
 
@@ -13,20 +13,18 @@ from __future__ import annotations
 from harness.models.logprobs import packed_width
 from harness.train.core.batch import Batch
 from harness.train.core.episode import Episode
-from harness.train.core.mismatch import MismatchStats
 from harness.train.diagnostics.metrics import rollout_metrics
 
 
-def step_records(ep: Episode, batch: Batch, mismatch: MismatchStats, coll: dict, scored: dict, hacking) -> dict:
+def step_records(ep: Episode, batch: Batch, coll: dict, scored: dict, hacking, mismatch: dict) -> dict:
     """The rollout's metrics, the hacking probe's (a reward model beside a verifier), the collection's, the
-    rollout/train mismatch (reduced over processes: each saw the forwards of its rows), the scoring's (e.g.
-    PRIME's prm/loss) and adv/abs_mean, in that order."""
+    rollout/train mismatch's (observers.py mismatch_records), the scoring's (e.g. PRIME's prm/loss) and
+    adv/abs_mean, in that order."""
     out = dict(rollout_metrics(ep))
     if hacking is not None:  # the reward model's score against the verifier's verdicts
         out.update(hacking.step(ep.scores, ep.correct))
     out.update(coll)
-    mismatch.reduce()  # on N processes: each saw the forwards of its rows
-    out.update(mismatch.result())
+    out.update(mismatch)
     out.update(scored)  # e.g. PRIME's prm/loss, prm/accuracy, reward/process_mean
     adv, mask = batch.adv, batch.mask
     out["adv/abs_mean"] = float((adv.abs() * mask).sum() / mask.sum()) if adv.dim() == 2 else float(adv.abs().mean())

@@ -1,39 +1,44 @@
-"""The RL trainer: the step of `harness train CONFIG` when `trainer: rl`.
+"""The RL trainer's step, `harness train CONFIG` with `trainer: rl`, in the phases of the reference loop
+(harness/objective/reference_loop.py) and numbered as it is; `RLTrainer.step` reads top to bottom:
 
-    step: N prompts -> G rollouts each -> rewards (verifier + overlong shaping)       core/collect.py
-          -> [old / ref log-probs] -> advantages (the objective: group baselines,     core/scoring.py
-             critic/GAE, KL in the reward)
-          -> K epochs x mini-batches x micro-batches of the objective's loss          rl/update.py
-             -> optimizer steps of the policy and its components -> metrics            rl/records.py
+    0. context     the step's policy, reference, components and forwards (core/step_context.py), under the
+                   step's config (objective.kl_coef: the adaptive beta, when objective.kl_target is set)
+    1. collect     N prompts x G samples                                          core/collect.py
+    2. score       a reward per response (the task's verifier, overlong shaping; collect scores as it draws,
+                   since dynamic sampling keeps or refills groups by their rewards)
+    3-4. pi_old, pi_ref, advantage: the no-grad forwards, then the objective's advantages (group baselines,
+                   a critic's GAE, a KL in the reward); the reference loop takes the advantage first, but a
+                   KL in the reward and a critic read the log-probs                  core/scoring.py
+    5. update      K epochs x mini-batches x micro-batches of the objective's loss, every trained module's
+                   optimizer step                                                   rl/update.py
+    6. after-step  the engine's weights synced, pi_ref reset on the schedule a mode declares
+                   (objective.ref_update_every), the stale sampler's snapshot
 
-Every algorithm is the same code path: the objective config decides the rest. The run shell
-(harness/train/run/shell.py) owns everything around the step (run directory, resume,
-checkpoints, eval schedule, signals, summary).
+Measurement stands beside the math: the observers (rl/observers.py) are notified at the phase edges
+and their records logged (rl/records.py); none of them changes the update. The run shell
+(harness/train/run/shell.py) owns everything around the step (run directory, resume, checkpoints, eval
+schedule, signals, summary).
 """
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from harness.config import ConfigError
-from harness.models.logprobs import padded_widths
 from harness.models.moe import is_moe
-from harness.objective import explained_variance, inputs_needed
+from harness.objective import inputs_needed
+from harness.objective.batching import resets_reference, retire_at
 from harness.objective.entropy_control import adaptive_entropy
 from harness.objective.kl_control import adaptive_kl, steer_kl
 from harness.train.core.batch import Batch
 from harness.train.core.collect import collect, step_seed
-from harness.train.core.episode import Episode
-from harness.train.core.mismatch import MismatchStats, router_old_new
 from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
 from harness.train.core.prompt_pool import PromptPool
-from harness.train.core.scoring import frozen_reference, score_episode, single_pass
+from harness.train.core.scoring import frozen_reference, score_episode
+from harness.train.core.step_context import StepContext
 from harness.train.core.trainer import RunContext, Trainer
-from harness.train.diagnostics.group_stats import extreme_grad_share, group_records
 from harness.train.diagnostics.hacking import hacking_probe
-from harness.train.diagnostics.metrics import eos_weight_shares
+from harness.train.rl.observers import PhaseClock, StepObservers
 from harness.train.rl.records import logged_samples, perf_records, step_records
 from harness.train.rl.staleness import StaleWeights, source_step
 from harness.train.rl.update import policy_update
@@ -63,21 +68,6 @@ def controllers(trainer) -> dict:
     return {"entropy_control": getattr(trainer, "entropy_ctl", None), "kl_control": getattr(trainer, "kl_ctl", None)}
 
 
-def phase_clock(device: torch.device) -> float:
-    """time.perf_counter() at a phase edge, after the device's queued work (torch.cuda.synchronize on CUDA;
-    nothing on a CPU): a phase's perf/*_seconds is the work it launched, not the launches alone. Four a step."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
-
-
-def batch_explained_variance(batch: Batch) -> float:
-    """1 - Var[R - V] / Var[R] over the whole step's response tokens, V the critic's predictions before the
-    update (old_values; as CleanRL and Stable-Baselines log it): one number for the batch, whatever the
-    micro-batches or the number of processes (value_loss's per-call metric is over its micro-batch only)."""
-    return explained_variance(batch.extras["old_values"], batch.extras["returns"], batch.mask)
-
-
 class RLTrainer(Trainer):
     label = "step"
     print_keys = (
@@ -93,19 +83,20 @@ class RLTrainer(Trainer):
     def prepare(self, ctx: RunContext) -> None:
         cfg, obj = self.cfg, self.cfg.objective
         self.ref = frozen_reference(cfg, ctx.model)  # pi_ref = pi_0, when the objective needs one
+        self.ref_moved = False  # pi_ref has taken the policy's weights (objective.ref_update_every): checkpointed
         self.moe = is_moe(ctx.model)
         if obj.routing_replay and not self.moe:
             raise ConfigError(
                 f"objective.routing_replay=true needs an MoE model; model.name={cfg.model.name!r} has no routers"
             )
-        self.single_pass = single_pass(cfg)  # the update's first forward is pi_old's (core/scoring.py)
         self.entropy_ctl = adaptive_entropy(obj)  # the adaptive entropy coefficient's state (checkpointed), or None
         self.kl_ctl = adaptive_kl(obj)  # objective.kl_target: PPO's adaptive beta (checkpointed), or None
         self.stale = StaleWeights(cfg.rollout.staleness)  # rollout.staleness: sample with theta_{t-k} (staleness.py)
-        npr = obj.no_positive_resampling  # prompts solved at this running pass rate leave the pool (ScaleRL)
-        self.pool = PromptPool(npr) if npr is not None else None
+        at = retire_at(obj)  # objective.no_positive_resampling: solved prompts leave the pool (ScaleRL)
+        self.pool = PromptPool(at) if at is not None else None
         self.task = ctx.task  # its running reward normalisers are part of the checkpoint
         self.hacking = hacking_probe(ctx.task, cfg.task.hacking_window)  # a reward model and a verifier: hacking/*
+        self.observers = StepObservers(cfg, self.moe)  # train.observers: the step's measurements
 
     def frozen_modules(self) -> list[torch.nn.Module]:
         """pi_ref when it is a copy of its own (with LoRA it is the policy with its adapters off)."""
@@ -127,7 +118,7 @@ class RLTrainer(Trainer):
         return self.cfg.train.steps
 
     def state_dict(self) -> dict:
-        ref = self.ref if self.ref is not None and self.cfg.objective.ref_update_every else None
+        ref = self.ref if self.ref_moved else None  # pi_ref is pi_0 (rebuilt on resume) until its first reset
         pool = {"prompt_pool": self.pool.state_dict()} if self.pool is not None else {}
         out = {
             "ref": ref.state_dict() if ref is not None else None,
@@ -145,6 +136,7 @@ class RLTrainer(Trainer):
     def load_state_dict(self, state: dict) -> None:
         if self.ref is not None and state.get("ref") is not None:
             self.ref.load_state_dict(state["ref"])
+            self.ref_moved = True
         for key, ctl in controllers(self).items():  # resume is exact (TRL entropy_ctrl_state, verl's beta)
             if ctl is not None and state.get(key) is not None:
                 ctl.load_state_dict(state[key])
@@ -157,73 +149,62 @@ class RLTrainer(Trainer):
             self.hacking.load_state_dict(state["hacking"])
 
     def step(self, ctx: RunContext, step: int, rec: dict) -> list[dict]:
-        cfg, tr = self.cfg, self.cfg.train
-        t0 = phase_clock(ctx.device)
+        """One step, its phases in the reference loop's order; rec gets every phase's records."""
+        cfg, tr = with_kl_coef(self.cfg, self.kl_ctl), self.cfg.train  # objective.kl_coef: the adaptive beta
+        clock = PhaseClock(ctx.device)
+        # 0. context: what the phases share (policy, pi_ref, components, forwards, the mismatch observer)
+        mismatch = self.observers.mismatch()
+        sc = StepContext.build(cfg, ctx.policy, ctx.components, self.ref, ctx.device, ctx.pad_id, mismatch)
+        # 1-2. collect: G samples per prompt and their rewards (rollout.staleness k: theta_{t-k} samples)
         self.stale.begin(ctx.model, step)
-        with self.stale.sampler(ctx.model, ctx.backend, step):  # rollout.staleness: theta_{t-k} samples
-            ep, coll = collect(ctx.task, ctx.backend, ctx.render, cfg, step, pool=self.pool)
-        t1 = phase_clock(ctx.device)  # one clock an edge: the end of a phase is the start of the next
-        old = (lambda: self.stale.loaded(ctx.model, step)) if self.stale.k else None  # pi_old = the sampler
-        batch, mismatch, scored_metrics = score_episode(
-            with_kl_coef(cfg, self.kl_ctl), ep, ctx.model, self.ref, ctx.components, ctx.device, ctx.pad_id, old
-        )
-        rec.update(steer_kl(self.kl_ctl, cfg.objective, scored_metrics, len(batch)))  # objective.kl_target: beta
-        t2 = phase_clock(ctx.device)
-        rec.update(self._update(ctx, step, ep, batch, mismatch))
-        self.stale.end(step)
-        if self.stale.k:
-            rec["staleness/steps"] = float(step - source_step(step, self.stale.k))
-        if "returns" in batch.extras:  # a critic: how much of the returns' variance its predictions explain
-            rec["value/explained_variance"] = batch_explained_variance(batch)
-        t3 = phase_clock(ctx.device)
-        rec.update(step_records(ep, batch, mismatch, coll, scored_metrics, self.hacking))  # records.py
-        rec.update(perf_records(t1 - t0, t2 - t1, t3 - t2, ep, tr.inner_epochs, tr.pad_to_multiple_of))
+        with self.stale.sampler(ctx.model, ctx.backend, step):
+            ep, collected = collect(ctx.task, ctx.backend, ctx.render, self.cfg, step, pool=self.pool)
+        t_rollout = clock.edge()
+        # 3-4. pi_old, pi_ref, advantages (pi_old the stale sampler's under rollout.staleness)
+        old = (lambda: self.stale.loaded(ctx.model, step)) if self.stale.k else None
+        batch, scored = score_episode(sc, ep, old)
+        rec.update(steer_kl(self.kl_ctl, cfg.objective, scored, len(batch)))  # objective.kl_target: next beta
+        t_score = clock.edge()
+        bad = first_nonfinite({"reward": ep.rewards, "advantage": batch.adv})  # train.nan_policy
+        rec.update(self.observers.scored(sc, step, ep, batch, bad is None))
+        rec.update(self.update(sc, ctx, step, batch, bad))  # 5. update
+        rec.update(self.observers.updated(sc, batch))
+        rec.update(self.after_step(ctx, step))  # 6. after-step: engine sync, pi_ref reset, staleness
+        t_update = clock.edge()
+        mismatch_records = self.observers.mismatch_records(sc)
+        rec.update(step_records(ep, batch, collected, scored, self.hacking, mismatch_records))  # records.py
+        rec.update(perf_records(t_rollout, t_score, t_update, ep, tr.inner_epochs, tr.pad_to_multiple_of))
         return logged_samples(ep, step, tr.group_size, tr.samples_to_log)
 
-    def _update(self, ctx: RunContext, step: int, ep: Episode, batch: Batch, mismatch: MismatchStats) -> dict:
-        """Group records, the policy update (train.nan_policy), router metrics, weight sync, ref update."""
-        cfg, obj, tr = self.cfg, self.cfg.objective, self.cfg.train
-        out = {}
-        bad = first_nonfinite({"reward": ep.rewards, "advantage": batch.adv})  # train.nan_policy
-        # per-group stats -> groups.jsonl (+ grad-norm share of extreme groups): harness/train/diagnostics/group_stats.py
-        out.update(group_records(ep, batch.adv, batch.mask, step))
-        out.update(eos_weight_shares(obj, batch.adv, batch.mask, ep.rollout.truncated, ep.correct))  # length bias
-        if tr.grad_share_every and step % tr.grad_share_every == 0 and bad is None:
-            out.update(extreme_grad_share(ctx.model, batch, ep, cfg, ctx.pad_id, ctx.components))
-        gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, UPDATE_ORDER_SALT))
+    def update(self, sc: StepContext, ctx: RunContext, step: int, batch: Batch, bad: str | None) -> dict:
+        """5. The policy update, mini-batches in a seeded shuffle; bad: what is not finite in the rewards or the
+        advantages (train.nan_policy: stop, or skip the step's update)."""
+        tr, out = self.cfg.train, {}
+        gen = torch.Generator().manual_seed(step_seed(self.cfg.seed, step, UPDATE_ORDER_SALT))
+        warmup = step < tr.component_warmup_steps  # only the components learn (verl's critic_warmup)
+        if tr.component_warmup_steps:
+            out["train/policy_updated"] = float(not warmup)
         try:
             if bad is not None:
                 raise NonFiniteUpdate(bad)
-            warmup = step < tr.component_warmup_steps  # only the components learn (verl's critic_warmup)
-            if tr.component_warmup_steps:
-                out["train/policy_updated"] = float(not warmup)
-            t_policy = time.perf_counter()
-            out.update(
-                policy_update(
-                    ctx.policy,
-                    ctx.components,
-                    batch,
-                    cfg,
-                    ctx.pad_id,
-                    gen,
-                    self.single_pass,
-                    mismatch,
-                    update_policy=not warmup,
-                    entropy_ctl=self.entropy_ctl,
-                )
-            )
-            # host seconds (no device wait added): which part of perf/update_seconds a slow update spent where
-            out["perf/policy_update_seconds"] = time.perf_counter() - t_policy
+            with PhaseClock.host("perf/policy_update_seconds", out):
+                out.update(policy_update(sc, batch, gen, update_policy=not warmup, entropy_ctl=self.entropy_ctl))
         except NonFiniteUpdate as err:  # stop: NonFiniteError; skip_step: the step without (the rest of) its update
             out.update(ctx.nonfinite(step, str(err)))
-        if self.moe:  # router/disagree_old_new: the updated policy's routing on the same batch, packed as the rollout's
-            with padded_widths(cfg.train.pad_to_multiple_of):
-                router_old_new(ctx.model, batch, mismatch, ctx.pad_id, cfg.rollout.temperature, obj.routing_replay)
-        if not self.stale.k:  # rollout.staleness: the next rollout syncs the engine with its stale weights
-            t_sync = time.perf_counter()
-            ctx.backend.sync_weights(ctx.model)
-            out["perf/sync_seconds"] = time.perf_counter() - t_sync  # hf: the copy into its engine (0 if shared)
+        return out
+
+    def after_step(self, ctx: RunContext, step: int) -> dict:
+        """6. The engine takes the updated weights (under rollout.staleness the next rollout syncs its stale
+        ones); pi_ref <- pi_theta when a mode's schedule says so (objective.ref_update_every: iterative GRPO)."""
+        out = {}
+        if not self.stale.k:
+            with PhaseClock.host("perf/sync_seconds", out):  # hf: the copy into its engine (0 if shared)
+                ctx.backend.sync_weights(ctx.model)
             out.update(sync_times(ctx.backend))  # vLLM: its own push time and the check's
-        if self.ref is not None and obj.ref_update_every and (step + 1) % obj.ref_update_every == 0:
-            self.ref.load_state_dict(ctx.model.state_dict())  # iterative GRPO: pi_ref <- pi_theta
+        if self.ref is not None and resets_reference(self.cfg.objective, step):
+            self.ref.load_state_dict(ctx.model.state_dict())
+            self.ref_moved = True
+        self.stale.end(step)
+        if self.stale.k:
+            out["staleness/steps"] = float(step - source_step(step, self.stale.k))
         return out

@@ -19,14 +19,10 @@ from harness.objective.ratios import is_sequence_level
 from harness.objective.rollout_correction import ROW_METRICS
 from harness.parallel import all_reduce_grads, gather_objects, is_sharded, set_gradient_sync, shard, world
 from harness.train.core.batch import Batch
-from harness.train.core.components import (
-    Component,
-    Trained,
-    clip_and_step,
-    finite_everywhere,
-)
+from harness.train.core.components import clip_and_step, finite_everywhere
 from harness.train.core.forward import forward_loss, pad_backward
 from harness.train.core.mismatch import MismatchStats
+from harness.train.core.step_context import StepContext
 from harness.train.diagnostics.metrics import UpdateMetrics
 
 
@@ -42,30 +38,25 @@ def per_sequence(obj, part: Batch, metrics: dict) -> dict[str, float]:
 
 
 def policy_update(
-    policy: Trained,
-    components: list[Component],
+    sc: StepContext,
     batch: Batch,
-    cfg,
-    pad_id: int,
     generator: torch.Generator,
-    single_pass: bool,
-    mismatch: MismatchStats | None = None,
     update_policy: bool = True,
     entropy_ctl: AdaptiveEntropy | None = None,
 ) -> dict[str, float]:
-    """batch.old_logp is None when single_pass (the first forward is pi_old); batch.extras holds
+    """batch.old_logp is None when sc.single_pass (the first forward is pi_old); batch.extras holds
     what the objective's active modes kept from the scoring (a value model's old_values and returns, ...);
-    batch.routing, the rollout's expert
-    choices, is replayed in every forward when objective.routing_replay.
-    mismatch: when given with single_pass, every forward here is the old policy's:
-    its log-probs (and, on an MoE, its routing) feed the rollout/train mismatch metrics.
+    batch.routing, the rollout's expert choices, is replayed in every forward when objective.routing_replay.
+    sc.mismatch: with sc.single_pass, every forward here is the old policy's: its log-probs (and, on an MoE, its
+    routing) feed the rollout/train mismatch metrics.
     update_policy False (a step of train.component_warmup_steps): only the components take their
     optimizer steps; the policy's gradient is measured (grad/norm) and dropped.
     entropy_ctl: the adaptive entropy coefficient's state (objective/entropy_control.py): every micro-batch of an
     optimizer step applies its coefficient, and each optimizer step updates it from the step's mean entropy.
     Returns step metrics (clip/*, ratio/*, kl/*, entropy, loss/*, value/*, grad/norm)."""
+    cfg, policy = sc.cfg, sc.policy
     tr = cfg.train
-    trained = [policy, *components]
+    trained = sc.trained
     B = len(batch)
     mb_size = B // tr.mini_batches
     acc = UpdateMetrics()
@@ -79,9 +70,7 @@ def policy_update(
                 t.zero_grad()
             windows: list = []  # the adaptive entropy's (sum of H, count) of each micro-batch
             step_extras = _coef_extras(entropy_ctl, cfg.objective)
-            bad = _backward_shard(
-                policy, components, mb, cfg, pad_id, single_pass, mismatch, acc, (epoch, m), step_extras, windows
-            )
+            bad = _backward_shard(sc, mb, acc, (epoch, m), step_extras, windows)
             finite_everywhere(trained, bad)  # NonFiniteUpdate on every process if one found a bad loss
             all_reduce_grads([t.module for t in trained])  # DDP's gradient sum: the whole mini-batch's gradient
             frozen = () if update_policy else (policy.name,)
@@ -122,17 +111,7 @@ def _mini_batch_rows(perm: list[int], m: int, size: int, share_prefix: bool) -> 
 
 
 def _backward_shard(
-    policy: Trained,
-    components,
-    mb: Batch,
-    cfg,
-    pad_id,
-    single_pass,
-    mismatch,
-    acc: UpdateMetrics,
-    at,
-    step_extras: dict | None = None,
-    windows: list | None = None,
+    sc: StepContext, mb: Batch, acc: UpdateMetrics, at, step_extras: dict | None = None, windows: list | None = None
 ) -> str | None:
     """Forward and backward of this process's rows of the mini-batch `mb`, micro-batch by micro-batch, their
     gradients accumulated (on N processes summed after: the caller); their metrics into `acc`, left on the
@@ -143,7 +122,7 @@ def _backward_shard(
     the loss reads (the adaptive entropy coefficient); windows: gets each micro-batch's entropy measurement for
     the adaptive controller. FSDP (a sharded module): every process runs as many
     micro-batches (pads of zero weight where it has fewer rows) and reduce-scatters at its last backward."""
-    trained = [policy, *components]
+    trained, cfg, mismatch = sc.trained, sc.cfg, sc.mismatch
     lockstep = any(is_sharded(t.module) for t in trained)
     num_seqs, num_tokens = mb.denominators()  # of the whole mini-batch
     parts = mb.my_micro_batches(cfg.train.micro_batch_size, lockstep)  # None: a pad
@@ -152,13 +131,11 @@ def _backward_shard(
         for t in trained:
             set_gradient_sync(t.module, i == len(parts) - 1)
         if part is None:
-            pad_backward(policy.module, components, mb.rows([0]), cfg, pad_id, num_seqs, num_tokens)
+            pad_backward(sc, mb.rows([0]), (num_seqs, num_tokens))
             continue
         where = f"(epoch {at[0]}, mini-batch {at[1]}, rows {s}..{s + len(part) - 1})"
         fed = mismatch.mark() if mismatch is not None else 0
-        loss, metrics = forward_loss(
-            policy.module, components, part, cfg, pad_id, single_pass, mismatch, num_seqs, num_tokens, step_extras
-        )
+        loss, metrics = forward_loss(sc, part, (num_seqs, num_tokens), step_extras)
         if ENTROPY_WINDOW_KEY in metrics:  # the adaptive entropy's measurement, not a logged metric
             window = metrics.pop(ENTROPY_WINDOW_KEY)
             if windows is not None:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from harness import parallel
-from harness.train.core.policy import policy_checkpoint_state
+from harness.train.core.policy_module import policy_checkpoint_state
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.run.ckpt_writer import BackgroundWriter, snapshot
 

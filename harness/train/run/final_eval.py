@@ -18,7 +18,7 @@ from harness.models.lora import load_adapter, read_adapter
 from harness.rollout import make_backend
 from harness.threads import start_governor
 from harness.train.core.collect import eval_problems
-from harness.train.core.policy import check_resumed_base, prepare_policy
+from harness.train.core.policy_module import check_resumed_base, prepare_policy
 from harness.train.core.rundir import RunDir
 from harness.train.eval.evaluate import evaluate
 from harness.train.eval.paired import paired_bootstrap

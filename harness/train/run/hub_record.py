@@ -5,7 +5,7 @@
 
 Written to run.json (each attempt's `hub`) and logged as MLflow params (hub.model.commit, ...): the commit
 named as model.revision (task.data.revision) loads the same weights (rows) again. {} when the run names no
-Hub id, so a run of built-in names and folders records what it always did.
+Hub id, so a run of built-in names and folders records nothing here.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from harness import parallel
-from harness.train.core.policy import check_resumed_base, load_policy_weights, read_policy_weights
+from harness.train.core.policy_module import check_resumed_base, load_policy_weights, read_policy_weights
 from harness.train.core.rundir import RunDir
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.run.setup import resume_point

@@ -21,7 +21,7 @@ from harness.config import ConfigError, RunConfig, build_config, dump_config
 from harness.faults import NoReadableCheckpoint, OrphanMetrics
 from harness.rollout import make_backend
 from harness.threads import start_governor
-from harness.train.core.policy import matmul_precision, prepare_policy
+from harness.train.core.policy_module import matmul_precision, prepare_policy
 from harness.train.core.rundir import RunDir, verify
 from harness.train.run.hub_record import hub_record
 from harness.train.run.task_setup import build_task, prepare_task
@@ -100,7 +100,7 @@ class Setup:
 
 def start_run(run: RunDir, cfg: RunConfig) -> Setup:
     """Write the resolved config, set threads and seed, record the machine (run.json), build the task and
-    the initial policy (prepared for training: train/core/policy.py), fit the task to it (a dataset task: long prompts dropped, pass-rate buckets: task_setup.py)."""
+    the initial policy (prepared for training: train/core/policy_module.py), fit the task to it (a dataset task: long prompts dropped, pass-rate buckets: task_setup.py)."""
     atomic_write_text(run.config_path, dump_config(cfg))  # the auto levers as resolved for this device
     start_governor(cfg.train.threads)  # torch threads, fewer while another process holds a core (harness/threads.py)
     run.record_attempt(
