@@ -205,13 +205,18 @@ def _simko_on(cfg: Any) -> bool:
     return cfg.simko_top_k > 0
 
 
+def _reference_reset_due(cfg: Any, step: int) -> bool:
+    """objective.ref_update_every n: pi_ref <- pi_theta after every n-th step (0: never)."""
+    return bool(cfg.ref_update_every) and (step + 1) % cfg.ref_update_every == 0
+
+
 @register_extension(
     "kl",
     doc="the KL term to pi_ref (§4): kl_coef k in the loss or kl_coef k1 off the reward; loads pi_ref",
     reads=("kl_estimator", "kl_placement", "ref_update_every"),
     switch="kl_coef",
     when="objective.kl_coef > 0",
-    hooks=Hooks(reference=True, reset_reference=shaping.reference_reset_due),
+    hooks=Hooks(reference=True, reset_reference=_reference_reset_due),
 )
 def _kl_on(cfg: Any) -> bool:
     return cfg.kl_coef > 0

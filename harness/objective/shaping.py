@@ -71,8 +71,3 @@ def unequal_reward_groups(cfg, rewards: torch.Tensor, correct: torch.Tensor, gro
 def retirement_pass_rate(cfg) -> float:
     """objective.no_positive_resampling: the running pass rate at which a prompt leaves the pool."""
     return cfg.no_positive_resampling
-
-
-def reference_reset_due(cfg, step: int) -> bool:
-    """objective.ref_update_every n: pi_ref <- pi_theta after every n-th step (0: never)."""
-    return bool(cfg.ref_update_every) and (step + 1) % cfg.ref_update_every == 0

@@ -101,7 +101,7 @@ def forward_loss(sc: StepContext, part: Batch, denominators: tuple[float, float]
     obj = cfg.objective
     observe = mismatch is not None and single_pass
     capture = observe and is_moe(model)
-    replay = obj.routing_replay and part.routing is not None
+    replay = sc.replay and part.routing is not None
     needs = inputs_needed(obj)
     head = (lambda view: forward_extras(obj, view, part.extras, single_pass)) if needs.train_forward else None
     pad = padded_widths(cfg.train.pad_to_multiple_of)  # train.pad_to_multiple_of: the rows' width (logprobs.py)
@@ -116,7 +116,7 @@ def forward_loss(sc: StepContext, part: Batch, denominators: tuple[float, float]
             with_entropy=True,
             routing=part.routing if replay else None,
             head=head,
-            share_prefix=cfg.train.share_prefix,
+            share_prefix=sc.share_prefix,
             lengths=part.mask_lens,
         )
     if observe:  # single pass: logp is the old policy's

@@ -38,7 +38,7 @@ class PhaseClock:
 
     def __init__(self, device: torch.device):
         self.device = device
-        self.edges = [self.now()]
+        self.last = self.now()
 
     def now(self) -> float:
         if self.device.type == "cuda":
@@ -47,8 +47,8 @@ class PhaseClock:
 
     def edge(self) -> float:
         """Seconds since the previous edge."""
-        self.edges.append(self.now())
-        return self.edges[-1] - self.edges[-2]
+        previous, self.last = self.last, self.now()
+        return self.last - previous
 
     @staticmethod
     @contextmanager
