@@ -481,7 +481,42 @@ def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
     tries = knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
     tries += verdict_tries(f) + node_tries(f) + hub_tries(f) + dpo_loss_tries(f) + kl_control_tries(f)
-    return tries + kl_estimator_tries(f) + advantage_clip_tries(f) + observer_tries(f)
+    return tries + kl_estimator_tries(f) + advantage_clip_tries(f) + observer_tries(f) + rejection_tries(f)
+
+
+def rejection_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """verl's rejection sampling and IS batch normalisation (batch_correction.py), train.old_logp=bypass."""
+    rs = "objective.rollout_rs"
+    return [
+        ("rejection option misspelt", [*CFG, f"{rs}=token_kl", "objective.rollout_rs_threshold=2"]),
+        ("rejection seq_max_k1 (verl has none)", [*CFG, f"{rs}=seq_max_k1", "objective.rollout_rs_threshold=2"]),
+        ("rejection without a threshold", [*CFG, f"{rs}=token_k1"]),
+        ("rejection k1 bound below 1", [*CFG, f"{rs}=token_k1", "objective.rollout_rs_threshold=0.5"]),
+        ("rejection k1 interval without 1", [*CFG, f"{rs}=token_k1", "objective.rollout_rs_threshold='1.2_3.0'"]),
+        ("rejection lo_hi for k2", [*CFG, f"{rs}=token_k2", "objective.rollout_rs_threshold='0.5_2.0'"]),
+        (
+            "rejection 3 thresholds for 2 options",
+            [*CFG, f"{rs}=token_k2,token_k3", "objective.rollout_rs_threshold='1,2,3'"],
+        ),
+        ("rejection threshold a bool", [*CFG, f"{rs}=token_k2", "objective.rollout_rs_threshold=true"]),
+        ("rejection threshold without rollout_rs", [*CFG, "objective.rollout_rs_threshold=2"]),
+        ("batch normalize without rollout_is", [*CFG, "objective.rollout_is_batch_normalize=true"]),
+        (
+            "batch normalize a quoted yes",
+            [*CFG, "objective.rollout_is=token_truncate", 'objective.rollout_is_batch_normalize="yes"'],
+        ),
+        ("bypass with rollout_is", [*CFG, "train.old_logp=bypass", "objective.rollout_is=token_truncate"]),
+        (
+            "bypass with rollout_rs",
+            [*CFG, "train.old_logp=bypass", f"{rs}=token_k1", "objective.rollout_rs_threshold=2"],
+        ),
+        ("old_logp misspelt", [*CFG, "train.old_logp=bypas"]),
+        (
+            "control: rejection chain",
+            [*CFG, f"{rs}=token_k1,seq_mean_k3", "objective.rollout_rs_threshold='0.5_2.0,0.01'"],
+        ),
+        ("control: bypass where the sampler differs", [*CFG, "train.old_logp=bypass", "rollout.top_p=0.9"]),
+    ]
 
 
 def observer_tries(f: dict) -> list[tuple[str, list[str]]]:

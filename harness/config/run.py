@@ -151,7 +151,7 @@ class RunConfig(_Section):
     def reuses_rollout_logp(self) -> bool:
         """Whether the loop takes pi_old's log-probs from the sampler (train.old_logp)."""
         mode = self.train.old_logp
-        return mode == "rollout" or (mode == "auto" and self.rollout_logp_inexact() is None)
+        return mode in ("rollout", "bypass") or (mode == "auto" and self.rollout_logp_inexact() is None)
 
     @field_validator("model")
     @classmethod

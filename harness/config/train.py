@@ -1,5 +1,6 @@
 """Section `train` and the rules that constrain it: the batch's shape (mini-batches and micro-batches divide
-it), train.old_logp=rollout only where the sampler's log-probs are the policy's, and the component warm-up
+it), train.old_logp=rollout only where the sampler's log-probs are the policy's (bypass without a correction
+that it would make 1), and the component warm-up
 (a component to warm up, named from the modes that declare one, and policy steps left after it). The
 scale knobs' rules (LoRA, checkpointing, processes, FSDP, autocast) are scale.py's."""
 
@@ -33,12 +34,14 @@ class TrainSection(_Section):
         "divisor of the mini-batch whose rows x (rollout.max_prompt_tokens or 256 + rollout.max_new_tokens) fit "
         "32768 tokens (micro-batches sized by tokens)",
     )
-    old_logp: Literal["recompute", "rollout", "auto"] = Field(
+    old_logp: Literal["recompute", "rollout", "auto", "bypass"] = Field(
         "recompute",
         description="pi_old's log-probs for the ratio when mini_batches/inner_epochs > 1: 'recompute' "
         "them with a no-grad forward of the policy; 'rollout' reuses the sampler's (exact only for an hf rollout in "
         "the policy's dtype, top_p 1, no router noise, no TIS; saves one forward per step); 'auto' = rollout where "
-        "that is exact, else recompute",
+        "that is exact, else recompute; 'bypass' takes the sampler's as pi_old on every update, exact or not, so "
+        "that the PPO ratio pi_theta/pi_rollout corrects the sampler's mismatch as it clips (verl bypass_mode "
+        "with loss_type ppo_clip; no objective.rollout_is or rollout_rs beside it)",
     )
     grad_clip: float | None = Field(
         1.0,
@@ -190,12 +193,27 @@ def check_batch_shape(run: Any) -> None:
 
 
 def check_old_logp(run: Any) -> None:
-    """train.old_logp=rollout: the sampler's log-probs must be the policy's (rollout.py rollout_logp_inexact)."""
+    """train.old_logp=rollout: the sampler's log-probs must be the policy's (rollout.py rollout_logp_inexact);
+    train.old_logp=bypass: no correction that weighs pi_old against the sampler, which bypass makes one."""
     if run.train.old_logp == "rollout" and (why := rollout_logp_inexact(run)):
         raise ValueError(
             f"train.old_logp='rollout' needs the sampler's log-probs to be the policy's, but {why}; "
             "use train.old_logp=recompute (or auto)"
         )
+    if run.train.old_logp == "bypass":
+        obj = run.objective
+        for key, value, off in (
+            ("tis_cap", obj.tis_cap, None),
+            ("rollout_is", obj.rollout_is, "none"),
+            ("rollout_rs", obj.rollout_rs, None),
+        ):
+            if value != off:
+                raise ValueError(
+                    f"objective.{key}={value!r} with train.old_logp='bypass': bypass makes pi_old the sampler's "
+                    f"log-probs, so {key} would weigh pi_rollout against itself (the PPO ratio pi_theta/pi_rollout "
+                    f"already corrects the sampler, as in verl's bypass_mode); set objective.{key}={off!r} or "
+                    "train.old_logp=recompute"
+                )
 
 
 def warmup_modes() -> str:

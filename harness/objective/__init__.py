@@ -34,7 +34,17 @@ from harness.objective import soft_clips as soft_clips
 from harness.objective import topr as topr
 from harness.objective.advantages import gae_advantages, group_advantages
 from harness.objective.aggregation import aggregate
-from harness.objective.api import LossInputs, Needs, Scored, advantages, inputs_needed, loss, loss_mask
+from harness.objective.api import (
+    BatchCorrection,
+    LossInputs,
+    Needs,
+    Scored,
+    advantages,
+    batch_correction,
+    inputs_needed,
+    loss,
+    loss_mask,
+)
 from harness.objective.config import MODE_KNOBS, ObjectiveConfig, register_preset
 from harness.objective.dpo import dpo_loss
 from harness.objective.extensions import EXTENSIONS, Hooks, TokenLogits
@@ -76,6 +86,8 @@ __all__ = [
     "inputs_needed",
     "Needs",
     "loss_mask",
+    "batch_correction",
+    "BatchCorrection",
     "advantages",
     "Scored",
     "loss",

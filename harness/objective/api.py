@@ -5,6 +5,10 @@ variant's extra tensors travel in `extras`, extensions.py).
 
     needs  = inputs_needed(obj)                          which tensors to compute (reference, components, ...)
     mask   = loss_mask(obj, mask, truncated)             mask_truncated (§6)
+    fixed  = batch_correction(obj, mask, old_logp, rollout_logp)
+                                                         the step's part of the rollout correction (§6): verl's
+                                                         rejection sampling shrinks the mask, the IS weights'
+                                                         batch mean goes to the loss in extras
     scored = advantages(obj, rewards, mask, G, logp=, ref_logp=, extras=)
                                                          KL in the reward (§4), group baselines, or a mode's
                                                          per-token advantages (critic + GAE, PRIME) (§1)
@@ -27,6 +31,7 @@ import torch
 
 from harness.objective.advantage_clip import clip_advantages
 from harness.objective.advantages import group_advantages
+from harness.objective.batch_correction import BatchCorrection, batch_correction, rejects
 from harness.objective.entropy_control import entropy_bonus_on
 from harness.objective.extensions import Scored, active_hooks, active_modes, components, one_hook
 from harness.objective.kl import kl_in_reward, loss_kl_on, reward_kl_on
@@ -47,7 +52,8 @@ class Needs:
                          placed in the reward (pass them as `advantages(logp=...)`); a
                          single-pass update that has no old-log-prob forward must run one
     old_logp_forward     pi_old's log-probs must come from a separate forward even when the
-                         update is a single pass (TIS / rollout_is weigh pi_old,train against the sampler)
+                         update is a single pass (TIS / rollout_is weigh pi_old,train against the sampler,
+                         rollout_rs rejects by it)
     adv_only_gradient    a row with advantage 0 contributes no gradient (no KL-in-loss or
                          entropy term), so a diagnostic may skip such rows
     components           the trained components the active modes read, by the name of their output in
@@ -84,7 +90,7 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
     return Needs(
         ref_logp=obj.needs_reference,
         current_logp_for_kl=reward_kl_on(obj),
-        old_logp_forward=weighs_old_policy(obj),
+        old_logp_forward=weighs_old_policy(obj) or rejects(obj),
         adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj)),
         components=parts,
         old_forward=bool(active_hooks(obj, "old_forward")),
@@ -225,4 +231,15 @@ def loss(
     return total, metrics
 
 
-__all__ = ["Needs", "inputs_needed", "loss_mask", "advantages", "Scored", "LossInputs", "loss", "active_modes"]
+__all__ = [
+    "Needs",
+    "inputs_needed",
+    "loss_mask",
+    "batch_correction",
+    "BatchCorrection",
+    "advantages",
+    "Scored",
+    "LossInputs",
+    "loss",
+    "active_modes",
+]

@@ -34,7 +34,8 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Generic, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import Field, StrictBool, TypeAdapter, ValidationError
 
@@ -108,7 +109,7 @@ class Knob:
     def validate(self, value: Any) -> Any:
         """The value as the config stores it (1 -> 1.0 for a float knob); KnobError otherwise.
         A boolean is never a number."""
-        if isinstance(value, bool) and self.base_type in (int, float):
+        if isinstance(value, bool) and ({int, float} & set(_members(self.base_type))):
             raise KnobError(self.name, "a boolean where a number is expected; write a number", value)
         try:
             return _adapter(self).validate_python(value)
@@ -122,13 +123,19 @@ class Knob:
         t = self.base_type
         if t is bool:
             return "true or false"
-        words = {int: "an int", float: "a float"}.get(t, getattr(t, "__name__", str(t)))
+        names = {int: "an int", float: "a float", str: "a string"}
+        words = " or ".join(names.get(a, getattr(a, "__name__", str(a))) for a in _members(t))
         parts = [
             f"{op} {v:g}"
             for op, v in ((">=", self.ge), (">", self.gt), ("<=", self.le), ("<", self.lt))
             if v is not None
         ]
         return f"{words} {' and '.join(parts)}".strip() + (" or null" if self.nullable else "")
+
+
+def _members(t: Any) -> tuple:
+    """The types of a union (float | str -> (float, str)); any other type alone."""
+    return get_args(t) if get_origin(t) in (Union, UnionType) else (t,)
 
 
 _ADAPTERS: dict[Knob, TypeAdapter] = {}
@@ -151,6 +158,7 @@ class Requires:
     accepts: Callable[[Any, Any], bool] | None = None
     allowed_text: str = ""
     shows: tuple[str, ...] = ()  # other knobs the rule reads, their values named in the message too
+    explain: Callable[[Any, Any], str] | None = None  # (value, cfg) -> the reason this value fails, for `why`
 
     def problem(self, cfg: Any, owner: str) -> str | None:
         """None if cfg meets the rule, else the one-line message naming the knob, the mode and what is allowed."""
@@ -161,7 +169,8 @@ class Requires:
         allowed = self.allowed_text or repr(list(self.allowed))
         owner = owner.removeprefix("objective.")
         others = "".join(f", {k}={getattr(cfg, k)!r}" for k in self.shows)
-        return f"{self.knob}={value!r}{others} with {owner}: {self.why}; allowed {self.knob} with {owner}: {allowed}"
+        why = self.explain(value, cfg) if self.explain is not None else self.why
+        return f"{self.knob}={value!r}{others} with {owner}: {why}; allowed {self.knob} with {owner}: {allowed}"
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from harness.objective.aggregation import aggregate, masked_mean, seq_mean
+from harness.objective.batch_correction import NORM_KEY
 from harness.objective.deferred import Deferred, read, scalar
 from harness.objective.entropy_control import ENTROPY_WINDOW_KEY, entropy_bonus_on, entropy_coef_now, entropy_term
 from harness.objective.extensions import active_hooks, one_hook
@@ -166,7 +167,7 @@ def policy_loss(
     t = _tokens(logp, old_logp, adv, mask, ref_logp)
     rho = RATIO[cfg.ratio].ratio(t.lp, t.old, t.m, t.A, cfg)  # §2 (padding already zeroed: importance_ratio's work)
     keep = _token_keep(cfg, t, entropy, extras or {})
-    correction = _correction(cfg, t, rollout_logp)
+    correction = _correction(cfg, t, rollout_logp, (extras or {}).get(NORM_KEY))
     parts = _token_losses(cfg, t, rho, entropy, correction, extras or {}, keep)
     agg = dict(
         agg=cfg.agg, mask=t.m, norm_constant=cfg.norm_constant, num_seqs=num_seqs, num_tokens=num_tokens, cfg=cfg
@@ -196,8 +197,9 @@ def _entropy_control_metrics(cfg: ObjectiveConfig, t: Tokens, rho, entropy, keep
     return out
 
 
-def _correction(cfg: ObjectiveConfig, t: Tokens, rollout_logp: torch.Tensor | None) -> Correction:
-    """The rollout correction of §6 (rollout_correction.py); none without the sampler's log-probs (tis_cap then
+def _correction(cfg: ObjectiveConfig, t: Tokens, rollout_logp: torch.Tensor | None, norm=None) -> Correction:
+    """The rollout correction of §6 (rollout_correction.py), its IS weights divided by the step's mean `norm` (b,)
+    under rollout_is_batch_normalize (batch_correction.py); none without the sampler's log-probs (tis_cap then
     weighs nothing; the other knobs refuse to run without them)."""
     if rollout_logp is None:
         if uses_sampler_logp(cfg) and cfg.tis_cap is None:
@@ -206,7 +208,7 @@ def _correction(cfg: ObjectiveConfig, t: Tokens, rollout_logp: torch.Tensor | No
                 "log-probs, (B, T)): pass them as LossInputs.rollout_logp"
             )
         return Correction(None, {})
-    return rollout_correction(cfg, t.lp, t.old, t.clean(rollout_logp), t.A, t.m)
+    return rollout_correction(cfg, t.lp, t.old, t.clean(rollout_logp), t.A, t.m, norm)
 
 
 # the metrics that are means over sequences under a sequence-level ratio (`share` in _metrics below): a trainer

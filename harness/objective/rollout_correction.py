@@ -59,6 +59,13 @@ CLIP_MIN = Knob(
     ge=0,
     nullable=True,
 )
+BATCH_NORMALIZE = Knob(
+    "rollout_is_batch_normalize",
+    False,
+    "divide the sampler IS weights by their mean over the step's batch (response tokens; rows for sequence "
+    "modes), so that they average 1 (verl rollout_is_batch_normalize)",
+    type=bool,
+)
 WHY_TIS = "tis_cap is the old spelling of rollout_is=token_truncate with rollout_is_clip_max=tis_cap; set one"
 WHY_BOUNDS = "C_min must be below C_max"
 WHY_ONE = (
@@ -159,28 +166,28 @@ register(
     "rollout_is",
     "token_truncate",
     doc="TIS (Yao et al. 2025): w_it = clamp(pi_old/pi_rollout, C_min, C_max) per token (TRL token_truncate)",
-    knobs=(CLIP_MAX, CLIP_MIN),
+    knobs=(CLIP_MAX, CLIP_MIN, BATCH_NORMALIZE),
     requires=_requires(True),
 )(_truncate(False))
 register(
     "rollout_is",
     "token_mask",
     doc="MIS per token: w_it = r_it inside [C_min, C_max], else 0 (TRL token_mask; both bounds: IcePop 2510.18855)",
-    knobs=(CLIP_MAX, CLIP_MIN),
+    knobs=(CLIP_MAX, CLIP_MIN, BATCH_NORMALIZE),
     requires=_requires(False),
 )(_mask(False))
 register(
     "rollout_is",
     "sequence_truncate",
     doc="sequence TIS: w_i = clamp(prod_t r_it, C_min, C_max) on the whole row (TRL sequence_truncate)",
-    knobs=(CLIP_MAX, CLIP_MIN),
+    knobs=(CLIP_MAX, CLIP_MIN, BATCH_NORMALIZE),
     requires=_requires(True),
 )(_truncate(True))
 register(
     "rollout_is",
     "sequence_mask",
     doc="sequence MIS: the row's w_i = prod_t r_it, 0 outside [C_min, C_max] (TRL sequence_mask, verl seq IS)",
-    knobs=(CLIP_MAX, CLIP_MIN),
+    knobs=(CLIP_MAX, CLIP_MIN, BATCH_NORMALIZE),
     requires=_requires(False),
 )(_mask(True))
 
@@ -308,18 +315,25 @@ class Correction(NamedTuple):
 
 @torch.no_grad()
 def rollout_correction(
-    cfg: ObjectiveKnobs, lp: torch.Tensor, old: torch.Tensor, rollout: torch.Tensor, A: torch.Tensor, m: torch.Tensor
+    cfg: ObjectiveKnobs,
+    lp: torch.Tensor,
+    old: torch.Tensor,
+    rollout: torch.Tensor,
+    A: torch.Tensor,
+    m: torch.Tensor,
+    norm: torch.Tensor | None = None,
 ) -> Correction:
     """The weight of the policy-gradient token loss against the sampler: the IS weight (rollout_is / tis_cap) times
     every active mask (off-policy sequence mask, M2PO). lp, old, rollout, A: (B, T), 0 on padding (policy.Tokens);
-    m bool (B, T). Metrics: rollout_is/{frac_truncated, seq_frac_truncated | frac_masked, seq_frac_masked,
+    m bool (B, T); norm (B,): the step's mean IS weight (rollout_is_batch_normalize: batch_correction.py), w / norm.
+    Metrics: rollout_is/{frac_truncated, seq_frac_truncated | frac_masked, seq_frac_masked,
     weight_mean} (not under the old spelling tis_cap), off_policy_mask/frac_masked (rows), m2po/{frac_masked, m2}."""
     name, bounds = is_setting(cfg)
     w, metrics = None, {}
     if name != "none":
         # log r = log pi_old - log pi_rollout; a token the sampler could not score (NaN) gets r = 1, as in TRL
         got = ROLLOUT_IS[name](torch.nan_to_num(old - rollout, nan=0.0), m, bounds)
-        w = got.w
+        w = got.w if norm is None else got.w / norm.to(got.w.dtype).unsqueeze(-1)  # verl: w / mean_batch(w)
         kind = "masked" if name.endswith("_mask") else "truncated"
         if cfg.tis_cap is None:  # tis_cap logs none: the moe golden record (tis_cap=2.0) holds none of these keys
             metrics = {

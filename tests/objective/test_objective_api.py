@@ -83,6 +83,8 @@ def test_public_names():
         "inputs_needed",
         "Needs",
         "loss_mask",
+        "batch_correction",
+        "BatchCorrection",
         "advantages",
         "Scored",
         "loss",

@@ -5,6 +5,7 @@ trainer (harness/train/rl/step.py) and the probes (harness/probes/engine.py) ali
       pi_old's log-probs: none on a single pass (the update's first forward is pi_old's), the sampler's
         (train.old_logp), or a no-grad forward of the policy, which also feeds the rollout/train mismatch
       pi_ref's log-probs (a frozen reference, when the objective needs one); pi_theta's for a KL in the reward
+      the step's rollout correction: the mask after rejection sampling, the IS weights' batch mean
       the scoring components' outputs (PPO's values, PRIME's reward model) --> advantages (the objective)
     --> the batch with adv, old_logp, ref_logp and what the active modes keep (extras); the scoring's metrics
 
@@ -19,7 +20,7 @@ import torch
 
 from harness.config import ConfigError
 from harness.models.logprobs import padded_widths
-from harness.objective import advantages, inputs_needed, loss_mask
+from harness.objective import advantages, batch_correction, inputs_needed, loss_mask
 from harness.objective.extensions import old_forward_extras
 from harness.train.core.batch import Batch
 from harness.train.core.episode import Episode
@@ -79,13 +80,17 @@ def score_episode(sc: StepContext, ep: Episode, old_weights=None) -> tuple[Batch
         if current is None and needs.current_logp_for_kl:
             current = batch_logprobs(model, batch, sc)
         given = {c.provides: c.predict(batch, sc.pad_id, sc.micro or len(batch)) for c in sc.components if c.scores}
+    fixed = batch_correction(obj, batch.mask, old_logp, batch.rollout_logp)  # rollout_rs; IS batch mean
+    if fixed.mask is not batch.mask:
+        batch, mask = batch.with_(mask=fixed.mask), fixed.mask
     if ep.greedy_rewards is not None:  # ReMax: each row's prompt's greedy reward (inputs_needed(obj).greedy_rewards)
         given["greedy_rewards"] = ep.greedy_rewards.repeat_interleave(cfg.train.group_size).to(sc.device)
     scored = advantages(
         obj, ep.rewards.to(sc.device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp, extras=given
     )
-    return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, extras={**read, **scored.extras}), (
-        scored.metrics
+    extras = {**read, **scored.extras, **fixed.extras}
+    return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, extras=extras), (
+        {**fixed.metrics, **scored.metrics}
     )
 
 

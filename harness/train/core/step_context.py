@@ -24,13 +24,15 @@ from harness.train.core.mismatch import MismatchStats
 def single_pass(cfg) -> bool:
     """Whether the update's first forward is pi_old's: one epoch of one mini-batch, no mode asks for
     a separate pi_old forward (TIS weighs pi_old, as the trainer computes it, against the sampler), and the
-    sampler is the policy at the start of the update (rollout.staleness 0: else pi_old is the stale sampler's)."""
+    sampler is the policy at the start of the update (rollout.staleness 0: else pi_old is the stale sampler's), and
+    pi_old is not the sampler's by train.old_logp=bypass (which holds even where they differ)."""
     tr = cfg.train
     return (
         tr.inner_epochs == 1
         and tr.mini_batches == 1
         and not inputs_needed(cfg.objective).old_logp_forward
         and not cfg.rollout.staleness
+        and tr.old_logp != "bypass"
     )
 
 
