@@ -511,6 +511,13 @@ def rejection_tries(f: dict) -> list[tuple[str, list[str]]]:
             [*CFG, "train.old_logp=bypass", f"{rs}=token_k1", "objective.rollout_rs_threshold=2"],
         ),
         ("old_logp misspelt", [*CFG, "train.old_logp=bypas"]),
+        ("seq error threshold below 1", [*CFG, "objective.seq_logprob_error_threshold=0.5"]),
+        ("seq error threshold a word", [*CFG, "objective.seq_logprob_error_threshold=two"]),
+        (
+            "seq error with old_logp rollout",
+            [*CFG, "train.old_logp=rollout", "objective.seq_logprob_error_threshold=2"],
+        ),
+        ("control: seq error 2", [*CFG, "objective.seq_logprob_error_threshold=2"]),
         (
             "control: rejection chain",
             [*CFG, f"{rs}=token_k1,seq_mean_k3", "objective.rollout_rs_threshold='0.5_2.0,0.01'"],

@@ -1,5 +1,5 @@
 # ruff: noqa: UP045 -- the verl functions below are verbatim (Optional[...] as verl writes it)
-"""verl 0.9.1's rejection sampling and its IS weights' batch normalisation on fixed random inputs: writes
+"""verl 0.9.1's rejection sampling, its IS weights' batch normalisation and NeMo-RL's sequence logprob-error mask on fixed random inputs: writes
 tests/objective/fixtures/rollout_rejection.json, which tests/objective/test_objective_rollout_rejection.py compares
 harness/objective/batch_correction.py to (masks exactly, weights to 1e-6).
 
@@ -15,7 +15,10 @@ verl/trainer/ppo/rollout_corr_helper.py 0.9.1:
   compute_rollout_rejection_mask                                            lines 197-415
   compute_rollout_correction_weights                                        lines 522-659
 
-with verl/utils/torch_functional.py's masked_sum and masked_mean (lines 273-308) as `verl_F`. Their metrics
+with verl/utils/torch_functional.py's masked_sum and masked_mean (lines 273-308) as `verl_F`; and NeMo-RL's
+`compute_and_apply_seq_logprob_error_masking` (nemo_rl/algorithms/grpo.py lines 2513-2647, commit
+7ea279abf of github.com/NVIDIA-NeMo/RL; `BatchedDataDict` a plain dict here, its prints kept), whose inputs carry
+one leading column it drops (`[:, 1:]`: the first token of NeMo's rows has no log-prob). Their metrics
 functions (compute_rs_metrics, compute_is_metrics) are replaced by stubs returning {}: the metrics are not compared.
 torch.distributed is not initialised here, so the batch mean is the local masked mean, as on one process.
 """
@@ -562,6 +565,139 @@ def compute_rollout_correction_weights(
     return rollout_is_weights, metrics
 
 
+# ---------------------------------------------------------------------------------------------------- NeMo-RL (verbatim)
+BatchedDataDict = dict
+
+
+def compute_and_apply_seq_logprob_error_masking(
+    train_data: BatchedDataDict,
+    rewards: torch.Tensor,
+    seq_logprob_error_threshold: Optional[float],
+) -> dict:
+    """Compute sequence-level logprob error metrics and optionally mask high-error sequences.
+
+    This function computes the multiplicative probability error per sequence
+    (same calculation as token_mult_prob_error but aggregated per-sequence) and
+    optionally masks sequences that exceed the configured threshold.
+
+    Args:
+        train_data: Training data dict containing token_mask, sample_mask,
+                   prev_logprobs, and generation_logprobs. If masking is applied,
+                   sample_mask will be updated in-place.
+        rewards: Reward tensor for computing statistics on masked sequences.
+        seq_logprob_error_threshold: If set, mask sequences with mult_prob_error
+                                    exceeding this threshold. If None, only compute metrics.
+
+    Returns:
+        Dict with keys: max_seq_mult_prob_error, mean_seq_mult_prob_error,
+        min_seq_mult_prob_error, max/mean/min_seq_mult_prob_error_after_mask,
+        num_masked_seqs, masked_correct_pct
+    """
+    # Compute sequence-level logprob error metrics (always)
+    token_mask = train_data["token_mask"][:, 1:]
+    sample_mask = train_data["sample_mask"]
+    prev_logprobs = train_data["prev_logprobs"][:, 1:]
+    generation_logprobs = train_data["generation_logprobs"][:, 1:]
+    lp_error = torch.abs(generation_logprobs - prev_logprobs)
+
+    # Use combined mask exactly as in loss function
+    mask = token_mask * sample_mask.unsqueeze(-1)
+
+    # Calculate sequence-level multiplicative prob error.
+    #
+    # NOTE: When a sequence is fully masked (mask.sum == 0), it should not contribute to
+    # min/mean/max statistics; otherwise, it would yield a spurious 0 due to denominator
+    # clamping and incorrectly drag min_seq_mult_prob_error to 0.
+    denom = mask.sum(dim=-1)
+    valid_seq_mask = denom > 0
+
+    # EXACT same calculation as token_mult_prob_error but per-sequence (for valid sequences)
+    seq_mult_prob_error = torch.zeros_like(denom, dtype=lp_error.dtype)
+    if valid_seq_mask.any():
+        num = (torch.exp(lp_error * mask) * mask).sum(dim=-1)
+        seq_mult_prob_error[valid_seq_mask] = num[valid_seq_mask] / denom[valid_seq_mask].clamp(min=1)
+
+        valid_errors = seq_mult_prob_error[valid_seq_mask]
+        max_seq_mult_prob_error = valid_errors.max().item()
+        mean_seq_mult_prob_error = valid_errors.mean().item()
+        min_seq_mult_prob_error = valid_errors.min().item()
+    else:
+        max_seq_mult_prob_error = 0.0
+        mean_seq_mult_prob_error = 0.0
+        min_seq_mult_prob_error = 0.0
+
+    # Apply sequence-level masking if configured
+    num_masked_seqs = 0
+    masked_correct_pct = 0.0
+
+    # After-mask metrics (same as before if no threshold)
+    max_seq_mult_prob_error_after_mask = max_seq_mult_prob_error
+    mean_seq_mult_prob_error_after_mask = mean_seq_mult_prob_error
+    min_seq_mult_prob_error_after_mask = min_seq_mult_prob_error
+
+    if seq_logprob_error_threshold is not None:
+        print(
+            f"▶ Applying sequence-level logprob error masking (threshold={seq_logprob_error_threshold})...",
+            flush=True,
+        )
+
+        original_sample_mask = sample_mask.clone()
+
+        # Create mask for sequences below threshold
+        seq_error_mask = (seq_mult_prob_error <= seq_logprob_error_threshold).float() * original_sample_mask
+
+        diff_mask = original_sample_mask - seq_error_mask
+        num_masked_seqs = int(diff_mask.sum().item())
+
+        if num_masked_seqs > 0:
+            diff_mask_bool = diff_mask.bool()
+            masked_correct_count = int((rewards.view(-1)[diff_mask_bool] == 1).sum().item())
+            masked_correct_pct = masked_correct_count / num_masked_seqs
+
+        # Compute after-mask metrics (only for sequences that passed the threshold)
+        kept_mask = seq_error_mask.bool() & valid_seq_mask
+        if kept_mask.sum() > 0:
+            kept_errors = seq_mult_prob_error[kept_mask]
+            max_seq_mult_prob_error_after_mask = kept_errors.max().item()
+            mean_seq_mult_prob_error_after_mask = kept_errors.mean().item()
+            min_seq_mult_prob_error_after_mask = kept_errors.min().item()
+        else:
+            # All sequences were masked
+            max_seq_mult_prob_error_after_mask = 0.0
+            mean_seq_mult_prob_error_after_mask = 0.0
+            min_seq_mult_prob_error_after_mask = 0.0
+
+        # Update sample_mask in train_data
+        train_data["sample_mask"] = seq_error_mask
+
+        print(
+            f"  Masked {num_masked_seqs} sequences with mult_prob_error > {seq_logprob_error_threshold}",
+            flush=True,
+        )
+        if num_masked_seqs > 0:
+            print(
+                f"  • {masked_correct_count}/{num_masked_seqs} masked sequences were correct (reward=1)"
+                f" → {masked_correct_pct:.2%}",
+                flush=True,
+            )
+
+    return {
+        "max_seq_mult_prob_error": max_seq_mult_prob_error,
+        "mean_seq_mult_prob_error": mean_seq_mult_prob_error,
+        "min_seq_mult_prob_error": min_seq_mult_prob_error,
+        "max_seq_mult_prob_error_after_mask": max_seq_mult_prob_error_after_mask,
+        "mean_seq_mult_prob_error_after_mask": mean_seq_mult_prob_error_after_mask,
+        "min_seq_mult_prob_error_after_mask": min_seq_mult_prob_error_after_mask,
+        "num_masked_seqs": num_masked_seqs,
+        "masked_correct_pct": masked_correct_pct,
+    }
+
+
+# ===============================================================================
+# Training & Validation
+# ===============================================================================
+
+
 # ---------------------------------------------------------------------------------------------------- the fixture
 B, T = 10, 6
 LENGTHS = [6, 4, 1, 6, 0, 3, 6, 2, 5, 6]  # padding on the right, one row without a response token
@@ -581,6 +717,7 @@ REJECTION = (  # (rollout_rs, rollout_rs_threshold): every option, the k1 bounds
     ("token_k1,seq_mean_k3", "0.7_1.6,0.04"),
     ("token_k2,seq_max_k3,seq_sum_k1", "0.08,0.12,0.6_1.8"),
 )
+SEQ_ERROR = (1.22, 1.25, 1.4)  # NeMo-RL's thresholds on the mean exp(|log-prob error|): some rows masked at each
 NORMALIZE = (("token", 2.0), ("token", "0.5_2.0"), ("sequence", 3.0), ("sequence", "0.2_5.0"))
 
 
@@ -595,7 +732,7 @@ def _inputs() -> dict:
 def build() -> dict:
     x = _inputs()
     log_ratio = x["old_logp"] - x["rollout_logp"]
-    out = {"inputs": {k: v.tolist() for k, v in x.items()}, "rejection": [], "normalize": []}
+    out = {"inputs": {k: v.tolist() for k, v in x.items()}, "rejection": [], "normalize": [], "seq_logprob_error": []}
     for options, threshold in REJECTION:
         mask, _ = compute_rollout_rejection_mask(log_ratio, x["mask"], options, threshold)
         out["rejection"].append({"rollout_rs": options, "threshold": threshold, "mask": mask.tolist()})
@@ -606,6 +743,18 @@ def build() -> dict:
         raw, _ = compute_rollout_correction_weights(log_ratio, x["mask"], level, threshold)
         out["normalize"].append(
             {"rollout_is": level, "threshold": threshold, "weights": w.tolist(), "raw": raw.tolist()}
+        )
+    for threshold in SEQ_ERROR:
+        pad = torch.zeros(B, 1, dtype=torch.float64)  # NeMo's rows: the first column is dropped by [:, 1:]
+        data = {
+            "token_mask": torch.cat([pad, x["mask"]], 1),
+            "sample_mask": torch.ones(B, dtype=torch.float64),
+            "prev_logprobs": torch.cat([pad, x["old_logp"]], 1),
+            "generation_logprobs": torch.cat([pad, x["rollout_logp"]], 1),
+        }
+        got = compute_and_apply_seq_logprob_error_masking(data, torch.zeros(B), threshold)
+        out["seq_logprob_error"].append(
+            {"threshold": threshold, "sample_mask": data["sample_mask"].tolist(), "metrics": got}
         )
     return out
 

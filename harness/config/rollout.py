@@ -138,10 +138,9 @@ def rollout_logp_inexact(run: Any) -> str | None:
         return f"objective.tis_cap={run.objective.tis_cap} (TIS corrects pi_old / pi_rollout, which this makes 1)"
     if run.objective.rollout_is != "none":
         return f"objective.rollout_is={run.objective.rollout_is!r} (it weighs pi_old / pi_rollout, which this makes 1)"
-    if run.objective.rollout_rs is not None:
-        return (
-            f"objective.rollout_rs={run.objective.rollout_rs!r} (it rejects by pi_old / pi_rollout, which this makes 1)"
-        )
+    for key in ("rollout_rs", "seq_logprob_error_threshold"):
+        if (value := getattr(run.objective, key)) is not None:
+            return f"objective.{key}={value!r} (it rejects by pi_old / pi_rollout, which this makes 1)"
     if run.train.autocast:
         return f"train.autocast={run.train.autocast} (the trainer computes in bf16, the sampler in rollout.dtype)"
     if run.model.lora is not None and run.model.lora.dropout:

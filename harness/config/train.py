@@ -41,7 +41,7 @@ class TrainSection(_Section):
         "the policy's dtype, top_p 1, no router noise, no TIS; saves one forward per step); 'auto' = rollout where "
         "that is exact, else recompute; 'bypass' takes the sampler's as pi_old on every update, exact or not, so "
         "that the PPO ratio pi_theta/pi_rollout corrects the sampler's mismatch as it clips (verl bypass_mode "
-        "with loss_type ppo_clip; no objective.rollout_is or rollout_rs beside it)",
+        "with loss_type ppo_clip; no objective.rollout_is, rollout_rs or seq_logprob_error_threshold beside it)",
     )
     grad_clip: float | None = Field(
         1.0,
@@ -206,6 +206,7 @@ def check_old_logp(run: Any) -> None:
             ("tis_cap", obj.tis_cap, None),
             ("rollout_is", obj.rollout_is, "none"),
             ("rollout_rs", obj.rollout_rs, None),
+            ("seq_logprob_error_threshold", obj.seq_logprob_error_threshold, None),
         ):
             if value != off:
                 raise ValueError(

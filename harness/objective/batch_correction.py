@@ -11,11 +11,15 @@ before the advantages and the update.
       seq_sum_k* | seq_mean_k*   the row's sum / mean of k_t over its response tokens against the bound(s)
       seq_max_k2 | seq_max_k3    the row's max of k_t against hi
         r_t = pi_old / pi_rollout, log r clamped to [-20, 20]; several options (comma separated) must all pass
+    seq_logprob_error_threshold  NeMo-RL's sequence mask: a response whose mean multiplicative probability error
+                                 (1/|o_i|) sum_t exp(|log pi_rollout - log pi_old|) exceeds the threshold leaves
+                                 the loss mask whole (NeMo-RL seq_logprob_error_threshold, e.g. 2)
     rollout_is_batch_normalize   the importance weights w of rollout_is divided by their batch mean (over
                                  the response tokens for token modes, over the rows for sequence modes), so
                                  that they average 1 over the step (verl rollout_is_batch_normalize)
 
-Reference code: verl 0.9.1 verl/trainer/ppo/rollout_corr_helper.py `compute_rollout_rejection_mask` (the
+Reference code: NeMo-RL nemo_rl/algorithms/grpo.py `compute_and_apply_seq_logprob_error_masking` (applied to
+the sample mask before the advantages; its GRPO baseline still counts the masked responses, as ours does); verl 0.9.1 verl/trainer/ppo/rollout_corr_helper.py `compute_rollout_rejection_mask` (the
 options, thresholds and the log-ratio clamp) and `compute_rollout_correction_weights` (the batch normalisation);
 verl applies both to the whole batch before `compute_advantage` (ray_trainer.py), as this module is called.
 Equal on the same inputs: tests/objective/test_objective_rollout_rejection.py, fixture from
@@ -200,9 +204,34 @@ def _rollout_rs_on(cfg: Any) -> bool:
     return cfg.rollout_rs is not None
 
 
+SEQ_ERROR = Knob(
+    "seq_logprob_error_threshold",
+    None,
+    "NeMo-RL's sequence mask against the sampler: a response whose mean over its tokens of exp(|log pi_rollout - "
+    "log pi_old|) exceeds this leaves the loss (NeMo-RL grpo.seq_logprob_error_threshold, e.g. 2); >= 1, since "
+    "every token's error is; null = off",
+    type=float,
+    nullable=True,
+    ge=1,
+)
+
+
+@register_extension(
+    "seq_logprob_error",
+    doc="NeMo-RL's sequence-level logprob-error mask (compute_and_apply_seq_logprob_error_masking): responses "
+    "whose mean multiplicative probability error against the sampler is too large leave the loss mask",
+    knobs=(SEQ_ERROR,),
+    switch="seq_logprob_error_threshold",
+    when="objective.seq_logprob_error_threshold set",
+)
+def _seq_error_on(cfg: Any) -> bool:
+    return cfg.seq_logprob_error_threshold is not None
+
+
 def rejects(cfg: Any) -> bool:
-    """Whether rejection sampling is on (it reads pi_old against the sampler, so pi_old is its own forward)."""
-    return getattr(cfg, "rollout_rs", None) is not None
+    """Whether a step-level rejection is on (rollout_rs, seq_logprob_error_threshold): it reads pi_old against the
+    sampler, so pi_old is its own forward."""
+    return getattr(cfg, "rollout_rs", None) is not None or getattr(cfg, "seq_logprob_error_threshold", None) is not None
 
 
 # ----------------------------------------------------------------------------- the computation
@@ -247,6 +276,13 @@ def rejection_keep(cfg: Any, old_logp: torch.Tensor, rollout_logp: torch.Tensor,
     return keep | ~m
 
 
+def seq_prob_error(old_logp: torch.Tensor, rollout_logp: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """(B,): each row's mean over its response tokens of exp(|log pi_rollout - log pi_old|), the multiplicative
+    probability error (NeMo-RL); 0 for a row without a response token. A NaN sampler log-prob counts 0 error."""
+    err = torch.nan_to_num(torch.where(m, (rollout_logp - old_logp).abs(), 0.0), nan=0.0)
+    return torch.where(m, err.exp(), 0.0).sum(-1) / m.sum(-1).clamp(min=1)
+
+
 def is_batch_norm(cfg: Any, old_logp: torch.Tensor, rollout_logp: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """0-dim: the batch mean of the IS weights rollout_is gives (before the rejection: verl computes both from the
     response mask as sampled): over the response tokens for a token mode, over the rows (each row's weight once)
@@ -278,9 +314,9 @@ def batch_correction(
 ) -> BatchCorrection:
     """The step's loss mask after verl's rejection sampling, and the IS weights' batch normaliser, from the whole
     batch: mask (B, T) the loss mask; old_logp (B, T) pi_old (None only when neither is on: a single pass);
-    rollout_logp (B, T) the sampler's. Metrics: rollout_rs/frac_masked (the share of the response tokens
-    rejected), rollout_rs/seq_frac_masked (of the rows with a response token, those with one rejected),
-    rollout_is/batch_norm_factor."""
+    rollout_logp (B, T) the sampler's. Metrics: rejection/frac_masked (the share of the response tokens
+    rejected, by rollout_rs and the sequence error together), rejection/seq_frac_masked (of the rows with a response
+    token, those with one rejected), seq_logprob_error/mean (the rows' mean error), rollout_is/batch_norm_factor."""
     extras, metrics = {}, {}
     normalize = getattr(cfg, "rollout_is_batch_normalize", False) and is_setting(cfg)[0] != "none"
     if not (rejects(cfg) or normalize):
@@ -293,13 +329,29 @@ def batch_correction(
         extras[NORM_KEY] = norm.expand(mask.shape[0]).clone()  # (B,): a per-row tensor travels with its rows
         metrics["rollout_is/batch_norm_factor"] = scalar(norm)
     if rejects(cfg):
-        keep = rejection_keep(cfg, old_logp, rollout_logp, m)
+        keep = torch.ones_like(m)
+        if cfg.rollout_rs is not None:
+            keep = rejection_keep(cfg, old_logp, rollout_logp, m)
+        if cfg.seq_logprob_error_threshold is not None:  # NeMo-RL: seq error <= threshold keeps the row
+            error = seq_prob_error(old_logp, rollout_logp, m)
+            keep = keep & (error <= cfg.seq_logprob_error_threshold).unsqueeze(-1)
+            rows = m.any(-1)
+            metrics["seq_logprob_error/mean"] = mean_of(torch.where(rows, error, 0.0).sum(), rows.sum())
         dropped = m & ~keep
-        metrics["rollout_rs/frac_masked"] = mean_of(dropped.sum().to(old_logp.dtype), m.sum())
         rows = m.any(-1)
-        metrics["rollout_rs/seq_frac_masked"] = mean_of(dropped.any(-1).sum().to(old_logp.dtype), rows.sum())
+        metrics["rejection/frac_masked"] = mean_of(dropped.sum().to(old_logp.dtype), m.sum())
+        metrics["rejection/seq_frac_masked"] = mean_of(dropped.any(-1).sum().to(old_logp.dtype), rows.sum())
         mask = mask * keep.to(mask.dtype)
     return BatchCorrection(mask, extras, read(metrics))
 
 
-__all__ = ["OPTIONS", "NORM_KEY", "BatchCorrection", "batch_correction", "rejection_keep", "is_batch_norm", "rejects"]
+__all__ = [
+    "OPTIONS",
+    "NORM_KEY",
+    "BatchCorrection",
+    "batch_correction",
+    "rejection_keep",
+    "is_batch_norm",
+    "rejects",
+    "seq_prob_error",
+]

@@ -81,8 +81,8 @@ def test_a_rejected_token_leaves_every_denominator():
 def test_the_rejection_reports_its_shares():
     two_rows = torch.cat([ONE_ROW, torch.tensor([[0.0, 1.0, 0.0]], dtype=torch.float64)])  # row 1: the r = 1 token
     got = _fixed(_rs("token_k2", 0.1), torch.zeros(2, 3, dtype=torch.float64), SAMPLER.repeat(2, 1), two_rows)
-    assert got.metrics["rollout_rs/frac_masked"] == pytest.approx(1 / 4)  # 1 of the 4 response tokens
-    assert got.metrics["rollout_rs/seq_frac_masked"] == pytest.approx(1 / 2)  # row 0 of the 2 rows
+    assert got.metrics["rejection/frac_masked"] == pytest.approx(1 / 4)  # 1 of the 4 response tokens
+    assert got.metrics["rejection/seq_frac_masked"] == pytest.approx(1 / 2)  # row 0 of the 2 rows
 
 
 # ------------------------------------------------------------------------------------------------- verl's own code
@@ -181,7 +181,48 @@ def test_a_run_config_refuses_a_normalisation_without_weights_and_a_correction_b
             ["train.old_logp=bypass", "objective.rollout_rs=token_k1", "objective.rollout_rs_threshold=2.0"],
             "objective.rollout_rs='token_k1' with train.old_logp='bypass'",
         ),
+        (
+            ["train.old_logp=bypass", "objective.seq_logprob_error_threshold=2"],
+            "objective.seq_logprob_error_threshold=2.0 with train.old_logp='bypass'",
+        ),
+        (["train.old_logp=rollout", "objective.seq_logprob_error_threshold=2"], "it rejects by pi_old / pi_rollout"),
     ]
     for overrides, says in cases:
         with pytest.raises(ConfigError, match=re.escape(says)):
             load_config("experiments/runs/smoke.yaml", overrides)
+
+
+# ------------------------------------------------------------------------------------------------- NeMo-RL's mask
+def test_the_sequence_error_by_hand():
+    """Row [log r = 0.5, 0, -0.2] (r = pi_old / pi_rollout): error = (e^0.5 + e^0 + e^0.2) / 3
+    = (1.64872 + 1 + 1.22140) / 3 = 1.29004; masked at a threshold of 1.28, kept at 1.3."""
+    want = (math.exp(0.5) + 1 + math.exp(0.2)) / 3
+    assert want == pytest.approx(1.29004, abs=1e-5)
+    for threshold, kept in ((1.28, [0, 0, 0]), (1.3, [1, 1, 1])):
+        got = _fixed(ObjectiveConfig(**BASE, seq_logprob_error_threshold=threshold), OLD, SAMPLER, ONE_ROW)
+        assert got.mask.tolist() == [kept]
+        assert got.metrics["seq_logprob_error/mean"] == pytest.approx(want)
+
+
+@pytest.mark.parametrize("case", FIXTURE["seq_logprob_error"], ids=lambda c: str(c["threshold"]))
+def test_sequence_error_mask_equals_nemo_rl(case):
+    cfg = ObjectiveConfig(**BASE, seq_logprob_error_threshold=case["threshold"])
+    got = _fixed(cfg, X["old_logp"], X["rollout_logp"], X["mask"])
+    rows = M.any(-1)
+    kept = got.mask.sum(-1) > 0
+    assert kept[rows].tolist() == [v > 0 for v in torch.tensor(case["sample_mask"])[rows].tolist()]
+    assert 0 < int(kept.sum()) < int(rows.sum())  # the case masks some rows, not all
+    want = case["metrics"]["mean_seq_mult_prob_error"]  # over the rows with a response token
+    assert got.metrics["seq_logprob_error/mean"] == pytest.approx(want, rel=1e-9)
+
+
+def test_the_sequence_error_and_rollout_rs_reject_together():
+    cfg = ObjectiveConfig(**BASE, seq_logprob_error_threshold=1.3, rollout_rs="token_k2", rollout_rs_threshold=0.1)
+    assert _fixed(cfg, OLD, SAMPLER, ONE_ROW).mask.tolist() == [[0, 1, 1]]  # the token rejection; the row passes
+    assert inputs_needed(cfg).old_logp_forward
+
+
+@pytest.mark.parametrize("value", [0.5, -1.0, "two"])
+def test_a_sequence_error_threshold_below_one_is_refused(value):
+    with pytest.raises(ValueError, match="seq_logprob_error_threshold"):
+        ObjectiveConfig(seq_logprob_error_threshold=value)

@@ -46,8 +46,23 @@ def test_rejected_tokens_leave_the_steps_loss_mask(fast_config, tmp_path, monkey
     want = batch_correction(cfg.objective, sampled.to(batch.mask.dtype), batch.old_logp, batch.rollout_logp).mask
     assert torch.equal(batch.mask, want)
     rec = _records(tmp_path)[0]
-    assert rec["rollout_rs/frac_masked"] == float(dropped.sum()) / float((sampled > 0).sum())
-    assert 0 < rec["rollout_rs/seq_frac_masked"] <= 1
+    assert rec["rejection/frac_masked"] == float(dropped.sum()) / float((sampled > 0).sum())
+    assert 0 < rec["rejection/seq_frac_masked"] <= 1
+
+
+def test_responses_far_from_the_sampler_leave_whole(fast_config, tmp_path, monkeypatch):
+    """NeMo-RL's sequence logprob-error mask at 1.01 (the rows here average 1.009): a response leaves the mask whole or not at all."""
+    seen = _watch(monkeypatch)
+    train(fast_config(*TOP_P, "objective.seq_logprob_error_threshold=1.01"), tmp_path)
+    sampled, batch = seen[0]
+    rows = (sampled > 0).any(-1).to(batch.mask.device)
+    gone = rows & (batch.mask.sum(-1) == 0)
+    assert 0 < int(gone.sum()) < int(rows.sum())
+    kept = rows & ~gone
+    assert torch.equal(batch.mask[kept], sampled.to(batch.mask.device).to(batch.mask.dtype)[kept])
+    rec = _records(tmp_path)[0]
+    assert rec["rejection/seq_frac_masked"] == float(gone.sum()) / float(rows.sum())
+    assert rec["seq_logprob_error/mean"] > 1.0
 
 
 def test_batch_normalized_weights_average_one_over_the_step(fast_config, tmp_path):
