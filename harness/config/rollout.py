@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictBool, model_validator
 
 from harness.config.base import _Section, field_default
+from harness.objective.batch_correction import old_policy_readers
 
 
 class RolloutSection(_Section):
@@ -134,13 +135,8 @@ def rollout_logp_inexact(run: Any) -> str | None:
         return f"rollout.top_p={r.top_p} (the sampler's log-probs are of the truncated distribution)"
     if r.router_noise:
         return f"rollout.router_noise={r.router_noise} (the sampler routed differently)"
-    if run.objective.tis_cap:
-        return f"objective.tis_cap={run.objective.tis_cap} (TIS corrects pi_old / pi_rollout, which this makes 1)"
-    if run.objective.rollout_is != "none":
-        return f"objective.rollout_is={run.objective.rollout_is!r} (it weighs pi_old / pi_rollout, which this makes 1)"
-    for key in ("rollout_rs", "seq_logprob_error_threshold"):
-        if (value := getattr(run.objective, key)) is not None:
-            return f"objective.{key}={value!r} (it rejects by pi_old / pi_rollout, which this makes 1)"
+    for key, value, _, does in old_policy_readers(run.objective):
+        return f"objective.{key}={value!r} ({does} pi_old / pi_rollout, which this makes 1)"
     if run.train.autocast:
         return f"train.autocast={run.train.autocast} (the trainer computes in bf16, the sampler in rollout.dtype)"
     if run.model.lora is not None and run.model.lora.dropout:

@@ -13,6 +13,7 @@ from pydantic import Field, StrictBool, field_validator
 from harness.config.base import _Section
 from harness.config.rollout import rollout_logp_inexact
 from harness.objective import inputs_needed
+from harness.objective.batch_correction import old_policy_readers
 from harness.objective.modes import KIND_ORDER, KINDS
 
 
@@ -201,20 +202,13 @@ def check_old_logp(run: Any) -> None:
             "use train.old_logp=recompute (or auto)"
         )
     if run.train.old_logp == "bypass":
-        obj = run.objective
-        for key, value, off in (
-            ("tis_cap", obj.tis_cap, None),
-            ("rollout_is", obj.rollout_is, "none"),
-            ("rollout_rs", obj.rollout_rs, None),
-            ("seq_logprob_error_threshold", obj.seq_logprob_error_threshold, None),
-        ):
-            if value != off:
-                raise ValueError(
-                    f"objective.{key}={value!r} with train.old_logp='bypass': bypass makes pi_old the sampler's "
-                    f"log-probs, so {key} would weigh pi_rollout against itself (the PPO ratio pi_theta/pi_rollout "
-                    f"already corrects the sampler, as in verl's bypass_mode); set objective.{key}={off!r} or "
-                    "train.old_logp=recompute"
-                )
+        for key, value, off, _ in old_policy_readers(run.objective)[:1]:
+            raise ValueError(
+                f"objective.{key}={value!r} with train.old_logp='bypass': bypass makes pi_old the sampler's "
+                f"log-probs, so {key} would weigh pi_rollout against itself (the PPO ratio pi_theta/pi_rollout "
+                f"already corrects the sampler, as in verl's bypass_mode); set objective.{key}={off!r} or "
+                "train.old_logp=recompute"
+            )
 
 
 def warmup_modes() -> str:

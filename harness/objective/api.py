@@ -31,13 +31,13 @@ import torch
 
 from harness.objective.advantage_clip import clip_advantages
 from harness.objective.advantages import group_advantages
-from harness.objective.batch_correction import BatchCorrection, batch_correction, rejects
+from harness.objective.batch_correction import BatchCorrection, batch_correction, old_policy_readers
 from harness.objective.entropy_control import entropy_bonus_on
 from harness.objective.extensions import Scored, active_hooks, active_modes, components, one_hook
 from harness.objective.kl import kl_in_reward, loss_kl_on, reward_kl_on
 from harness.objective.kl_control import reward_kl_mean
 from harness.objective.policy import policy_loss
-from harness.objective.rollout_correction import uses_sampler_logp, weighs_old_policy
+from harness.objective.rollout_correction import uses_sampler_logp
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -90,7 +90,7 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
     return Needs(
         ref_logp=obj.needs_reference,
         current_logp_for_kl=reward_kl_on(obj),
-        old_logp_forward=weighs_old_policy(obj) or rejects(obj),
+        old_logp_forward=bool(old_policy_readers(obj)),
         adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj)),
         components=parts,
         old_forward=bool(active_hooks(obj, "old_forward")),

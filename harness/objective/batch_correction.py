@@ -117,15 +117,30 @@ def bounds_of(options: list[str], spec: Any) -> dict[str, Bound]:
     return out
 
 
-def _parses(fn) -> Any:
-    def accepts(value: Any, cfg: Any) -> bool:
-        try:
-            fn(value, cfg)
-        except ValueError:
-            return False
-        return True
+def _parse_error(parse) -> Any:
+    """(value, cfg) -> the parser's own message for a value it refuses, None for one it takes."""
 
-    return accepts
+    def error(value: Any, cfg: Any) -> str | None:
+        try:
+            parse(value, cfg)
+        except ValueError as err:
+            return str(err)
+        return None
+
+    return error
+
+
+def _parse_threshold(value: Any, cfg: Any) -> None:
+    """A threshold is judged once the options parse (their refusal names rollout_rs itself)."""
+    try:
+        options = options_of(cfg.rollout_rs)
+    except ValueError:
+        return
+    bounds_of(options, value)
+
+
+OPTIONS_ERROR = _parse_error(lambda v, cfg: options_of(v))
+THRESHOLD_ERROR = _parse_error(_parse_threshold)
 
 
 RS = Knob(
@@ -153,28 +168,6 @@ ALLOWED_THRESHOLD = (
 )
 
 
-def _reason(parse) -> Any:
-    """(value, cfg) -> the parser's own message, for the refusal."""
-
-    def explain(value: Any, cfg: Any) -> str:
-        try:
-            parse(value, cfg)
-        except ValueError as err:
-            return str(err)
-        return ""
-
-    return explain
-
-
-def _threshold_parses(value: Any, cfg: Any) -> bool:
-    """A threshold is judged once the options parse (their refusal names rollout_rs itself)."""
-    try:
-        options = options_of(cfg.rollout_rs)
-    except ValueError:
-        return True
-    return _parses(lambda v, _: bounds_of(options, v))(value, cfg)
-
-
 @register_extension(
     "rollout_rs",
     doc="verl's rejection sampling (rollout_corr_helper.compute_rollout_rejection_mask): tokens or responses "
@@ -184,15 +177,15 @@ def _threshold_parses(value: Any, cfg: Any) -> bool:
         Requires(
             "rollout_rs",
             why="each option is one of verl's",
-            accepts=_parses(lambda v, cfg: options_of(v)),
-            explain=_reason(lambda v, cfg: options_of(v)),
+            accepts=lambda v, cfg: OPTIONS_ERROR(v, cfg) is None,
+            explain=OPTIONS_ERROR,
             allowed_text=ALLOWED_RS,
         ),
         Requires(
             "rollout_rs_threshold",
             why="it must parse as verl's rollout_rs_threshold for these options",
-            accepts=_threshold_parses,
-            explain=_reason(lambda v, cfg: bounds_of(options_of(cfg.rollout_rs), v)),
+            accepts=lambda v, cfg: THRESHOLD_ERROR(v, cfg) is None,
+            explain=THRESHOLD_ERROR,
             allowed_text=ALLOWED_THRESHOLD,
             shows=("rollout_rs",),
         ),
@@ -229,9 +222,21 @@ def _seq_error_on(cfg: Any) -> bool:
 
 
 def rejects(cfg: Any) -> bool:
-    """Whether a step-level rejection is on (rollout_rs, seq_logprob_error_threshold): it reads pi_old against the
-    sampler, so pi_old is its own forward."""
+    """Whether a step-level rejection is on (rollout_rs, seq_logprob_error_threshold)."""
     return getattr(cfg, "rollout_rs", None) is not None or getattr(cfg, "seq_logprob_error_threshold", None) is not None
+
+
+def old_policy_readers(cfg: Any) -> list[tuple[str, Any, Any, str]]:
+    """(knob, its value, its off value, what it does) of every knob set in cfg that reads pi_old, as the trainer
+    computes it, against the sampler: pi_old must then be its own forward, and neither train.old_logp=rollout nor
+    bypass may make it the sampler's."""
+    knobs = (
+        ("tis_cap", None, "TIS corrects"),
+        ("rollout_is", "none", "it weighs"),
+        ("rollout_rs", None, "it rejects by"),
+        ("seq_logprob_error_threshold", None, "it rejects by"),
+    )
+    return [(k, getattr(cfg, k), off, does) for k, off, does in knobs if getattr(cfg, k, off) != off]
 
 
 # ----------------------------------------------------------------------------- the computation
@@ -263,10 +268,14 @@ def _keeps(option: str, bound: Bound, ks: dict[str, torch.Tensor], m: torch.Tens
     return keep.expand_as(m)
 
 
-def rejection_keep(cfg: Any, old_logp: torch.Tensor, rollout_logp: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """(B, T) bool: the tokens every rollout_rs option keeps (True on padding). old_logp, rollout_logp (B, T); m bool.
-    A token the sampler could not score (NaN) has log r = 0, as in the importance weights."""
-    log_ratio = torch.nan_to_num(torch.where(m, old_logp - rollout_logp, 0.0), nan=0.0)
+def sampler_log_ratio(old_logp: torch.Tensor, rollout_logp: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """log r = log pi_old - log pi_rollout (B, T), 0 on padding; a token the sampler could not score (NaN) has
+    log r = 0, as in the importance weights. old_logp, rollout_logp (B, T); m bool."""
+    return torch.nan_to_num(torch.where(m, old_logp - rollout_logp, 0.0), nan=0.0)
+
+
+def rejection_keep(cfg: Any, log_ratio: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """(B, T) bool: the tokens every rollout_rs option keeps (True on padding); log_ratio from sampler_log_ratio."""
     ks = _divergences(log_ratio)
     options = options_of(cfg.rollout_rs)
     bounds = bounds_of(options, cfg.rollout_rs_threshold)
@@ -276,19 +285,18 @@ def rejection_keep(cfg: Any, old_logp: torch.Tensor, rollout_logp: torch.Tensor,
     return keep | ~m
 
 
-def seq_prob_error(old_logp: torch.Tensor, rollout_logp: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """(B,): each row's mean over its response tokens of exp(|log pi_rollout - log pi_old|), the multiplicative
-    probability error (NeMo-RL); 0 for a row without a response token. A NaN sampler log-prob counts 0 error."""
-    err = torch.nan_to_num(torch.where(m, (rollout_logp - old_logp).abs(), 0.0), nan=0.0)
-    return torch.where(m, err.exp(), 0.0).sum(-1) / m.sum(-1).clamp(min=1)
+def seq_prob_error(log_ratio: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """(B,): each row's mean over its response tokens of exp(|log pi_rollout - log pi_old|) = exp(|log r|), the
+    multiplicative probability error (NeMo-RL); 0 for a row without a response token."""
+    return torch.where(m, log_ratio.abs().exp(), 0.0).sum(-1) / m.sum(-1).clamp(min=1)
 
 
-def is_batch_norm(cfg: Any, old_logp: torch.Tensor, rollout_logp: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+def is_batch_norm(cfg: Any, log_ratio: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """0-dim: the batch mean of the IS weights rollout_is gives (before the rejection: verl computes both from the
     response mask as sampled): over the response tokens for a token mode, over the rows (each row's weight once)
     for a sequence mode; 1 when it is not above 1e-8 (verl)."""
     name, bounds = is_setting(cfg)
-    w = ROLLOUT_IS[name](torch.nan_to_num(torch.where(m, old_logp - rollout_logp, 0.0), nan=0.0), m, bounds).w
+    w = ROLLOUT_IS[name](log_ratio, m, bounds).w
     w = torch.where(m, w, 0.0)
     if name.startswith("sequence"):
         rows = m.any(-1)
@@ -324,16 +332,17 @@ def batch_correction(
     if old_logp is None:
         raise ValueError("objective.rollout_rs / rollout_is_batch_normalize need pi_old's log-probs before the update")
     m = mask > 0
+    log_ratio = sampler_log_ratio(old_logp, rollout_logp, m)
     if normalize:
-        norm = is_batch_norm(cfg, old_logp, rollout_logp, m)
+        norm = is_batch_norm(cfg, log_ratio, m)
         extras[NORM_KEY] = norm.expand(mask.shape[0]).clone()  # (B,): a per-row tensor travels with its rows
         metrics["rollout_is/batch_norm_factor"] = scalar(norm)
     if rejects(cfg):
         keep = torch.ones_like(m)
         if cfg.rollout_rs is not None:
-            keep = rejection_keep(cfg, old_logp, rollout_logp, m)
+            keep = rejection_keep(cfg, log_ratio, m)
         if cfg.seq_logprob_error_threshold is not None:  # NeMo-RL: seq error <= threshold keeps the row
-            error = seq_prob_error(old_logp, rollout_logp, m)
+            error = seq_prob_error(log_ratio, m)
             keep = keep & (error <= cfg.seq_logprob_error_threshold).unsqueeze(-1)
             rows = m.any(-1)
             metrics["seq_logprob_error/mean"] = mean_of(torch.where(rows, error, 0.0).sum(), rows.sum())

@@ -301,11 +301,6 @@ def uses_sampler_logp(cfg: Any) -> bool:
     return is_setting(cfg)[0] != "none" or bool(active_hooks(cfg, "rollout_mask"))
 
 
-def weighs_old_policy(cfg: Any) -> bool:
-    """Whether the loss weighs pi_old (the trainer's) against the sampler: pi_old must be its own forward."""
-    return is_setting(cfg)[0] != "none"
-
-
 class Correction(NamedTuple):
     """w (B, T) detached, multiplying the surrogate's token loss (None: no correction), and its metrics."""
 
@@ -354,7 +349,6 @@ __all__ = [
     "Correction",
     "rollout_correction",
     "uses_sampler_logp",
-    "weighs_old_policy",
     "off_policy_keep",
     "m2po_keep",
 ]
