@@ -87,6 +87,32 @@ register_preset(
     vf_coef=0.1,
     value_clip=0.2,
 )
+# PPO with the adaptive KL controller (Ziegler et al. 1909.08593 §2.2, as InstructGPT 2203.02155 ran PPO): the
+# ppo preset with the reward's beta steered toward a target KL, starting at the ppo preset's 0.05. The target
+# and horizon are verl's (algorithm.kl_ctrl.type: adaptive, target_kl 0.1, horizon 10000), because this
+# controller measures KL as verl does, the per-token k1 mean of each response averaged over the responses;
+# Ziegler's and TRL's old PPOTrainer's target (6 nats) is a per-sequence sum, another unit. A horizon of 10,000
+# sequences moves beta by at most 0.2 B / 10,000 a step: `kl_horizon` reaches a faster controller.
+register_preset(
+    "ppo_adaptive_kl",
+    baseline="critic",
+    scale="batch_std",
+    std="sample",
+    ratio="token",
+    clip="ppo",
+    eps_low=0.2,
+    eps_high=0.2,
+    agg="token_mean",
+    kl_coef=0.05,
+    kl_estimator="k1",
+    kl_placement="reward",
+    kl_target=0.1,
+    kl_horizon=10000,
+    gamma=1.0,
+    lam=0.95,
+    vf_coef=0.1,
+    value_clip=0.2,
+)
 # GRPO (DeepSeekMath, Shao et al. 2402.03300, Eq. 3): group-mean baseline divided by the
 # group std, 1/|o_i| per response then mean over the group, k3 KL in the loss with beta=0.04,
 # eps=0.2. The paper does not say which std; re-implementations (TRL, verl) use torch.std, the

@@ -17,6 +17,7 @@ from harness.objective.presets import PRESET_ORIGINS
 _COLS = ("baseline", "scale", "ratio", "clip", "eps_low", "eps_high", "agg", "kl_coef", "kl_estimator", "kl_placement")
 EXPECTED_TABLE = {
     "ppo": ("critic", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.05, "k1", "reward"),
+    "ppo_adaptive_kl": ("critic", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.05, "k1", "reward"),
     "grpo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "dr_grpo": ("group_mean", "none", "token", "ppo", 0.2, 0.2, "seq_mean_token_sum_norm", 0.0, "k3", "loss"),
     "dapo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.28, "token_mean", 0.0, "k3", "loss"),

@@ -93,3 +93,22 @@ def test_off_by_default_and_on_with_a_target():
 def test_bad_settings_are_refused_naming_the_key(overrides, named):
     with pytest.raises(ConfigError, match=named):
         load_config("experiments/runs/smoke.yaml", overrides)
+
+
+def test_the_ppo_adaptive_kl_preset_is_ppo_with_verls_adaptive_controller():
+    """ppo_adaptive_kl = ppo + verl's kl_ctrl (type adaptive, target_kl 0.1, horizon 10000), the start ppo's beta."""
+    from harness.objective.config import ObjectiveConfig
+
+    from harness.objective.modes import all_knobs
+
+    def knobs(cfg):  # every knob's value, the declared ones included, the preset's name aside
+        names = [*ObjectiveConfig.model_fields, *all_knobs()]
+        return {n: getattr(cfg, n) for n in names if n != "algorithm"}
+
+    adaptive = ObjectiveConfig.preset("ppo_adaptive_kl")
+    assert knobs(adaptive) == knobs(ObjectiveConfig.preset("ppo", kl_target=0.1, kl_horizon=10000))
+    assert knobs(adaptive) != knobs(ObjectiveConfig.preset("ppo"))
+    obj = load_config("experiments/runs/smoke.yaml", ["objective.preset=ppo_adaptive_kl"]).objective
+    assert adaptive_kl(obj).value == 0.05 and (obj.kl_target, obj.kl_horizon) == (0.1, 10000)
+    fixed = load_config("experiments/runs/smoke.yaml", ["objective.preset=ppo_adaptive_kl", "objective.kl_target=null"])
+    assert adaptive_kl(fixed.objective) is None  # the preset's target switched off leaves ppo's fixed beta
