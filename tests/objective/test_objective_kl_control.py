@@ -98,7 +98,6 @@ def test_bad_settings_are_refused_naming_the_key(overrides, named):
 def test_the_ppo_adaptive_kl_preset_is_ppo_with_verls_adaptive_controller():
     """ppo_adaptive_kl = ppo + verl's kl_ctrl (type adaptive, target_kl 0.1, horizon 10000), the start ppo's beta."""
     from harness.objective.config import ObjectiveConfig
-
     from harness.objective.modes import all_knobs
 
     def knobs(cfg):  # every knob's value, the declared ones included, the preset's name aside
