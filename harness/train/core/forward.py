@@ -134,9 +134,23 @@ def forward_loss(sc: StepContext, part: Batch, denominators: tuple[float, float]
         entropy,
         part.ref_logp,
         part.rollout_logp,
-        extras={**part.extras, **read, **live, **(step_extras or {})},
+        extras=merge_extras(batch=part.extras, forward=read, components=live, step=step_extras or {}),
     )
     return objective_loss(obj, x, *denominators, deferred=True)
+
+
+def merge_extras(**bags: dict) -> dict:
+    """The objective's extras from the bags that fill them (the batch's, this forward's hooks, the components',
+    the step's), one dict; a key two bags provide is an error naming both, since one would silently replace
+    the other's value in the loss (a plugin's hook returning a built-in key, say)."""
+    out: dict = {}
+    source: dict[str, str] = {}
+    for bag, values in bags.items():
+        for key, value in values.items():
+            if key in out:
+                raise ValueError(f"extras key {key!r} is provided by both {source[key]} and {bag}; rename one of them")
+            out[key], source[key] = value, bag
+    return out
 
 
 def pad_backward(sc: StepContext, row: Batch, denominators: tuple[float, float]) -> None:

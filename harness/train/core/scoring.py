@@ -24,7 +24,7 @@ from harness.objective import advantages, batch_correction, inputs_needed, loss_
 from harness.objective.extensions import old_forward_extras
 from harness.train.core.batch import Batch
 from harness.train.core.episode import Episode
-from harness.train.core.forward import batch_forward, batch_logprobs
+from harness.train.core.forward import batch_forward, batch_logprobs, merge_extras
 from harness.train.core.policy_module import AUTOCAST_DTYPES, compute_precision, reference_of
 from harness.train.core.step_context import StepContext
 
@@ -88,7 +88,7 @@ def score_episode(sc: StepContext, ep: Episode, old_weights=None) -> tuple[Batch
     scored = advantages(
         obj, ep.rewards.to(sc.device), mask, cfg.train.group_size, logp=current, ref_logp=ref_logp, extras=given
     )
-    extras = {**read, **scored.extras, **fixed.extras}
+    extras = merge_extras(old_forward=read, advantages=scored.extras, batch_correction=fixed.extras)
     return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, extras=extras), (
         {**fixed.metrics, **scored.metrics}
     )
