@@ -51,19 +51,20 @@ class Needs:
     current_logp_for_kl  the behaviour policy's log-probs (B, T) before the update, for the KL
                          placed in the reward (pass them as `advantages(logp=...)`); a
                          single-pass update that has no old-log-prob forward must run one
-    old_logp_forward     pi_old's log-probs must come from a separate forward even when the
+    recompute_old_logp   pi_old's log-probs must be recomputed by a forward of their own even when the
                          update is a single pass (TIS / rollout_is weigh pi_old,train against the sampler,
-                         rollout_rs rejects by it)
+                         rollout_rs rejects by it); not to be confused with old_forward below
     adv_only_gradient    a row with advantage 0 contributes no gradient (no KL-in-loss or
                          entropy term), so a diagnostic may skip such rows
     components           the trained components the active modes read, by the name of their output in
                          `extras` (values: PPO's value model, prm_logp: PRIME's reward model, lam: λ-GRPO's λ);
                          before the update their outputs go to `advantages(extras=...)` (those that score),
                          with gradient into `LossInputs` in every micro-batch
-    old_forward          an active extension reads pi_old's forward (SimKO's top-K): the old-policy forward
-                         takes `old_forward_extras` as its head, even when pi_old's log-probs come from the
+    old_forward          an active extension's `old_forward` hook reads pi_old's logits (SimKO's top-K): pi_old's
+                         forward takes `old_forward_extras` as its head, even when its log-probs come from the
                          sampler; a single-pass update reads it from its first forward
-    train_forward        an active extension reads the training forward: it takes `forward_extras` as its head
+    train_forward        an active extension's `train_forward` hook reads the training forward's logits: it takes
+                         `forward_extras` as its head
     greedy_rewards       an active mode's baseline is the reward of a greedy response (ReMax): the rollout draws
                          one response per prompt at temperature 0, scores it with the same rewards (not trained
                          on) and passes each row's as `advantages(extras={"greedy_rewards": (B,)})`
@@ -76,7 +77,7 @@ class Needs:
 
     ref_logp: bool
     current_logp_for_kl: bool
-    old_logp_forward: bool
+    recompute_old_logp: bool
     adv_only_gradient: bool
     components: tuple[str, ...] = ()
     old_forward: bool = False
@@ -90,7 +91,7 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
     return Needs(
         ref_logp=obj.needs_reference,
         current_logp_for_kl=reward_kl_on(obj),
-        old_logp_forward=bool(old_policy_readers(obj)),
+        recompute_old_logp=bool(old_policy_readers(obj)),
         adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj)),
         components=parts,
         old_forward=bool(active_hooks(obj, "old_forward")),

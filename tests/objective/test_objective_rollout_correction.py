@@ -185,10 +185,10 @@ def test_rollout_is_equals_verl(case):
 # ------------------------------------------------------------------------------------------------- what a trainer needs
 def test_the_trainer_computes_what_each_correction_reads():
     cfg = ObjectiveConfig(rollout_is="sequence_mask")
-    assert uses_sampler_logp(cfg) and inputs_needed(cfg).old_logp_forward  # pi_old (the trainer's) over the sampler's
+    assert uses_sampler_logp(cfg) and inputs_needed(cfg).recompute_old_logp  # pi_old (the trainer's) over the sampler's
     for knob in (dict(off_policy_mask_threshold=0.5), dict(m2_threshold=0.04)):
         cfg = ObjectiveConfig(**knob)
-        assert uses_sampler_logp(cfg) and not inputs_needed(cfg).old_logp_forward  # pi_theta against the sampler
+        assert uses_sampler_logp(cfg) and not inputs_needed(cfg).recompute_old_logp  # pi_theta against the sampler
     assert not uses_sampler_logp(ObjectiveConfig())
 
 

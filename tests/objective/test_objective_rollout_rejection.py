@@ -134,7 +134,7 @@ def test_off_by_default_and_what_the_trainer_must_compute():
     cfg = ObjectiveConfig()
     same = _fixed(cfg, None, X["rollout_logp"], X["mask"])
     assert same.mask is X["mask"] and same.extras == {} and same.metrics == {}
-    assert inputs_needed(_rs("token_k1", 2.0)).old_logp_forward  # pi_old against the sampler, before the update
+    assert inputs_needed(_rs("token_k1", 2.0)).recompute_old_logp  # pi_old against the sampler, before the update
 
 
 # ------------------------------------------------------------------------------------------------- refusals
@@ -217,7 +217,7 @@ def test_sequence_error_mask_equals_nemo_rl(case):
 def test_the_sequence_error_and_rollout_rs_reject_together():
     cfg = ObjectiveConfig(**BASE, seq_logprob_error_threshold=1.3, rollout_rs="token_k2", rollout_rs_threshold=0.1)
     assert _fixed(cfg, OLD, SAMPLER, ONE_ROW).mask.tolist() == [[0, 1, 1]]  # the token rejection; the row passes
-    assert inputs_needed(cfg).old_logp_forward
+    assert inputs_needed(cfg).recompute_old_logp
 
 
 @pytest.mark.parametrize("value", [0.5, -1.0, "two"])

@@ -143,20 +143,20 @@ def test_loss_mask_zeroes_truncated_rows_only_with_mask_truncated():
 @pytest.mark.parametrize(
     "preset,expect",
     [
-        ("grpo", Needs(ref_logp=True, current_logp_for_kl=False, old_logp_forward=False, adv_only_gradient=False)),
-        ("dapo", Needs(ref_logp=False, current_logp_for_kl=False, old_logp_forward=False, adv_only_gradient=True)),
+        ("grpo", Needs(ref_logp=True, current_logp_for_kl=False, recompute_old_logp=False, adv_only_gradient=False)),
+        ("dapo", Needs(ref_logp=False, current_logp_for_kl=False, recompute_old_logp=False, adv_only_gradient=True)),
         (
             "ppo",
             Needs(
                 ref_logp=True,
                 current_logp_for_kl=True,
-                old_logp_forward=False,
+                recompute_old_logp=False,
                 adv_only_gradient=True,
                 components=("values",),
             ),
         ),
-        ("rloo", Needs(ref_logp=True, current_logp_for_kl=True, old_logp_forward=False, adv_only_gradient=True)),
-        ("gpg", Needs(ref_logp=False, current_logp_for_kl=False, old_logp_forward=False, adv_only_gradient=True)),
+        ("rloo", Needs(ref_logp=True, current_logp_for_kl=True, recompute_old_logp=False, adv_only_gradient=True)),
+        ("gpg", Needs(ref_logp=False, current_logp_for_kl=False, recompute_old_logp=False, adv_only_gradient=True)),
     ],
 )
 def test_inputs_needed_by_preset(preset, expect):
@@ -165,7 +165,7 @@ def test_inputs_needed_by_preset(preset, expect):
 
 def test_inputs_needed_follow_the_knobs():
     n = inputs_needed(ObjectiveConfig.preset("dapo", tis_cap=2.0, entropy_coef=0.01))
-    assert n.old_logp_forward and not n.adv_only_gradient
+    assert n.recompute_old_logp and not n.adv_only_gradient
     n = inputs_needed(ObjectiveConfig.preset("grpo", kl_coef=0.0))
     assert not n.ref_logp and n.adv_only_gradient
     assert inputs_needed(ObjectiveConfig.preset("dpo")).ref_logp

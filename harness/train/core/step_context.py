@@ -30,7 +30,7 @@ def single_pass(cfg) -> bool:
     return (
         tr.inner_epochs == 1
         and tr.mini_batches == 1
-        and not inputs_needed(cfg.objective).old_logp_forward
+        and not inputs_needed(cfg.objective).recompute_old_logp
         and not cfg.rollout.staleness
         and tr.old_logp != "bypass"
     )
