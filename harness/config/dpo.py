@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness.config.base import _Section, field_default, show
 from harness.config.train import RL_TRAIN_KNOBS
-from harness.objective import knobs as knob_rules
+from harness.objective import knob_rules
 from harness.tasks.dataset.read import not_a_file
 
 

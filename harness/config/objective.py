@@ -15,8 +15,7 @@ from harness.config.dpo import dpo_ignores, rl_ignores_dpo
 from harness.config.rollout import RolloutSection, overlong_problem
 from harness.config.task import check_reward_combine
 from harness.config.warm_start import pretrained_problem
-from harness.objective import PRESETS, ObjectiveConfig
-from harness.objective import knobs as knob_rules
+from harness.objective import PRESETS, ObjectiveConfig, knob_rules
 from harness.objective.config import knob_default
 from harness.objective.extensions import active_modes
 from harness.objective.plugins import import_plugins
@@ -74,7 +73,7 @@ def check_trainer(run: Any) -> None:
 
 
 def check_objective_run(run: Any) -> None:
-    """What the selected modes need of the run (from their declarations, objective/knobs.py):
+    """What the selected modes need of the run (from their declarations, objective/knob_rules.py):
     train.group_size (a group statistic needs 2; pass@k needs k < G), and a clip distance
     eps_low / eps_high of 0 read by a clipping mode."""
     o = run.objective
@@ -104,7 +103,7 @@ def check_overlong_buffer(run: Any) -> None:
 def ignored_knobs(run: Any) -> tuple[list[str], list[str]]:
     """(errors, warnings): knobs set away from their default (objective knobs: from the preset's
     value) that the chosen trainer or objective would not read: the objective's knobs and the run
-    keys (train.*) its modes read, from the modes' declarations (harness/objective/knobs.py)."""
+    keys (train.*) its modes read, from the modes' declarations (harness/objective/knob_rules.py)."""
     o = run.objective
     if run.trainer == "dpo":
         return dpo_ignores(run)

@@ -2,13 +2,13 @@
 orthogonal knobs; a named algorithm (grpo, dapo, ...) is a preset of `ObjectiveConfig`.
 
 Pure functions on tensors and floats -- no model, no I/O. Rooms:
-config.py (`ObjectiveConfig`: validation, presets), fields.py (its knobs by section), mode_knobs.py
+config.py (`ObjectiveConfig`: validation, presets), config_fields.py (its knobs by section), mode_registries.py
 (`MODE_KNOBS`: the knobs that select a mode -> their registries), presets.py (named algorithms,
 `register_preset`), advantages.py (§1, GAE), ratios.py (§2),
 surrogates.py (§3), kl.py (§4), aggregation.py (§5), policy.py (the loss + §9 metrics),
 value.py (PPO critic), shaping.py (§6 DAPO), dpo.py (§8), passk.py (eval);
 modes.py (the registries: every mode with its knobs, rules and hooks; `register` adds a researcher's
-own, docs/extending.md), knobs.py (the checks derived from them), extensions.py (the extras slot:
+own, docs/extending.md), knob_rules.py (the checks derived from them), extensions.py (the extras slot:
 what a variant needs beyond the core tensors), plugins.py (`objective.plugins`: modules imported
 before validation), explain.py (`harness config --explain`, docs/objective.md's knob table),
 api.py (the trainer's calls, §11: inputs_needed, loss_mask, advantages, loss); the zoo's knobs

@@ -21,7 +21,7 @@ import torch
 from harness.objective.modes import Knob, Requires, register_extension
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 LOW_KNOB = Knob(
     "adv_clip_low",

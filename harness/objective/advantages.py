@@ -33,7 +33,7 @@ from harness.objective.modes import Knob, Modes, Requires, register, register_ba
 from harness.objective.value import value_loss
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 
 def _spread(x: torch.Tensor, std: str) -> torch.Tensor:

@@ -31,7 +31,7 @@ from harness.objective.deferred import Deferred, mean_of, read
 from harness.objective.modes import Knob, Modes, register_agg
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 
 def batch_denominators(mask: torch.Tensor) -> tuple[int, int]:

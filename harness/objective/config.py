@@ -4,7 +4,7 @@ The field names are the YAML keys under `objective:`. Defaults equal the `grpo` 
 `ObjectiveConfig.preset(name, **overrides)` starts from a named algorithm (presets.py);
 `ObjectiveConfig(algorithm=name, ...)` does the same (unset knobs take the preset's values).
 
-Two kinds of knob. The fields (fields.py, one class per section of docs/objective.md; this class adds
+Two kinds of knob. The fields (config_fields.py, one class per section of docs/objective.md; this class adds
 the validation and the presets to them) are the knobs every algorithm reads or that select a mode
 (`baseline`, `clip`, ...: a name in that kind's registry, modes.py). The knobs a mode owns
 (`passk_k` of baseline passk, `sapo_tau_pos` of clip sapo, a researcher's own) are declared by
@@ -13,7 +13,7 @@ that mode and carried by every config that can select it (`cfg.passk_k` reads on
 Validation at construction: `objective.plugins` is imported first (plugins.py); an unknown knob
 raises naming it and listing the allowed knobs; an illegal value raises naming the knob and the
 allowed values; a selected mode's rules and the knobs nothing reads are checked from the modes'
-declarations (knobs.py), so the rules live with the modes.
+declarations (knob_rules.py), so the rules live with the modes.
 
 Papers: GRPO 2402.03300, Dr.GRPO 2503.20783, DAPO 2503.14476, GSPO 2507.18071,
 CISPO/MiniMax-M1 2506.13585, RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221,
@@ -30,10 +30,10 @@ from typing import Any
 
 from pydantic import ValidationInfo, field_validator, model_serializer, model_validator
 
-from harness.objective import knobs as knob_rules
+from harness.objective import knob_rules
+from harness.objective.config_fields import ObjectiveKnobs
 from harness.objective.extensions import active_modes
-from harness.objective.fields import ObjectiveKnobs
-from harness.objective.mode_knobs import MODE_KNOBS
+from harness.objective.mode_registries import MODE_KNOBS
 from harness.objective.modes import BUILTIN, RESERVED, all_knobs
 from harness.objective.plugins import import_plugins
 from harness.objective.presets import PRESETS, preset_knobs, preset_trainer, register_preset
@@ -57,7 +57,7 @@ def _loss_mix_problems(cfg: ObjectiveKnobs) -> list[str]:
 
 
 class ObjectiveConfig(ObjectiveKnobs):
-    """The knobs of the one objective (fields.py); a named algorithm is only a preset of them."""
+    """The knobs of the one objective (config_fields.py); a named algorithm is only a preset of them."""
 
     # ------------------------------------------------------------------ construction
     @model_validator(mode="before")
@@ -113,7 +113,7 @@ class ObjectiveConfig(ObjectiveKnobs):
     @model_validator(mode="after")
     def _rules(self) -> ObjectiveConfig:
         """The selected modes' rules, then the strict knobs (dual_clip) set while their mode is not
-        selected (knobs.py, from the declarations). The run config refuses every other unread knob."""
+        selected (knob_rules.py, from the declarations). The run config refuses every other unread knob."""
         problems = _loss_mix_problems(self) + knob_rules.combination_problems(self)
         strict = [n for n, (knob, _) in all_knobs().items() if knob.strict and n in (self.model_extra or {})]
         problems += knob_rules.unread_problems(self, self.preset_value, strict)

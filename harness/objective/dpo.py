@@ -16,7 +16,7 @@ import torch
 from harness.objective.dpo_losses import DPO_LOSS, PairLogRatios
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 
 def dpo_loss(

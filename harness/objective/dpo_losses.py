@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from harness.objective.modes import Knob, Modes, Requires, register
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 
 @dataclass(frozen=True)

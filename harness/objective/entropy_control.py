@@ -40,7 +40,7 @@ from harness.objective.modes import Knob, Modes, Requires, register, register_cl
 from harness.objective.surrogates import EPS, _bound_masks, _bounds, _ppo
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 
 # ----------------------------------------------------------------------------- Clip-Cov, KL-Cov (2505.22617)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.objective.config import MODE_KNOBS, ObjectiveConfig, knob_default
-from harness.objective.knobs import reads, switches, when_text
+from harness.objective.knob_rules import reads, switches, when_text
 from harness.objective.modes import BUILTIN, KIND_ORDER, KINDS, all_knobs, readers
 
 

@@ -29,7 +29,7 @@ import torch
 from harness.objective.modes import Knob, Modes, Requires, register, register_extension, register_kl_estimator
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:

@@ -20,7 +20,7 @@ A `Mode` declares
                at the forward, its terms of the loss
 
 From these declarations come the config's validation (names, knob values and ranges, combinations,
-knobs nothing reads: knobs.py), the dispatch (`registry[name]`), `harness config --explain` and
+knobs nothing reads: knob_rules.py), the dispatch (`registry[name]`), `harness config --explain` and
 docs/objective.md's knob table (explain.py; a test keeps the doc equal to it).
 
 An extension (kind "extension", extensions.py) is a mode that no knob selects: it is active when

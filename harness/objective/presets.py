@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from harness.objective.mode_knobs import check_knob_values
+from harness.objective.mode_registries import check_knob_values
 from harness.objective.modes import BUILTIN, origin_of
 
 # The registry: preset name -> its knob values; the trainer of each preset not run under "rl"; the run-config

@@ -21,7 +21,7 @@ from harness.objective.modes import Knob, Modes, Requires, register_ratio
 from harness.objective.padding import zero_padding
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 
 def sequence_log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

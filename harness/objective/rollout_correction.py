@@ -39,7 +39,7 @@ from harness.objective.extensions import Hooks, active_hooks
 from harness.objective.modes import Knob, Modes, Requires, register, register_extension
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 CLIP_MAX = Knob(
     "rollout_is_clip_max",

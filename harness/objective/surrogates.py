@@ -25,7 +25,7 @@ import torch
 from harness.objective.modes import Knob, Modes, Requires, register_clip
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 
 def _bounds(cfg: ObjectiveKnobs) -> tuple[float | None, float]:

@@ -28,7 +28,7 @@ from harness.objective.extensions import Hooks
 from harness.objective.modes import Knob, Requires, register_clip
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 POSITIVE = "topr_positive"  # the extras name: 1.0 where the row's reward is > 0, else 0.0, (B,)
 

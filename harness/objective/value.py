@@ -14,7 +14,7 @@ import torch
 from harness.objective.aggregation import aggregate, masked_mean
 
 if TYPE_CHECKING:
-    from harness.objective.fields import ObjectiveKnobs
+    from harness.objective.config_fields import ObjectiveKnobs
 
 
 def value_loss(

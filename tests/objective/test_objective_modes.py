@@ -115,7 +115,7 @@ def test_a_registry_is_one_definition_of_names_impls_and_literal():
 def test_every_builtin_preset_holds_only_declared_knobs_and_allowed_values():
     """A preset is checked against the declarations (register_preset does it for a researcher's own)."""
     from harness.objective import PRESETS
-    from harness.objective.mode_knobs import check_knob_values
+    from harness.objective.mode_registries import check_knob_values
     from harness.objective.presets import BUILTIN_PRESETS
 
     for name in BUILTIN_PRESETS:

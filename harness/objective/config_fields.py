@@ -1,5 +1,5 @@
 """The fields of `ObjectiveConfig` (config.py), section by section of docs/objective.md: the knobs every
-algorithm reads or that select a mode (a name in that kind's registry, mode_knobs.py). The knobs a mode owns
+algorithm reads or that select a mode (a name in that kind's registry, mode_registries.py). The knobs a mode owns
 are declared by the mode (modes.py `Knob`) and carried as extras.
 
     AdvantageKnobs   where the knobs came from (algorithm, plugins) and §1 the advantage
@@ -9,7 +9,7 @@ are declared by the mode (modes.py `Knob`) and carried as extras.
 Each class adds its section to the one before, so the fields keep the order of the YAML, the dump
 (config.yaml, MLflow params) and docs/objective.md's table. Validation, the presets and the knobs the
 modes declare are config.py's; the mode knobs' registries and the check of a preset's values are
-mode_knobs.py's. This module imports no other of the package: the functions of the rooms below config.py
+mode_registries.py's. This module imports no other of the package: the functions of the rooms below config.py
 take an `ObjectiveKnobs` (the knobs they read), so a room that declares modes never names config.py.
 """
 

@@ -10,9 +10,9 @@ from pydantic import TypeAdapter
 
 from harness.objective.advantages import BASELINE, BATCH_STD_OF, SCALE, STD
 from harness.objective.aggregation import AGG
+from harness.objective.config_fields import ObjectiveKnobs
 from harness.objective.dpo_losses import DPO_LOSS
 from harness.objective.entropy_control import ENTROPY_AGG
-from harness.objective.fields import ObjectiveKnobs
 from harness.objective.kl import KL_ESTIMATOR, KL_PLACEMENT
 from harness.objective.modes import KnobError, Modes, all_knobs
 from harness.objective.ratios import RATIO
