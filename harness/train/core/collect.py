@@ -93,6 +93,16 @@ def greedy_rewards(task: Task, backend: RolloutBackend, prompts, problems, param
     return score(task, problems, rollout, 1, objective, params.max_new_tokens).rewards
 
 
+def score_round(task: Task, backend: RolloutBackend, problems, rollout, prompts, params: SamplingParams, cfg):
+    """One round's Episode: its rollout's rewards (task.reward_combine), and ReMax's greedy rewards where the
+    objective's baseline reads them (inputs_needed(obj).greedy_rewards)."""
+    obj = cfg.objective
+    ep = score(task, problems, rollout, cfg.train.group_size, obj, cfg.rollout.max_new_tokens, cfg.task.reward_combine)
+    if inputs_needed(obj).greedy_rewards:
+        ep.greedy_rewards = greedy_rewards(task, backend, prompts, problems, params, obj)
+    return ep
+
+
 def collect(
     task: Task, backend: RolloutBackend, render, cfg, step: int, pool: PromptPool | None = None
 ) -> tuple[Episode, dict]:
@@ -115,9 +125,7 @@ def collect(
         )
         prompts = [render(p) for p in problems]
         rollout = backend.generate(prompts, G, params)
-        ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens, cfg.task.reward_combine)
-        if inputs_needed(obj).greedy_rewards:
-            ep.greedy_rewards = greedy_rewards(task, backend, prompts, problems, params, obj)
+        ep = scored = score_round(task, backend, problems, rollout, prompts, params, cfg)
         if pool is not None:
             pool.record(ep.problems, ep.correct, G)
         if first_zero_frac is None:  # groups/zero_std_frac: all-equal rewards (as the objective sees them)
@@ -131,11 +139,8 @@ def collect(
         have += len(ep.problems)
         if have >= N:
             break
-    if have == 0:  # every group was uninformative in every round: train on nothing-informative first round
-        ep = score(task, problems, rollout, G, obj, cfg.rollout.max_new_tokens, cfg.task.reward_combine)
-        if inputs_needed(obj).greedy_rewards:
-            ep.greedy_rewards = greedy_rewards(task, backend, prompts, problems, params, obj)
-        parts, have = [ep], len(ep.problems)
+    if have == 0:  # every group was uninformative in every round: train on the last round, unfiltered
+        parts, have = [scored], len(scored.problems)
     ep, metrics = (
         Episode.concat(parts),
         {
