@@ -5,7 +5,7 @@ probe | figures | fit | verdict | mlflow-sync` (cli.py); the Snakefile drives a 
     schema.py           the study file's schema (pydantic): every key and value checked, unknown keys rejected
     study.py            Study, Axis, Cell, StudyError: the data the layer passes around
     hypotheses.py       `hypotheses:`: a study's preregistered claims, checked against its arms, metrics and steps
-    metric_keys.py      the metric keys a hypothesis may name (docs/objective.md §8-9)
+    metric_keys.py      the metric keys a hypothesis may name (docs/objective.md, "DPO" and "Metrics")
     load.py             find a study file, read it through the schema, parse its axes, load_study()
     keys.py             dotted run-config keys: checked against RunConfig, applied to a mapping
     ids.py              cell ids (`preset=dapo__group_size=8__seed=1`)

@@ -69,7 +69,7 @@ class Hypothesis(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: Annotated[str, AfterValidator(_safe)]
-    metric: str  # a logged key (docs/objective.md §8-9): eval/... for final, eval_step, paired_rise
+    metric: str  # a logged key (docs/objective.md, "DPO" and "Metrics"): eval/... for final, eval_step, paired_rise
     at: Annotated[Any, BeforeValidator(_at)]
     contrast: Annotated[str, AfterValidator(_contrast)]
     direction: Literal["greater", "less", "two-sided", "equivalent"]

@@ -1,5 +1,5 @@
-"""The metric keys a hypothesis may name: every key the trainers log, as docs/objective.md §8-9 lists them
-(tests/docs/test_docs_contract.py checks that list against the golden runs' records and the code's perf/*
+"""The metric keys a hypothesis may name: every key the trainers log, as docs/objective.md, "DPO" and "Metrics" list
+them (tests/docs/test_docs_contract.py checks that list against the golden runs' records and the code's perf/*
 keys). `{k}`, `{difficulty}`, `{name}` in a documented key stand for one path component."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ KEY = re.compile(r"^[a-z_]+(/[a-z0-9_{}]+)*$")
 
 @functools.cache
 def documented() -> list[str]:
-    """The backticked keys of docs/objective.md from "## 8." to "## 10." (DPO's metrics and every other)."""
+    """The backticked keys of docs/objective.md from "## DPO" to "## Public Python API" (DPO's metrics and every
+    other)."""
     text = DOC.read_text() if DOC.is_file() else ""
-    m = re.search(r"^## 8\..*?(?=^## 10\.)", text, re.S | re.M)
+    m = re.search(r"^## DPO$.*?(?=^## Public Python API$)", text, re.S | re.M)
     tokens = set(re.findall(r"`([^`\n]+)`", m.group(0) if m else ""))
     return sorted(t for t in tokens if KEY.match(t) and ("/" in t or t == "entropy"))
 
@@ -34,7 +35,7 @@ def is_logged(key: str) -> bool:
 def metric_problem(key: str, at) -> str | None:
     """Why `key` cannot be read where `at` reads it (hypotheses.py), or None."""
     if not is_logged(key):
-        return "is no key the trainer logs (docs/objective.md §8-9)"
+        return "is no key the trainer logs (docs/objective.md, 'DPO' and 'Metrics')"
     is_eval = key.startswith("eval/")
     if at == "paired_rise" and key != "eval/pass_at_1":
         return "cannot be read at paired_rise; allowed: eval/pass_at_1 (summary.json's paired_rise delta_pass_at_1)"

@@ -1,4 +1,4 @@
-"""PRIME's implicit process reward model pi_phi (arXiv 2502.01456, docs/objective.md §13): a copy of
+"""PRIME's implicit process reward model pi_phi (arXiv 2502.01456, docs/objective.md, "PRIME"): a copy of
 the (warm-started) policy whose log-probs of the sampled tokens, against the reference's, are the
 token rewards prime_beta * (log pi_phi - log pi_ref). Shapes: B rows, T response length."""
 

@@ -4,17 +4,19 @@ orthogonal knobs; a named algorithm (grpo, dapo, ...) is a preset of `ObjectiveC
 Pure functions on tensors and floats -- no model, no I/O. Rooms:
 config.py (`ObjectiveConfig`: validation, presets), config_fields.py (its knobs by section), mode_registries.py
 (`MODE_KNOBS`: the knobs that select a mode -> their registries), presets.py (named algorithms,
-`register_preset`), advantages.py (§1, GAE), ratios.py (§2),
-surrogates.py (§3), kl.py (§4), aggregation.py (§5), policy.py (the loss + §9 metrics),
-value.py (PPO critic), shaping.py (§6 DAPO), dpo.py (§8), passk.py (eval);
+`register_preset`), advantages.py ("Advantage", GAE), ratios.py ("Importance ratio"),
+surrogates.py ("Surrogate and clipping"), kl.py ("KL to the reference"), aggregation.py ("Aggregation"),
+policy.py (the loss + the metrics of "Metrics"), value.py (PPO critic), shaping.py ("Batch-level knobs": DAPO),
+dpo.py ("DPO"), passk.py (eval); the headings are those of docs/objective.md;
 modes.py (the registries: every mode with its knobs, rules and hooks; `register` adds a researcher's
 own, docs/extending.md), knob_rules.py (the checks derived from them), extensions.py (the extras slot:
 what a variant needs beyond the core tensors), plugins.py (`objective.plugins`: modules imported
 before validation), explain.py (`harness config --explain`, docs/objective.md's knob table),
-api.py (the trainer's calls, §11: inputs_needed, loss_mask, advantages, loss); the zoo's knobs
-(§12) live in those rooms (soft_clips.py: the math of the vespo, gppo and dro clips); lambda_grpo.py, simko.py, prime.py hold the math of §13 (λ-GRPO:
-`agg: lambda_length`; SimKO: `simko_top_k > 0`; PRIME: `baseline: prime`). reference_grpo.py is
-one GRPO step in plain tensors, top to bottom: start reading there (docs/architecture.md).
+api.py ("The trainer's calls": inputs_needed, loss_mask, advantages, loss); the zoo's knobs
+live in those rooms (soft_clips.py: the math of the vespo, gppo and dro clips); lambda_grpo.py, simko.py, prime.py hold
+the math of the modes that need more from the trainer (λ-GRPO: `agg: lambda_length`; SimKO: `simko_top_k > 0`; PRIME:
+`baseline: prime`). reference_grpo.py is one GRPO step in plain tensors, top to bottom: start reading there
+(docs/architecture.md).
 
 Every built-in mode is declared where its function is, with the decorators a plugin uses
 (`register_baseline`, ..., modes.py; docs/extending.md), and every built-in preset with

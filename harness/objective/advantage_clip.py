@@ -1,4 +1,4 @@
-"""Advantage clipping (docs/objective.md §1): the advantages, once computed, clamped to
+"""Advantage clipping (docs/objective.md, "Advantage"): the advantages, once computed, clamped to
 [adv_clip_low, adv_clip_high], each bound optional.
 
     A_i <- min(max(A_i, adv_clip_low), adv_clip_high)       (per row, or per token for the critic / PRIME)

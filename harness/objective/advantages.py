@@ -1,4 +1,4 @@
-"""Advantages (docs/objective.md §1): A = (reward - baseline) / scale, and GAE for the critic.
+"""Advantages (docs/objective.md, "Advantage"): A = (reward - baseline) / scale, and GAE for the critic.
 
 Glossary: N prompts, G = group size, B = N*G sequences with groups contiguous (rows
 [g*G, (g+1)*G) answer prompt g), T = padded response length, M = response mask (B, T).
@@ -11,7 +11,7 @@ gradient of log pass rate), Pass@k training (Chen et al.) 2508.10751 (the pass@k
 
 Binary rewards. `baseline: passk` and `scale: group_mean` are formulas of a pass rate: each
 reward must be exactly 0 or 1, checked on the reward tensor at every call (`check_binary`),
-which raises naming the knob, the offending value and what is allowed (docs/objective.md §12).
+which raises naming the knob, the offending value and what is allowed (docs/objective.md, "MaxRL and pass@k").
 
 Exactness: wherever a reward equals every reward its baseline averages over (an all-equal
 group under group_mean / leave_one_out, an all-equal batch under batch_mean) the advantage
@@ -91,10 +91,10 @@ def group_advantages(cfg: ObjectiveKnobs, rewards: torch.Tensor, group_size: int
 BINARY = "the overlong penalty makes the rewards non-binary, and the formula counts correct samples"
 GROUP_STAT = "a group of one response is its own mean (advantage 0) and has no std"
 
-# The `baseline` knob (docs/objective.md §1): name -> u = r - b from the rewards (N, G) in float64 and
+# The `baseline` knob (docs/objective.md, "Advantage"): name -> u = r - b from the rewards (N, G) in float64 and
 # the config; None = per-token advantages from its hooks (critic + GAE below, PRIME in prime.py).
 BASELINE: Modes = Modes("baseline")
-# The `scale` knob (docs/objective.md §1): name -> a from (u (N, G), rewards (N, G), cfg).
+# The `scale` knob (docs/objective.md, "Advantage"): name -> a from (u (N, G), rewards (N, G), cfg).
 SCALE: Modes = Modes("scale")
 # The `std` knob: name -> the std over the last dim, of N-1 or N in the denominator.
 STD: Modes = Modes("std")
@@ -316,7 +316,7 @@ def whiten(
 def critic_advantages(
     cfg: ObjectiveKnobs, token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The critic path of §1 with the config's knobs: `gae_whitened`."""
+    """The critic path of the advantage with the config's knobs: `gae_whitened`."""
     return gae_whitened(
         token_rewards, values, mask, gamma=cfg.gamma, lam=cfg.lam, scale=cfg.scale, std=cfg.std, adv_eps=cfg.adv_eps
     )
@@ -348,7 +348,7 @@ def gae_whitened(
 
 # ----------------------------------------------------------------------------- the critic (PPO)
 def _value_term(cfg: ObjectiveKnobs, x, num_seqs, num_tokens):
-    """The value loss (§1) when the value model's output `values` (b, T) is among the loss inputs."""
+    """The value loss (the critic's) when the value model's output `values` (b, T) is among the loss inputs."""
     values = x.extras.get("values")
     if values is None:
         return None, {}
@@ -382,7 +382,7 @@ def _critic_scored(
     cfg: ObjectiveKnobs, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inputs: dict
 ) -> Scored:
     """Per-token rewards r_t = -kl_coef k1_t + [t last] r_i (KL only when placed in the reward), GAE,
-    whitening for scale batch_std (§1); inputs: values (B, T) of the value model, logp and ref_logp."""
+    whitening for scale batch_std; inputs: values (B, T) of the value model, logp and ref_logp."""
     values = inputs.get("values")
     if values is None:
         raise ValueError(

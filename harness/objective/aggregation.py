@@ -1,4 +1,4 @@
-"""Aggregation -- the length normalisation (docs/objective.md §5): loss l (B, T) -> scalar.
+"""Aggregation -- the length normalisation (docs/objective.md, "Aggregation"): loss l (B, T) -> scalar.
 
 Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 
@@ -8,7 +8,7 @@ Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| =
     seq_mean_token_sum_norm  (1/B) sum_i sum_t M l / C            Dr.GRPO (C = max generation length)
     seq_mean_token_sum       (1/B) sum_i sum_t M l                RLOO 2402.14740 (response = one action)
     lambda_length            sum_i f_i sum_t M l / sum_{i,t} M    λ-GRPO 2510.06870 (f: learned length weights,
-                                                                  its row_weights hook, lambda_grpo.py; §13)
+                                                                  its row_weights hook, lambda_grpo.py)
     prompt_mean              (1/B) sum_i f_i sum_t M l            ScaleRL 2510.13786 (f_i = G / L_g(i): prompt-level,
                                                                   its row_weights hook, prompt_mean.py)
 
@@ -128,7 +128,7 @@ NORM_CONSTANT = Knob(
     required=True,
 )
 
-# The `agg` knob (docs/objective.md §5): the loss and its token weights w_it (aggregate = sum w l).
+# The `agg` knob (docs/objective.md, "Aggregation"): the loss and its token weights w_it (aggregate = sum w l).
 AGG: Modes = Modes("agg", build=_build)
 
 
@@ -201,8 +201,8 @@ def _prompt_mean(ell, m, n_seq, n_tok, cfg):
 
 @register_agg(
     "lambda_length",
-    doc="sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 (docs/objective.md §13); "
-    "the token weights shown are λ = 0's, token_mean's",
+    doc="sum_i f_i sum_t M l / sum M, f the learned length weights of λ-GRPO 2510.06870 "
+    "(docs/objective.md, 'λ-GRPO'); the token weights shown are λ = 0's, token_mean's",
     knobs=lambda_grpo.KNOBS,
     hooks=lambda_grpo.HOOKS,
     weights=_token_mean_weights,

@@ -1,20 +1,21 @@
-"""The objective's calls for a trainer (docs/objective.md §11): every decision about the objective's
+"""The objective's calls for a trainer (docs/objective.md, "The trainer's calls"): every decision about the objective's
 scoring and loss is made here (the data side's and the after-step's in batching.py), so a trainer
 computes the tensors `inputs_needed` asks for and branches on no objective knob and no variant's name (a
 variant's extra tensors travel in `extras`, extensions.py).
 
     needs  = inputs_needed(obj)                          which tensors to compute (reference, components, ...)
-    mask   = loss_mask(obj, mask, truncated)             mask_truncated (§6)
+    mask   = loss_mask(obj, mask, truncated)             mask_truncated ("Batch-level knobs")
     fixed  = batch_correction(obj, mask, old_logp, rollout_logp)
-                                                         the step's part of the rollout correction (§6): verl's
+                                                         the step's part of the rollout correction: verl's
                                                          rejection sampling shrinks the mask, the IS weights'
                                                          batch mean goes to the loss in extras
     scored = advantages(obj, rewards, mask, G, logp=, ref_logp=, extras=)
-                                                         KL in the reward (§4), group baselines, or a mode's
-                                                         per-token advantages (critic + GAE, PRIME) (§1)
+                                                         KL in the reward ("KL to the reference"), group
+                                                         baselines, or a mode's per-token advantages
+                                                         (critic + GAE, PRIME) ("Advantage")
                                                          -> Scored(adv, returns, rewards, metrics, extras)
     loss, metrics = loss(obj, LossInputs(...), num_seqs, num_tokens)
-                                                         policy loss (§2-6) with entropy detach and TIS
+                                                         policy loss with entropy detach and TIS
                                                          gating, + the active modes' loss terms
 
 Glossary: N prompts, G group size, B = N*G sequences (groups contiguous), b rows of one
@@ -71,8 +72,8 @@ class Needs:
 
     Two inputs are not asked for, because a trainer passes them to `loss` every time: the entropy (B, T) with
     grad (`loss` detaches it when the entropy does not enter the loss) and the sampler's log-probs (B, T) in
-    `LossInputs.rollout_logp` (read only by the rollout correction of §6: tis_cap, rollout_is,
-    off_policy_mask_threshold, m2_threshold). A trained value model is "values" in `components`.
+    `LossInputs.rollout_logp` (read only by the rollout correction of docs/objective.md, "Batch-level knobs": tis_cap,
+    rollout_is, off_policy_mask_threshold, m2_threshold). A trained value model is "values" in `components`.
     """
 
     ref_logp: bool
@@ -102,7 +103,7 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
 
 def loss_mask(obj: ObjectiveConfig, mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
     """The mask the loss sees (B, T): with mask_truncated, the rows of truncated responses
-    (truncated (B,) bool, no EOS) are zeroed (docs/objective.md §6); otherwise `mask` itself."""
+    (truncated (B,) bool, no EOS) are zeroed (docs/objective.md, "Batch-level knobs"); otherwise `mask` itself."""
     if not obj.mask_truncated:
         return mask
     if truncated.shape != mask.shape[:1]:
@@ -121,7 +122,8 @@ def advantages(
     extras: Mapping[str, torch.Tensor] | None = None,
     **named: torch.Tensor | None,
 ) -> Scored:
-    """Rewards (B,) -> advantages, with every decision of §1 and §4 made here.
+    """Rewards (B,) -> advantages, with every decision of docs/objective.md, "Advantage" and "KL to the reference" made
+    here.
 
     KL in the reward (kl_placement: reward, kl_coef > 0) needs `logp` (the behaviour policy's,
     (B, T)) and `ref_logp`. mask (B, T) is the loss mask (after `loss_mask`). extras: the
@@ -129,7 +131,7 @@ def advantages(
     reward model); a keyword argument is one of them (`values=v` is `extras={"values": v}`). A mode
     with per-token advantages (critic: GAE + whitening; PRIME) computes them from its hooks;
     otherwise r_i - kl_coef sum_t M k1 when
-    the KL is in the reward, then the group/batch baseline and scale (§1); then adv_clip_low / adv_clip_high
+    the KL is in the reward, then the group/batch baseline and scale; then adv_clip_low / adv_clip_high
     clamp the advantages (advantage_clip.py). Every active mode's
     `scoring` hook adds the per-row tensors its loss needs to `Scored.extras`.
     """
@@ -165,7 +167,8 @@ class LossInputs:
     mask          the loss mask (`loss_mask`)
     entropy       per-token entropy, with grad (detached here when entropy_coef is 0), or None
     ref_logp      reference (when inputs_needed(obj).ref_logp)
-    rollout_logp  the sampler's log-probs: used only when the objective asks (the rollout correction, §6)
+    rollout_logp  the sampler's log-probs: used only when the objective asks (a rollout correction: docs/objective.md,
+                  "Batch-level knobs")
     extras        what the active modes read beyond these (extensions.py): the components' outputs with
                   grad (values, prm_logp, lam), what the scoring kept (old_values, returns, outcomes,
                   group_lengths, group_pos) and what the forwards read (SimKO's topk_logp,
@@ -199,13 +202,13 @@ def loss(
     deferred: bool = False,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """(scalar loss, metrics) of one micro-batch: policy_loss (ratio, surrogate, TIS, KL in the
-    loss, entropy bonus, aggregation; §2-6) + every active mode's loss term (the critic's value
-    loss, PRIME's reward-model BCE; §1, §13). num_seqs / num_tokens: the whole optimizer
-    mini-batch's denominators (§5). Decided here: the entropy is detached when entropy_coef is 0
-    (it is then only a metric); the sampler's log-probs reach the loss only when a rollout correction is on.
-    Metrics: §9's (loss/policy, loss/kl, loss/entropy, clip/*, ratio/*, kl/*, entropy) and the
-    terms' (loss/value, value/clip_frac, value/explained_variance; loss/prm; agg/lambda). deferred: the metrics
-    the policy loss computes are left on the device (objective/deferred.py `read` finishes them), so that a
+    loss, entropy bonus, aggregation) + every active mode's loss term (the critic's value
+    loss, PRIME's reward-model BCE). num_seqs / num_tokens: the whole optimizer
+    mini-batch's denominators (docs/objective.md, "Aggregation"). Decided here: the entropy is detached when
+    entropy_coef is 0 (it is then only a metric); the sampler's log-probs reach the loss only when a rollout correction
+    is on. Metrics: those of docs/objective.md, "Metrics" (loss/policy, loss/kl, loss/entropy, clip/*, ratio/*, kl/*,
+    entropy) and the terms' (loss/value, value/clip_frac, value/explained_variance; loss/prm; agg/lambda). deferred: the
+    metrics the policy loss computes are left on the device (objective/deferred.py `read` finishes them), so that a
     trainer's micro-batch waits on nothing before its backward."""
     entropy = x.entropy
     if entropy is not None and not entropy_bonus_on(obj):

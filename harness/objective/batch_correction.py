@@ -1,6 +1,6 @@
-"""The rollout correction's step-level part (docs/objective.md, rollout correction): what is decided once per
-step on the whole batch, from pi_old (the trainer's recompute) against pi_rollout (the sampler's log-probs),
-before the advantages and the update.
+"""The rollout correction's step-level part (docs/objective.md, "Rollout correction against the sampler"): what
+is decided once per step on the whole batch, from pi_old (the trainer's recompute) against pi_rollout (the sampler's
+log-probs), before the advantages and the update.
 
     rollout_rs                   verl's rejection sampling: tokens (or whole responses) whose divergence from
                                  the sampler passes a bound leave the loss mask -- they are as if not sampled,

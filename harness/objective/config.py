@@ -1,4 +1,4 @@
-"""`ObjectiveConfig`: every knob of the composable objective (docs/objective.md §1-8), validated.
+"""`ObjectiveConfig`: every knob of the composable objective (docs/objective.md, "Advantage" to "DPO"), validated.
 
 The field names are the YAML keys under `objective:`. Defaults equal the `grpo` preset.
 `ObjectiveConfig.preset(name, **overrides)` starts from a named algorithm (presets.py);
@@ -19,8 +19,9 @@ Papers: GRPO 2402.03300, Dr.GRPO 2503.20783, DAPO 2503.14476, GSPO 2507.18071,
 CISPO/MiniMax-M1 2506.13585, RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221,
 GPG 2504.02546, PPO 1707.06347, GAE 1506.02438, dual-clip PPO 1912.09729, DPO 2305.18290,
 IPO 2310.12036, k1/k2/k3: Schulman, "Approximating KL Divergence" (2020 blog); the zoo of
-docs/objective.md §12: MaxRL 2602.02710, Pass@k training 2508.10751, SAPO 2511.20347,
-GMPO 2507.20673, DPPO 2602.04879; of §13: PRIME 2502.01456, λ-GRPO 2510.06870, SimKO 2510.14807.
+docs/objective.md ("Advantage", "Importance ratio", "Surrogate and clipping"): MaxRL 2602.02710, Pass@k training
+2508.10751, SAPO 2511.20347, GMPO 2507.20673, DPPO 2602.04879; the modes that need more from the trainer
+("The trainer's calls"): PRIME 2502.01456, λ-GRPO 2510.06870, SimKO 2510.14807.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ class ObjectiveConfig(ObjectiveKnobs):
     def needs_reference(self) -> bool:
         """Whether a frozen reference policy enters the objective: kl_coef > 0, a preference loss
         (a preset run by the pairs trainer, presets.PRESET_TRAINERS: its loss is relative to pi_ref),
-        or a mode whose hooks read it (PRIME's implicit rewards log pi_phi - log pi_ref, §13)."""
+        or a mode whose hooks read it (PRIME's implicit rewards log pi_phi - log pi_ref, docs/objective.md, "PRIME")."""
         return preset_trainer(self.algorithm) == "dpo" or any(
             m.hooks is not None and m.hooks.reference for _, _, m in active_modes(self)
         )

@@ -2,9 +2,9 @@
 algorithm reads or that select a mode (a name in that kind's registry, mode_registries.py). The knobs a mode owns
 are declared by the mode (modes.py `Knob`) and carried as extras.
 
-    AdvantageKnobs   where the knobs came from (algorithm, plugins) and §1 the advantage
-    PolicyKnobs      §2-3 the ratio and the surrogate, §4 the KL, §5 the aggregation
-    ObjectiveKnobs   §6 the batch-level knobs and the sampler correction, §8 DPO
+    AdvantageKnobs   where the knobs came from (algorithm, plugins) and the advantage
+    PolicyKnobs      the ratio and the surrogate, the KL, the aggregation
+    ObjectiveKnobs   the batch-level knobs and the sampler correction, DPO
 
 Each class adds its section to the one before, so the fields keep the order of the YAML, the dump
 (config.yaml, MLflow params) and docs/objective.md's table. Validation, the presets and the knobs the
@@ -23,7 +23,7 @@ NonNeg = Annotated[float, Field(ge=0)]
 
 
 class AdvantageKnobs(BaseModel):
-    """Where a config's knobs came from, and §1 the advantage."""
+    """Where a config's knobs came from, and the advantage ("Advantage")."""
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
@@ -37,7 +37,7 @@ class AdvantageKnobs(BaseModel):
         "presets (docs/extending.md), e.g. [my_variants]",
     )
 
-    # §1 advantage = (reward - baseline) / scale
+    # "Advantage": advantage = (reward - baseline) / scale
     baseline: str = Field(
         "group_mean",
         description="b_i: group_mean (GRPO 2402.03300), leave_one_out (RLOO 2402.14740, unbiased), "
@@ -63,9 +63,9 @@ class AdvantageKnobs(BaseModel):
 
 
 class PolicyKnobs(AdvantageKnobs):
-    """§2-5: the ratio, the surrogate, the KL to the reference and the aggregation."""
+    """The ratio, the surrogate, the KL to the reference and the aggregation."""
 
-    # §2-3 ratio, surrogate, clipping
+    # "Importance ratio", "Surrogate and clipping"
     ratio: str = Field(
         "token",
         description="importance ratio: token (PPO/GRPO), sequence (GSPO 2507.18071, length-normalised, "
@@ -90,7 +90,7 @@ class PolicyKnobs(AdvantageKnobs):
         0.2, description="upper clip distance: bound 1+eps_high; > eps_low = clip-higher (DAPO 2503.14476, entropy)"
     )
 
-    # §4 KL to the reference
+    # "KL to the reference"
     kl_coef: NonNeg = Field(0.04, description="KL weight beta; 0 loads no reference model (GRPO 0.04, PPO 0.05)")
     kl_estimator: str = Field(
         "k3",
@@ -104,7 +104,7 @@ class PolicyKnobs(AdvantageKnobs):
         0, ge=0, description="reset pi_ref <- pi_theta every N steps (iterative GRPO, 2402.03300 §4.2); 0 = never"
     )
 
-    # §5 aggregation (length normalisation)
+    # "Aggregation" (length normalisation)
     agg: str = Field(
         "seq_mean_token_mean",
         description="seq_mean_token_mean (GRPO/GSPO; 1/|o_i| = length bias), token_mean (DAPO), "
@@ -115,9 +115,9 @@ class PolicyKnobs(AdvantageKnobs):
 
 
 class ObjectiveKnobs(PolicyKnobs):
-    """§6 the batch-level knobs (shaping, filters, entropy, the sampler correction) and §8 DPO."""
+    """The batch-level knobs (shaping, filters, entropy, the sampler correction) and DPO."""
 
-    # §6 batch-level knobs
+    # "Batch-level knobs"
     dynamic_sampling: StrictBool = Field(
         False, description="drop groups with all-equal rewards and refill (DAPO; zero-gradient groups)"
     )
@@ -167,13 +167,13 @@ class ObjectiveKnobs(PolicyKnobs):
         False, description="MoE: replay the rollout's expert choice in the training forward (R3, 2510.11370)"
     )
 
-    # §8 DPO
+    # "DPO"
     dpo_beta: float = Field(0.1, gt=0, description="DPO beta (2305.18290) / IPO tau (2310.12036)")
     dpo_loss_type: str = Field(
         "sigmoid",
         description="the preference loss (TRL 1.16 DPOTrainer loss_type): sigmoid -log sigma(z) (DPO); ipo "
         "(h - 1/(2 beta))^2 on per-token log-ratios (IPO); hinge, robust, exo_pair, nca_pair, bco_pair, sppo_hard, "
-        "aot, aot_unpaired, apo_zero, apo_down, discopop, sigmoid_norm (docs/objective.md §8)",
+        "aot, aot_unpaired, apo_zero, apo_down, discopop, sigmoid_norm (docs/objective.md, 'DPO')",
     )
     dpo_sft_coef: NonNeg = Field(
         0.0,

@@ -1,4 +1,4 @@
-"""Offline preference losses (docs/objective.md §8): DPO (Rafailov et al. 2305.18290), IPO (Azar et al.
+"""Offline preference losses (docs/objective.md, "DPO"): DPO (Rafailov et al. 2305.18290), IPO (Azar et al.
 2310.12036) and TRL 1.16's other DPO loss types (`dpo_loss_type`, their equations in dpo_losses.py), with
 DPO-Shift's shift of the rejected term (Yang et al. 2502.07599, `dpo_shift_lambda`) and RPO's NLL term
 (`dpo_sft_coef`).
@@ -79,7 +79,7 @@ def _preference_terms(cfg: ObjectiveKnobs, pair: PairLogRatios) -> dict[str, tor
 
 @torch.no_grad()
 def _metrics(beta: float, pair: PairLogRatios, preference: torch.Tensor) -> dict[str, float]:
-    """The §8 metrics of the batch (see dpo_loss)."""
+    """The metrics of docs/objective.md, "DPO" of the batch (see dpo_loss)."""
     r_c, r_r = beta * pair.chosen, beta * pair.rejected
     return {
         "rewards/chosen": float(r_c.mean()),

@@ -1,4 +1,4 @@
-"""The `dpo_loss_type` modes (docs/objective.md §8): TRL 1.16's `DPOTrainer` loss types, each a per-pair
+"""The `dpo_loss_type` modes (docs/objective.md, "DPO"): TRL 1.16's `DPOTrainer` loss types, each a per-pair
 loss (B,) from the pairs' log-ratios and the config, its paper's equation beside the line.
 
 Glossary: B preference pairs; c = log pi/pi_ref of the chosen response (B,), r = that of the rejected one,
@@ -103,7 +103,7 @@ def _selected(cfg, name: str, mode) -> bool:
     return name in weights if weights else getattr(cfg, "dpo_loss_type", None) == name
 
 
-# The `dpo_loss_type` knob (docs/objective.md §8): name -> per-pair loss (B,) from (pair, cfg).
+# The `dpo_loss_type` knob (docs/objective.md, "DPO"): name -> per-pair loss (B,) from (pair, cfg).
 DPO_LOSS: Modes = Modes("dpo_loss_type", active=_selected)
 
 

@@ -18,7 +18,7 @@ ask the active modes for their hooks and carry whatever they return in one `extr
     train_forward  (cfg, TokenLogits, extras) -> {name: ...}: read from the training forward, with
                    grad (SimKO: the log-probs of those tokens now)
     token_loss     (cfg, logp, old_logp, adv (B, T), mask, entropy, extras) -> l (B, T): replaces the
-                   surrogate of §3 (SimKO)
+                   surrogate (docs/objective.md, "Surrogate and clipping"; SimKO)
     row_weights    (cfg, extras) -> f (b,): multiplies each row's token losses (λ-GRPO)
     token_mask     (cfg, entropy, mask, extras) -> (b, T) bool: the tokens the policy gradient (and the entropy
                    bonus) act on; the others' surrogate is 0 (the 80/20 rule's top-entropy tokens, entropy_control.py)
@@ -212,7 +212,8 @@ def _reference_reset_due(cfg: Any, step: int) -> bool:
 
 @register_extension(
     "kl",
-    doc="the KL term to pi_ref (§4): kl_coef k in the loss or kl_coef k1 off the reward; loads pi_ref",
+    doc="the KL term to pi_ref (docs/objective.md, 'KL to the reference'): kl_coef k in the loss or kl_coef k1 off the "
+    "reward; loads pi_ref",
     reads=("kl_estimator", "kl_placement", "ref_update_every"),
     switch="kl_coef",
     when="objective.kl_coef > 0",
@@ -224,7 +225,8 @@ def _kl_on(cfg: Any) -> bool:
 
 @register_extension(
     "overlong",
-    doc="DAPO's soft overlong punishment (§6): reward - overlong_penalty, linear over the buffer",
+    doc="DAPO's soft overlong punishment (docs/objective.md, 'Batch-level knobs'): reward - overlong_penalty, "
+    "linear over the buffer",
     reads=("overlong_penalty",),
     switch="overlong_buffer",
     when="objective.overlong_buffer > 0",
@@ -236,7 +238,7 @@ def _overlong_on(cfg: Any) -> bool:
 
 @register_extension(
     "dynamic_sampling",
-    doc="DAPO's dynamic sampling (§6): drop all-equal groups and refill them",
+    doc="DAPO's dynamic sampling (docs/objective.md, 'Batch-level knobs'): drop all-equal groups and refill them",
     reads=("train.max_refill_rounds",),
     switch="dynamic_sampling",
     when="objective.dynamic_sampling=true",
@@ -248,7 +250,8 @@ def _dynamic_sampling_on(cfg: Any) -> bool:
 
 @register_extension(
     "zero_variance_filter",
-    doc="ScaleRL's zero-variance filtering (2510.13786, §6): drop all-equal groups, no refill",
+    doc="ScaleRL's zero-variance filtering (2510.13786, docs/objective.md, 'Batch-level knobs'): drop all-equal "
+    "groups, no refill",
     switch="zero_variance_filter",
     when="objective.zero_variance_filter=true",
     min_group_size=2,  # a group of one response is always all-equal
@@ -260,8 +263,8 @@ def _zero_variance_filter_on(cfg: Any) -> bool:
 
 @register_extension(
     "no_positive_resampling",
-    doc="ScaleRL's no-positive-resampling (2510.13786, §6): prompts solved at a running pass rate >= the "
-    "threshold leave the training pool",
+    doc="ScaleRL's no-positive-resampling (2510.13786, docs/objective.md, 'Batch-level knobs'): prompts solved at a "
+    "running pass rate >= the threshold leave the training pool",
     switch="no_positive_resampling",
     when="objective.no_positive_resampling set",
     hooks=Hooks(retire_at=shaping.retirement_pass_rate),

@@ -1,4 +1,4 @@
-"""KL to the reference policy (docs/objective.md §4): estimators and the two placements.
+"""KL to the reference policy (docs/objective.md, "KL to the reference"): estimators and the two placements.
 
 Glossary: B sequences, T padded response length, M response mask (B, T).
 Estimators (Schulman, "Approximating KL Divergence", 2020 blog), with d = ref_logp - logp,
@@ -40,10 +40,10 @@ def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> to
     return KL_ESTIMATOR[estimator](d)
 
 
-# The `kl_estimator` knob (docs/objective.md §4): name -> k(d), d = ref_logp - logp (B, T).
+# The `kl_estimator` knob (docs/objective.md, "KL to the reference"): name -> k(d), d = ref_logp - logp (B, T).
 KL_ESTIMATOR: Modes = Modes("kl_estimator")
-# The `kl_placement` knob (docs/objective.md §4): name -> whether its KL term is on for a config; dispatched by
-# objective.api (advantages / loss).
+# The `kl_placement` knob (docs/objective.md, "KL to the reference"): name -> whether its KL term is on for a config;
+# dispatched by objective.api (advantages / loss).
 KL_PLACEMENT: Modes = Modes("kl_placement")
 
 
@@ -168,7 +168,13 @@ def loss_kl_on(cfg: ObjectiveKnobs) -> bool:
     "reward",
     doc="kl_coef * k1 subtracted from the reward, from the rollout log-probs, no gradient "
     "(PPO/InstructGPT per token with the critic; RLOO/REINFORCE++ per sequence)",
-    requires=(Requires("kl_estimator", ("k1",), "the reward placement subtracts kl_coef*k1 (docs/objective.md §4)"),),
+    requires=(
+        Requires(
+            "kl_estimator",
+            ("k1",),
+            "the reward placement subtracts kl_coef*k1 (docs/objective.md, 'KL to the reference')",
+        ),
+    ),
 )
 def reward_kl_on(cfg: ObjectiveKnobs) -> bool:
     """Whether kl_coef * k1 comes off the reward (kl_placement: reward, kl_coef > 0)."""

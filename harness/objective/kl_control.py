@@ -1,4 +1,5 @@
-"""PPO's adaptive KL controller (docs/objective.md §4): the reward's KL weight beta steered toward a target KL.
+"""PPO's adaptive KL controller (docs/objective.md, "KL to the reference"): the reward's KL weight beta steered toward a
+target KL.
 
 Ziegler et al. 2019 (1909.08593) §2.2, as InstructGPT's PPO ran it and verl and OpenRLHF ship it:
 

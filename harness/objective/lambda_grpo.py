@@ -1,4 +1,4 @@
-"""λ-GRPO's learnable length weighting (arXiv 2510.06870), docs/objective.md §13.
+"""λ-GRPO's learnable length weighting (arXiv 2510.06870), docs/objective.md, "λ-GRPO".
 
 Trained as `agg: lambda_length` (preset `lambda_grpo`): λ is a component of the run
 (harness/train/core/components.py, `lambda`): one scalar parameter from `lambda_init` with its own

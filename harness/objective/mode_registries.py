@@ -25,7 +25,7 @@ MODE_KNOBS: dict[str, Modes] = {
     m.knob: m for m in (BASELINE, SCALE, STD, BATCH_STD_OF, RATIO, CLIP, KL_ESTIMATOR, KL_PLACEMENT, AGG, DPO_LOSS)
 }
 MODE_KNOBS[ENTROPY_AGG.knob] = ENTROPY_AGG  # entropy_control.py: the entropy bonus's aggregation
-MODE_KNOBS[ROLLOUT_IS.knob] = ROLLOUT_IS  # §6 the rollout correction against the sampler (rollout_correction.py)
+MODE_KNOBS[ROLLOUT_IS.knob] = ROLLOUT_IS  # rollout_correction.py: the rollout correction against the sampler
 
 
 def check_knob_values(knobs: dict, where: str) -> None:

@@ -1,5 +1,5 @@
 """OPO's length-weighted baseline (Hao et al., "On-Policy RL with Optimal Reward Baseline", arXiv 2505.23585),
-docs/objective.md §1 -- `baseline: opo`.
+docs/objective.md, "Advantage" -- `baseline: opo`.
 
 Under a sequence-sum loss the gradient's variance is least with the baseline that weighs each response's
 reward by its length (the paper's Eq. 5, with the gradient's norm taken proportional to the length):

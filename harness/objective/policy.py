@@ -1,13 +1,14 @@
 """The policy loss: ratio -> surrogate -> TIS weight -> KL in loss -> entropy -> aggregation.
 
-One code path for every algorithm; a preset only sets the knobs (docs/objective.md §2-5, §9).
+One code path for every algorithm; a preset only sets the knobs (docs/objective.md, "Importance ratio"
+to "Batch-level knobs", and "Metrics").
 
 Glossary: B sequences, T padded response length, M response mask (B, T).
 Inputs (all (B, T) log-probs of the SAMPLED tokens):
     logp         current policy pi_theta (carries the gradient)
     old_logp     behaviour policy pi_old as recomputed by the trainer at rollout time
     ref_logp     frozen reference pi_ref (for the KL in the loss and the kl/ref metric)
-    rollout_logp the sampler's own log-probs (vLLM / bf16 engine / hf), for the rollout correction (§6)
+    rollout_logp the sampler's own log-probs (vLLM / bf16 engine / hf), for the rollout correction
     entropy      full-distribution entropy per token (B, T), for the entropy bonus and metric
     adv          (B,) per-sequence or (B, T) per-token advantages (no gradient)
     extras       what the active modes read beyond these (extensions.py: SimKO's top-K log-probs,
@@ -100,15 +101,15 @@ def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, c
     if token_loss is not None:  # an extension replaces the surrogate (SimKO)
         loss_pg = token_loss(cfg, t.lp, t.old, t.A, t.m, entropy, extras)
     else:
-        loss_pg = surrogate_loss(cfg, rho, t.A, t.lp, t.old, mask=t.m)  # §3
+        loss_pg = surrogate_loss(cfg, rho, t.A, t.lp, t.old, mask=t.m)  # the surrogate
     if correction.w is not None:
-        # §6 rollout correction against the sampler (rollout_correction.py): TIS w = min(pi_old_train / pi_rollout,
+        # the rollout correction against the sampler (rollout_correction.py): TIS w = min(pi_old_train / pi_rollout,
         # cap) and its kin, times the off-policy / M2PO masks; no gradient
         loss_pg = loss_pg * correction.w
     if keep is not None:  # 80/20 rule, 2506.01939 Eq. 5: 1(H_t >= tau_rho) on the token's policy loss
         loss_pg = loss_pg * keep.to(loss_pg.dtype)
     loss_kl = t.zero
-    if loss_kl_on(cfg):  # §4 KL in the loss
+    if loss_kl_on(cfg):  # the KL in the loss
         if t.ref is None:
             raise ValueError(
                 f"kl_coef={cfg.kl_coef} with kl_placement='loss' needs ref_logp (the reference policy's "
@@ -119,7 +120,7 @@ def _token_losses(cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, entropy, c
     loss_ent = -entropy_coef_now(cfg, extras) * ent if ent is not None else t.zero  # entropy bonus
     if keep is not None and ent is not None:  # TRL 1.16: the bonus acts on the tokens the policy loss keeps
         loss_ent = loss_ent * keep.to(loss_ent.dtype)
-    for row_weights in active_hooks(cfg, "row_weights"):  # e.g. λ-GRPO: sum_i f_i sum_t M l_it / sum M (§13)
+    for row_weights in active_hooks(cfg, "row_weights"):  # e.g. λ-GRPO: sum_i f_i sum_t M l_it / sum M
         f = row_weights(cfg, extras).to(t.lp.dtype).unsqueeze(-1)
         loss_pg, loss_kl, loss_ent = loss_pg * f, loss_kl * f, loss_ent * f
     return loss_pg, loss_kl, loss_ent
@@ -142,20 +143,20 @@ def policy_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss scalar, metrics) of one (micro-)batch.
 
-    l_{i,t} = surrogate(rho, A)                                   §2-3 (ratio, clip and its knobs)
-            * sg(w_{i,t})                                          §6 rollout correction against rollout_logp:
+    l_{i,t} = surrogate(rho, A)                                   ratio, clip and its knobs
+            * sg(w_{i,t})                                          the rollout correction against rollout_logp:
                                                                    TIS min(exp(old_logp - rollout_logp), tis_cap),
                                                                    rollout_is, off-policy mask, M2PO
-            + kl_coef * k(logp, ref_logp)                          §4, when kl_placement='loss' and kl_coef > 0
+            + kl_coef * k(logp, ref_logp)                          when kl_placement='loss' and kl_coef > 0
             - entropy_coef * H                                     when entropy is given
-    loss = aggregate(cfg.agg, l, M, norm_constant, num_seqs, num_tokens)   §5
+    loss = aggregate(cfg.agg, l, M, norm_constant, num_seqs, num_tokens)
     Truncated responses are removed by the caller (mask_truncated zeroes their mask rows).
     num_seqs / num_tokens: the whole optimizer mini-batch's denominators (gradient accumulation).
     extras: the active extensions' inputs (extensions.py); an extension may replace the surrogate by
     its token loss (SimKO: `simko_token_loss`, which needs `entropy`) or scale each row's token losses
     by its row weights f_i (λ-GRPO's learned length weights, with their gradient).
 
-    Metrics (§9; means over this batch's response tokens, or over its sequences for the
+    Metrics (docs/objective.md, "Metrics"; means over this batch's response tokens, or over its sequences for the
     clip fractions and ratio stats of sequence-level ratios): clip/frac, clip/frac_low,
     clip/frac_high, ratio/mean, ratio/max, kl/ref (k3, when ref_logp is given), kl/old (mean of
     old_logp - logp), entropy (when given), loss/policy, loss/kl, loss/entropy (the aggregated
@@ -165,7 +166,7 @@ def policy_loss(
     """
     _check_shapes(logp, mask, adv, old_logp=old_logp, ref_logp=ref_logp, entropy=entropy, rollout_logp=rollout_logp)
     t = _tokens(logp, old_logp, adv, mask, ref_logp)
-    rho = RATIO[cfg.ratio].ratio(t.lp, t.old, t.m, t.A, cfg)  # §2 (padding already zeroed: importance_ratio's work)
+    rho = RATIO[cfg.ratio].ratio(t.lp, t.old, t.m, t.A, cfg)  # padding already zeroed: importance_ratio's work
     keep = _token_keep(cfg, t, entropy, extras or {})
     correction = _correction(cfg, t, rollout_logp, (extras or {}).get(NORM_KEY))
     parts = _token_losses(cfg, t, rho, entropy, correction, extras or {}, keep)
@@ -198,7 +199,7 @@ def _entropy_control_metrics(cfg: ObjectiveConfig, t: Tokens, rho, entropy, keep
 
 
 def _correction(cfg: ObjectiveConfig, t: Tokens, rollout_logp: torch.Tensor | None, norm=None) -> Correction:
-    """The rollout correction of §6 (rollout_correction.py), its IS weights divided by the step's mean `norm` (b,)
+    """The rollout correction (rollout_correction.py), its IS weights divided by the step's mean `norm` (b,)
     under rollout_is_batch_normalize (batch_correction.py); none without the sampler's log-probs (tis_cap then
     weighs nothing; the other knobs refuse to run without them)."""
     if rollout_logp is None:
@@ -219,8 +220,8 @@ SEQUENCE_MEAN_METRICS = ("clip/frac", "clip/frac_low", "clip/frac_high", "ratio/
 def _metrics(
     cfg: ObjectiveConfig, t: Tokens, rho: torch.Tensor, parts, agg: dict, entropy, keep=None
 ) -> dict[str, Deferred]:
-    """§9's metrics of the batch (no grad), still on the device: clip fractions, ratio stats, KL, entropy, the
-    loss's parts."""
+    """The metrics of docs/objective.md, "Metrics" of the batch (no grad), still on the device: clip fractions, ratio
+    stats, KL, entropy, the loss's parts."""
     loss_pg, loss_kl, loss_ent = parts
     share = seq_mean if is_sequence_level(cfg.ratio) else masked_mean
     low, high = clip_masks(cfg, rho, t.A, logp=t.lp, old_logp=t.old)

@@ -1,8 +1,8 @@
-"""Named algorithms as knob values (docs/objective.md §7). A preset is data, never a code path.
+"""Named algorithms as knob values (docs/objective.md, "Presets"). A preset is data, never a code path.
 
 `ObjectiveConfig.preset(name, **overrides)` starts from `PRESETS[name]` and applies the
 overrides one by one; knobs a preset does not list take the `ObjectiveConfig` defaults
-(which equal the grpo preset). Every preset lists every column of the §7 table explicitly
+(which equal the grpo preset). Every preset lists every column of the table of docs/objective.md, "Presets" explicitly
 (baseline, scale, ratio, clip, eps_low, eps_high, agg, kl_coef, kl_estimator, kl_placement),
 so no preset inherits GRPO's KL by accident.
 
@@ -12,10 +12,11 @@ was picked and which knob reaches the other.
 Papers: PPO 1707.06347 (+ InstructGPT 2203.02155 for LM-PPO), GRPO 2402.03300,
 Dr.GRPO 2503.20783, DAPO 2503.14476, GSPO 2507.18071, CISPO / MiniMax-M1 2506.13585,
 RLOO 2402.14740, REINFORCE++ 2501.03262, Lite PPO 2508.08221, GPG 2504.02546,
-DPO 2305.18290, IPO 2310.12036; the zoo (docs/objective.md §12): MaxRL 2602.02710,
-Pass@k training 2508.10751, SAPO 2511.20347, GMPO 2507.20673, DPPO 2602.04879; §13: λ-GRPO
-2510.06870, SimKO 2510.14807, PRIME 2502.01456; also in §12: VESPO 2602.10693, LUSPO 2602.05261,
-GPPO 2508.07629, CE-GPPO 2509.20712; §6: IcePop 2510.18855, M2PO 2510.01161.
+DPO 2305.18290, IPO 2310.12036; the zoo (docs/objective.md, "Advantage", "Importance ratio",
+"Surrogate and clipping"): MaxRL 2602.02710, Pass@k training 2508.10751, SAPO 2511.20347, GMPO 2507.20673,
+DPPO 2602.04879, VESPO 2602.10693, LUSPO 2602.05261, GPPO 2508.07629, CE-GPPO 2509.20712; the modes that need
+more from the trainer: λ-GRPO 2510.06870, SimKO 2510.14807, PRIME 2502.01456; "Batch-level knobs": IcePop
+2510.18855, M2PO 2510.01161.
 """
 
 from __future__ import annotations
@@ -321,7 +322,8 @@ register_preset(
     kl_estimator="k3",
     kl_placement="loss",
 )
-# ---------------------------------------------------------------- the zoo (docs/objective.md §12)
+# ---------------------------------------------------------------- the zoo
+# (docs/objective.md, "Advantage", "Importance ratio", "Surrogate and clipping")
 # MaxRL (2602.02710): A_i = (r_i - mean_g) / (mean_g + adv_eps), an unbiased estimate
 # of grad log pass-rate (the maximum-likelihood objective) for BINARY rewards (checked on every
 # reward tensor). An all-wrong group gives exactly 0 (no division by adv_eps alone). Singleton
@@ -439,7 +441,7 @@ register_preset(
     kl_estimator="k3",
     kl_placement="loss",
 )
-# PRIME (Cui et al. 2502.01456), verl's PRIME recipe, docs/objective.md §13: an
+# PRIME (Cui et al. 2502.01456), verl's PRIME recipe, docs/objective.md, "PRIME": an
 # implicit process reward model pi_phi (a copy of the warm start, trained each step with
 # BCE(sigmoid(beta sum_t log pi_phi/pi_ref), outcome) at prm_lr) gives token rewards
 # beta*log(pi_phi/pi_ref), beta 0.05; RLOO of them (x5) and of the outcome (x5), returns
@@ -465,7 +467,7 @@ register_preset(
     prm_lr=1e-4,
     prime_keep_last_token=False,
 )
-# SimKO (2510.14807), docs/objective.md §13: GRPO (this table's grpo row, its KL included) plus,
+# SimKO (2510.14807), docs/objective.md, "Token statistics": GRPO (this table's grpo row, its KL included) plus,
 # at the tokens above their response's 0.8 entropy quantile, a share 0.01 of a correct
 # response's gradient spread over pi_old's top-3 tokens and wrong responses' argmax tokens
 # pushed 1.1x harder. The reference code (verl-based) gates both branches and marks a response
@@ -489,7 +491,7 @@ register_preset(
     simko_mix=0.01,
     simko_neg_scale=1.1,
 )
-# λ-GRPO (2510.06870), docs/objective.md §13: GRPO's advantage and clip with a learned length
+# λ-GRPO (2510.06870), docs/objective.md, "λ-GRPO": GRPO's advantage and clip with a learned length
 # weight f_i = G softmax_j(h_j^λ) per group (agg lambda_length), λ from 0 (= token_mean, DAPO's
 # loss) at its own lr 1e-2, lambda_r 0.5; no KL. The paper's code was not available: the
 # choices made (population std, the 1e-6 floor of h, per-group normalisation, the token-count
@@ -511,7 +513,7 @@ register_preset(
     lambda_lr=1e-2,
     lambda_r=0.5,
 )
-# --- surrogates and ratios of 2025-26 (docs/objective.md §12, docs/zoo.md) ---
+# --- surrogates and ratios of 2025-26 (docs/objective.md, "Surrogates and ratios of 2025-26", docs/zoo.md) ---
 # VESPO (2602.10693; TRL 1.16 loss_type="vespo"): -sg(phi(w)) A logp with w the unnormalised
 # sequence ratio prod_t rho_t and phi(w) = e^lambda w^k e^(-lambda w), (k, lambda) = (2, 3) where
 # A >= 0 and (3, 2) where A < 0 (TRL 1.16's defaults); token_mean as TRL's vespo
@@ -658,9 +660,10 @@ register_preset(
     mask_truncated=False,
     top_entropy_quantile=0.2,
 )
-# IcePop (Ring-1T, 2510.18855; docs/objective.md §6): GRPO (this table's grpo row, its KL included) with the
-# two-sided token mask against the sampler: a token's loss is weighed by k = pi_old / pi_rollout when
-# 0.5 <= k <= 5 and dropped otherwise (the paper's alpha 0.5, beta 5; verl's decoupled_token_icepop defaults).
+# IcePop (Ring-1T, 2510.18855; docs/objective.md, "Rollout correction against the sampler"): GRPO (this table's grpo
+# row, its KL included) with the two-sided token mask against the sampler: a token's loss is weighed by k = pi_old /
+# pi_rollout when 0.5 <= k <= 5 and dropped otherwise (the paper's alpha 0.5, beta 5; verl's decoupled_token_icepop
+# defaults).
 register_preset(
     "icepop",
     baseline="group_mean",
@@ -678,9 +681,9 @@ register_preset(
     rollout_is_clip_min=0.5,
     rollout_is_clip_max=5.0,
 )
-# M2PO (2510.01161; docs/objective.md §6): J = (1 / sum_i |o_i|) sum_{i,t} M_it r_it A_it -- no clip, the
-# token-mean aggregation, group-normalised advantages, no KL; M masks the tokens with the largest
-# (log pi_theta / pi_behav)^2 until their second moment is <= tau_M2 = 0.04 (the paper's value).
+# M2PO (2510.01161; docs/objective.md, "Rollout correction against the sampler"): J = (1 / sum_i |o_i|) sum_{i,t} M_it
+# r_it A_it -- no clip, the token-mean aggregation, group-normalised advantages, no KL; M masks the tokens with the
+# largest (log pi_theta / pi_behav)^2 until their second moment is <= tau_M2 = 0.04 (the paper's value).
 register_preset(
     "m2po",
     baseline="group_mean",
@@ -791,7 +794,7 @@ register_preset(
     kl_coef=0.0,
 )
 
-BUILTIN_PRESETS: tuple[str, ...] = tuple(PRESETS)  # the package's own (docs/objective.md §7 lists exactly these)
+BUILTIN_PRESETS: tuple[str, ...] = tuple(PRESETS)  # the package's own (docs/objective.md, "Presets")
 
 
 def preset_trainer(name: str) -> str:

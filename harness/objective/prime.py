@@ -1,6 +1,6 @@
-"""PRIME's implicit process rewards (arXiv 2502.01456), docs/objective.md §13 -- the math only.
+"""PRIME's implicit process rewards (arXiv 2502.01456), docs/objective.md, "PRIME" -- the math only.
 
-Trained by the RL loop as `baseline: prime` (preset `prime`, docs/objective.md §13): the implicit
+Trained by the RL loop as `baseline: prime` (preset `prime`, docs/objective.md, "PRIME"): the implicit
 process reward model pi_phi is a component (harness/train/core/components.py) like PPO's critic,
 initialised from the warm start, stepped with the policy at `prm_lr` on the outcome labels,
 checkpointed and resumed with the run. The token rewards come from pi_phi BEFORE the step's update
@@ -64,7 +64,7 @@ def prime_rm_loss(
     """The implicit PRM's loss: mean over the rows with a response token of
     BCE(sigmoid(prime_beta * sum_t M q), outcome). q (B, T) carries the gradient of pi_phi;
     outcomes (B,) must be 0 or 1. num_seqs: the whole mini-batch's row count (the trainer's
-    micro-batches then sum to the mini-batch's mean, like the policy loss, docs/objective.md §5);
+    micro-batches then sum to the mini-batch's mean, like the policy loss, docs/objective.md, "Aggregation");
     None: this batch's."""
     check_binary(outcomes, "PRIME's reward-model loss")
     m = mask > 0
@@ -167,7 +167,8 @@ KNOBS = (
 
 
 def _rm_term(cfg, x, num_seqs, num_tokens):
-    """The reward model's BCE(sigmoid(prime_beta sum_t M q), outcome) on the micro-batch (§13)."""
+    """The reward model's BCE(sigmoid(prime_beta sum_t M q), outcome) on the micro-batch (docs/objective.md,
+    "PRIME")."""
     prm_logp = x.extras.get("prm_logp")
     if prm_logp is None:
         return None, {}
@@ -182,11 +183,13 @@ def _rm_term(cfg, x, num_seqs, num_tokens):
 @register_baseline(
     "prime",
     doc="PRIME's implicit process rewards + outcome, RLOO over the group, returns whitened: per-token advantages "
-    "(2502.01456, docs/objective.md §13); binary rewards, scale batch_std",
+    "(2502.01456, docs/objective.md, 'PRIME'); binary rewards, scale batch_std",
     knobs=KNOBS,
     min_group_size=2,
     requires=(
-        Requires("scale", ("batch_std",), "PRIME whitens its token returns over the batch (docs/objective.md §13)"),
+        Requires(
+            "scale", ("batch_std",), "PRIME whitens its token returns over the batch (docs/objective.md, 'PRIME')"
+        ),
         Requires(
             "kl_placement",
             why="PRIME's returns are built from its process and outcome rewards only",
@@ -199,7 +202,7 @@ def _rm_term(cfg, x, num_seqs, num_tokens):
     per_token=True,
 )
 def _scored(cfg, rewards: torch.Tensor, mask: torch.Tensor, group_size: int, inputs: dict) -> Scored:
-    """PRIME's advantages (B, T) and the reward model's metrics on the step's batch (§13):
+    """PRIME's advantages (B, T) and the reward model's metrics on the step's batch (docs/objective.md, "PRIME"):
     prm/loss its BCE, prm/accuracy the share of rows whose score sum_t M q predicts the outcome,
     prm/auc the chance that a correct row scores above a wrong one (ranking; chance 0.5),
     reward/process_mean the mean token reward prime_beta * q over the response tokens. The outcomes

@@ -1,4 +1,4 @@
-"""Importance ratios (docs/objective.md §2): the per-token ratio tensor the surrogate uses,
+"""Importance ratios (docs/objective.md, "Importance ratio"): the per-token ratio tensor the surrogate uses,
 carrying the gradient of its mode.
 
 Glossary: B sequences, T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
@@ -98,7 +98,7 @@ SSPO_SPAN = Knob(
 )
 GEOMETRIC_WHY = "the geometric ratio clips each token in log space itself (eps_low/eps_high, GMPO)"
 
-# The `ratio` knob (docs/objective.md §2): name -> Ratio(rho(lp, old, m, adv, cfg), ...), all (B, T).
+# The `ratio` knob (docs/objective.md, "Importance ratio"): name -> Ratio(rho(lp, old, m, adv, cfg), ...), all (B, T).
 RATIO: Modes = Modes("ratio", build=_build)
 
 

@@ -5,7 +5,7 @@ responses o_1..o_G and rewards r_1..r_G,
 
     J(theta) = 1/G sum_i 1/|o_i| sum_t [ min(rho_it A_i, clip(rho_it, 1 - eps, 1 + eps) A_i) - beta D_it ]
 
-    A_i    = (r_i - mean(r)) / (std(r) + adv_eps)          group advantage (outcome supervision, §4.1.2)
+    A_i    = (r_i - mean(r)) / (std(r) + adv_eps)          group advantage (outcome supervision, 2402.03300 §4.1.2)
     rho_it = pi_theta(o_it) / pi_old(o_it)                  importance ratio of token t of response i
     D_it   = pi_ref/pi_theta - log(pi_ref/pi_theta) - 1     the k3 estimate of KL(pi_theta || pi_ref) (Eq. 4)
 

@@ -1,4 +1,4 @@
-"""ReMax (Li et al. arXiv 2310.10505), docs/objective.md §1 -- `baseline: remax`.
+"""ReMax (Li et al. arXiv 2310.10505), docs/objective.md, "Advantage" -- `baseline: remax`.
 
 The baseline of a sampled response is the reward of the GREEDY response to the same prompt: the
 rollout draws one extra response per prompt at temperature 0 (harness/train/core/collect.py),

@@ -1,4 +1,5 @@
-"""Rollout correction (docs/objective.md §6): the token loss weighed against the SAMPLER's own log-probs.
+"""Rollout correction (docs/objective.md, "Rollout correction against the sampler"): the token loss weighed against the
+SAMPLER's own log-probs.
 
 The sampler (vLLM, a bf16 engine, the hf sampler) draws each token with its own probability pi_rollout,
 kept apart from pi_old (the trainer's recomputation at rollout time) in `rollout_logp`. Three knobs

@@ -1,6 +1,6 @@
 """Batch-level reward shaping and filtering of DAPO (Yu et al. 2503.14476) and ScaleRL (2510.13786),
-docs/objective.md §6; below them, the hooks the data side's extensions declare (extensions.py), each reading
-its own knobs.
+docs/objective.md, "Batch-level knobs"; below them, the hooks the data side's extensions declare (extensions.py), each
+reading its own knobs.
 
 Glossary: N prompts, G group size, B = N*G sequences with groups contiguous.
 """

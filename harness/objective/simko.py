@@ -1,4 +1,4 @@
-"""SimKO, Simple Pass@K Optimization (arXiv 2510.14807), docs/objective.md §13.
+"""SimKO, Simple Pass@K Optimization (arXiv 2510.14807), docs/objective.md, "Token statistics".
 
 The loss reads, per response token, the top-K log-probs of the training forward (with gradient)
 and of pi_old, and whether the sampled token is the argmax: the RL trainer computes them only when
@@ -57,7 +57,7 @@ def simko_token_loss(
     eps_low: float = 0.2,
     eps_high: float = 0.2,
 ) -> torch.Tensor:
-    """Per-token loss l (B, T) (aggregate it with §5's `aggregate`), 0 on padding.
+    """Per-token loss l (B, T) (aggregate it with `aggregate`), 0 on padding.
 
     logp, old_logp (B, T): the sampled token under pi_theta (grad) and pi_old; topk_logp,
     old_topk_logp (B, T, K): the K most likely candidates of the training forward (grad) and their
@@ -111,7 +111,7 @@ KNOBS = (
     ),
     Knob("simko_neg_scale", 1.1, "SimKO: A <- simko_neg_scale * A at gated argmax tokens of wrong responses", ge=0),
 )
-WHY = "SimKO's loss is the token-level PPO clip of its mixed ratio (docs/objective.md §13)"
+WHY = "SimKO's loss is the token-level PPO clip of its mixed ratio (docs/objective.md, 'Token statistics')"
 
 
 def gather_logprobs(view, index: torch.Tensor) -> torch.Tensor:
@@ -139,7 +139,7 @@ def train_topk(cfg, view, extras) -> dict[str, torch.Tensor]:
 
 
 def token_loss(cfg, logp, old_logp, adv, mask, entropy, extras) -> torch.Tensor:
-    """The surrogate of §3 replaced by `simko_token_loss` (l (B, T)), from the extras the forwards gave."""
+    """The surrogate replaced by `simko_token_loss` (l (B, T)), from the extras the forwards gave."""
     names = ("topk_logp", "old_topk_logp", "is_argmax")
     if any(extras.get(n) is None for n in names) or entropy is None:
         raise ValueError(

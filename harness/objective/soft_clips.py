@@ -1,5 +1,5 @@
-"""The 2025-26 surrogates that reshape or keep the gradient a hard clip removes (docs/objective.md §12):
-VESPO's Gamma-shaped sequence weight, GPPO / CE-GPPO's bounded gradient through clipped tokens and
+"""The 2025-26 surrogates that reshape or keep the gradient a hard clip removes (docs/objective.md,
+"Surrogates and ratios of 2025-26"): VESPO's Gamma-shaped sequence weight, GPPO / CE-GPPO's bounded gradient through clipped tokens and
 DRO's quadratic log-ratio penalty, each declared here as a mode of the `clip` knob (surrogates.py's registry).
 
 Glossary: B sequences, T padded response length; rho (B, T) from ratios.py, A (B, T) the advantage

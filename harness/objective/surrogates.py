@@ -1,5 +1,5 @@
-"""Surrogates and clipping (docs/objective.md §3): the per-token loss l_{i,t} before KL, entropy and
-aggregation, plus the masks of where the clip binds (for the clip/frac metrics).
+"""Surrogates and clipping (docs/objective.md, "Surrogate and clipping"): the per-token loss l_{i,t} before KL, entropy
+and aggregation, plus the masks of where the clip binds (for the clip/frac metrics).
 
 Glossary: B sequences, T padded response length; rho (B, T) from ratios.py, A (B, T) the
 advantage broadcast to tokens. eps_low/eps_high are DISTANCES from 1 for every clip mode.
@@ -11,8 +11,8 @@ of the hard clip), DPPO 2602.04879 (a trust region on the divergence of the toke
 total variation or binary KL); INTELLECT-2 2505.07291 (two-sided clip `delta`); VESPO 2602.10693,
 GPPO 2508.07629 / CE-GPPO 2509.20712 and DRO (verl 0.9.1) in soft_clips.py, declared there.
 
-The clip/frac metrics (docs/objective.md §9, §12) count, for every mode, the response tokens whose
-gradient the trust region removed or damped: ppo/cispo where the clip binds, sapo where the gate's
+The clip/frac metrics (docs/objective.md, "Metrics" and "Clip fractions") count, for every mode, the response tokens
+whose gradient the trust region removed or damped: ppo/cispo where the clip binds, sapo where the gate's
 gradient weight is below half its peak, dppo_* where the divergence mask drops the token.
 """
 
@@ -144,7 +144,7 @@ DELTA = Knob(
     strict=True,
 )
 
-# The `clip` knob (docs/objective.md §3).
+# The `clip` knob (docs/objective.md, "Surrogate and clipping").
 CLIP: Modes = Modes("clip", build=_build)
 
 

@@ -1,4 +1,5 @@
-"""TOPR, Tapered Off-Policy REINFORCE (Le Roux et al. arXiv 2503.14286), docs/objective.md §3 -- `clip: topr`.
+"""TOPR, Tapered Off-Policy REINFORCE (Le Roux et al. arXiv 2503.14286), docs/objective.md, "Surrogate and clipping" --
+`clip: topr`.
 
 The rows are split by the sign of their reward, not of their advantage (the paper's Eq. 8, ROLL's
 `pg_variant: topr`):
@@ -13,7 +14,7 @@ sequence's). Equal to ROLL 8eb27cc `AgenticActorPGWorker._compute_topr_loss` to 
 (ROLL's names, default 1).
 
 The split needs the step's rewards: the mode's `scoring` hook keeps r_i > 0 per row in the extras
-(`topr_positive`), and its `token_loss` hook replaces the surrogate of §3.
+(`topr_positive`), and its `token_loss` hook replaces the surrogate.
 
 Glossary: B rows, T response length.
 """

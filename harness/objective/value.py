@@ -1,4 +1,4 @@
-"""PPO critic loss (docs/objective.md §1 `critic`, §9 `loss/value`).
+"""PPO critic loss (docs/objective.md, "Advantage": `critic`; "Metrics": `loss/value`).
 
 Glossary: B sequences, T padded response length, M response mask (B, T).
 Papers: PPO 1707.06347 (value loss, Eq. 9), value clipping as in OpenAI baselines / TRL PPO

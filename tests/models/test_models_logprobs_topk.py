@@ -1,4 +1,4 @@
-"""`response_forward` with a head (the extras slot's forward reads, docs/objective.md §13): the sampled
+"""`response_forward` with a head (the extras slot's forward reads, docs/objective.md, "Token statistics"): the sampled
 token's log-probs are `response_logprobs`' bit for bit; SimKO's heads read the forward's K most likely
 tokens with their log-softmax values, or the log-probs of given candidates; 0 on padding; gradients flow."""
 

@@ -1,4 +1,5 @@
-"""§1 advantages: every baseline x scale x std by hand, the worked examples, exact zeros, GAE."""
+"""Advantages (docs/objective.md, "Advantage"): every baseline x scale x std by hand, the worked examples, exact zeros,
+GAE."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""§5 aggregation by hand, the length-bias weights via autograd, and micro-batch equivalence."""
+"""Aggregation (docs/objective.md, "Aggregation") by hand, the length-bias weights via autograd, and micro-batch
+equivalence."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The docs/objective.md §10 snippet runs exactly as written."""
+"""The snippet of docs/objective.md, "Public Python API" runs exactly as written."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ p = pass_at_k(n, c, k)                               # float
 """
 
 
-def test_section_10_snippet_runs_as_written():
+def test_api_snippet_runs_as_written():
     g = torch.Generator().manual_seed(0)
     B, Tn = 8, 6
     logp = -torch.rand(B, Tn, generator=g).requires_grad_()
@@ -40,12 +40,12 @@ def test_section_10_snippet_runs_as_written():
         c=3,
     )
     # SNIPPET (the original design note's) rebinds `k` to the KL tensor and then passes it to pass_at_k(n, c, k).
-    # With that one rename it is docs/objective.md §10 verbatim; without it pass_at_k gets the
-    # tensor as k and refuses it loudly rather than guessing.
+    # With that one rename it is the snippet of docs/objective.md, "Public Python API" verbatim; without it pass_at_k
+    # gets the tensor as k and refuses it loudly rather than guessing.
     fixed = SNIPPET.replace("k = kl_penalty(", "k_tok = kl_penalty(")
     assert fixed.count("k_tok") == 1
     ns["k"] = 4
-    exec(compile(fixed, "docs/objective.md §10", "exec"), ns)
+    exec(compile(fixed, "docs/objective.md, Public Python API", "exec"), ns)
     cfg = ns["cfg"]
     assert (cfg.algorithm, cfg.eps_high, cfg.eps_low) == ("dapo", 0.3, 0.2)
     assert ns["adv"].shape == (B,)
@@ -55,7 +55,7 @@ def test_section_10_snippet_runs_as_written():
     assert isinstance(ns["p"], float) and math.isclose(ns["p"], 1 - 5 / 70, abs_tol=1e-12)
 
 
-def test_section_10_snippet_verbatim_trips_on_the_shadowed_k():
+def test_api_snippet_verbatim_trips_on_the_shadowed_k():
     ns = dict(n=8, c=3, k=torch.zeros(2, 2))
     try:
         exec("from harness.objective import pass_at_k\np = pass_at_k(n, c, k)", ns)

@@ -1,4 +1,4 @@
-"""ObjectiveConfig: validation messages, presets against the docs/objective.md §7 table, defaults."""
+"""ObjectiveConfig: validation messages, presets against the table of docs/objective.md, "Presets", defaults."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from harness.objective import PRESETS, ObjectiveConfig
 from harness.objective.modes import BUILTIN
 from harness.objective.presets import PRESET_ORIGINS
 
-# --------------------------------------------------------------------------- §7 table, written out
+# --------------------------------------------------------------------------- the presets table, written out
 # Columns: baseline, scale, ratio, clip, eps_low, eps_high, agg, kl_coef, kl_estimator, kl_placement
 # (kl "none" = kl_coef 0; the estimator/placement then only matter if a user sets kl_coef).
 _COLS = ("baseline", "scale", "ratio", "clip", "eps_low", "eps_high", "agg", "kl_coef", "kl_estimator", "kl_placement")
@@ -39,7 +39,7 @@ EXPECTED_TABLE = {
     "reinforce_pp": ("group_mean", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.01, "k1", "reward"),
     "lite_ppo": ("group_mean", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "gpg": ("group_mean", "none", "none", "none", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
-    # the zoo (docs/objective.md §12)
+    # the zoo (docs/objective.md, "Advantage", "Importance ratio", "Surrogate and clipping")
     "maxrl": ("group_mean", "group_mean", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "passk": ("passk", "none", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "sapo": ("group_mean", "group_std", "token", "sapo", 0.2, 0.2, "seq_mean_token_mean", 0.0, "k3", "loss"),
@@ -49,7 +49,7 @@ EXPECTED_TABLE = {
     "lambda_grpo": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "lambda_length", 0.0, "k3", "loss"),
     "simko": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "prime": ("prime", "batch_std", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
-    # surrogates and ratios of 2025-26 (docs/objective.md §12)
+    # surrogates and ratios of 2025-26 (docs/objective.md, "Surrogates and ratios of 2025-26")
     "vespo": ("group_mean", "group_std", "sequence_product", "vespo", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "luspo": ("group_mean", "group_std", "sequence", "ppo", 3e-4, 4e-4, "seq_mean_token_sum", 0.0, "k3", "loss"),
     "gppo": ("group_mean", "group_std", "token", "gppo", 0.2, 0.28, "token_mean", 0.0, "k3", "loss"),
@@ -58,7 +58,7 @@ EXPECTED_TABLE = {
     "clip_cov": ("group_mean", "group_std", "token", "clip_cov", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "kl_cov": ("group_mean", "group_std", "token", "kl_cov", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "top_entropy": ("group_mean", "group_std", "token", "ppo", 0.2, 0.28, "token_mean", 0.0, "k3", "loss"),
-    # the rollout correction (docs/objective.md §6)
+    # the rollout correction (docs/objective.md, "Rollout correction against the sampler")
     "icepop": ("group_mean", "group_std", "token", "ppo", 0.2, 0.2, "seq_mean_token_mean", 0.04, "k3", "loss"),
     "m2po": ("group_mean", "group_std", "token", "none", 0.2, 0.2, "token_mean", 0.0, "k3", "loss"),
     "scalerl": ("group_mean", "batch_std", "token", "cispo", None, 4.0, "prompt_mean", 0.0, "k3", "loss"),

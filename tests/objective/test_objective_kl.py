@@ -1,4 +1,4 @@
-"""§4 KL estimators by hand, their expectations, and both placements."""
+"""KL estimators (docs/objective.md, "KL to the reference") by hand, their expectations, and both placements."""
 
 from __future__ import annotations
 

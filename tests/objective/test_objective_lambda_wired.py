@@ -1,4 +1,4 @@
-"""λ-GRPO through the trainer's calls (harness/objective/api.py, docs/objective.md §11, §13):
+"""λ-GRPO through the trainer's calls (harness/objective/api.py, docs/objective.md, "The trainer's calls", "λ-GRPO"):
 `agg: lambda_length` weighs each row by f_i of its group, from rows taken anywhere in the batch,
 λ = 0 is token_mean exactly, and λ gets a gradient of its own."""
 

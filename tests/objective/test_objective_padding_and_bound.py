@@ -1,5 +1,5 @@
 """Padding is replaced by 0 in one place (objective/padding.py), once per input of policy_loss; the
-token log-ratio is clamped at ±20 before the exp, as verl's (docs/objective.md §2)."""
+token log-ratio is clamped at ±20 before the exp, as verl's (docs/objective.md, "Importance ratio")."""
 
 import math
 

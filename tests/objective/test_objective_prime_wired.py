@@ -1,4 +1,4 @@
-"""PRIME through the trainer's calls (harness/objective/api.py, docs/objective.md §11, §13): the
+"""PRIME through the trainer's calls (harness/objective/api.py, docs/objective.md, "The trainer's calls", "PRIME"): the
 `prime` preset's `advantages` and `loss` reproduce prime.py's worked example (verl's recipe numbers),
 micro-batches sum to the mini-batch's reward-model loss, and the knobs are validated."""
 

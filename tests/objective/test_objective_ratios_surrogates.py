@@ -1,4 +1,5 @@
-"""§2 ratios (values and Jacobians) and §3 surrogates (values, gradients, clip masks)."""
+"""Ratios (values and Jacobians) and surrogates (values, gradients, clip masks): docs/objective.md,
+"Importance ratio" and "Surrogate and clipping"."""
 
 from __future__ import annotations
 

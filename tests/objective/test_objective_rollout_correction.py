@@ -1,7 +1,8 @@
-"""The rollout correction against the sampler's log-probs (harness/objective/rollout_correction.py, docs/objective.md
-§6): hand-computed values of each formula; equal to TRL 1.16's importance-sampling modes and off-policy mask and to
-verl 0.9.1's rollout_is weights on the fixture benchmarks/reference/rollout_correction.py wrote (random inputs with
-padding, 1e-6); tis_cap computing token_truncate with clip_max, logging none of its metrics; the config's refusals."""
+"""The rollout correction against the sampler's log-probs (harness/objective/rollout_correction.py, docs/objective.md,
+"Rollout correction against the sampler"): hand-computed values of each formula; equal to TRL 1.16's importance-sampling
+modes and off-policy mask and to verl 0.9.1's rollout_is weights on the fixture
+benchmarks/reference/rollout_correction.py wrote (random inputs with padding, 1e-6); tis_cap computing token_truncate
+with clip_max, logging none of its metrics; the config's refusals."""
 
 import json
 import math

@@ -1,5 +1,5 @@
-"""SimKO through the trainer's calls (harness/objective/api.py, docs/objective.md §11, §13): the
-`simko` preset asks for the top-K log-probs, `loss` reproduces the worked example's gradient
+"""SimKO through the trainer's calls (harness/objective/api.py, docs/objective.md, "The trainer's calls",
+"Token statistics"): the `simko` preset asks for the top-K log-probs, `loss` reproduces the worked example's gradient
 coefficients (through the aggregation), and without the top-K inputs it raises."""
 
 from __future__ import annotations

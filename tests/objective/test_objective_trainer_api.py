@@ -1,4 +1,4 @@
-"""The trainer's calls (harness/objective/api.py, docs/objective.md §11): inputs_needed, loss_mask,
+"""The trainer's calls (harness/objective/api.py, docs/objective.md, "The trainer's calls"): inputs_needed, loss_mask,
 advantages, loss. Equivalence with the building blocks as the RL trainer combined them before
 (group_advantages / kl_in_reward / critic_advantages; policy_loss + value_loss with the entropy
 detached when entropy_coef is 0 and the sampler's log-probs only with tis_cap), and hand values."""

@@ -1,5 +1,5 @@
-"""VESPO, LUSPO, the two-sided clip delta, GPPO / CE-GPPO, DRO and SSPO (docs/objective.md §12):
-hand-computed values of each formula, equality with TRL 1.16 / verl 0.9.1 / the CE-GPPO authors' code
+"""VESPO, LUSPO, the two-sided clip delta, GPPO / CE-GPPO, DRO and SSPO (docs/objective.md,
+"Surrogates and ratios of 2025-26"): hand-computed values of each formula, equality with TRL 1.16 / verl 0.9.1 / the CE-GPPO authors' code
 on a random padded batch (fixture from benchmarks/reference/vespo_luspo_dro_gppo.py), and the refusals of
 bad values before a model loads."""
 

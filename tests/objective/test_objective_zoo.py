@@ -1,6 +1,6 @@
-"""The zoo of docs/objective.md §12 as knobs of the one loss: MaxRL, pass@k, SAPO, GMPO, DPPO.
-Worked examples are the reference implementations' numbers; every other value is computed by hand
-in the comment beside it."""
+"""The zoo of docs/objective.md ("Advantage", "Importance ratio", "Surrogate and clipping") as knobs of the one loss:
+MaxRL, pass@k, SAPO, GMPO, DPPO. Worked examples are the reference implementations' numbers; every other value is
+computed by hand in the comment beside it."""
 
 from __future__ import annotations
 

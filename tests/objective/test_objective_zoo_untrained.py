@@ -1,4 +1,4 @@
-"""The math of the zoo members that need trainer support (docs/objective.md §13; all three are
+"""The math of the zoo members that need trainer support (docs/objective.md, "The trainer's calls"; all three are
 wired into the trainer: test_objective_{lambda,simko,prime}_wired.py):
 λ-GRPO's length weights, SimKO's top-K spreading, PRIME's implicit process rewards.
 Worked examples are the reference implementations' numbers."""

@@ -2,7 +2,7 @@
 select_groups / concat, and the scoring of evals, on a scripted task and backend (no model).
 
 Overlong shaping in these configs: max_new_tokens 40, buffer 30, so a response of L > 10
-tokens gets -(L - 10) / 30 (docs/objective.md §6); L = 20 gets -1/3."""
+tokens gets -(L - 10) / 30 (docs/objective.md, "Batch-level knobs"); L = 20 gets -1/3."""
 
 import pytest
 import torch

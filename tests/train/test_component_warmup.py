@@ -1,5 +1,5 @@
 """train.component_warmup_steps: the first N steps train only the components (PRIME's reward model,
-PPO's critic); the policy takes no step there and learns from step N on (docs/objective.md §13)."""
+PPO's critic); the policy takes no step there and learns from step N on (docs/objective.md, "PRIME")."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""λ-GRPO through the RL trainer (docs/objective.md §13): at λ = 0 (lambda_init) the first step is
+"""λ-GRPO through the RL trainer (docs/objective.md, "λ-GRPO"): at λ = 0 (lambda_init) the first step is
 token_mean's exactly -- the same policy weights bit for bit -- while λ itself takes its own step."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
     for key in ("loss/policy", "clip/frac", "ratio/mean", "entropy", "reward/mean", "length/mean", "grad/norm"):
         assert key in step0 and math.isfinite(step0[key]), (preset, key, step0.get(key))
     assert step0["adv/abs_mean"] > 0, f"{preset}: no learning signal in the test batch"
-    # the update's parts and the collector's time, every step (docs/objective.md §9, "Timing")
+    # the update's parts and the collector's time, every step (docs/objective.md, "Metrics": "Timing")
     for key in ("perf/policy_update_seconds", "perf/sync_seconds", "perf/gc_seconds", "perf/gc_full"):
         assert key in step0 and step0[key] >= 0, (preset, key, step0.get(key))
     assert step0["perf/policy_update_seconds"] <= step0["perf/update_seconds"]
@@ -42,7 +42,7 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
     assert width == int(width) and step0["length/mean"] < width <= 1024 + cfg.rollout.max_new_tokens
     assert not any(k.startswith("perf/cuda_") for k in step0)  # the allocator's counts: CUDA only
     assert "eval/pass_at_1" in records[-1] and "eval/pass_at_1" in step0
-    if preset == "prime":  # the implicit reward model trained beside the policy (docs/objective.md §13)
+    if preset == "prime":  # the implicit reward model trained beside the policy (docs/objective.md, "PRIME")
         for key in ("prm/loss", "prm/accuracy", "reward/process_mean", "loss/prm", "perf/peak_mem_mb"):
             assert key in step0 and math.isfinite(step0[key]), (key, step0.get(key))
         assert 0.0 <= step0["prm/accuracy"] <= 1.0
@@ -52,7 +52,7 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
         prm = state["prm"]
         moved = sum(not torch.equal(before[k], prm["lm." + k]) for k in before if "lm." + k in prm)
         assert moved >= len(before) // 2 and state["prm_optimizer"]["state"], "the reward model took no step"
-    if preset == "remax":  # the greedy responses' reward, the baseline (docs/objective.md §1), logged
+    if preset == "remax":  # the greedy responses' reward, the baseline (docs/objective.md, "Advantage"), logged
         assert 0.0 <= step0["reward/greedy_mean"] <= 1.0 and 0.0 <= step0["reward/above_greedy_frac"] <= 1.0
     if preset == "lambda_grpo":  # λ (from lambda_init 0) logged, stepped with the policy, checkpointed
         assert math.isfinite(step0["agg/lambda"]) and step0["agg/lambda"] != 0.0

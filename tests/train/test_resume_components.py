@@ -1,6 +1,6 @@
 """A PPO run killed mid-way resumes with its value model (a component: harness/train/core/components.py)
 and that model's optimizer restored exactly: the resumed run logs the numbers of an uninterrupted one.
-The same for PRIME's implicit reward model and λ-GRPO's learned λ (docs/objective.md §13)."""
+The same for PRIME's implicit reward model and λ-GRPO's learned λ (docs/objective.md, "PRIME" and "λ-GRPO")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The rollout correction on the tiny model (docs/objective.md §6): one step of the RL loop with each mode, the hf
-sampler's own log-probs weighing the loss; it trains and logs the mode's metrics. And the run config's refusals,
-before any model loads."""
+"""The rollout correction on the tiny model (docs/objective.md, "Rollout correction against the sampler"): one step of
+the RL loop with each mode, the hf sampler's own log-probs weighing the loss; it trains and logs the mode's metrics. And
+the run config's refusals, before any model loads."""
 
 import json
 import math

@@ -1,4 +1,4 @@
-"""SimKO through the RL trainer (docs/objective.md §13): the top-K log-probs are read from the forwards
+"""SimKO through the RL trainer (docs/objective.md, "Token statistics"): the top-K log-probs are read from the forwards
 (the extras slot's heads) only when SimKO is on -- pi_old's top-K by pi_old's forward when the update
 has several passes, by the update's first forward when it is a single pass -- and the `simko` preset
 trains on both paths."""

@@ -1,7 +1,7 @@
 """policy_update (harness/train/rl/update.py) on a tiny model and a hand-built batch, not end to end:
-micro-batching changes no gradient (docs/objective.md §5), mini_batches=K takes K optimizer steps,
+micro-batching changes no gradient (docs/objective.md, "Aggregation"), mini_batches=K takes K optimizer steps,
 one plain-SGD step equals a step along the gradient of policy_loss on the whole batch, and the
-returned metrics are those of §9. Shapes: B = 4 rows, T = 5 response tokens."""
+returned metrics are those of docs/objective.md, "Metrics". Shapes: B = 4 rows, T = 5 response tokens."""
 
 import pytest
 import torch

@@ -23,7 +23,7 @@ from harness.tasks.rewards.reward_model import RewardModel, conversation, reward
 from harness.tasks.rewards.scorer import Item, ItemRewards, RewardSpec, Scorer
 from harness.tasks.rewards.verifiers import VERIFIERS, Verdict, check_options
 
-# reward/<name> keys the trainer already logs (docs/objective.md §9): a reward may not take these names
+# reward/<name> keys the trainer already logs (docs/objective.md, "Metrics"): a reward may not take these names
 RESERVED = ("mean", "std", "accuracy", "format", "overlong", "process_mean", "timeouts")
 CPU_BOUND = ("math", "regex")  # verifiers worth worker processes (sympy; a user's pattern); functions too
 

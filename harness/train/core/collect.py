@@ -36,8 +36,8 @@ def step_seed(seed: int, step: int, salt: int = 0) -> int:
 def score(
     task: Task, problems, rollout, group_size: int, objective, max_new_tokens: int, combine: str = "sum_then_normalize"
 ) -> Episode:
-    """The task's verdict on every row, plus the active modes' shaping (DAPO's overlong punishment, docs/objective.md
-    §6) when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py).
+    """The task's verdict on every row, plus the active modes' shaping (DAPO's overlong punishment, docs/objective.md,
+    "Batch-level knobs") when `objective` is given; objective=None scores the task reward alone (evals: evaluate.py).
     combine: task.reward_combine, how the task's rewards make the one reward (objective/reward_combine.py)."""
     rows = [p for p in problems for _ in range(group_size)]
     train = {"train": True} if objective is not None else {}  # a training batch: running reward normalisers learn

@@ -136,7 +136,7 @@ def _implicit_prm(cfg, policy: nn.Module) -> tuple[nn.Module, float]:
 
 
 class LearnedScalar(nn.Module):
-    """One trained scalar (λ-GRPO's λ, docs/objective.md §13); its output is the 0-dim parameter."""
+    """One trained scalar (λ-GRPO's λ, docs/objective.md, "λ-GRPO"); its output is the 0-dim parameter."""
 
     def __init__(self, init: float):
         super().__init__()
@@ -154,8 +154,8 @@ def _lambda(cfg, policy: nn.Module) -> tuple[nn.Module, float, float]:
 #              scores: its output before the update is an input of `advantages`)
 COMPONENTS: dict[str, tuple[str, Callable, bool]] = {
     "values": ("critic", _value_model, True),  # PPO's value model (objective.baseline=critic)
-    "prm_logp": ("prm", _implicit_prm, True),  # PRIME's implicit reward model (objective.baseline=prime, §13)
-    "lam": ("lambda", _lambda, False),  # λ-GRPO's learned λ (objective.agg=lambda_length, §13)
+    "prm_logp": ("prm", _implicit_prm, True),  # PRIME's implicit reward model (objective.baseline=prime)
+    "lam": ("lambda", _lambda, False),  # λ-GRPO's learned λ (objective.agg=lambda_length)
 }
 
 

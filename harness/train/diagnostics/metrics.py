@@ -1,4 +1,4 @@
-"""Rollout-side metrics (docs/objective.md §9) and the per-step accumulator of update metrics."""
+"""Rollout-side metrics (docs/objective.md, "Metrics") and the per-step accumulator of update metrics."""
 
 from __future__ import annotations
 

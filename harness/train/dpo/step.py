@@ -10,14 +10,14 @@
                   model is held and a resumed run uses exactly the same reference
       for step:   dpo.epochs passes over the round's pairs in batches of dpo.batch_size
                   (reshuffled each epoch) -> sequence log-prob sums of chosen and rejected
-                  and their token counts -> dpo_loss (docs/objective.md §8; DPO 2305.18290, IPO 2310.12036,
+                  and their token counts -> dpo_loss (docs/objective.md, "DPO"; DPO 2305.18290, IPO 2310.12036,
                   TRL 1.16's other loss types, RPO's NLL term with objective.dpo_sft_coef) -> AdamW step
                   (one optimizer across rounds)
                   -> metrics; periodic eval (pass@k, the RL runs' eval_at()); checkpoint + flush
 
 Log-probs are taken at temperature 1 (the model's own distribution), not the rollout
 temperature: DPO's implicit reward is beta * log pi/pi_ref of the model itself.
-Besides the per-batch §8 metrics, every eval also scores ALL pairs under the current
+Besides the per-batch metrics of docs/objective.md, "DPO", every eval also scores ALL pairs under the current
 policy (eval/pairs/logps_chosen, eval/pairs/logps_rejected, eval/pairs/margin): one
 fixed set per round, so likelihood displacement (chosen AND rejected log-probs fall
 while the margin grows) is read off a curve that batch sampling does not make noisy.
