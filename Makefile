@@ -33,7 +33,7 @@ demo: venv
 	@$(VPY) -m harness.tracking.links --study demo/$(DEMO_SCALE) $(if $(MLFLOW_TRACKING_URI),,--base http://127.0.0.1:$(MLFLOW_PORT))
 
 test: venv
-	$(VPY) -m pytest -q $(PYTEST_ARGS)
+	$(VPY) -m pytest -q --durations=30 $(PYTEST_ARGS)
 
 # ruff's linter and formatter (pyproject.toml [tool.ruff]); `ruff format .` and `ruff check --fix .` repair most.
 lint: venv
