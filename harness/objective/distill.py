@@ -135,7 +135,7 @@ def opd_scored(
             "baseline",
             why=WHY,
             accepts=_group_baseline,
-            allowed_text="a baseline with sequence advantages (not critic, prime or remax)",
+            allowed_text="a baseline with sequence advantages (not critic, prime, remax or opo: those compute their own advantages)",
         ),
     ),
     hooks=Hooks(teacher=True, advantages=opd_scored),

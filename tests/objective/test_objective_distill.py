@@ -70,6 +70,9 @@ def test_what_it_asks_of_the_trainer():
 def test_a_per_token_baseline_is_refused():
     with pytest.raises(ValueError, match="baseline='critic' with distill_coef > 0"):
         ObjectiveConfig.preset("opd", baseline="critic")
+    for per_token in ("prime", "remax", "opo"):  # each computes its own advantages
+        with pytest.raises(ValueError, match=f"baseline='{per_token}' with distill_coef > 0"):
+            ObjectiveConfig.preset("opd", baseline=per_token)
     with pytest.raises(ValueError, match="distill_coef"):
         ObjectiveConfig.preset("opd", distill_coef=-0.5)
 
