@@ -18,6 +18,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -481,6 +482,7 @@ def cases(f: dict) -> list[tuple[str, list[str]]]:
     """(door, argv) of every try; argv starting with 'SUB' runs in a child process."""
     tries = knob_tries(f) + reward_model_tries(f) + command_tries(f) + more_tries(f) + run_tries(f)
     tries += verdict_tries(f) + node_tries(f) + hub_tries(f) + dpo_loss_tries(f) + kl_control_tries(f)
+    tries += distill_tries(f)  # on-policy distillation's teacher
     return tries + kl_estimator_tries(f) + advantage_clip_tries(f) + observer_tries(f) + rejection_tries(f)
 
 
@@ -550,6 +552,34 @@ def advantage_clip_tries(f: dict) -> list[tuple[str, list[str]]]:
         ("topr_positive_weight without clip topr", [*CFG, "objective.topr_positive_weight=2"]),
         ("control: preset opo", [*CFG, "objective.preset=opo"]),
         ("control: preset topr", [*CFG, "objective.preset=topr"]),
+    ]
+
+
+def distill_tries(f: dict) -> list[tuple[str, list[str]]]:
+    """On-policy distillation (objective/distill.py, config/teacher.py): model.teacher and objective.distill_coef."""
+    other = Path(f["d"]) / "teacher_other_vocab"  # f["lm"] with the ids of 'a' and 'b' swapped in its tokenizer
+    if not other.exists():
+        shutil.copytree(f["lm"], other)
+        data = json.loads((other / "tokenizer.json").read_text())
+        vocab = data["model"]["vocab"]
+        vocab["a"], vocab["b"] = vocab["b"], vocab["a"]
+        (other / "tokenizer.json").write_text(json.dumps(data))
+    opd, teacher = "objective.preset=opd", f"model.teacher={f['lm']}"
+    return [
+        ("distill: opd without model.teacher", [*CFG, opd]),
+        ("distill: model.teacher missing folder", [*CFG, opd, f"model.teacher={f['d']}/nope"]),
+        ("distill: model.teacher not a model", [*CFG, opd, f"model.teacher={f['d']}/emptyrun"]),
+        ("distill: model.teacher of another tokenizer", [*CFG, opd, f"model.teacher={other}"]),
+        ("distill: model.teacher on grpo", [*CFG, teacher]),
+        ("distill: distill_coef 0 with a teacher", [*CFG, opd, "objective.distill_coef=0", teacher]),
+        ("distill: distill_coef -1", [*CFG, opd, "objective.distill_coef=-1", teacher]),
+        ("distill: distill_coef a word", [*CFG, opd, "objective.distill_coef=much", teacher]),
+        ("distill: model.teacher with dpo", ["config", "experiments/runs/dpo.yaml", *TINY, teacher]),
+        ("distill: opd + baseline critic", [*CFG, opd, "objective.baseline=critic", teacher]),
+        ("distill: distill_task_advantage without distill", [*CFG, "objective.distill_task_advantage=false"]),
+        ("distill: control: preset opd", [*CFG, opd, teacher]),
+        ("distill: control: grpo + distill_coef 0.5", [*CFG, "objective.distill_coef=0.5", "model.teacher=tiny-dense"]),
+        ("distill: train: preset opd", ["train", SMOKE, *TINY, opd, teacher, "--out", f"{f['d']}/runs/opd"]),
     ]
 
 

@@ -84,6 +84,12 @@ class ModelSection(_Section):
         "critic starts from, its transformer and its score head (the PPO paper's setup), instead of a copy of "
         "the policy with a zero head; it reads the policy's tokens, so it must share the policy's tokenizer",
     )
+    teacher: str | None = Field(
+        None,
+        description="on-policy distillation (objective.distill_coef > 0, the opd preset): the frozen teacher that "
+        "scores the student's sampled tokens, named as model.name is (a built-in name, a local Hugging Face folder or "
+        "a Hub id at main); it reads the policy's token ids, so it must share the policy's tokenizer; null = none",
+    )
 
 
 def check_model(run: Any) -> None:

@@ -31,6 +31,7 @@ from harness.config.objective import (
 from harness.config.rollout import RolloutSection, check_staleness, rollout_logp_inexact
 from harness.config.scale import check_scale
 from harness.config.task import TaskSection, check_generated_task, check_task_name
+from harness.config.teacher import check_teacher
 from harness.config.tracking import TrackingSection
 from harness.config.train import TrainSection, check_batch_shape, check_old_logp, check_warmup
 from harness.config.warm_start import WarmStartSection, uses_warm_start
@@ -87,6 +88,7 @@ class RunConfig(_Section):
             check_generated_task(self)
         for check in (check_model, check_critic_init, check_scale, check_moe, check_eval, check_staleness):
             check(self)
+        check_teacher(self)  # model.teacher: on-policy distillation's teacher
         errors, notes = ignored_knobs(self)
         if errors:
             raise ValueError("; ".join(errors))

@@ -29,6 +29,7 @@ Glossary for every docstring: N prompts, G group size, B = N*G sequences (groups
 T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 """
 
+from harness.objective import distill as distill
 from harness.objective import opo as opo
 from harness.objective import prime as prime
 from harness.objective import remax as remax

@@ -50,8 +50,8 @@ class Needs:
 
     ref_logp             a frozen reference policy and its log-probs (kl_coef > 0; DPO; a mode's hooks)
     current_logp_for_kl  the behaviour policy's log-probs (B, T) before the update, for the KL
-                         placed in the reward (pass them as `advantages(logp=...)`); a
-                         single-pass update that has no old-log-prob forward must run one
+                         placed in the reward or the reverse KL to the teacher (pass them as
+                         `advantages(logp=...)`); a single-pass update that has no old-log-prob forward must run one
     recompute_old_logp   pi_old's log-probs must be recomputed by a forward of their own even when the
                          update is a single pass (TIS / rollout_is weigh pi_old,train against the sampler,
                          rollout_rs rejects by it); not to be confused with old_forward below
@@ -69,6 +69,9 @@ class Needs:
     greedy_rewards       an active mode's baseline is the reward of a greedy response (ReMax): the rollout draws
                          one response per prompt at temperature 0, scores it with the same rewards (not trained
                          on) and passes each row's as `advantages(extras={"greedy_rewards": (B,)})`
+    teacher_logp         an active mode reads a frozen teacher's log-probs of the sampled tokens (on-policy
+                         distillation, objective.distill_coef > 0): the trainer loads the run's model.teacher and
+                         passes its no-grad forward's log-probs (B, T) as `advantages(extras={"teacher_logp": ...})`
 
     Two inputs are not asked for, because a trainer passes them to `loss` every time: the entropy (B, T) with
     grad (`loss` detaches it when the entropy does not enter the loss) and the sampler's log-probs (B, T) in
@@ -84,20 +87,23 @@ class Needs:
     old_forward: bool = False
     train_forward: bool = False
     greedy_rewards: bool = False
+    teacher_logp: bool = False
 
 
 def inputs_needed(obj: ObjectiveConfig) -> Needs:
     """Which tensors the trainer must compute for `obj` (see `Needs`)."""
     parts = components(obj)
+    teacher = any(m.hooks is not None and m.hooks.teacher for _, _, m in active_modes(obj))
     return Needs(
         ref_logp=obj.needs_reference,
-        current_logp_for_kl=reward_kl_on(obj),
+        current_logp_for_kl=reward_kl_on(obj) or teacher,
         recompute_old_logp=bool(old_policy_readers(obj)),
         adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj)),
         components=parts,
         old_forward=bool(active_hooks(obj, "old_forward")),
         train_forward=bool(active_hooks(obj, "old_forward") or active_hooks(obj, "train_forward")),
         greedy_rewards=any(m.hooks is not None and m.hooks.greedy for _, _, m in active_modes(obj)),
+        teacher_logp=teacher,
     )
 
 

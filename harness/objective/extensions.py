@@ -29,6 +29,8 @@ ask the active modes for their hooks and carry whatever they return in one `extr
                    log-probs (off-policy sequence masking, M2PO: rollout_correction.py)
     greedy         it needs the reward of one greedy (temperature 0) response per prompt, (B,) in
                    `extras["greedy_rewards"]` of `advantages` (ReMax): the rollout draws and scores it
+    teacher        it needs a frozen teacher's log-probs of the sampled tokens, (B, T) in
+                   `extras["teacher_logp"]` of `advantages` (on-policy distillation: the run's model.teacher)
 
 The data side and the after-step, read by the trainer through objective/batching.py:
 
@@ -77,6 +79,7 @@ class Hooks:
     token_mask: Callable | None = None
     rollout_mask: Callable | None = None
     greedy: bool = False
+    teacher: bool = False
     reward_shaping: Callable | None = None
     refill_filter: Callable | None = None
     group_filter: Callable | None = None

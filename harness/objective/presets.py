@@ -783,6 +783,28 @@ register_preset(
     kl_estimator="k3",
     kl_placement="loss",
 )
+# On-policy distillation (Thinking Machines, "On-policy distillation", 2025; GKD 2306.13649's on-policy case):
+# the student samples, model.teacher scores its tokens, A_t = -(log pi_old - log pi_T) per token with coefficient
+# 1 and no task reward (tinker-cookbook's on_policy_distillation recipe: kl_penalty_coef 1, kl_discount_factor
+# 0); the policy loss of verl 0.9.1's distillation (use_policy_gradient, policy_loss_mode vanilla: the PPO clip
+# 0.2, its default loss_agg_mode token-mean). objective.distill_task_advantage: true mixes in the verifiable
+# reward's advantage (then baseline and scale apply: group_mean / group_std reach GRPO's).
+register_preset(
+    "opd",
+    baseline="none",
+    scale="none",
+    std="sample",
+    ratio="token",
+    clip="ppo",
+    eps_low=0.2,
+    eps_high=0.2,
+    agg="token_mean",
+    kl_coef=0.0,
+    kl_estimator="k1",
+    kl_placement="loss",
+    distill_coef=1.0,
+    distill_task_advantage=False,
+)
 # DPO (Rafailov et al. 2305.18290), offline preference loss, beta 0.1 (TRL default);
 # `dpo_loss_type: ipo` gives IPO (Azar et al. 2310.12036). The reference model enters through
 # dpo_beta, not kl_coef; the policy-gradient knobs are unused by dpo_loss.

@@ -35,7 +35,7 @@ from harness.objective import inputs_needed
 from harness.rollout import make_backend
 from harness.train.core.collect import collect, eval_problems, step_seed
 from harness.train.core.components import Trained, build_components
-from harness.train.core.scoring import frozen_reference, score_episode
+from harness.train.core.scoring import frozen_reference, frozen_teacher, score_episode
 from harness.train.core.step_context import StepContext
 from harness.train.eval.evaluate import evaluate
 from harness.train.rl.update import policy_update
@@ -80,7 +80,13 @@ def one_update(policy, cfg: RunConfig, ep, pad_id: int, seed: int):
     device = next(model.parameters()).device
     components = build_components(cfg, model, list(inputs_needed(cfg.objective).components), device)
     sc = StepContext.build(
-        cfg, Trained("policy", model, opt), components, frozen_reference(cfg, policy), device, pad_id
+        cfg,
+        Trained("policy", model, opt),
+        components,
+        frozen_reference(cfg, policy),
+        device,
+        pad_id,
+        teacher=frozen_teacher(cfg, device),
     )
     batch, _ = score_episode(sc, ep)
     metrics = policy_update(sc, batch, torch.Generator().manual_seed(seed))

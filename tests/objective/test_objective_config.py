@@ -92,6 +92,9 @@ EXPECTED_EXTRAS = {
     "m2po": dict(m2_threshold=0.04, rollout_is="none", off_policy_mask_threshold=None),
     "scalerl": dict(batch_std_of="centered", zero_variance_filter=True, no_positive_resampling=0.9),
 }
+# on-policy distillation: the teacher's term alone (docs/objective.md, "Advantage")
+EXPECTED_TABLE["opd"] = ("none", "none", "token", "ppo", 0.2, 0.2, "token_mean", 0.0, "k1", "loss")
+EXPECTED_EXTRAS["opd"] = dict(distill_coef=1.0, distill_task_advantage=False)
 
 
 def _make(name: str, **kw) -> ObjectiveConfig:

@@ -54,6 +54,7 @@ DPO_FAST += [
     "train.threads=1",
 ]
 EXTRA = {"passk": ["objective.passk_k=2"]}
+EXTRA["opd"] = ["model.teacher=tiny-dense"]  # on-policy distillation's teacher: the seeded fresh tiny model
 DEFAULT = ["grpo", "dapo", "ppo"]
 SKIP = ("perf/", "threads/")  # timings and the thread governor differ between any two runs
 

@@ -15,6 +15,7 @@ from harness.train.run.warmstart import ensure_warm_start
 PRESETS = [name for name in BUILTIN_PRESETS if preset_trainer(name) == "rl"]
 # the fast config samples G = 4: pass@k needs k < G
 EXTRA = {"passk": ["objective.passk_k=2"]}
+EXTRA["opd"] = ["model.teacher=tiny-dense"]  # a teacher: the seeded fresh tiny model (test_distill_train.py: a folder)
 
 
 def _weights(folder):
@@ -52,6 +53,8 @@ def test_one_step_changes_parameters_and_losses_are_finite(preset, fast_config, 
         prm = state["prm"]
         moved = sum(not torch.equal(before[k], prm["lm." + k]) for k in before if "lm." + k in prm)
         assert moved >= len(before) // 2 and state["prm_optimizer"]["state"], "the reward model took no step"
+    if preset == "opd":  # the teacher's reverse KL and its forward's seconds (docs/objective.md, "Advantage")
+        assert step0["distill/reverse_kl"] > 0 and step0["perf/teacher_seconds"] > 0
     if preset == "remax":  # the greedy responses' reward, the baseline (docs/objective.md, "Advantage"), logged
         assert 0.0 <= step0["reward/greedy_mean"] <= 1.0 and 0.0 <= step0["reward/above_greedy_frac"] <= 1.0
     if preset == "lambda_grpo":  # λ (from lambda_init 0) logged, stepped with the policy, checkpointed

@@ -5,6 +5,7 @@ trainer (harness/train/rl/step.py) and the probes (harness/probes/engine.py) ali
       pi_old's log-probs: none on a single pass (the update's first forward is pi_old's), the sampler's
         (train.old_logp), or a no-grad forward of the policy, which also feeds the rollout/train mismatch
       pi_ref's log-probs (a frozen reference, when the objective needs one); pi_theta's for a KL in the reward
+      pi_T's log-probs (on-policy distillation's frozen teacher, model.teacher, when the objective reads them), timed
       the step's rollout correction: the mask after rejection sampling, the IS weights' batch mean
       the scoring components' outputs (PPO's values, PRIME's reward model) --> advantages (the objective)
     --> the batch with adv, old_logp, ref_logp and what the active modes keep (extras); the scoring's metrics
@@ -16,9 +17,13 @@ Shapes: B rows, T response length.
 
 from __future__ import annotations
 
+import time
+
 import torch
 
 from harness.config import ConfigError
+from harness.models import build_model
+from harness.models.hub import model_path
 from harness.models.logprobs import padded_widths
 from harness.objective import advantages, batch_correction, inputs_needed, loss_mask
 from harness.objective.extensions import old_forward_extras
@@ -37,6 +42,29 @@ def frozen_reference(cfg, model: torch.nn.Module) -> torch.nn.Module | None:
     t = cfg.train  # train.ref_compute_dtype: pi_ref kept in the autocast's dtype (auto: on CUDA under bf16)
     dtype = AUTOCAST_DTYPES.get(t.autocast) if t.ref_compute_dtype is True and t.autocast else None
     return reference_of(model, dtype)
+
+
+def frozen_teacher(cfg, device: torch.device) -> torch.nn.Module | None:
+    """pi_T: model.teacher loaded frozen (eval mode, no gradient) in the policy's dtype on `device`, when the
+    objective reads its log-probs (on-policy distillation, objective.distill_coef > 0), else None. A built-in
+    name builds as model.name does (a tiny-* model from the run's seed)."""
+    if not inputs_needed(cfg.objective).teacher_logp:
+        return None
+    name = model_path(cfg.model.teacher, key="model.teacher")  # a Hub id: its snapshot in the cache
+    teacher, _ = build_model(name, seed=cfg.seed, dtype=getattr(torch, cfg.model.dtype))
+    return teacher.to(device).eval().requires_grad_(False)
+
+
+def teacher_logprobs(sc: StepContext, batch: Batch) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+    """({"teacher_logp": pi_T's log-probs of the sampled tokens (B, T)}, {"perf/teacher_seconds": its forward's
+    seconds}) by micro-batch as pi_ref's (its own routing, no replay); ({}, {}) without a teacher."""
+    if sc.teacher is None:
+        return {}, {}
+    t0 = time.perf_counter()
+    logp = batch_logprobs(sc.teacher, batch, sc, replay=False)
+    if logp.device.type == "cuda":
+        torch.cuda.synchronize(logp.device)
+    return {"teacher_logp": logp}, {"perf/teacher_seconds": time.perf_counter() - t0}
 
 
 def _check_routing(cfg, rollout) -> None:
@@ -80,6 +108,8 @@ def score_episode(sc: StepContext, ep: Episode, old_weights=None) -> tuple[Batch
         if current is None and needs.current_logp_for_kl:
             current = batch_logprobs(model, batch, sc)
         given = {c.provides: c.predict(batch, sc.pad_id, sc.micro or len(batch)) for c in sc.components if c.scores}
+        teacher, timed = teacher_logprobs(sc, batch)  # on-policy distillation: pi_T's log-probs, timed
+        given.update(teacher)
     fixed = batch_correction(obj, batch.mask, old_logp, batch.rollout_logp)  # rollout_rs; IS batch mean
     if fixed.mask is not batch.mask:
         batch, mask = batch.with_(mask=fixed.mask), fixed.mask
@@ -90,7 +120,7 @@ def score_episode(sc: StepContext, ep: Episode, old_weights=None) -> tuple[Batch
     )
     extras = merge_extras(old_forward=read, advantages=scored.extras, batch_correction=fixed.extras)
     return batch.with_(adv=scored.adv, old_logp=old_logp, ref_logp=ref_logp, extras=extras), (
-        {**fixed.metrics, **scored.metrics}
+        {**fixed.metrics, **scored.metrics, **timed}
     )
 
 

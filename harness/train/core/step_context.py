@@ -46,6 +46,7 @@ class StepContext(WithTrained):
     ref          pi_ref, frozen, when the objective needs one (core/scoring.py frozen_reference), else None
     single_pass  the update's first forward is pi_old's (`single_pass` above)
     mismatch     fed by pi_old's forward with the rollout/train mismatch and routing (None: not measured)
+    teacher      pi_T, frozen, when the objective distils (core/scoring.py frozen_teacher), else None
     """
 
     cfg: object
@@ -56,12 +57,15 @@ class StepContext(WithTrained):
     pad_id: int
     single_pass: bool
     mismatch: MismatchStats | None = None
+    teacher: torch.nn.Module | None = None
 
     @classmethod
-    def build(cls, cfg, policy: Trained, components=(), ref=None, device=None, pad_id: int = 0, mismatch=None):
+    def build(
+        cls, cfg, policy: Trained, components=(), ref=None, device=None, pad_id: int = 0, mismatch=None, teacher=None
+    ):
         """The context of a step under cfg; single_pass read from cfg, device from the policy's weights if None."""
         device = device if device is not None else next(policy.module.parameters()).device
-        return cls(cfg, policy, tuple(components), ref, device, pad_id, single_pass(cfg), mismatch)
+        return cls(cfg, policy, tuple(components), ref, device, pad_id, single_pass(cfg), mismatch, teacher)
 
     @property
     def temperature(self) -> float:

@@ -34,7 +34,7 @@ from harness.train.core.batch import Batch
 from harness.train.core.collect import collect, step_seed
 from harness.train.core.nonfinite import NonFiniteUpdate, first_nonfinite
 from harness.train.core.prompt_pool import PromptPool
-from harness.train.core.scoring import frozen_reference, score_episode
+from harness.train.core.scoring import frozen_reference, frozen_teacher, score_episode
 from harness.train.core.step_context import StepContext
 from harness.train.core.trainer import RunContext, Trainer
 from harness.train.diagnostics.hacking import hacking_probe
@@ -84,6 +84,7 @@ class RLTrainer(Trainer):
         cfg, obj = self.cfg, self.cfg.objective
         self.ref = frozen_reference(cfg, ctx.model)  # pi_ref = pi_0, when the objective needs one
         self.ref_moved = False  # pi_ref has taken the policy's weights (objective.ref_update_every): checkpointed
+        self.teacher = frozen_teacher(cfg, ctx.device)  # pi_T: model.teacher, when the objective distils
         self.moe = is_moe(ctx.model)
         if obj.routing_replay and not self.moe:
             raise ConfigError(
@@ -99,8 +100,9 @@ class RLTrainer(Trainer):
         self.observers = StepObservers(cfg, self.moe)  # train.observers: the step's measurements
 
     def frozen_modules(self) -> list[torch.nn.Module]:
-        """pi_ref when it is a copy of its own (with LoRA it is the policy with its adapters off)."""
-        return [self.ref] if isinstance(self.ref, torch.nn.Module) else []
+        """pi_ref when it is a copy of its own (with LoRA it is the policy with its adapters off), and pi_T."""
+        teacher = [self.teacher] if self.teacher is not None else []
+        return ([self.ref] if isinstance(self.ref, torch.nn.Module) else []) + teacher
 
     def component_inputs(self) -> list[str]:
         """The inputs trained components give the objective (values: PPO's value model, ...)."""
@@ -154,7 +156,9 @@ class RLTrainer(Trainer):
         clock = PhaseClock(ctx.device)
         # 0. context: what the phases share (policy, pi_ref, components, forwards, the mismatch observer)
         mismatch = self.observers.mismatch()
-        sc = StepContext.build(cfg, ctx.policy, ctx.components, self.ref, ctx.device, ctx.pad_id, mismatch)
+        sc = StepContext.build(
+            cfg, ctx.policy, ctx.components, self.ref, ctx.device, ctx.pad_id, mismatch, teacher=self.teacher
+        )
         # 1-2. collect: G samples per prompt and their rewards (rollout.staleness k: theta_{t-k} samples)
         self.stale.begin(ctx.model, step)
         with self.stale.sampler(ctx.model, ctx.backend, step):
