@@ -78,6 +78,19 @@ class RolloutSection(_Section):
         description="stop strings: a response ends after the first one it writes (kept in its "
         "text; the response counts as finished, not truncated), as at EOS; hf and vllm",
     )
+    max_turns: int = Field(
+        4,
+        ge=1,
+        description="task.tools / task.environment: the model's turns in one trajectory at most (each up to "
+        "max_new_tokens); a row also ends when its turn calls no tool or its environment says done (TRL: "
+        "max_tool_calling_iterations; verl: multi_turn.max_assistant_turns)",
+    )
+    max_tool_tokens: int = Field(
+        256,
+        ge=1,
+        description="task.tools / task.environment: a tool's answer or an observation longer than this many tokens "
+        "is cut there and says so ('[truncated: N tokens, M kept]'; verl: multi_turn.max_tool_response_length)",
+    )
     max_prompt_tokens: int | None = Field(
         None,
         ge=1,

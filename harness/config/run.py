@@ -34,6 +34,7 @@ from harness.config.task import TaskSection, check_generated_task, check_task_na
 from harness.config.teacher import check_teacher
 from harness.config.tracking import TrackingSection
 from harness.config.train import TrainSection, check_batch_shape, check_old_logp, check_warmup
+from harness.config.turns import check_multi_turn
 from harness.config.warm_start import WarmStartSection, uses_warm_start
 from harness.models import MODEL_NAMES
 from harness.models.hub import hub_id_problem, hub_snapshot, looks_like_hub_id
@@ -86,7 +87,8 @@ class RunConfig(_Section):
             check_dataset(self, frozenset((info.context or {}).get(TO_BUILD, ())))
         else:
             check_generated_task(self)
-        for check in (check_model, check_critic_init, check_scale, check_moe, check_eval, check_staleness):
+        checks = (check_model, check_critic_init, check_scale, check_moe, check_eval, check_staleness, check_multi_turn)
+        for check in checks:
             check(self)
         check_teacher(self)  # model.teacher: on-policy distillation's teacher
         errors, notes = ignored_knobs(self)

@@ -108,6 +108,28 @@ class TaskSection(_Section):
         "weighted and summed (GDPO 2601.05242, verl gdpo); a dataset task's task.rewards, a generated task's "
         "correct + format_weight * format",
     )
+    tools: list[str] = Field(
+        default_factory=list,
+        description="module.path:function tools the model may call over several turns (rollout.max_turns): typed "
+        "functions with a docstring, returning a string; rendered by the chat template where it renders tools "
+        "(hermes <tool_call>), else as a plain description (<call>NAME ARGS</call>); docs/tasks.md, 'Tools and "
+        "environments' (TRL: GRPOTrainer tools; verl: multi_turn.tool_config_path)",
+    )
+    environment: str | None = Field(
+        None,
+        description="module.path:Class with reset(problem) -> first message and step(text) -> (observation, done[, "
+        "reward]), one instance a rollout row; its reward, when given, replaces the task's (TRL: "
+        "environment_factory; verl: AgentLoop)",
+    )
+    tool_timeout: float = Field(
+        5.0, gt=0, description="seconds a tool call may take; over it the model reads an error (tool_errors counts it)"
+    )
+    tool_workers: int = Field(
+        0,
+        ge=0,
+        description="worker processes that run the tool calls (0: the trainer's process); a worker a tool kills "
+        "is replaced, the call an error the model reads",
+    )
     hacking_window: int = Field(
         10,
         ge=3,

@@ -25,6 +25,7 @@ import torch
 from harness.models.lora import AdaptersOff
 from harness.models.moe import replay_routing
 from harness.models.prefix_groups import grouped_response_logits
+from harness.models.spans import span_lengths
 from harness.models.token_stats import token_stats
 from harness.objective.extensions import TokenLogits
 
@@ -70,9 +71,10 @@ def pack(
     """Right-padded prompt+response sequences, built on `device` (None: response_ids').
 
     Returns input_ids (B, L), attention_mask (B, L), and index (B, T): the position whose
-    logits predict response token t of row i (= P_i - 1 + t). lengths: each row's response tokens
-    (the count of response_mask > 0, a prefix of the row), known on the host (Batch.mask_lens); None reads
-    them from response_mask (one device->host read). Only the width L needs them on the host: the rows are
+    logits predict response token t of row i (= P_i - 1 + t). lengths: each row's response span (1 + its last
+    position with response_mask > 0: harness/models/spans.py; a single-turn row's mask is a prefix, and its span
+    the count of its tokens), known on the host (Batch.mask_spans); None reads them from response_mask (one
+    device->host read). Only the width L needs them on the host: the rows are
     laid out on the device, so a micro-batch's packing waits on nothing there. multiple: L rounded up to a
     multiple of it (packed_width; train.pad_to_multiple_of), the extra positions pad_id with attention 0.
     """
@@ -80,7 +82,7 @@ def pack(
     dev = response_ids.device if device is None else torch.device(device)
     lens = [len(p) for p in prompt_ids]
     if lengths is None:
-        lengths = (response_mask > 0).sum(-1).tolist()
+        lengths = span_lengths(response_mask).tolist()
     L = packed_width(lens, lengths, multiple)
     # the prompts, -1 past each one's end, sent in one copy: (B, P)
     host = torch.full((B, max(lens, default=0)), -1, dtype=torch.long)
@@ -163,8 +165,8 @@ def response_forward(
     TokenLogits (harness/objective/extensions.py: logits (B, T, V) at the temperature, their
     log-sum-exp, the mask, the sampled tokens): an extension's `old_forward` / `train_forward`
     (SimKO's top-K log-probs). Gradients flow unless under no_grad. share_prefix: train.share_prefix (each run
-    of identical prompts through the model once: harness/models/prefix_groups.py). lengths: each row's count of
-    response_mask > 0, known on the host (`pack`; None: read from the mask)."""
+    of identical prompts through the model once: harness/models/prefix_groups.py). lengths: each row's span of
+    response_mask (`pack`; None: read from the mask)."""
     rows = (model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, None, routing)
     logp, entropy, (logits, logz, mask), _ = _response_logits(*rows, share_prefix, head is not None, lengths)
     extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
@@ -175,7 +177,7 @@ def _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model
     """The plain forward: every row [prompt | response] (pack) -> (logits (B, T, V) in the model's dtype, out).
     Inside padded_widths the rows are packed to its multiple; the output head still runs on the real positions."""
     if lengths is None:
-        lengths = (response_mask > 0).sum(-1).tolist()  # one device->host read (the trainer passes them)
+        lengths = span_lengths(response_mask).tolist()  # one device->host read (the trainer passes them)
     multiple = pad_multiple()
     ids, att, index = pack(prompt_ids, response_ids, response_mask, pad_id, lengths, model.device, multiple)
     replay = replay_routing(model, replay_choices(routing, ids.shape[1])) if routing is not None else nullcontext()

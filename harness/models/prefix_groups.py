@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from harness.models.spans import span_mask
+
 
 def prompt_groups(prompt_ids: list[list[int]]) -> tuple[list[int], torch.Tensor]:
     """-> (the first row of each run of identical consecutive prompts (U,), each row's run (B,) long)."""
@@ -70,7 +72,7 @@ def grouped_response_logits(
     if T == 1:
         return first
     cache.batch_select_indices(run)  # each row gets its prompt's keys and values (a differentiable gather)
-    resp_att = response_mask.to(dev).long()
+    resp_att = span_mask(response_mask.to(dev))  # a trajectory's tool tokens are attended to (spans.py)
     position_ids = att.sum(-1)[run].unsqueeze(1) + torch.arange(T, device=dev)  # (B, T): P_i + t
     rest = model(  # the responses on their prompt's cache; the logit at t predicts token t + 1
         input_ids=response_ids.to(dev),

@@ -119,7 +119,11 @@ def load_model(
 
 
 def render_prompt(
-    tokenizer: PreTrainedTokenizerBase, text: str, system: str | None = None, messages: list[dict] | None = None
+    tokenizer: PreTrainedTokenizerBase,
+    text: str,
+    system: str | None = None,
+    messages: list[dict] | None = None,
+    tools: list[dict] | None = None,
 ) -> list[int]:
     """Token ids of the prompt the model sees for task text `text` (ending with its cue).
 
@@ -127,21 +131,28 @@ def render_prompt(
     character tokenizer this is exactly `<bos>` + text). Without one: `<bos>` (if any) +
     [system + blank line] + text. `messages` (a chat-messages prompt of a dataset row) replaces
     the user message: they are rendered as they are (`system` first, if given), and without a
-    template their contents are joined by blank lines.
+    template their contents are joined by blank lines. tools: JSON schemas the chat template renders
+    (apply_chat_template(tools=...): task.tools with a template that renders them, harness/tasks/tools/render.py).
     """
     msgs = list(messages) if messages is not None else [{"role": "user", "content": text}]
     if system is not None:
         msgs = [{"role": "system", "content": system}, *msgs]
     if tokenizer.chat_template:
-        return list(tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False))
+        extra = {"tools": tools} if tools else {}
+        return list(
+            tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, return_dict=False, **extra)
+        )
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     return bos + tokenizer.encode("\n\n".join(m["content"] for m in msgs), add_special_tokens=False)
 
 
-def render_problem(tokenizer: PreTrainedTokenizerBase, problem, suffix: str = "") -> list[int]:
+def render_problem(
+    tokenizer: PreTrainedTokenizerBase, problem, suffix: str = "", tools: list[dict] | None = None
+) -> list[int]:
     """render_prompt of a task problem (anything with .prompt; a dataset problem's meta may hold chat
-    `messages` and a `system` prompt): the prompt, `suffix` appended to its (last) user message."""
-    return render_prompt(tokenizer, "", messages=problem_messages(problem, suffix))
+    `messages` and a `system` prompt): the prompt, `suffix` appended to its (last) user message; tools: the JSON
+    schemas the chat template renders (render_prompt)."""
+    return render_prompt(tokenizer, "", messages=problem_messages(problem, suffix), tools=tools)
 
 
 def problem_messages(problem, suffix: str = "") -> list[dict]:

@@ -21,6 +21,13 @@ keeps emitting "=..." steps until it truncates (truncated = wrong).
 Countdown has the stronger long-failure mode (a search trace); arithmetic is the cleaner
 difficulty-bias task. max_demo_chars (default 63 = a 64-token budget minus EOS) bounds
 every demonstration; problems whose working would exceed it are redrawn.
+
+calculator=True (the tools example: task.tools [harness.tasks.tools.examples:calculator], docs/tasks.md,
+"Tools and environments"): the demonstration calls the calculator instead of working, in the plain tool format,
+with the answer the tool gives:
+    "<call>calculator 7*8-6*9</call><result>2</result>\nAnswer: 2"
+(the warm start learns the call and the copy; in a rollout the model's turn ends at </call> and the result is
+the tool's). With long operands (max_operand: 999) the working is what a tiny model gets wrong, the copy is not.
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ class ArithmeticTask(GeneratedTask):
         max_operand: int = 9,
         max_value: int = 999,
         ops: str = "+-*",
+        calculator: bool = False,
     ) -> None:
         super().__init__(
             difficulty_mix=difficulty_mix,
@@ -83,6 +91,9 @@ class ArithmeticTask(GeneratedTask):
         if not isinstance(ops, str) or not ops or set(ops) - set(_APPLY) or len(set(ops)) != len(ops):
             raise ValueError(f"{owner}: ops must be a non-empty string of distinct operators from '+-*', got {ops!r}")
         self.ops = ops
+        if not isinstance(calculator, bool):
+            raise ValueError(f"{owner}: calculator must be true or false, got {calculator!r}")
+        self.calculator = calculator
 
     def _draw(self, difficulty: str, rng: random.Random) -> Draft | None:
         k = self.num_operands[difficulty]
@@ -99,8 +110,12 @@ class ArithmeticTask(GeneratedTask):
         )
 
     def demonstration(self, problem: Problem, rng: random.Random) -> str:
-        """The full reduction (deterministic; `rng` unused)."""
-        return _demo(reduction_steps(problem.meta["operands"], problem.meta["ops"])[0])
+        """The full reduction, or with calculator=True the calculator's call and answer (deterministic; `rng`
+        unused)."""
+        steps = reduction_steps(problem.meta["operands"], problem.meta["ops"])[0]
+        if self.calculator:
+            return f"<call>calculator {steps[0]}</call><result>{steps[-1]}</result>\nAnswer: {steps[-1]}"
+        return _demo(steps)
 
     def parse_answer(self, completion: str) -> str | None:
         return parse_int_answer(completion)

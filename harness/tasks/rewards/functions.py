@@ -39,8 +39,18 @@ class RewardFunctionError(RunFault):
 
 def load_function(spec: str) -> Callable:
     """`module.path:function` -> the function; ValueError (one line) when it does not import or fit."""
+    fn = import_named(spec, "function", "my_rewards:brevity")
+    if not callable(fn):
+        raise ValueError(f"{spec!r} is a {type(fn).__name__}, not a function")
+    check_signature(fn, spec)
+    return fn
+
+
+def import_named(spec: str, kind: str, example: str) -> Any:
+    """`module.path:attr` -> the module's attribute, imported by name (reward functions, tools, environments);
+    ValueError (one line) when the spec is malformed, the module does not import, or has no such attribute."""
     if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
-        raise ValueError(f"{spec!r} must look like module.path:function (e.g. my_rewards:brevity)")
+        raise ValueError(f"{spec!r} must look like module.path:{kind} (e.g. {example})")
     module_name, attr = spec.split(":")
     try:
         with no_os_exit():  # os._exit on import would end the harness silently (exits.py)
@@ -52,16 +62,13 @@ def load_function(spec: str) -> Callable:
         raise ValueError(
             f"{spec!r}: module {module_name!r} does not import ({reason}); is it on sys.path (PYTHONPATH)?"
         ) from None
-    fn = module
+    obj = module
     for part in attr.split("."):
-        if not hasattr(fn, part):
+        if not hasattr(obj, part):
             names = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
             raise ValueError(f"{spec!r}: module {module_name!r} has no {attr!r}; its callables: {names}")
-        fn = getattr(fn, part)
-    if not callable(fn):
-        raise ValueError(f"{spec!r} is a {type(fn).__name__}, not a function")
-    check_signature(fn, spec)
-    return fn
+        obj = getattr(obj, part)
+    return obj
 
 
 def check_signature(fn: Callable, spec: str) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import torch
 
+from harness.models.spans import span_lengths
 from harness.parallel import bounds, gather_rows, shard
 
 
@@ -45,12 +46,19 @@ class Batch:
     # the packing widths and the denominators of every micro-batch then wait on nothing there
     response_lens: list[int] = field(default_factory=list)
     mask_lens: list[int] = field(default_factory=list)
+    # each row's span of response_mask and of mask (1 + the last position > 0: harness/models/spans.py), the widths
+    # packed for a forward: a multi-turn trajectory's tool tokens (mask 0) lie inside it. Single-turn: the counts
+    response_spans: list[int] = field(default_factory=list)
+    mask_spans: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.index:
             self.index = list(range(len(self.prompt_ids)))
-        if len(self.response_lens) != len(self.prompt_ids) or len(self.mask_lens) != len(self.prompt_ids):
-            self.response_lens, self.mask_lens = row_lengths(self.response_mask, self.mask)
+        lists = (self.response_lens, self.mask_lens, self.response_spans, self.mask_spans)
+        if any(len(x) != len(self.prompt_ids) for x in lists):
+            self.response_lens, self.mask_lens, self.response_spans, self.mask_spans = row_lengths(
+                self.response_mask, self.mask
+            )
 
     def denominators(self) -> tuple[int, int]:
         """(num_seqs, num_tokens) of the rows (objective.aggregation.batch_denominators), from the row lengths."""
@@ -112,14 +120,16 @@ class Batch:
 
     def with_(self, **changes) -> Batch:
         if "mask" in changes or "response_mask" in changes:  # their row lengths are read again
-            changes = {"response_lens": [], "mask_lens": [], **changes}
+            changes = {"response_lens": [], "mask_lens": [], "response_spans": [], "mask_spans": [], **changes}
         return replace(self, **changes)
 
 
-def row_lengths(response_mask: torch.Tensor, mask: torch.Tensor) -> tuple[list[int], list[int]]:
-    """Each row's count of response_mask > 0 and of mask > 0, read to the host in one copy."""
-    counts = (response_mask > 0).sum(-1)
-    return torch.stack([counts.to(mask.device), (mask > 0).sum(-1)]).tolist()
+def row_lengths(response_mask: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
+    """Each row's count of response_mask > 0 and of mask > 0, and the span of each (harness/models/spans.py), read
+    to the host in one copy."""
+    rows = [(response_mask > 0).sum(-1).to(mask.device), (mask > 0).sum(-1)]
+    rows += [span_lengths(response_mask).to(mask.device), span_lengths(mask)]
+    return torch.stack(rows).tolist()
 
 
 def _row_selector(idx: list[int]):

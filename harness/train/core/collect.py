@@ -19,6 +19,7 @@ from harness.objective import dynamic_sampling_keep, inputs_needed
 from harness.objective.batching import group_keep, refill_keep, refills, reward_shaping
 from harness.objective.reward_combine import combine as combine_rewards
 from harness.rollout.base import RolloutBackend, SamplingParams
+from harness.rollout.turns import roll_out
 from harness.tasks.base import Task
 from harness.train.core.episode import Episode
 from harness.train.core.prompt_pool import MAX_REDRAWS, PromptPool
@@ -43,6 +44,9 @@ def score(
     train = {"train": True} if objective is not None else {}  # a training batch: running reward normalisers learn
     scores = task.score_batch(rows, rollout.texts, rollout.truncated.tolist(), **train)  # a dataset task: in workers
     base = torch.tensor([s.total for s in scores], dtype=torch.float32)
+    env = rollout.extras.get("env_reward")  # a multi-turn environment's own final reward, where it gave one
+    if env is not None:
+        base = torch.where(torch.isfinite(env), env, base)
     if objective is not None and combine != "sum_then_normalize":
         base = combine_rewards(combine, base, *reward_terms(scores), group_size, objective)
     if objective is not None:
@@ -89,7 +93,7 @@ def reward_terms(scores) -> tuple[torch.Tensor, torch.Tensor]:
 def greedy_rewards(task: Task, backend: RolloutBackend, prompts, problems, params: SamplingParams, objective):
     """(N,) the reward of one greedy (temperature 0) response per prompt, scored as the sampled ones are (the
     task's rewards and the objective's overlong shaping): ReMax's baseline (arXiv 2310.10505), never trained on."""
-    rollout = backend.generate(prompts, 1, replace(params, temperature=0.0))
+    rollout = roll_out(backend, problems, prompts, 1, replace(params, temperature=0.0))
     return score(task, problems, rollout, 1, objective, params.max_new_tokens).rewards
 
 
@@ -124,7 +128,7 @@ def collect(
             seed=step_seed(cfg.seed, step, SAMPLING_SALT + rnd),
         )
         prompts = [render(p) for p in problems]
-        rollout = backend.generate(prompts, G, params)
+        rollout = roll_out(backend, problems, prompts, G, params)  # multi-turn: harness/rollout/turns.py
         ep = scored = score_round(task, backend, problems, rollout, prompts, params, cfg)
         if pool is not None:
             pool.record(ep.problems, ep.correct, G)

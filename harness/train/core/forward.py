@@ -62,7 +62,7 @@ def batch_forward(
                     routing=routing,
                     head=head,
                     share_prefix=sc.share_prefix,
-                    lengths=part.response_lens,
+                    lengths=part.response_spans,
                 )
             if mismatch is not None:
                 mismatch.add_logprobs(lp, part.rollout_logp.to(lp.device), part.mask, sum(part.mask_lens))
@@ -117,7 +117,7 @@ def forward_loss(sc: StepContext, part: Batch, denominators: tuple[float, float]
             routing=part.routing if replay else None,
             head=head,
             share_prefix=sc.share_prefix,
-            lengths=part.mask_lens,
+            lengths=part.mask_spans,
         )
     if observe:  # single pass: logp is the old policy's
         mismatch.add_logprobs(logp, part.rollout_logp, part.mask, sum(part.mask_lens))

@@ -41,6 +41,26 @@ def rollout_metrics(ep: Episode, prefix: str = "") -> dict[str, float]:
         f"{prefix}length/incorrect": _mean(lengths[~correct]),
         f"{prefix}length/truncated_frac": _mean(ep.rollout.truncated),
         f"{prefix}length/group_std_mean": _mean(len_std),  # spread of lengths within a group (tokens)
+        **turn_metrics(ep, prefix),
+    }
+
+
+def turn_metrics(ep: Episode, prefix: str = "") -> dict[str, float]:
+    """turns/* of multi-turn trajectories (harness/rollout/turns.py extras), {} for single-turn rows: per
+    trajectory, the model's turns, the tool calls, the tool errors (failed or unparsed calls), the observation
+    tokens and the observations cut at rollout.max_tool_tokens; and turns/model_frac, the model's share of the
+    batch's trajectory tokens (model / (model + observation))."""
+    x = ep.rollout.extras
+    if "turns" not in x:
+        return {}
+    model, obs = float(ep.rollout.response_mask.sum()), float(x["obs_tokens"].sum())
+    return {
+        f"{prefix}turns/mean": _mean(x["turns"]),
+        f"{prefix}turns/tool_calls": _mean(x["tool_calls"]),
+        f"{prefix}turns/tool_errors": _mean(x["tool_errors"]),
+        f"{prefix}turns/obs_tokens": _mean(x["obs_tokens"]),
+        f"{prefix}turns/obs_truncated": _mean(x["obs_truncated"]),
+        f"{prefix}turns/model_frac": model / (model + obs) if model + obs else float("nan"),
     }
 
 

@@ -32,6 +32,7 @@ from harness.faults import RunFault, StopOnSignal, StoppedBySignal
 from harness.rollout import make_backend
 from harness.rollout.sharded import ShardedBackend
 from harness.tracking.pending import make_tracker, sync_pending
+from harness.train.core.agent import multi_turn
 from harness.train.core.collect import eval_problems
 from harness.train.core.components import Component, Trained, adamw, build_components
 from harness.train.core.rundir import RunDir
@@ -127,7 +128,7 @@ class Shell:
         with rank_zero_first():  # rank 0 builds the warm start the others then read from its cache
             su = start_run(run, cfg)
         policy = su.policy
-        backend = make_backend(cfg.rollout, policy, su.tok)
+        backend = multi_turn(cfg, make_backend(cfg.rollout, policy, su.tok), su.tok, policy)  # task.tools: turns
         if parallel.world() > 1:  # each process samples its share of the prompts (harness/rollout/sharded.py)
             backend = ShardedBackend(backend, su.pad_id)
         self.task_info = su.task_info  # a dataset task: prompts dropped, pass-rate buckets (-> summary.json)

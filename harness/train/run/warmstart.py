@@ -31,6 +31,7 @@ from harness.models.hub import section_model
 from harness.rollout.base import SamplingParams
 from harness.rollout.hf import HFBackend
 from harness.tasks import task_code, task_from_config, task_identity
+from harness.train.core.agent import tool_prompts
 
 SFT_VERSION = 1  # bump when the SFT recipe changes in a way the code digest cannot see
 # The modules whose code builds a warm start (the task's own modules are added from its class).
@@ -63,6 +64,7 @@ def warm_start_key(cfg) -> dict:
         "threads": cfg.warm_start.threads,  # the SFT's fixed thread count: another count, other weights
         **task_identity(cfg.task),  # a dataset task: its data, rewards and files' sha256 ({} otherwise)
         **({"pretrained_sft": True} if cfg.warm_start.pretrained else {}),  # a pretrained model, SFT asked for
+        **({"tools": list(cfg.task.tools)} if cfg.task.tools else {}),  # its prompts open with the tools' description
         "code": code,
         "kernels": machine.kernel_path(),
     }
@@ -142,7 +144,7 @@ def sft(cfg, folder: Path) -> None:
     ws = cfg.warm_start
     torch.manual_seed(0)
     model, tok = build_model(section_model(cfg.model), seed=0, overrides=cfg.model.overrides)
-    task = task_from_config(cfg.task, mix=False)
+    task = tool_prompts(task_from_config(cfg.task, mix=False), cfg, tok)  # task.tools: the rollouts' prompts
     opt = torch.optim.AdamW(model.parameters(), lr=ws.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 20) * max(0.05, 1 - s / max(ws.steps, 1))
