@@ -61,7 +61,9 @@ def test_score_combines_a_generated_tasks_correct_and_format_rewards():
     problems = task.problems(1, seed=0)
     right = f"Answer: {problems[0].answer}"
     texts = [right, "no number here", "Answer: -123456", right]
-    rollout = SimpleNamespace(texts=texts, truncated=torch.zeros(4, dtype=torch.bool), lengths=torch.full((4,), 5.0))
+    rollout = SimpleNamespace(
+        texts=texts, truncated=torch.zeros(4, dtype=torch.bool), lengths=torch.full((4,), 5.0), extras={}
+    )
     obj = ObjectiveConfig()
     summed = score(task, problems, rollout, 4, obj, 64)
     assert [s.terms[1][1] for s in summed.scores] == [0.5] * 4
