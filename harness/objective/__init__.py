@@ -30,6 +30,8 @@ T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 """
 
 from harness.objective import opo as opo
+from harness.objective import optimal_token_baseline as optimal_token_baseline
+from harness.objective import positive_nll as positive_nll
 from harness.objective import prime as prime
 from harness.objective import remax as remax
 from harness.objective import soft_clips as soft_clips

@@ -38,6 +38,7 @@ from harness.objective.extensions import Scored, active_hooks, active_modes, com
 from harness.objective.kl import kl_in_reward, loss_kl_on, reward_kl_on
 from harness.objective.kl_control import reward_kl_mean
 from harness.objective.policy import policy_loss
+from harness.objective.positive_nll import positive_nll_on
 from harness.objective.rollout_correction import uses_sampler_logp
 
 if TYPE_CHECKING:
@@ -54,9 +55,10 @@ class Needs:
                          single-pass update that has no old-log-prob forward must run one
     recompute_old_logp   pi_old's log-probs must be recomputed by a forward of their own even when the
                          update is a single pass (TIS / rollout_is weigh pi_old,train against the sampler,
-                         rollout_rs rejects by it); not to be confused with old_forward below
-    adv_only_gradient    a row with advantage 0 contributes no gradient (no KL-in-loss or
-                         entropy term), so a diagnostic may skip such rows
+                         rollout_rs rejects by it; the optimal token baseline scores with pi_old's logits);
+                         not to be confused with old_forward below
+    adv_only_gradient    a row with advantage 0 contributes no gradient (no KL-in-loss, entropy or
+                         positive-example NLL term), so a diagnostic may skip such rows
     components           the trained components the active modes read, by the name of their output in
                          `extras` (values: PPO's value model, prm_logp: PRIME's reward model, lam: λ-GRPO's λ);
                          before the update their outputs go to `advantages(extras=...)` (those that score),
@@ -92,13 +94,19 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
     return Needs(
         ref_logp=obj.needs_reference,
         current_logp_for_kl=reward_kl_on(obj),
-        recompute_old_logp=bool(old_policy_readers(obj)),
-        adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj)),
+        recompute_old_logp=bool(old_policy_readers(obj)) or _scores_from_old_forward(obj),
+        adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj) or positive_nll_on(obj)),
         components=parts,
         old_forward=bool(active_hooks(obj, "old_forward")),
         train_forward=bool(active_hooks(obj, "old_forward") or active_hooks(obj, "train_forward")),
         greedy_rewards=any(m.hooks is not None and m.hooks.greedy for _, _, m in active_modes(obj)),
     )
+
+
+def _scores_from_old_forward(obj: ObjectiveConfig) -> bool:
+    """A mode whose advantages read its own `old_forward` hook's tensors (the optimal token baseline's sum_v pi^2):
+    pi_old's forward runs before the advantages, so the update cannot be a single pass."""
+    return any(m.hooks is not None and m.hooks.advantages and m.hooks.old_forward for _, _, m in active_modes(obj))
 
 
 def loss_mask(obj: ObjectiveConfig, mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
