@@ -31,6 +31,7 @@ T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 
 from harness.objective import opo as opo
 from harness.objective import optimal_token_baseline as optimal_token_baseline
+from harness.objective import pf_ppo as pf_ppo
 from harness.objective import positive_nll as positive_nll
 from harness.objective import prime as prime
 from harness.objective import remax as remax

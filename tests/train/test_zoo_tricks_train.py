@@ -15,6 +15,8 @@ from harness.train.run.warmstart import ensure_warm_start
 
 CASES = {
     "positive_nll": (["objective.positive_nll_coef=0.1"], "loss/positive_nll"),
+    "optimal_token": (["objective.baseline=optimal_token", "objective.scale=none"], "adv/abs_mean"),
+    "pf_ppo": (["objective.pf_ppo_reweight=pow"], "pf_ppo/distinct_frac"),
 }
 
 
