@@ -10,8 +10,8 @@ none when every reward is equal). The NLL of the other rows is 0 and is aggregat
 `token_mean` L_NLL = (sum over T's tokens of -log pi) / (all response tokens), where VAPO divides by T's tokens
 only: VAPO's mu = 0.1 on half the tokens positive is 0.05 here. mu: `positive_nll_coef` (0 = off).
 
-The rows are chosen from the step's rewards (the reward the advantages see: the task's plus shaping, and minus the
-KL when it is in the reward), once a step: the `scoring` hook keeps 1/0 per row in the extras (`positive_nll_rows`),
+The rows are chosen from the step's rewards (the reward the scoring hooks see: the task's plus shaping; with the KL
+in the reward and a group baseline, after its penalty), once a step: the `scoring` hook keeps 1/0 per row in the extras (`positive_nll_rows`),
 the `loss_term` hook adds mu L_NLL. A row with advantage 0 (a group of right answers) then still has a gradient.
 
 Glossary: B rows, T response length (the set T of the equation is the positive rows).
