@@ -35,6 +35,7 @@ from harness.objective import pf_ppo as pf_ppo
 from harness.objective import positive_nll as positive_nll
 from harness.objective import prime as prime
 from harness.objective import remax as remax
+from harness.objective import router_aux as router_aux
 from harness.objective import soft_clips as soft_clips
 from harness.objective import topr as topr
 from harness.objective.advantages import gae_advantages, group_advantages

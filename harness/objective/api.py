@@ -40,6 +40,7 @@ from harness.objective.kl_control import reward_kl_mean
 from harness.objective.policy import policy_loss
 from harness.objective.positive_nll import positive_nll_on
 from harness.objective.rollout_correction import uses_sampler_logp
+from harness.objective.router_aux import router_aux_on
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -71,6 +72,9 @@ class Needs:
     greedy_rewards       an active mode's baseline is the reward of a greedy response (ReMax): the rollout draws
                          one response per prompt at temperature 0, scores it with the same rewards (not trained
                          on) and passes each row's as `advantages(extras={"greedy_rewards": (B,)})`
+    router_aux_loss      the training forward of an MoE returns its router's load-balancing loss (transformers'
+                         `output_router_logits=True`, `out.aux_loss`) as `LossInputs.extras["router_aux_loss"]`
+                         (router_aux_loss_coef > 0)
 
     Two inputs are not asked for, because a trainer passes them to `loss` every time: the entropy (B, T) with
     grad (`loss` detaches it when the entropy does not enter the loss) and the sampler's log-probs (B, T) in
@@ -86,6 +90,7 @@ class Needs:
     old_forward: bool = False
     train_forward: bool = False
     greedy_rewards: bool = False
+    router_aux_loss: bool = False
 
 
 def inputs_needed(obj: ObjectiveConfig) -> Needs:
@@ -100,6 +105,7 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
         old_forward=bool(active_hooks(obj, "old_forward")),
         train_forward=bool(active_hooks(obj, "old_forward") or active_hooks(obj, "train_forward")),
         greedy_rewards=any(m.hooks is not None and m.hooks.greedy for _, _, m in active_modes(obj)),
+        router_aux_loss=router_aux_on(obj),
     )
 
 
