@@ -168,6 +168,11 @@ def check_moe(run: Any) -> None:
             f"objective.routing_replay=true needs an MoE model; model.name={run.model.name!r} is dense "
             "(use tiny-moe or an MoE folder)"
         )
+    if moe is False and getattr(o, "router_aux_loss_coef", 0.0) > 0:
+        raise ValueError(
+            f"objective.router_aux_loss_coef={o.router_aux_loss_coef} needs an MoE model (a router to balance); "
+            f"model.name={run.model.name!r} is dense: use tiny-moe or an MoE folder, or router_aux_loss_coef=0"
+        )
     if moe and run.train.share_prefix:
         raise ValueError(
             f"train.share_prefix=true with model.name={run.model.name!r}, an MoE: routing replay and the "

@@ -28,6 +28,7 @@ from harness.models.prefix_groups import grouped_response_logits
 from harness.models.spans import span_lengths
 from harness.models.token_stats import token_stats
 from harness.objective.extensions import TokenLogits
+from harness.objective.router_aux import AUX_KEY
 
 _PAD_TO: contextvars.ContextVar[int] = contextvars.ContextVar("pad_to_multiple_of", default=1)
 
@@ -159,6 +160,7 @@ def response_forward(
     head: Callable[[TokenLogits], dict] | None = None,
     share_prefix: bool = False,
     lengths: list[int] | None = None,
+    router_aux: bool = False,
 ):
     """`response_logprobs` plus what `head` reads from the same forward's logits -> (logp (B, T),
     entropy (B, T) or None, head's tensors: a dict, {} without a head). head gets the forward's
@@ -166,10 +168,15 @@ def response_forward(
     log-sum-exp, the mask, the sampled tokens): an extension's `old_forward` / `train_forward`
     (SimKO's top-K log-probs). Gradients flow unless under no_grad. share_prefix: train.share_prefix (each run
     of identical prompts through the model once: harness/models/prefix_groups.py). lengths: each row's span of
-    response_mask (`pack`; None: read from the mask)."""
-    rows = (model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, None, routing)
-    logp, entropy, (logits, logz, mask), _ = _response_logits(*rows, share_prefix, head is not None, lengths)
+    response_mask (`pack`; None: read from the mask). router_aux: an MoE's forward also
+    returns its router's load-balancing loss (`output_router_logits=True`: transformers' `out.aux_loss`, with its
+    gradient) in the extras, as `router_aux_loss` (objective/router_aux.py)."""
+    kwargs = {"output_router_logits": True} if router_aux else None
+    rows = (model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, kwargs, routing)
+    logp, entropy, (logits, logz, mask), out = _response_logits(*rows, share_prefix, head is not None, lengths)
     extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
+    if router_aux:
+        extras[AUX_KEY] = out.aux_loss  # transformers' load_balancing_loss_func over the forward's tokens
     return logp, entropy, extras
 
 

@@ -31,8 +31,12 @@ T padded response length, M response mask (B, T), |o_i| = sum_t M[i, t].
 
 from harness.objective import distill as distill
 from harness.objective import opo as opo
+from harness.objective import optimal_token_baseline as optimal_token_baseline
+from harness.objective import pf_ppo as pf_ppo
+from harness.objective import positive_nll as positive_nll
 from harness.objective import prime as prime
 from harness.objective import remax as remax
+from harness.objective import router_aux as router_aux
 from harness.objective import soft_clips as soft_clips
 from harness.objective import topr as topr
 from harness.objective.advantages import gae_advantages, group_advantages

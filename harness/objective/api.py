@@ -38,7 +38,9 @@ from harness.objective.extensions import Scored, active_hooks, active_modes, com
 from harness.objective.kl import kl_in_reward, loss_kl_on, reward_kl_on
 from harness.objective.kl_control import reward_kl_mean
 from harness.objective.policy import policy_loss
+from harness.objective.positive_nll import positive_nll_on
 from harness.objective.rollout_correction import uses_sampler_logp
+from harness.objective.router_aux import router_aux_on
 
 if TYPE_CHECKING:
     from harness.objective.config import ObjectiveConfig
@@ -54,9 +56,10 @@ class Needs:
                          `advantages(logp=...)`); a single-pass update that has no old-log-prob forward must run one
     recompute_old_logp   pi_old's log-probs must be recomputed by a forward of their own even when the
                          update is a single pass (TIS / rollout_is weigh pi_old,train against the sampler,
-                         rollout_rs rejects by it); not to be confused with old_forward below
-    adv_only_gradient    a row with advantage 0 contributes no gradient (no KL-in-loss or
-                         entropy term), so a diagnostic may skip such rows
+                         rollout_rs rejects by it; the optimal token baseline scores with pi_old's logits);
+                         not to be confused with old_forward below
+    adv_only_gradient    a row with advantage 0 contributes no gradient (no KL-in-loss, entropy or
+                         positive-example NLL term), so a diagnostic may skip such rows
     components           the trained components the active modes read, by the name of their output in
                          `extras` (values: PPO's value model, prm_logp: PRIME's reward model, lam: λ-GRPO's λ);
                          before the update their outputs go to `advantages(extras=...)` (those that score),
@@ -72,6 +75,9 @@ class Needs:
     teacher_logp         an active mode reads a frozen teacher's log-probs of the sampled tokens (on-policy
                          distillation, objective.distill_coef > 0): the trainer loads the run's model.teacher and
                          passes its no-grad forward's log-probs (B, T) as `advantages(extras={"teacher_logp": ...})`
+    router_aux_loss      the training forward of an MoE returns its router's load-balancing loss (transformers'
+                         `output_router_logits=True`, `out.aux_loss`) as `LossInputs.extras["router_aux_loss"]`
+                         (router_aux_loss_coef > 0)
 
     Two inputs are not asked for, because a trainer passes them to `loss` every time: the entropy (B, T) with
     grad (`loss` detaches it when the entropy does not enter the loss) and the sampler's log-probs (B, T) in
@@ -88,6 +94,7 @@ class Needs:
     train_forward: bool = False
     greedy_rewards: bool = False
     teacher_logp: bool = False
+    router_aux_loss: bool = False
 
 
 def inputs_needed(obj: ObjectiveConfig) -> Needs:
@@ -97,14 +104,21 @@ def inputs_needed(obj: ObjectiveConfig) -> Needs:
     return Needs(
         ref_logp=obj.needs_reference,
         current_logp_for_kl=reward_kl_on(obj) or teacher,
-        recompute_old_logp=bool(old_policy_readers(obj)),
-        adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj)),
+        recompute_old_logp=bool(old_policy_readers(obj)) or _scores_from_old_forward(obj),
+        adv_only_gradient=not (loss_kl_on(obj) or entropy_bonus_on(obj) or positive_nll_on(obj)),
         components=parts,
         old_forward=bool(active_hooks(obj, "old_forward")),
         train_forward=bool(active_hooks(obj, "old_forward") or active_hooks(obj, "train_forward")),
         greedy_rewards=any(m.hooks is not None and m.hooks.greedy for _, _, m in active_modes(obj)),
         teacher_logp=teacher,
+        router_aux_loss=router_aux_on(obj),
     )
+
+
+def _scores_from_old_forward(obj: ObjectiveConfig) -> bool:
+    """A mode whose advantages read its own `old_forward` hook's tensors (the optimal token baseline's sum_v pi^2):
+    pi_old's forward runs before the advantages, so the update cannot be a single pass."""
+    return any(m.hooks is not None and m.hooks.advantages and m.hooks.old_forward for _, _, m in active_modes(obj))
 
 
 def loss_mask(obj: ObjectiveConfig, mask: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:

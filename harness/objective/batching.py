@@ -7,6 +7,7 @@ extensions.py): the trainer calls these and reads no knob of its own.
     keep, m = group_keep(obj, rewards, correct, G)                   (N,) the groups the step trains on, or None
     retire_at(obj)                                                   the pass rate retiring a prompt, or None
     resets_reference(obj, step)                                      pi_ref <- pi_theta after this step
+    idx     = resampled_rows(obj, rewards, generator)                (B,) the rows the update trains on, or None
 
 Shapes: N prompts, G group size, B = N*G rows with each prompt's G rows contiguous.
 """
@@ -55,6 +56,15 @@ def retire_at(obj: Any) -> float | None:
 def resets_reference(obj: Any, step: int) -> bool:
     """Whether pi_ref takes the policy's weights after `step` (a mode's schedule)."""
     return any(fn(obj, step) for fn in active_hooks(obj, "reset_reference"))
+
+
+def resampled_rows(obj: Any, rewards: torch.Tensor, generator: torch.Generator) -> torch.Tensor | None:
+    """(B,) long: the rows of the scored batch the update trains on, drawn by the active mode (PF-PPO's
+    reward-weighted resampling); None when no mode resamples (the batch as it is)."""
+    found = active_hooks(obj, "resample")
+    if len(found) > 1:
+        raise ValueError("two active modes resample the batch; pick one")
+    return found[0](obj, rewards, generator) if found else None
 
 
 def _all_keep(keeps: list[torch.Tensor]) -> torch.Tensor | None:

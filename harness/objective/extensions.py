@@ -43,6 +43,8 @@ The data side and the after-step, read by the trainer through objective/batching
     retire_at      (cfg) -> p: a prompt whose running pass rate reaches p leaves the training pool
                    (ScaleRL's no-positive-resampling)
     reset_reference (cfg, step) -> bool: pi_ref <- pi_theta after this step (iterative GRPO)
+    resample       (cfg, rewards (B,), generator) -> idx (B,) long: the rows of the scored batch the update
+                   trains on, drawn from it (PF-PPO's reward-weighted resampling, pf_ppo.py)
 
 The built-in extensions -- modes no knob selects, active by their `switch` -- are below: SimKO, the
 KL term, and the data side's overlong shaping, dynamic sampling, zero-variance filter and
@@ -85,6 +87,7 @@ class Hooks:
     group_filter: Callable | None = None
     retire_at: Callable | None = None
     reset_reference: Callable | None = None
+    resample: Callable | None = None
 
 
 class TokenLogits(NamedTuple):

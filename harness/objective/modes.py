@@ -351,6 +351,7 @@ CALLS: dict[str, tuple[str, ...]] = {
     "hook group_filter": ("cfg", "rewards", "correct", "group_size"),
     "hook retire_at": ("cfg",),
     "hook reset_reference": ("cfg", "step"),
+    "hook resample": ("cfg", "rewards", "generator"),
 }
 
 
@@ -384,7 +385,7 @@ def _check_calls(kind: str, name: str, fn: Callable, build: dict, hooks: Any) ->
         if f"{kind} {key}" in CALLS and value is not None:
             check_call(value, f"{kind} {key}", f"{where} {key}=")
     hooks_with_calls = ("advantages", "scoring", "old_forward", "train_forward", "token_loss", "row_weights")
-    data_side = ("reward_shaping", "refill_filter", "group_filter", "retire_at", "reset_reference")
+    data_side = ("reward_shaping", "refill_filter", "group_filter", "retire_at", "reset_reference", "resample")
     for key in (*hooks_with_calls, "loss_term", "token_mask", "rollout_mask", *data_side):
         value = getattr(hooks, key, None)
         if value is not None:

@@ -93,7 +93,7 @@ def test_a_plugin_preset_is_a_preset():
         (
             [USE, "objective.baseline=medain"],  # a typo of the plugin's mode: the registry lists it
             "'objective.baseline': unknown baseline 'medain'; allowed baseline values: ['group_mean', 'leave_one_out', "
-            "'batch_mean', 'none', 'passk', 'critic', 'opo', 'prime', 'remax', 'median']",
+            "'batch_mean', 'none', 'passk', 'critic', 'opo', 'optimal_token', 'prime', 'remax', 'median']",
         ),
         (
             [USE, "objective.clip=tanh_clip", "objective.tanh_width=-1"],

@@ -118,6 +118,7 @@ def forward_loss(sc: StepContext, part: Batch, denominators: tuple[float, float]
             head=head,
             share_prefix=sc.share_prefix,
             lengths=part.mask_spans,
+            router_aux=needs.router_aux_loss,
         )
     if observe:  # single pass: logp is the old policy's
         mismatch.add_logprobs(logp, part.rollout_logp, part.mask, sum(part.mask_lens))

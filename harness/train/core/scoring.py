@@ -113,6 +113,9 @@ def score_episode(sc: StepContext, ep: Episode, old_weights=None) -> tuple[Batch
     fixed = batch_correction(obj, batch.mask, old_logp, batch.rollout_logp)  # rollout_rs; IS batch mean
     if fixed.mask is not batch.mask:
         batch, mask = batch.with_(mask=fixed.mask), fixed.mask
+    given.update(read)  # what the modes' old_forward hooks read from pi_old (the optimal token baseline's sum pi^2)
+    if old_logp is not None:
+        given["old_logp"] = old_logp
     if ep.greedy_rewards is not None:  # ReMax: each row's prompt's greedy reward (inputs_needed(obj).greedy_rewards)
         given["greedy_rewards"] = ep.greedy_rewards.repeat_interleave(cfg.train.group_size).to(sc.device)
     scored = advantages(

@@ -11,6 +11,7 @@
                    KL in the reward and a critic read the log-probs                  core/scoring.py
     5. update      K epochs x mini-batches x micro-batches of the objective's loss, every trained module's
                    optimizer step                                                   rl/update.py
+                   (on the rows an active mode draws from the scored batch: PF-PPO's resampling, update_rows)
     6. after-step  the engine's weights synced, pi_ref reset on the schedule a mode declares
                    (objective.ref_update_every), the stale sampler's snapshot
 
@@ -27,7 +28,7 @@ import torch
 from harness.config import ConfigError
 from harness.models.moe import is_moe
 from harness.objective import inputs_needed
-from harness.objective.batching import resets_reference, retire_at
+from harness.objective.batching import resampled_rows, resets_reference, retire_at
 from harness.objective.entropy_control import adaptive_entropy
 from harness.objective.kl_control import adaptive_kl, steer_kl
 from harness.train.core.batch import Batch
@@ -44,6 +45,7 @@ from harness.train.rl.staleness import StaleWeights, source_step
 from harness.train.rl.update import policy_update
 
 UPDATE_ORDER_SALT = 555  # step_seed salt of the update's row shuffle (mini-batch order)
+RESAMPLE_SALT = 556  # step_seed salt of a mode's resampling of the scored batch (PF-PPO)
 
 
 def sync_times(backend) -> dict:
@@ -54,6 +56,18 @@ def sync_times(backend) -> dict:
     if not hasattr(backend, "last_verify_seconds"):
         return {}
     return {"perf/sync_seconds": backend.last_sync_seconds, "perf/verify_seconds": backend.last_verify_seconds}
+
+
+def update_rows(cfg, step: int, batch: Batch, rewards: torch.Tensor) -> tuple[Batch, dict]:
+    """The batch the update trains on: the scored batch, or the rows an active mode draws from it by the rewards
+    (B,) (objective/batching.py `resampled_rows`: PF-PPO), with the share of distinct rows drawn. The draw's
+    generator is seeded by the run's seed and the step: the same on every process and on a resumed run."""
+    gen = torch.Generator().manual_seed(step_seed(cfg.seed, step, RESAMPLE_SALT))
+    idx = resampled_rows(cfg.objective, rewards, gen)
+    if idx is None:
+        return batch, {}
+    rows = idx.tolist()
+    return batch.rows(rows), {"pf_ppo/distinct_frac": len(set(rows)) / max(len(rows), 1)}
 
 
 def with_kl_coef(cfg, kl_ctl):
@@ -171,7 +185,9 @@ class RLTrainer(Trainer):
         t_score = clock.edge()
         bad = first_nonfinite({"reward": ep.rewards, "advantage": batch.adv})  # train.nan_policy
         rec.update(self.observers.scored(sc, step, ep, batch, bad is None))
-        rec.update(self.update(sc, ctx, step, batch, bad))  # 5. update
+        trained_on, resampled = update_rows(self.cfg, step, batch, ep.rewards)  # a mode's resampling (PF-PPO)
+        rec.update(resampled)
+        rec.update(self.update(sc, ctx, step, trained_on, bad))  # 5. update
         rec.update(self.observers.updated(sc, batch))
         rec.update(self.after_step(ctx, step))  # 6. after-step: engine sync, pi_ref reset, staleness
         t_update = clock.edge()
