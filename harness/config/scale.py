@@ -86,6 +86,11 @@ def check_fsdp(run: Any) -> None:
             "then the responses on their cache) under fully_shard are not tested; set train.share_prefix=false "
             "(or train.parallel=ddp)"
         )
+    if run.train.chunked_head:
+        raise ValueError(
+            "train.parallel='fsdp' with train.chunked_head=true: the chunks run the output head after the sharded "
+            "model's forward, on weights it has resharded; set train.chunked_head=false (or train.parallel=ddp)"
+        )
     if run.train.grad_share_every:
         raise ValueError(
             f"train.parallel='fsdp' with train.grad_share_every={run.train.grad_share_every}: the "

@@ -22,6 +22,7 @@ from contextlib import nullcontext
 
 import torch
 
+from harness.models.chunked_head import ChunkedTokenLogits, head_stats, hidden_instead_of_logits
 from harness.models.lora import AdaptersOff
 from harness.models.moe import replay_routing
 from harness.models.prefix_groups import grouped_response_logits
@@ -29,6 +30,18 @@ from harness.models.token_stats import token_stats
 from harness.objective.extensions import TokenLogits
 
 _PAD_TO: contextvars.ContextVar[int] = contextvars.ContextVar("pad_to_multiple_of", default=1)
+_HEAD_CHUNK: contextvars.ContextVar[int] = contextvars.ContextVar("head_chunk_tokens", default=0)
+
+
+@contextlib.contextmanager
+def chunked_head(chunk_tokens: int) -> Iterator[None]:
+    """train.chunked_head: the `response_forward`s inside run the output head on `chunk_tokens` positions at a
+    time, recomputed in the backward (harness/models/chunked_head.py); 0: the whole logits, as outside."""
+    token = _HEAD_CHUNK.set(int(chunk_tokens))
+    try:
+        yield
+    finally:
+        _HEAD_CHUNK.reset(token)
 
 
 @contextlib.contextmanager
@@ -166,9 +179,34 @@ def response_forward(
     of identical prompts through the model once: harness/models/prefix_groups.py). lengths: each row's count of
     response_mask > 0, known on the host (`pack`; None: read from the mask)."""
     rows = (model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, None, routing)
-    logp, entropy, (logits, logz, mask), _ = _response_logits(*rows, share_prefix, head is not None, lengths)
-    extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
+    if _HEAD_CHUNK.get() > 0:  # train.chunked_head: no (B, T, V) logits held (chunked_head.py)
+        logp, entropy, view = _chunked_response_stats(
+            *rows, share_prefix=share_prefix, lengths=lengths, chunk_tokens=_HEAD_CHUNK.get()
+        )
+    else:
+        logp, entropy, (logits, logz, mask), _ = _response_logits(*rows, share_prefix, head is not None, lengths)
+        view = TokenLogits(logits, logz, mask, response_ids)
+    extras = head(view) if head is not None else {}
     return logp, entropy, extras
+
+
+def _chunked_response_stats(*rows, share_prefix, lengths, chunk_tokens: int):
+    """`_response_logits`' (logp (B, T), entropy (B, T) or None) from the final hidden states, the head run by
+    chunks of positions (chunked_head.py), and the view a hook reads them through (ChunkedTokenLogits)."""
+    model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, model_kwargs, routing = rows
+    with hidden_instead_of_logits(model) as head:  # the "logits" below are the hidden states (B, T, d)
+        if share_prefix:
+            if routing is not None or model_kwargs:
+                raise ValueError("train.share_prefix: no routing replay and no extra model arguments")
+            keep = takes_logits_to_keep(model)
+            hidden = grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id, keep)
+        else:
+            packed = (model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths)
+            hidden, _ = _packed_logits(*packed)
+    mask = response_mask.to(hidden.device)
+    logp, logz, entropy = head_stats(head, hidden, response_ids, temperature, with_entropy, chunk_tokens)
+    view = ChunkedTokenLogits(head, hidden, logz, mask, response_ids, temperature, chunk_tokens)
+    return logp * mask, entropy * mask if with_entropy else None, view
 
 
 def _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths=None):
