@@ -9,6 +9,10 @@ forward.py) a packed row length L is rounded up to a multiple of m, the extra po
 (causal attention: no earlier position sees them). A run then meets a few widths instead of one per step, and
 what a device does once per new shape (on CUDA, such as building cuDNN's attention graph for a sequence length)
 is done in the first steps. The output head runs on the real positions only.
+
+train.chunked_head: inside `chunked_head(C)` (the same forwards) `response_forward` takes the model's final hidden
+states instead of its logits and runs the head on C positions at a time, each chunk recomputed in the backward
+(harness/models/chunked_head.py): no forward holds the (B, T, V) logits.
 """
 
 from __future__ import annotations
