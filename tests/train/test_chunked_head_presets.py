@@ -24,6 +24,7 @@ from harness.train.core.step_context import StepContext
 
 PRESETS = [name for name in BUILTIN_PRESETS if preset_trainer(name) == "rl"]
 EXTRA = {"passk": ["objective.passk_k=2"]}  # G = 4: pass@k needs k < G
+EXTRA["opd"] = ["model.teacher=tiny-dense"]  # on-policy distillation's teacher, where the preset exists
 PAD = 0
 CLIP_AND_STEP = update.clip_and_step  # the real one, whatever a test patched in
 
@@ -76,6 +77,15 @@ def _episode(model, cfg) -> Episode:
     return Episode([SimpleNamespace(difficulty="easy")] * 2, rollout, verdicts, rewards, torch.zeros(8), 4, greedy)
 
 
+def _teacher(cfg) -> dict:
+    """{"teacher": pi_T} where the objective distils from a teacher (its log-probs by the same forwards), else {}."""
+    if not getattr(inputs_needed(cfg.objective), "teacher_logp", False):
+        return {}
+    from harness.train.core import scoring
+
+    return {"teacher": scoring.frozen_teacher(cfg, torch.device("cpu"))}
+
+
 def _update(preset: str, chunked: bool, monkeypatch) -> tuple[dict, list[dict]]:
     """The update's metrics and, at each optimizer step, every trained module's gradient by name."""
     cfg, model = _cfg(preset, chunked), _model()
@@ -84,7 +94,7 @@ def _update(preset: str, chunked: bool, monkeypatch) -> tuple[dict, list[dict]]:
     torch.manual_seed(1)
     components = build_components(cfg, model, list(inputs_needed(cfg.objective).components), torch.device("cpu"))
     policy = Trained("policy", model, torch.optim.SGD(model.parameters(), lr=0.1))
-    sc = StepContext.build(cfg, policy, components, ref, torch.device("cpu"), PAD)
+    sc = StepContext.build(cfg, policy, components, ref, torch.device("cpu"), PAD, **_teacher(cfg))
     batch, _ = score_episode(sc, ep)
     grads: list[dict] = []
 
