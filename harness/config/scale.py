@@ -61,6 +61,12 @@ def check_scale(run: Any) -> None:
         )
     if t.parallel == "fsdp":
         check_fsdp(run)
+    if t.chunked_head and o.baseline == "optimal_token":
+        raise ValueError(
+            "train.chunked_head=true with objective.baseline='optimal_token': the optimal token baseline sums "
+            "pi(v)^2 over the whole vocabulary from pi_old's logits, which the chunked head never holds; set "
+            "train.chunked_head=false or another objective.baseline"
+        )
     if t.autocast is not None:
         if m.dtype != "float32":
             raise ValueError(
@@ -85,6 +91,11 @@ def check_fsdp(run: Any) -> None:
             "train.parallel='fsdp' with train.share_prefix=true: a micro-batch's two forwards (the prompts, "
             "then the responses on their cache) under fully_shard are not tested; set train.share_prefix=false "
             "(or train.parallel=ddp)"
+        )
+    if run.train.chunked_head:
+        raise ValueError(
+            "train.parallel='fsdp' with train.chunked_head=true: the chunks run the output head after the sharded "
+            "model's forward, on weights it has resharded; set train.chunked_head=false (or train.parallel=ddp)"
         )
     if run.train.grad_share_every:
         raise ValueError(

@@ -114,14 +114,21 @@ class TrainSection(_Section):
         "them (the same log-probs up to rounding); the output head skips them. 1 = the longest row's own width. "
         "Not with train.share_prefix. auto = 1 on a CPU, 64 on CUDA (1 there with train.share_prefix)",
     )
+    chunked_head: StrictBool = Field(
+        False,
+        description="the trainer's forwards run the output head on the final hidden states by train.head_chunk_tokens "
+        "positions, recomputed in the backward (harness/models/chunked_head.py): memory grows with the hidden states, "
+        "not T x V; the same values to rounding, one more head matmul (docs/speed.md, 'The chunked output head')",
+    )
+    head_chunk_tokens: int = Field(
+        512, ge=2, description="train.chunked_head: positions a chunk's logits hold (512 x 151,936 fp32: 311 MB)"
+    )
     autocast: Literal["bf16", "auto"] | None = Field(
         "auto",
-        description="mixed precision: the trainer's forwards (update, "
-        "pi_old, pi_ref) under torch.autocast in bf16, weights and optimizer state "
-        "in fp32 (model.dtype=float32); null = off. The rollout keeps rollout.dtype: "
-        "mismatch/* shows the cost. CPUs without avx512_bf16/amx_bf16 run bf16 "
-        "matmuls far slower than fp32 (a warning says so). auto = null on a CPU, bf16 on CUDA (null there "
-        "when model.dtype is bfloat16)",
+        description="mixed precision: the trainer's forwards (update, pi_old, pi_ref) under torch.autocast in bf16, "
+        "weights and optimizer state in fp32 (model.dtype=float32); null = off. The rollout keeps rollout.dtype: "
+        "mismatch/* shows the cost. CPUs without avx512_bf16/amx_bf16 run bf16 matmuls far slower than fp32 (a "
+        "warning says so). auto = null on a CPU, bf16 on CUDA (null there when model.dtype is bfloat16)",
     )
     tf32: StrictBool | Literal["auto"] = Field(
         "auto",
@@ -179,6 +186,8 @@ RL_TRAIN_KNOBS = (
     "component_warmup_steps",
     "share_prefix",
     "pad_to_multiple_of",
+    "chunked_head",
+    "head_chunk_tokens",
 )
 
 

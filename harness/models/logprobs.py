@@ -9,6 +9,10 @@ forward.py) a packed row length L is rounded up to a multiple of m, the extra po
 (causal attention: no earlier position sees them). A run then meets a few widths instead of one per step, and
 what a device does once per new shape (on CUDA, such as building cuDNN's attention graph for a sequence length)
 is done in the first steps. The output head runs on the real positions only.
+
+train.chunked_head: inside `chunked_head(C)` (the same forwards) `response_forward` takes the model's final hidden
+states instead of its logits and runs the head on C positions at a time, each chunk recomputed in the backward
+(harness/models/chunked_head.py): no forward holds the (B, T, V) logits.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from contextlib import nullcontext
 
 import torch
 
+from harness.models.chunked_head import ChunkedTokenLogits, head_stats, hidden_instead_of_logits
 from harness.models.lora import AdaptersOff
 from harness.models.moe import replay_routing
 from harness.models.prefix_groups import grouped_response_logits
@@ -31,6 +36,18 @@ from harness.objective.extensions import TokenLogits
 from harness.objective.router_aux import AUX_KEY
 
 _PAD_TO: contextvars.ContextVar[int] = contextvars.ContextVar("pad_to_multiple_of", default=1)
+_HEAD_CHUNK: contextvars.ContextVar[int] = contextvars.ContextVar("head_chunk_tokens", default=0)
+
+
+@contextlib.contextmanager
+def chunked_head(chunk_tokens: int) -> Iterator[None]:
+    """train.chunked_head: the `response_forward`s inside run the output head on `chunk_tokens` positions at a
+    time, recomputed in the backward (harness/models/chunked_head.py); 0: the whole logits, as outside."""
+    token = _HEAD_CHUNK.set(int(chunk_tokens))
+    try:
+        yield
+    finally:
+        _HEAD_CHUNK.reset(token)
 
 
 @contextlib.contextmanager
@@ -173,11 +190,37 @@ def response_forward(
     gradient) in the extras, as `router_aux_loss` (objective/router_aux.py)."""
     kwargs = {"output_router_logits": True} if router_aux else None
     rows = (model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, kwargs, routing)
-    logp, entropy, (logits, logz, mask), out = _response_logits(*rows, share_prefix, head is not None, lengths)
-    extras = head(TokenLogits(logits, logz, mask, response_ids)) if head is not None else {}
+    if _HEAD_CHUNK.get() > 0:  # train.chunked_head: no (B, T, V) logits held (chunked_head.py)
+        logp, entropy, view, out = _chunked_response_stats(
+            *rows, share_prefix=share_prefix, lengths=lengths, chunk_tokens=_HEAD_CHUNK.get()
+        )
+    else:
+        logp, entropy, (logits, logz, mask), out = _response_logits(*rows, share_prefix, head is not None, lengths)
+        view = TokenLogits(logits, logz, mask, response_ids)
+    extras = head(view) if head is not None else {}
     if router_aux:
         extras[AUX_KEY] = out.aux_loss  # transformers' load_balancing_loss_func over the forward's tokens
     return logp, entropy, extras
+
+
+def _chunked_response_stats(*rows, share_prefix, lengths, chunk_tokens: int):
+    """`_response_logits`' (logp (B, T), entropy (B, T) or None) from the final hidden states, the head run by
+    chunks of positions (chunked_head.py), the view a hook reads them through (ChunkedTokenLogits), and the
+    model's output (its aux_loss with output_router_logits; None under share_prefix)."""
+    model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, model_kwargs, routing = rows
+    with hidden_instead_of_logits(model) as head:  # the "logits" below are the hidden states (B, T, d)
+        if share_prefix:
+            if routing is not None or model_kwargs:
+                raise ValueError("train.share_prefix: no routing replay and no extra model arguments")
+            keep = takes_logits_to_keep(model)
+            hidden, out = grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id, keep), None
+        else:
+            packed = (model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths)
+            hidden, out = _packed_logits(*packed)
+    mask = response_mask.to(hidden.device)
+    logp, logz, entropy = head_stats(head, hidden, response_ids, temperature, with_entropy, chunk_tokens)
+    view = ChunkedTokenLogits(head, hidden, logz, mask, response_ids, temperature, chunk_tokens)
+    return logp * mask, entropy * mask if with_entropy else None, view, out
 
 
 def _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths=None):

@@ -91,7 +91,9 @@ class Hooks:
 
 
 class TokenLogits(NamedTuple):
-    """One forward's view of the response tokens (harness/models/logprobs.py builds it)."""
+    """One forward's view of the response tokens (harness/models/logprobs.py builds it). A hook reads the logits
+    through `topk_index` and `logprobs_at`: under train.chunked_head the view is harness/models/chunked_head.py's
+    ChunkedTokenLogits, with the same two methods and no whole logits."""
 
     logits: torch.Tensor  # (B, T, V) at the sampling temperature
     logz: torch.Tensor  # (B, T) their log-sum-exp
@@ -100,6 +102,15 @@ class TokenLogits(NamedTuple):
 
     def detached(self) -> TokenLogits:
         return TokenLogits(self.logits.detach(), self.logz.detach(), self.mask, self.response_ids)
+
+    def topk_index(self, k: int) -> torch.Tensor:
+        """(B, T, k) the k most likely tokens at each position (no gradient)."""
+        return self.logits.detach().topk(k, dim=-1).indices
+
+    def logprobs_at(self, index: torch.Tensor) -> torch.Tensor:
+        """(B, T, K) log-probs of the tokens `index` (B, T, K), 0 on padding: logits[index] - log Z."""
+        index = index.to(self.logits.device)
+        return (self.logits.gather(-1, index) - self.logz.unsqueeze(-1)) * self.mask.unsqueeze(-1)
 
 
 @dataclass

@@ -116,13 +116,12 @@ WHY = "SimKO's loss is the token-level PPO clip of its mixed ratio (docs/objecti
 
 def gather_logprobs(view, index: torch.Tensor) -> torch.Tensor:
     """(B, T, K) log-probs of the tokens `index` (B, T, K) under the forward `view`, 0 on padding."""
-    index = index.to(view.logits.device)
-    return (view.logits.gather(-1, index) - view.logz.unsqueeze(-1)) * view.mask.unsqueeze(-1)
+    return view.logprobs_at(index)
 
 
 def old_topk(cfg, view) -> dict[str, torch.Tensor]:
     """From pi_old's forward: its K most likely tokens per response token (B, T, K) and their log-probs."""
-    index = view.logits.detach().topk(cfg.simko_top_k, dim=-1).indices
+    index = view.topk_index(cfg.simko_top_k)
     return {"topk_index": index, "old_topk_logp": gather_logprobs(view, index)}
 
 
@@ -134,7 +133,7 @@ def train_topk(cfg, view, extras) -> dict[str, torch.Tensor]:
             f"simko_top_k={cfg.simko_top_k} needs pi_old's top-K tokens (extras['topk_index'], from "
             "the old policy's forward: needs.old_forward)"
         )
-    index = extras["topk_index"].to(view.logits.device)
+    index = extras["topk_index"].to(view.logz.device)
     return {"topk_logp": gather_logprobs(view, index), "is_argmax": view.response_ids.to(index.device) == index[..., 0]}
 
 

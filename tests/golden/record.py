@@ -250,14 +250,15 @@ def _engine(make):
 
 
 # ---------------------------------------------------------------------------------- runs
-def record(name: str, replay: list | None = None) -> tuple[list[dict], list]:
+def record(name: str, replay: list | None = None, extra: tuple[str, ...] = ()) -> tuple[list[dict], list]:
     """Run `name` -> (its metric records, perf/* removed, then the final weights' digest; the
-    generate() calls). replay: stored calls to return instead of sampling (None: sample for real)."""
+    generate() calls). replay: stored calls to return instead of sampling (None: sample for real). extra:
+    overrides after the run's own (a knob that must not move its numbers)."""
     from harness.config import load_config
     from harness.train import train
 
     path, overrides = RUNS[name]
-    cfg = load_config(path, overrides)
+    cfg = load_config(path, [*overrides, *extra])
     calls: list = []
     replayer = Replayer(replay) if replay is not None else None
 
@@ -308,10 +309,11 @@ def load_rollouts(name: str) -> list:
     return torch.load(rollouts_path(name), weights_only=True)
 
 
-def check(name: str) -> list[str]:
-    """Replay run `name` from its stored rollouts; every difference from its stored record."""
+def check(name: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """Replay run `name` from its stored rollouts (with the overrides `extra`); every difference from its stored
+    record."""
     expected = json.loads((RECORDS / f"{name}.json").read_text())
-    got, _ = record(name, replay=load_rollouts(name))
+    got, _ = record(name, replay=load_rollouts(name), extra=extra)
     return diff(expected, got)
 
 

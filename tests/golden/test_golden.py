@@ -50,6 +50,16 @@ def test_run_matches_golden_record(name):
     assert not differences, f"{name}: " + "\n".join(differences[:40])
 
 
+CHUNKED = ("train.chunked_head=true", "train.head_chunk_tokens=8")  # the output head by chunks of 8 positions
+
+
+@pytest.mark.parametrize("name", [n for n in golden.RUNS if n != "dpo"])  # the DPO trainer has no chunked head
+def test_run_matches_golden_record_with_the_chunked_head(name):
+    """train.chunked_head (harness/models/chunked_head.py) moves no recorded number past the tolerance."""
+    differences = golden.check(name, CHUNKED)
+    assert not differences, f"{name} with {CHUNKED}: " + "\n".join(differences[:40])
+
+
 def test_a_changed_formula_fails_the_record(monkeypatch):
     """The record is not blind: k3 = (r - 1) - log r off by 1% (GRPO's KL in the loss) moves the run's
     numbers past the tolerance, on every kernel path."""

@@ -13,7 +13,7 @@ from contextlib import nullcontext
 
 import torch
 
-from harness.models.logprobs import padded_widths, response_forward
+from harness.models.logprobs import chunked_head, padded_widths, response_forward
 from harness.models.moe import is_moe
 from harness.objective import LossInputs, inputs_needed
 from harness.objective import loss as objective_loss
@@ -74,6 +74,12 @@ def batch_forward(
     return gather_shard(lps, whole), gather_reads(read)
 
 
+def head_chunks(cfg):
+    """train.chunked_head: the forwards inside run the output head by chunks of train.head_chunk_tokens positions
+    (harness/models/chunked_head.py); off, the whole logits."""
+    return chunked_head(cfg.train.head_chunk_tokens if cfg.train.chunked_head else 0)
+
+
 def gather_reads(read: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """What a head read from this process's rows -> from every row, in row order (one process: `read`)."""
     if world() == 1:
@@ -105,7 +111,8 @@ def forward_loss(sc: StepContext, part: Batch, denominators: tuple[float, float]
     needs = inputs_needed(obj)
     head = (lambda view: forward_extras(obj, view, part.extras, single_pass)) if needs.train_forward else None
     pad = padded_widths(cfg.train.pad_to_multiple_of)  # train.pad_to_multiple_of: the rows' width (logprobs.py)
-    with capture_routing(model) if capture else nullcontext() as calls, compute_precision(cfg, part.mask.device), pad:
+    precision = compute_precision(cfg, part.mask.device)
+    with capture_routing(model) if capture else nullcontext() as calls, precision, pad, head_chunks(cfg):
         logp, entropy, read = response_forward(
             model,
             part.prompt_ids,

@@ -29,7 +29,7 @@ from harness.objective import advantages, batch_correction, inputs_needed, loss_
 from harness.objective.extensions import old_forward_extras
 from harness.train.core.batch import Batch
 from harness.train.core.episode import Episode
-from harness.train.core.forward import batch_forward, batch_logprobs, merge_extras
+from harness.train.core.forward import batch_forward, batch_logprobs, head_chunks, merge_extras
 from harness.train.core.policy_module import AUTOCAST_DTYPES, compute_precision, reference_of
 from harness.train.core.step_context import StepContext
 
@@ -90,8 +90,8 @@ def score_episode(sc: StepContext, ep: Episode, old_weights=None) -> tuple[Batch
     _check_routing(cfg, r)
     batch = Batch.from_rollout(r, mask, sc.device)
     head = (lambda view: old_forward_extras(obj, view)) if needs.old_forward else None
-    # train.autocast, train.pad_to_multiple_of: these forwards compute as the update's do
-    with compute_precision(cfg, sc.device), padded_widths(cfg.train.pad_to_multiple_of):
+    # train.autocast, train.pad_to_multiple_of, train.chunked_head: these forwards compute as the update's do
+    with compute_precision(cfg, sc.device), padded_widths(cfg.train.pad_to_multiple_of), head_chunks(cfg):
         if sc.single_pass:  # the update's first forward is pi_old's (what the extensions read from it too)
             old_logp, read = None, {}
         elif old_weights is not None:  # rollout.staleness: pi_old is the stale sampler's
