@@ -61,12 +61,7 @@ def check_scale(run: Any) -> None:
         )
     if t.parallel == "fsdp":
         check_fsdp(run)
-    if t.chunked_head and o.baseline == "optimal_token":
-        raise ValueError(
-            "train.chunked_head=true with objective.baseline='optimal_token': the optimal token baseline sums "
-            "pi(v)^2 over the whole vocabulary from pi_old's logits, which the chunked head never holds; set "
-            "train.chunked_head=false or another objective.baseline"
-        )
+    check_chunked_head(run)
     if t.autocast is not None:
         if m.dtype != "float32":
             raise ValueError(
@@ -76,6 +71,16 @@ def check_scale(run: Any) -> None:
             )
         if why := bf16_slow_reason():
             warnings.warn(f"train.autocast={t.autocast!r}: {why}", ConfigWarning, stacklevel=2)
+
+
+def check_chunked_head(run: Any) -> None:
+    """train.chunked_head never holds the whole logits: refused with a mode that reads them."""
+    if run.train.chunked_head and run.objective.baseline == "optimal_token":
+        raise ValueError(
+            "train.chunked_head=true with objective.baseline='optimal_token': the optimal token baseline sums "
+            "pi(v)^2 over the whole vocabulary from pi_old's logits, which the chunked head never holds; set "
+            "train.chunked_head=false or another objective.baseline"
+        )
 
 
 def check_fsdp(run: Any) -> None:
