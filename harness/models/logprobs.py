@@ -203,20 +203,25 @@ def response_forward(
     return logp, entropy, extras
 
 
+def _model_logits(rows, share_prefix, lengths):
+    """The model's forward over `rows` (response_forward's) -> (logits (B, T, V) at the response positions, out).
+    share_prefix: each run of identical prompts through the model once (prefix_groups.py; out is then None)."""
+    model, prompt_ids, response_ids, response_mask, pad_id, _, _, model_kwargs, routing = rows
+    if share_prefix:
+        if routing is not None or model_kwargs:
+            raise ValueError("train.share_prefix: no routing replay and no extra model arguments (an MoE is refused)")
+        keep = takes_logits_to_keep(model)
+        return grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id, keep), None
+    return _packed_logits(model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths)
+
+
 def _chunked_response_stats(*rows, share_prefix, lengths, chunk_tokens: int):
     """`_response_logits`' (logp (B, T), entropy (B, T) or None) from the final hidden states, the head run by
     chunks of positions (chunked_head.py), the view a hook reads them through (ChunkedTokenLogits), and the
     model's output (its aux_loss with output_router_logits; None under share_prefix)."""
     model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, model_kwargs, routing = rows
     with hidden_instead_of_logits(model) as head:  # the "logits" below are the hidden states (B, T, d)
-        if share_prefix:
-            if routing is not None or model_kwargs:
-                raise ValueError("train.share_prefix: no routing replay and no extra model arguments")
-            keep = takes_logits_to_keep(model)
-            hidden, out = grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id, keep), None
-        else:
-            packed = (model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths)
-            hidden, out = _packed_logits(*packed)
+        hidden, out = _model_logits(rows, share_prefix, lengths)
     mask = response_mask.to(hidden.device)
     logp, logz, entropy = head_stats(head, hidden, response_ids, temperature, with_entropy, chunk_tokens)
     view = ChunkedTokenLogits(head, hidden, logz, mask, response_ids, temperature, chunk_tokens)
@@ -260,14 +265,8 @@ def _response_logits(
     share_prefix (train.share_prefix): each run of identical prompts goes through the model once
     (harness/models/prefix_groups.py; out is then None). keep_logits: a head reads the (B, T, V) logits at the
     temperature; without, they are None and the token statistics are taken a few rows at a time."""
-    if share_prefix:
-        if routing is not None or model_kwargs:
-            raise ValueError("train.share_prefix: no routing replay and no extra model arguments (an MoE is refused)")
-        keep = takes_logits_to_keep(model)
-        logits, out = grouped_response_logits(model, prompt_ids, response_ids, response_mask, pad_id, keep), None
-    else:
-        rows = (model, prompt_ids, response_ids, response_mask, pad_id, model_kwargs, routing, lengths)
-        logits, out = _packed_logits(*rows)
+    rows = (model, prompt_ids, response_ids, response_mask, pad_id, temperature, with_entropy, model_kwargs, routing)
+    logits, out = _model_logits(rows, share_prefix, lengths)
     mask = response_mask.to(logits.device)
     if not keep_logits:  # a few rows at a time, bit for bit the whole-tensor formulas (token_stats.py)
         logp, logz, entropy = token_stats(logits, response_ids, temperature, with_entropy)
