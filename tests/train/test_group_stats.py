@@ -149,7 +149,9 @@ def test_extreme_grad_share_splits_the_whole_batch_gradient():
     adv = group_advantages(obj, ep.rewards, G)
     cfg = SimpleNamespace(
         objective=obj,
-        train=SimpleNamespace(micro_batch_size=5, autocast=None, share_prefix=False, pad_to_multiple_of=1),
+        train=SimpleNamespace(
+            micro_batch_size=5, autocast=None, share_prefix=False, pad_to_multiple_of=1, chunked_head=False
+        ),
         rollout=SimpleNamespace(temperature=1.0),
     )
     batch = Batch(prompts, resp, mask, mask, torch.zeros(B, T), adv=adv)

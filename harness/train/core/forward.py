@@ -109,7 +109,10 @@ def forward_loss(sc: StepContext, part: Batch, denominators: tuple[float, float]
     capture = observe and is_moe(model)
     replay = sc.replay and part.routing is not None
     needs = inputs_needed(obj)
-    head = (lambda view: forward_extras(obj, view, part.extras, single_pass)) if needs.train_forward else None
+    # pi_old's forward-read parts (SimKO's top-K) come from this forward only where the batch has no pi_old forward
+    # of its own: a diagnostic's probe runs single-pass on a batch the step scored with one
+    old_here = single_pass and part.old_logp is None
+    head = (lambda view: forward_extras(obj, view, part.extras, old_here)) if needs.train_forward else None
     pad = padded_widths(cfg.train.pad_to_multiple_of)  # train.pad_to_multiple_of: the rows' width (logprobs.py)
     precision = compute_precision(cfg, part.mask.device)
     with capture_routing(model) if capture else nullcontext() as calls, precision, pad, head_chunks(cfg):
