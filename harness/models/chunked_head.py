@@ -30,7 +30,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from harness.models.lora import AdaptersOff
-from harness.models.token_stats import token_stats
+from harness.models.token_stats import near_equal_spans, token_stats
 
 Head = Callable[[torch.Tensor], torch.Tensor]  # hidden (..., d) -> logits (..., V)
 
@@ -71,14 +71,7 @@ def chunk_spans(n: int, chunk_tokens: int) -> list[tuple[int, int]]:
     token_stats.py `chunk_bounds`)."""
     if n == 0:
         return []
-    k = max(1, min(-(-n // chunk_tokens), n // 2))
-    base, extra = divmod(n, k)
-    spans, start = [], 0
-    for i in range(k):
-        end = start + base + (i < extra)
-        spans.append((start, end))
-        start = end
-    return spans
+    return near_equal_spans(n, max(1, min(-(-n // chunk_tokens), n // 2)))
 
 
 def _scaled(head: Head, hidden: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -60,14 +60,18 @@ def chunk_bounds(n: int, vocab: int, chunk_bytes: int = CHUNK_BYTES) -> list[tup
     if n == 0:
         return []
     per = max(2, chunk_bytes // (4 * max(vocab, 1)))
-    k = max(1, n // per)
+    return near_equal_spans(n, max(1, n // per))
+
+
+def near_equal_spans(n: int, k: int) -> list[tuple[int, int]]:
+    """[start, end) ranges covering n items in k chunks whose sizes differ by at most one (the first n % k one longer)."""
     base, extra = divmod(n, k)
-    bounds, start = [], 0
+    spans, start = [], 0
     for i in range(k):
         end = start + base + (i < extra)
-        bounds.append((start, end))
+        spans.append((start, end))
         start = end
-    return bounds
+    return spans
 
 
 def _formulas(logits: torch.Tensor, tokens: torch.Tensor, temperature: float, with_entropy: bool):
